@@ -1,0 +1,14 @@
+//! Names of the document collections, in one place so adapters, API and engine agree on them.
+
+pub const RULES: &str = "rules";
+pub const TENANT_OVERRIDES: &str = "tenant_overrides";
+pub const EVENT_SOURCES: &str = "event_sources";
+pub const SCHEMAS: &str = "schemas";
+pub const FLOWS: &str = "flows";
+pub const FLOW_VERSIONS: &str = "flow_versions";
+pub const FLOW_RELEASE_ATTEMPTS: &str = "flow_release_attempts";
+pub const FLOW_EDIT_LOCKS: &str = "flow_edit_locks";
+
+/// Subject on which the administration API announces that rules, schemas, sources or flows changed, so
+/// engines reload at once instead of waiting for their periodic tick.
+pub const CONFIG_CHANGED_SUBJECT: &str = "flowhost.config.changed";

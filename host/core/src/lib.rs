@@ -1,0 +1,14 @@
+//! The core of Flowhost: the domain model of the flow runtime, the ports (traits) every external system sits
+//! behind, the typed configuration and the clock. Nothing here knows HTTP, SQLite, MongoDB, Kafka, NATS or
+//! Redis; adapters implement the ports and the engine and API use them through [`Ports`].
+
+pub mod clock;
+pub mod collections;
+pub mod config;
+pub mod envelope;
+pub mod flows;
+pub mod model;
+pub mod ports;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use ports::{Cache, DocumentStore, PortError, Ports, Subjects, Topics};

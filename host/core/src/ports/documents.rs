@@ -1,0 +1,39 @@
+//! The documents port: JSON documents in named collections, keyed by a string id.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::PortError;
+
+/// A store of JSON documents. Every operation is atomic on one document; there are no multi-document
+/// transactions (real MongoDB refuses them without a replica set). Lists are sorted by id.
+///
+/// The store keeps the document body as given; the id is passed separately and is not injected into the body.
+#[async_trait]
+pub trait DocumentStore: Send + Sync + 'static {
+    /// A short name for logs and `Debug`: `"embedded"`, `"mongodb"`.
+    fn backend(&self) -> &'static str;
+
+    async fn get(&self, collection: &str, id: &str) -> Result<Option<Value>, PortError>;
+
+    /// Every document of the collection, sorted by id.
+    async fn list(&self, collection: &str) -> Result<Vec<Value>, PortError>;
+
+    /// Documents whose top-level `field` equals `value` (a string, number or boolean), sorted by id.
+    async fn find(&self, collection: &str, field: &str, value: &Value) -> Result<Vec<Value>, PortError>;
+
+    /// Stores a new document; `PortError::Conflict` if the id exists.
+    async fn insert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError>;
+
+    /// Replaces an existing document; returns false (and stores nothing) when the id does not exist.
+    async fn replace(&self, collection: &str, id: &str, doc: Value) -> Result<bool, PortError>;
+
+    /// Stores the document whether or not the id exists.
+    async fn upsert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError>;
+
+    /// Removes one document; returns whether it existed.
+    async fn delete(&self, collection: &str, id: &str) -> Result<bool, PortError>;
+
+    /// Removes every document whose top-level `field` equals `value`; returns how many.
+    async fn delete_where(&self, collection: &str, field: &str, value: &Value) -> Result<u64, PortError>;
+}

@@ -1,0 +1,65 @@
+//! The subjects port: fire-and-forget messages on NATS-style subjects (`a.b.c`, wildcards `*` and `>`).
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+
+use super::PortError;
+
+/// One message received on a subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubjectMessage {
+    pub subject: String,
+    pub payload: Vec<u8>,
+}
+
+/// A live subscription; dropping it unsubscribes.
+pub type SubjectStream = BoxStream<'static, SubjectMessage>;
+
+/// Core publish/subscribe with at-most-once delivery (signals, broadcasts). Durable streams are the topics port.
+#[async_trait]
+pub trait Subjects: Send + Sync + 'static {
+    fn backend(&self) -> &'static str;
+
+    async fn publish(&self, subject: &str, payload: Vec<u8>) -> Result<(), PortError>;
+
+    /// Subscribes to a subject or a pattern with `*` (one token) and `>` (one or more trailing tokens).
+    /// Messages published after this returns are delivered.
+    async fn subscribe(&self, pattern: &str) -> Result<SubjectStream, PortError>;
+}
+
+/// Whether `subject` matches the NATS-style `pattern`.
+pub fn subject_matches(pattern: &str, subject: &str) -> bool {
+    let mut pattern_tokens = pattern.split('.');
+    let mut subject_tokens = subject.split('.');
+    loop {
+        match (pattern_tokens.next(), subject_tokens.next()) {
+            (Some(">"), Some(_)) => return true,
+            (Some("*"), Some(_)) => {}
+            (Some(p), Some(s)) if p == s => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subject_matches;
+
+    #[test]
+    fn wildcards_follow_nats_rules() {
+        let cases = [
+            ("a.b", "a.b", true),
+            ("a.b", "a.c", false),
+            ("a.*", "a.b", true),
+            ("a.*", "a.b.c", false),
+            ("a.>", "a.b.c", true),
+            ("a.>", "a", false),
+            ("*.b", "a.b", true),
+            ("a.b", "a.b.c", false),
+        ];
+        for (pattern, subject, expected) in cases {
+            assert_eq!(subject_matches(pattern, subject), expected, "{pattern} vs {subject}");
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The topics port: durable, partitioned logs with consumer groups and committed offsets (Kafka semantics).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::PortError;
+
+/// A record header. Keys repeat as in Kafka.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub key: String,
+    pub value: Vec<u8>,
+}
+
+/// A record to publish. Records with the same key land in the same partition, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutRecord {
+    pub topic: String,
+    pub key: Option<Vec<u8>>,
+    pub value: Vec<u8>,
+    pub headers: Vec<Header>,
+}
+
+impl OutRecord {
+    pub fn new(topic: impl Into<String>, value: impl Into<Vec<u8>>) -> Self {
+        Self { topic: topic.into(), key: None, value: value.into(), headers: Vec::new() }
+    }
+    pub fn with_key(mut self, key: impl Into<Vec<u8>>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+    pub fn with_header(mut self, key: impl Into<String>, value: impl Into<Vec<u8>>) -> Self {
+        self.headers.push(Header { key: key.into(), value: value.into() });
+        self
+    }
+}
+
+/// A consumed record with its position in the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Vec<u8>,
+    pub headers: Vec<Header>,
+    pub timestamp_ms: i64,
+}
+
+impl Record {
+    pub fn header(&self, key: &str) -> Option<&[u8]> {
+        self.headers.iter().find(|h| h.key == key).map(|h| h.value.as_slice())
+    }
+}
+
+/// The next offset to read in one partition: what a commit stores.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position {
+    pub topic: String,
+    pub partition: i32,
+    pub next_offset: i64,
+}
+
+/// Where a group without a committed offset starts reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartFrom {
+    #[default]
+    Earliest,
+    Latest,
+}
+
+/// What a consumer reads: its group, its topics and where a new group starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerConfig {
+    pub group: String,
+    pub topics: Vec<String>,
+    pub start: StartFrom,
+}
+
+/// A durable log.
+#[async_trait]
+pub trait Topics: Send + Sync + 'static {
+    fn backend(&self) -> &'static str;
+
+    /// Appends the records and returns once every one is acknowledged (durable); on error, any subset may
+    /// have been written, so callers retry the whole batch (at-least-once).
+    async fn publish(&self, records: Vec<OutRecord>) -> Result<(), PortError>;
+
+    /// Creates a topic if it does not exist (idempotent).
+    async fn create_topic(&self, topic: &str, partitions: i32) -> Result<(), PortError>;
+
+    /// Joins `config.group` on `config.topics`; reading resumes after the group's committed offsets.
+    async fn consumer(&self, config: ConsumerConfig) -> Result<Box<dyn TopicConsumer>, PortError>;
+}
+
+/// One member of a consumer group. Polling advances an in-memory position; only `commit` makes progress
+/// durable, so a consumer that stops before committing sees the same records again on its next start.
+#[async_trait]
+pub trait TopicConsumer: Send {
+    /// Up to `max` records, waiting at most `timeout` for the first one; an empty batch on timeout.
+    async fn poll(&mut self, max: usize, timeout: Duration) -> Result<Vec<Record>, PortError>;
+
+    /// Stores the group's next offsets for the given partitions.
+    async fn commit(&mut self, positions: &[Position]) -> Result<(), PortError>;
+}
+
+/// The positions to commit after processing `records`: per partition, the highest offset plus one.
+pub fn next_positions(records: &[Record]) -> Vec<Position> {
+    let mut next: BTreeMap<(&str, i32), i64> = BTreeMap::new();
+    for record in records {
+        let entry = next.entry((record.topic.as_str(), record.partition)).or_insert(record.offset + 1);
+        *entry = (*entry).max(record.offset + 1);
+    }
+    next.into_iter()
+        .map(|((topic, partition), next_offset)| Position { topic: topic.to_owned(), partition, next_offset })
+        .collect()
+}
+
+/// The partition of a key among `partitions`: a stable FNV-1a hash, so the embedded log spreads keys the same
+/// way on every run. (Kafka uses its own partitioner on the broker's side of the port.)
+pub fn partition_for_key(key: Option<&[u8]>, partitions: i32, round_robin: u64) -> i32 {
+    let partitions = partitions.max(1) as u64;
+    let slot = match key {
+        Some(key) => {
+            let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+            for byte in key {
+                hash ^= u64::from(*byte);
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+            }
+            hash % partitions
+        }
+        None => round_robin % partitions,
+    };
+    slot as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(topic: &str, partition: i32, offset: i64) -> Record {
+        Record {
+            topic: topic.into(),
+            partition,
+            offset,
+            key: None,
+            value: vec![],
+            headers: vec![],
+            timestamp_ms: 0,
+        }
+    }
+
+    #[test]
+    fn next_positions_takes_the_highest_offset_per_partition() {
+        let records = [record("a", 0, 4), record("a", 0, 2), record("a", 1, 7), record("b", 0, 0)];
+        let positions = next_positions(&records);
+        assert_eq!(
+            positions,
+            vec![
+                Position { topic: "a".into(), partition: 0, next_offset: 5 },
+                Position { topic: "a".into(), partition: 1, next_offset: 8 },
+                Position { topic: "b".into(), partition: 0, next_offset: 1 },
+            ]
+        );
+    }
+
+    #[test]
+    fn same_key_same_partition() {
+        let p = partition_for_key(Some(b"player-1"), 8, 0);
+        for rr in 0..10 {
+            assert_eq!(partition_for_key(Some(b"player-1"), 8, rr), p);
+        }
+        assert_eq!(partition_for_key(None, 4, 6), 2);
+    }
+}

