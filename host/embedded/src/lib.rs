@@ -1,1 +1,57 @@
-//! placeholder
+//! The embedded defaults of every port, so `flowhost serve` needs no server: documents and topics in one
+//! SQLite file under the data directory (durable across restarts, shared safely with the `flowhost events`
+//! commands of another process), subjects and cache in process memory.
+
+mod cache;
+mod documents;
+mod sqlite;
+mod subjects;
+mod topics;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use flowhost_core::ports::{DocumentStore, PortError, Topics};
+use flowhost_core::Clock;
+
+pub use cache::LocalCache;
+pub use subjects::LocalSubjects;
+
+use documents::SqliteDocuments;
+use sqlite::Db;
+use topics::SqliteTopics;
+
+/// The SQLite file `flowhost.db` in the data directory, serving the documents and topics ports.
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    documents: Arc<SqliteDocuments>,
+    topics: Arc<SqliteTopics>,
+}
+
+impl std::fmt::Debug for EmbeddedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedStore").finish_non_exhaustive()
+    }
+}
+
+impl EmbeddedStore {
+    /// Opens (creating when needed) the store in `dir`. `partitions` is the partition count of topics the
+    /// log creates on first use.
+    pub fn open(dir: &Path, partitions: i32, clock: Arc<dyn Clock>) -> Result<EmbeddedStore, PortError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| PortError::Invalid(format!("cannot create data directory {}: {e}", dir.display())))?;
+        let db = Db::open(&dir.join("flowhost.db"))?;
+        Ok(EmbeddedStore {
+            documents: Arc::new(SqliteDocuments::new(db.clone())),
+            topics: Arc::new(SqliteTopics::new(db, partitions, clock)),
+        })
+    }
+
+    pub fn documents(&self) -> Arc<dyn DocumentStore> {
+        self.documents.clone()
+    }
+
+    pub fn topics(&self) -> Arc<dyn Topics> {
+        self.topics.clone()
+    }
+}

@@ -1,1 +1,295 @@
-//! placeholder
+//! Rule expressions: CEL compiled and type-checked against an event type's schema, then evaluated against
+//! parsed events. This crate is the only one that touches the CEL implementation (`cel-core`, see
+//! shared/DEPENDENCIES.md), so swapping it stays a one-module change.
+//!
+//! Checks beyond the CEL checker:
+//! - the result must be `bool` ("non-boolean result type");
+//! - `==` / `!=` between two different concrete scalar types (`game == 1` with `game: string`) is a type
+//!   mismatch, although CEL's checker widens equality to `dyn` and would let it through to always be false.
+//!
+//! Without a schema an expression is only parsed; its fields are then read dynamically from the event.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cel_core::{Activation, Ast, BinaryOp, CelType, CheckErrorKind, CompileError, Env, Expr, Program, SpannedExpr, Value};
+use flowhost_core::model::{EventSchema, FieldType};
+use serde_json::{Map, Value as Json};
+
+/// A compiled rule expression, ready to evaluate many times.
+pub struct Expression {
+    program: Program,
+    /// Declared field types; `None` when compiled without a schema (fields read dynamically).
+    types: Option<Arc<HashMap<String, FieldType>>>,
+}
+
+impl std::fmt::Debug for Expression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Expression").field("typed", &self.types.is_some()).finish()
+    }
+}
+
+/// Why an evaluation produced no boolean (a field missing from the event, a division by zero, ...).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expression evaluation failed: {0}")]
+pub struct EvalError(pub String);
+
+fn cel_type(kind: FieldType) -> CelType {
+    match kind {
+        FieldType::Int => CelType::Int,
+        FieldType::Double => CelType::Double,
+        FieldType::String => CelType::String,
+        FieldType::Bool => CelType::Bool,
+    }
+}
+
+impl Expression {
+    /// Parses and type-checks `source` against `schema` (or only parses it when there is none).
+    /// Errors are human-readable messages, one per problem.
+    pub fn compile(source: &str, schema: Option<&EventSchema>) -> Result<Expression, Vec<String>> {
+        if source.trim().is_empty() {
+            return Err(vec!["expression is empty".to_owned()]);
+        }
+        let mut env = Env::with_standard_library();
+        let types = schema.map(|schema| {
+            let mut types = HashMap::new();
+            for field in &schema.fields {
+                env.add_variable(field.name.clone(), cel_type(field.kind));
+                types.insert(field.name.clone(), field.kind);
+            }
+            Arc::new(types)
+        });
+        let ast = match schema {
+            Some(schema) => env.compile(source).map_err(|e| compile_messages(e, schema))?,
+            None => env.parse_only(source).map_err(|e| compile_messages(e, &EventSchema { event_type: String::new(), fields: vec![] }))?,
+        };
+        if schema.is_some() {
+            let mut errors = Vec::new();
+            check_strict_equality(&ast, &mut errors);
+            match ast.result_type() {
+                Some(CelType::Bool) | Some(CelType::Dyn) | None => {}
+                Some(other) => errors.push(format!("expression must return bool, but its result type is {other}")),
+            }
+            if !errors.is_empty() {
+                return Err(errors);
+            }
+        }
+        let program = env.program(&ast).map_err(|e| vec![e.to_string()])?;
+        Ok(Expression { program, types })
+    }
+
+    /// Evaluates against an event's fields. A non-boolean result is an error.
+    pub fn evaluate(&self, fields: &Map<String, Json>) -> Result<bool, EvalError> {
+        let activation = EventActivation { fields, types: self.types.as_deref() };
+        match self.program.eval(&activation) {
+            Value::Bool(b) => Ok(b),
+            Value::Error(error) => Err(EvalError(error.to_string())),
+            other => Err(EvalError(format!("result is not a bool: {other}"))),
+        }
+    }
+}
+
+/// Problems with `source` against `schema`; empty when it compiles.
+pub fn validate(source: &str, schema: Option<&EventSchema>) -> Vec<String> {
+    match Expression::compile(source, schema) {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors,
+    }
+}
+
+fn compile_messages(error: CompileError, schema: &EventSchema) -> Vec<String> {
+    match error {
+        CompileError::Parse(errors) => errors.iter().map(|e| format!("syntax error: {e}")).collect(),
+        CompileError::Check(errors) => errors
+            .iter()
+            .map(|e| match &e.kind {
+                CheckErrorKind::UndeclaredReference { name, .. } => format!(
+                    "unknown field '{name}': not declared in the schema of event type '{}'",
+                    schema.event_type
+                ),
+                CheckErrorKind::NoMatchingOverload { arg_types, .. }
+                    if arg_types.contains(&CelType::Int) && arg_types.contains(&CelType::Double) =>
+                {
+                    format!("type mismatch: {} (write double literals with a decimal point, e.g. 100.0)", e.kind)
+                }
+                kind => format!("type mismatch: {kind}"),
+            })
+            .collect(),
+        CompileError::NoAst => vec!["syntax error: nothing to evaluate".to_owned()],
+    }
+}
+
+fn is_scalar(t: &CelType) -> bool {
+    matches!(t, CelType::Bool | CelType::Int | CelType::UInt | CelType::Double | CelType::String | CelType::Bytes)
+}
+
+fn is_numeric(t: &CelType) -> bool {
+    matches!(t, CelType::Int | CelType::UInt | CelType::Double)
+}
+
+/// Rejects `==`/`!=` between two different scalar types (numbers compare with each other, as CEL allows).
+fn check_strict_equality(ast: &Ast, errors: &mut Vec<String>) {
+    let Some(info) = ast.type_info() else { return };
+    walk(ast.expr(), &mut |expr| {
+        if let Expr::Binary { op: op @ (BinaryOp::Eq | BinaryOp::Ne), left, right } = &expr.node {
+            if let (Some(l), Some(r)) = (info.get_type(left.id), info.get_type(right.id)) {
+                if is_scalar(l) && is_scalar(r) && l != r && !(is_numeric(l) && is_numeric(r)) {
+                    let symbol = if matches!(op, BinaryOp::Eq) { "==" } else { "!=" };
+                    errors.push(format!("type mismatch: cannot compare {l} {symbol} {r}"));
+                }
+            }
+        }
+    });
+}
+
+fn walk(expr: &SpannedExpr, visit: &mut dyn FnMut(&SpannedExpr)) {
+    visit(expr);
+    match &expr.node {
+        Expr::Unary { expr, .. } | Expr::Member { expr, .. } | Expr::MemberTestOnly { expr, .. } => walk(expr, visit),
+        Expr::Binary { left, right, .. } => {
+            walk(left, visit);
+            walk(right, visit);
+        }
+        Expr::Ternary { cond, then_expr, else_expr } => {
+            walk(cond, visit);
+            walk(then_expr, visit);
+            walk(else_expr, visit);
+        }
+        Expr::Index { expr, index, .. } => {
+            walk(expr, visit);
+            walk(index, visit);
+        }
+        Expr::Call { expr, args } => {
+            walk(expr, visit);
+            args.iter().for_each(|a| walk(a, visit));
+        }
+        Expr::List(elements) => elements.iter().for_each(|e| walk(&e.expr, visit)),
+        Expr::Map(entries) => entries.iter().for_each(|e| {
+            walk(&e.key, visit);
+            walk(&e.value, visit);
+        }),
+        Expr::Struct { fields, .. } => fields.iter().for_each(|f| walk(&f.value, visit)),
+        Expr::Comprehension(c) => {
+            for part in [&c.iter_range, &c.accu_init, &c.loop_condition, &c.loop_step, &c.result] {
+                walk(part, visit);
+            }
+        }
+        Expr::Bind { init, body, .. } => {
+            walk(init, visit);
+            walk(body, visit);
+        }
+        _ => {}
+    }
+}
+
+/// Resolves variables lazily from the event's JSON fields, converting only the ones the expression reads.
+struct EventActivation<'a> {
+    fields: &'a Map<String, Json>,
+    types: Option<&'a HashMap<String, FieldType>>,
+}
+
+impl Activation for EventActivation<'_> {
+    fn resolve(&self, name: &str) -> Option<Value> {
+        let json = self.fields.get(name)?;
+        match self.types {
+            Some(types) => typed_value(json, *types.get(name)?),
+            None => Some(dynamic_value(json)),
+        }
+    }
+}
+
+fn typed_value(json: &Json, kind: FieldType) -> Option<Value> {
+    match (kind, json) {
+        (FieldType::Int, Json::Number(n)) => n.as_i64().map(Value::Int),
+        (FieldType::Double, Json::Number(n)) => n.as_f64().map(Value::Double),
+        (FieldType::String, Json::String(s)) => Some(Value::String(Arc::from(s.as_str()))),
+        (FieldType::Bool, Json::Bool(b)) => Some(Value::Bool(*b)),
+        _ => None,
+    }
+}
+
+fn dynamic_value(json: &Json) -> Value {
+    match json {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Double(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => Value::String(Arc::from(s.as_str())),
+        Json::Array(items) => Value::from(items.iter().map(dynamic_value).collect::<Vec<_>>()),
+        Json::Object(map) => Value::map(map.iter().map(|(k, v)| (k.as_str(), dynamic_value(v)))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowhost_core::model::SchemaField;
+    use serde_json::json;
+
+    fn schema() -> EventSchema {
+        let field = |name: &str, kind| SchemaField { name: name.into(), kind };
+        EventSchema {
+            event_type: "deposit".into(),
+            fields: vec![
+                field("amount", FieldType::Double),
+                field("count", FieldType::Int),
+                field("game", FieldType::String),
+                field("vip", FieldType::Bool),
+            ],
+        }
+    }
+
+    fn fields(value: Json) -> Map<String, Json> {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn evaluates_a_typed_rule() {
+        let expr = Expression::compile(
+            "amount > 100.0 && count >= 2 && game.startsWith('slot') && !vip",
+            Some(&schema()),
+        )
+        .unwrap();
+        let event = fields(json!({"amount": 150.0, "count": 3, "game": "slots-1", "vip": false}));
+        assert_eq!(expr.evaluate(&event), Ok(true));
+        let event = fields(json!({"amount": 50, "count": 3, "game": "slots-1", "vip": false}));
+        assert_eq!(expr.evaluate(&event), Ok(false), "an integer JSON number reads as a double field");
+    }
+
+    #[test]
+    fn missing_or_mistyped_fields_fail_the_evaluation() {
+        let expr = Expression::compile("count > 1", Some(&schema())).unwrap();
+        assert!(expr.evaluate(&fields(json!({}))).is_err());
+        assert!(expr.evaluate(&fields(json!({"count": "3"}))).is_err());
+    }
+
+    #[test]
+    fn validation_messages() {
+        let cases: &[(&str, &str)] = &[
+            ("amount >", "syntax error"),
+            ("balance > 1.0", "unknown field 'balance': not declared in the schema of event type 'deposit'"),
+            ("amount > 100", "write double literals with a decimal point"),
+            ("game == 1", "type mismatch: cannot compare string == int"),
+            ("vip != 'yes'", "type mismatch: cannot compare bool != string"),
+            ("count + 1", "expression must return bool, but its result type is int"),
+            ("game", "expression must return bool, but its result type is string"),
+            ("", "expression is empty"),
+        ];
+        for (source, expected) in cases {
+            let errors = validate(source, Some(&schema()));
+            assert!(errors.iter().any(|e| e.contains(expected)), "{source:?}: {errors:?} lacks {expected:?}");
+        }
+        for ok in ["count == 2.0", "amount > 1.0 || vip", "game in ['a', 'b']", "size(game) > 2"] {
+            assert_eq!(validate(ok, Some(&schema())), Vec::<String>::new(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn without_a_schema_fields_are_dynamic() {
+        let expr = Expression::compile("level >= 3 && country == 'DE'", None).unwrap();
+        assert_eq!(expr.evaluate(&fields(json!({"level": 4, "country": "DE"}))), Ok(true));
+        assert!(validate("level >=", None)[0].starts_with("syntax error"));
+    }
+}

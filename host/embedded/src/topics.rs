@@ -1,0 +1,371 @@
+//! The topics port on SQLite: an append-only `records` table per (topic, partition, offset), committed group
+//! offsets in `group_offsets`. Topics are created on first use with the configured partition count; keys pick
+//! the partition with a stable hash, so one key's records stay in order.
+//!
+//! Consumers of one group in this process split the partitions between them (member rank modulo member
+//! count), re-reading the group's committed offsets whenever the assignment changes, as Kafka does on a
+//! rebalance. Another process sharing the file (the `flowhost events` commands) sees the same log; consumers
+//! wake at once for writes of their own process and within `CROSS_PROCESS_POLL` for writes of another.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use flowhost_core::ports::{
+    partition_for_key, ConsumerConfig, Header, OutRecord, PortError, Position, Record, StartFrom, TopicConsumer,
+    Topics,
+};
+use flowhost_core::Clock;
+use rusqlite::{params, Connection, OptionalExtension};
+use tokio::sync::Notify;
+
+use crate::sqlite::Db;
+
+const CROSS_PROCESS_POLL: Duration = Duration::from_millis(50);
+
+struct Inner {
+    db: Db,
+    default_partitions: i32,
+    clock: Arc<dyn Clock>,
+    appended: Notify,
+    round_robin: AtomicU64,
+    next_member: AtomicU64,
+    /// Live members of each consumer group in this process, in join order.
+    members: Mutex<HashMap<String, Vec<u64>>>,
+}
+
+pub(crate) struct SqliteTopics {
+    inner: Arc<Inner>,
+}
+
+impl SqliteTopics {
+    pub(crate) fn new(db: Db, default_partitions: i32, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                db,
+                default_partitions: default_partitions.max(1),
+                clock,
+                appended: Notify::new(),
+                round_robin: AtomicU64::new(0),
+                next_member: AtomicU64::new(1),
+                members: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+}
+
+/// The partition count of `topic`, creating it with `default` partitions when it does not exist.
+fn ensure_topic(c: &Connection, topic: &str, default: i32) -> Result<i32, rusqlite::Error> {
+    if let Some(n) =
+        c.query_row("SELECT partitions FROM topics WHERE name = ?1", params![topic], |r| r.get(0)).optional()?
+    {
+        return Ok(n);
+    }
+    c.execute("INSERT INTO topics (name, partitions) VALUES (?1, ?2) ON CONFLICT DO NOTHING", params![topic, default])?;
+    c.query_row("SELECT partitions FROM topics WHERE name = ?1", params![topic], |r| r.get(0))
+}
+
+fn end_offset(c: &Connection, topic: &str, partition: i32) -> Result<i64, rusqlite::Error> {
+    c.query_row(
+        "SELECT COALESCE(MAX(offset) + 1, 0) FROM records WHERE topic = ?1 AND partition = ?2",
+        params![topic, partition],
+        |r| r.get(0),
+    )
+}
+
+fn encode_headers(headers: &[Header]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for header in headers {
+        out.extend_from_slice(&(header.key.len() as u32).to_be_bytes());
+        out.extend_from_slice(header.key.as_bytes());
+        out.extend_from_slice(&(header.value.len() as u32).to_be_bytes());
+        out.extend_from_slice(&header.value);
+    }
+    out
+}
+
+fn decode_headers(mut bytes: &[u8]) -> Vec<Header> {
+    fn take<'a>(bytes: &mut &'a [u8]) -> Option<&'a [u8]> {
+        let len = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+        let value = bytes.get(4..4 + len)?;
+        *bytes = &bytes[4 + len..];
+        Some(value)
+    }
+    let mut headers = Vec::new();
+    while !bytes.is_empty() {
+        let (Some(key), Some(value)) = (take(&mut bytes), take(&mut bytes)) else { break };
+        headers.push(Header { key: String::from_utf8_lossy(key).into_owned(), value: value.to_vec() });
+    }
+    headers
+}
+
+fn check_topic_name(topic: &str) -> Result<(), PortError> {
+    let valid = !topic.is_empty()
+        && topic.len() <= 249
+        && topic.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(PortError::Invalid(format!(
+            "topic name {topic:?}: use 1 to 249 ASCII letters, digits, '.', '_' or '-'"
+        )))
+    }
+}
+
+#[async_trait]
+impl Topics for SqliteTopics {
+    fn backend(&self) -> &'static str {
+        "embedded"
+    }
+
+    async fn publish(&self, records: Vec<OutRecord>) -> Result<(), PortError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        for record in &records {
+            check_topic_name(&record.topic)?;
+        }
+        let default_partitions = self.inner.default_partitions;
+        let now = self.inner.clock.now_ms();
+        let first_slot = self.inner.round_robin.fetch_add(records.len() as u64, Ordering::Relaxed);
+        self.inner
+            .db
+            .call(move |c| {
+                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                let mut partitions: HashMap<String, i32> = HashMap::new();
+                let mut next: HashMap<(String, i32), i64> = HashMap::new();
+                {
+                    let mut insert = tx.prepare_cached(
+                        "INSERT INTO records (topic, partition, offset, key, value, headers, timestamp_ms)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    )?;
+                    for (i, record) in records.iter().enumerate() {
+                        let count = match partitions.get(&record.topic) {
+                            Some(n) => *n,
+                            None => {
+                                let n = ensure_topic(&tx, &record.topic, default_partitions)?;
+                                partitions.insert(record.topic.clone(), n);
+                                n
+                            }
+                        };
+                        let partition = partition_for_key(record.key.as_deref(), count, first_slot + i as u64);
+                        let slot = (record.topic.clone(), partition);
+                        let offset = match next.get(&slot) {
+                            Some(o) => *o,
+                            None => end_offset(&tx, &record.topic, partition)?,
+                        };
+                        next.insert(slot, offset + 1);
+                        insert.execute(params![
+                            record.topic,
+                            partition,
+                            offset,
+                            record.key,
+                            record.value,
+                            encode_headers(&record.headers),
+                            now
+                        ])?;
+                    }
+                }
+                tx.commit()
+            })
+            .await?;
+        self.inner.appended.notify_waiters();
+        Ok(())
+    }
+
+    async fn create_topic(&self, topic: &str, partitions: i32) -> Result<(), PortError> {
+        check_topic_name(topic)?;
+        let (topic, partitions) = (topic.to_owned(), partitions.max(1));
+        self.inner.db.call(move |c| ensure_topic(c, &topic, partitions).map(|_| ())).await
+    }
+
+    async fn consumer(&self, config: ConsumerConfig) -> Result<Box<dyn TopicConsumer>, PortError> {
+        for topic in &config.topics {
+            check_topic_name(topic)?;
+        }
+        let member = self.inner.next_member.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .members
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(config.group.clone())
+            .or_default()
+            .push(member);
+        Ok(Box::new(SqliteConsumer { inner: self.inner.clone(), config, member, positions: HashMap::new() }))
+    }
+}
+
+struct SqliteConsumer {
+    inner: Arc<Inner>,
+    config: ConsumerConfig,
+    member: u64,
+    /// In-memory read positions of the partitions currently assigned to this member.
+    positions: HashMap<(String, i32), i64>,
+}
+
+impl Drop for SqliteConsumer {
+    fn drop(&mut self) {
+        let mut members = self.inner.members.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(list) = members.get_mut(&self.config.group) {
+            list.retain(|m| *m != self.member);
+            if list.is_empty() {
+                members.remove(&self.config.group);
+            }
+        }
+    }
+}
+
+impl SqliteConsumer {
+    /// (rank, member count) of this consumer in its group.
+    fn rank(&self) -> (usize, usize) {
+        let members = self.inner.members.lock().unwrap_or_else(|p| p.into_inner());
+        let list = members.get(&self.config.group).map(Vec::as_slice).unwrap_or(&[]);
+        let rank = list.iter().position(|m| *m == self.member).unwrap_or(0);
+        (rank, list.len().max(1))
+    }
+
+    /// One read: refreshes the assignment, then fetches up to `max` records from the assigned partitions.
+    async fn fetch(&mut self, max: usize) -> Result<Vec<Record>, PortError> {
+        let (rank, members) = self.rank();
+        let topics = self.config.topics.clone();
+        let group = self.config.group.clone();
+        let start = self.config.start;
+        let default_partitions = self.inner.default_partitions;
+        let mut positions = std::mem::take(&mut self.positions);
+        let (positions, records) = self
+            .inner
+            .db
+            .call(move |c| {
+                let mut assigned = Vec::new();
+                for topic in &topics {
+                    for partition in 0..ensure_topic(c, topic, default_partitions)? {
+                        assigned.push((topic.clone(), partition));
+                    }
+                }
+                let assigned: Vec<(String, i32)> =
+                    assigned.into_iter().enumerate().filter(|(i, _)| i % members == rank).map(|(_, p)| p).collect();
+                positions.retain(|slot, _| assigned.contains(slot));
+                for (topic, partition) in &assigned {
+                    if positions.contains_key(&(topic.clone(), *partition)) {
+                        continue;
+                    }
+                    let committed: Option<i64> = c
+                        .query_row(
+                            "SELECT next_offset FROM group_offsets WHERE grp = ?1 AND topic = ?2 AND partition = ?3",
+                            params![group, topic, partition],
+                            |r| r.get(0),
+                        )
+                        .optional()?;
+                    let position = match (committed, start) {
+                        (Some(offset), _) => offset,
+                        (None, StartFrom::Earliest) => 0,
+                        (None, StartFrom::Latest) => end_offset(c, topic, *partition)?,
+                    };
+                    positions.insert((topic.clone(), *partition), position);
+                }
+                let mut records = Vec::new();
+                let mut select = c.prepare_cached(
+                    "SELECT offset, key, value, headers, timestamp_ms FROM records
+                     WHERE topic = ?1 AND partition = ?2 AND offset >= ?3 ORDER BY offset LIMIT ?4",
+                )?;
+                for (topic, partition) in &assigned {
+                    if records.len() >= max {
+                        break;
+                    }
+                    let position = positions[&(topic.clone(), *partition)];
+                    let rows = select.query_map(
+                        params![topic, partition, position, (max - records.len()) as i64],
+                        |row| {
+                            Ok(Record {
+                                topic: topic.clone(),
+                                partition: *partition,
+                                offset: row.get(0)?,
+                                key: row.get(1)?,
+                                value: row.get(2)?,
+                                headers: decode_headers(&row.get::<_, Option<Vec<u8>>>(3)?.unwrap_or_default()),
+                                timestamp_ms: row.get(4)?,
+                            })
+                        },
+                    )?;
+                    for record in rows {
+                        let record = record?;
+                        positions.insert((topic.clone(), *partition), record.offset + 1);
+                        records.push(record);
+                    }
+                }
+                Ok((positions, records))
+            })
+            .await?;
+        self.positions = positions;
+        Ok(records)
+    }
+}
+
+#[async_trait]
+impl TopicConsumer for SqliteConsumer {
+    async fn poll(&mut self, max: usize, timeout: Duration) -> Result<Vec<Record>, PortError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let inner = self.inner.clone();
+            let appended = inner.appended.notified();
+            tokio::pin!(appended);
+            appended.as_mut().enable();
+            let records = self.fetch(max.max(1)).await?;
+            let now = tokio::time::Instant::now();
+            if !records.is_empty() || now >= deadline {
+                return Ok(records);
+            }
+            let wait = (deadline - now).min(CROSS_PROCESS_POLL);
+            let _ = tokio::time::timeout(wait, appended).await;
+        }
+    }
+
+    async fn commit(&mut self, positions: &[Position]) -> Result<(), PortError> {
+        if positions.is_empty() {
+            return Ok(());
+        }
+        let group = self.config.group.clone();
+        let positions = positions.to_vec();
+        self.inner
+            .db
+            .call(move |c| {
+                let tx = c.transaction()?;
+                {
+                    let mut upsert = tx.prepare_cached(
+                        "INSERT INTO group_offsets (grp, topic, partition, next_offset) VALUES (?1, ?2, ?3, ?4)
+                         ON CONFLICT (grp, topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
+                    )?;
+                    for p in &positions {
+                        upsert.execute(params![group, p.topic, p.partition, p.next_offset])?;
+                    }
+                }
+                tx.commit()
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip() {
+        let headers = vec![
+            Header { key: "a".into(), value: b"1".to_vec() },
+            Header { key: "a".into(), value: vec![] },
+            Header { key: "ünï".into(), value: vec![0, 255] },
+        ];
+        assert_eq!(decode_headers(&encode_headers(&headers)), headers);
+        assert_eq!(decode_headers(&[0, 0]), vec![]);
+    }
+
+    #[test]
+    fn topic_names_are_checked() {
+        assert!(check_topic_name("player.deposits-v1_x").is_ok());
+        assert!(check_topic_name("").is_err());
+        assert!(check_topic_name("a b").is_err());
+    }
+}
