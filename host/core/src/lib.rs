@@ -2,6 +2,7 @@
 //! behind, the typed configuration and the clock. Nothing here knows HTTP, SQLite, MongoDB, Kafka, NATS or
 //! Redis; adapters implement the ports and the engine and API use them through [`Ports`].
 
+pub mod backoff;
 pub mod clock;
 pub mod collections;
 pub mod config;

@@ -1,1 +1,222 @@
-//! placeholder
+//! The rule engine: consumes every source topic that has rules, matches records by topic and `event_type`,
+//! evaluates each rule's compiled expression, applies tenant overrides and output mappings, publishes to the
+//! rule's output topic (or the source's default) and only then commits the consumed offsets.
+//!
+//! Delivery is at-least-once: a failed publish is retried with backoff and the batch's offsets are committed
+//! only after every output is acknowledged, so a crash replays, never drops. Records that are not events go to
+//! the invalid-events topic with headers naming their origin, counted and logged, without stopping the partition.
+
+mod metrics;
+mod process;
+mod rules;
+
+pub use metrics::EngineMetrics;
+pub use process::{process_batch, BatchOutcome};
+pub use rules::{CompiledRule, ExpressionMemo, RuleSet};
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowhost_core::backoff::Backoff;
+use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
+use flowhost_core::config::EngineConfig;
+use flowhost_core::ports::{next_positions, ConsumerConfig, PortError, Ports, StartFrom, TopicConsumer};
+use futures::StreamExt;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+/// The engine role. `run` owns two tasks: the rule-cache reloader and the consume/publish loop.
+pub struct Engine {
+    ports: Ports,
+    config: EngineConfig,
+    metrics: Arc<EngineMetrics>,
+}
+
+impl Engine {
+    pub fn new(ports: Ports, config: EngineConfig, metrics: Arc<EngineMetrics>) -> Engine {
+        Engine { ports, config, metrics }
+    }
+
+    /// Runs until `shutdown` is cancelled. Backend failures are retried with backoff, never fatal.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let (rules_tx, rules_rx) = watch::channel(Arc::new(RuleSet::default()));
+        let reloader = tokio::spawn(reload_loop(
+            self.ports.clone(),
+            Duration::from_millis(self.config.reload_interval_ms),
+            self.metrics.clone(),
+            rules_tx,
+            shutdown.clone(),
+        ));
+        consume_loop(&self.ports, &self.config, &self.metrics, rules_rx, &shutdown).await;
+        let _ = reloader.await;
+        info!("engine stopped");
+    }
+}
+
+/// Reloads the rule set on every tick and on every change signal; keeps the last good set on failure.
+async fn reload_loop(
+    ports: Ports,
+    interval: Duration,
+    metrics: Arc<EngineMetrics>,
+    rules: watch::Sender<Arc<RuleSet>>,
+    shutdown: CancellationToken,
+) {
+    let mut memo = ExpressionMemo::default();
+    let mut signals = match ports.subjects.subscribe(CONFIG_CHANGED_SUBJECT).await {
+        Ok(stream) => Some(stream),
+        Err(error) => {
+            warn!(%error, "cannot subscribe to change signals; relying on the periodic reload");
+            None
+        }
+    };
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+            Some(_) = async { match signals.as_mut() { Some(s) => s.next().await, None => None } } => {
+                debug!("change signal received; reloading rules");
+            }
+        }
+        match RuleSet::load(ports.documents.as_ref(), &mut memo).await {
+            Ok(set) => {
+                metrics.rule_cache_reloads.inc();
+                metrics.rules_loaded.set(set.len() as i64);
+                for (rule_id, problem) in set.problems() {
+                    metrics.errors.with_label_values(&["rule_compile"]).inc();
+                    warn!(rule_id, problem, "rule is inactive: its expression does not compile");
+                }
+                rules.send_replace(Arc::new(set));
+            }
+            Err(error) => {
+                metrics.errors.with_label_values(&["reload"]).inc();
+                warn!(%error, "rule reload failed; keeping the previous rules");
+            }
+        }
+    }
+}
+
+async fn consume_loop(
+    ports: &Ports,
+    config: &EngineConfig,
+    metrics: &EngineMetrics,
+    mut rules: watch::Receiver<Arc<RuleSet>>,
+    shutdown: &CancellationToken,
+) {
+    let mut backoff = Backoff::for_backend();
+    let mut consumer: Option<(BTreeSet<String>, Box<dyn TopicConsumer>)> = None;
+    loop {
+        if shutdown.is_cancelled() {
+            return;
+        }
+        let set = rules.borrow_and_update().clone();
+        let topics = set.source_topics();
+        if topics.is_empty() {
+            consumer = None;
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = rules.changed() => continue,
+            }
+        }
+        if consumer.as_ref().is_none_or(|(current, _)| *current != topics) {
+            consumer = None;
+            let request = ConsumerConfig {
+                group: config.group_id.clone(),
+                topics: topics.iter().cloned().collect(),
+                start: StartFrom::Earliest,
+            };
+            match ports.topics.consumer(request).await {
+                Ok(c) => {
+                    info!(topics = ?topics, group = %config.group_id, "consuming source topics");
+                    consumer = Some((topics, c));
+                }
+                Err(error) => {
+                    metrics.errors.with_label_values(&["subscribe"]).inc();
+                    warn!(%error, "cannot join the consumer group; retrying");
+                    sleep_or_shutdown(backoff.next_delay(), shutdown).await;
+                    continue;
+                }
+            }
+        }
+        let Some((_, active)) = consumer.as_mut() else { continue };
+        let batch = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            polled = active.poll(config.batch_size, Duration::from_millis(200)) => polled,
+        };
+        let batch = match batch {
+            Ok(batch) => batch,
+            Err(error) => {
+                metrics.errors.with_label_values(&["poll"]).inc();
+                warn!(%error, "poll failed; retrying");
+                sleep_or_shutdown(backoff.next_delay(), shutdown).await;
+                continue;
+            }
+        };
+        backoff.reset();
+        if batch.is_empty() {
+            continue;
+        }
+        let outcome = process_batch(&set, &batch, &config.invalid_events_topic, metrics);
+        if !deliver(ports, outcome, metrics, shutdown).await {
+            return; // shut down before the outputs were acknowledged: nothing is committed, all is replayed
+        }
+        let positions = next_positions(&batch);
+        let mut commit_backoff = Backoff::for_backend();
+        loop {
+            match active.commit(&positions).await {
+                Ok(()) => break,
+                Err(error) => {
+                    metrics.errors.with_label_values(&["commit"]).inc();
+                    warn!(%error, "commit failed; retrying (the batch may be redelivered)");
+                    if !sleep_or_shutdown(commit_backoff.next_delay(), shutdown).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Publishes the batch's outputs until acknowledged. Returns false when shut down first.
+async fn deliver(ports: &Ports, outcome: BatchOutcome, metrics: &EngineMetrics, shutdown: &CancellationToken) -> bool {
+    if outcome.records.is_empty() {
+        return true;
+    }
+    let count = outcome.records.len() as u64;
+    let mut backoff = Backoff::for_backend();
+    loop {
+        let attempt = tokio::select! {
+            _ = shutdown.cancelled() => return false,
+            result = ports.topics.publish(outcome.records.clone()) => result,
+        };
+        match attempt {
+            Ok(()) => {
+                metrics.published.inc_by(count - outcome.invalid);
+                return true;
+            }
+            Err(error) => {
+                metrics.errors.with_label_values(&["publish"]).inc();
+                warn!(%error, records = count, "publish failed; retrying the batch");
+                if let PortError::Invalid(_) = error {
+                    // A bad topic name cannot heal by waiting, but dropping would lose events: keep retrying
+                    // slowly so an operator can fix the rule while nothing is committed.
+                    warn!("a rule names an invalid output topic; fix the rule to let the partition continue");
+                }
+                if !sleep_or_shutdown(backoff.next_delay(), shutdown).await {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps unless shut down first; returns whether the engine should go on.
+async fn sleep_or_shutdown(delay: Duration, shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        _ = tokio::time::sleep(delay) => true,
+    }
+}

@@ -1,0 +1,208 @@
+//! Turning one consumed batch into the records to publish: parse, match, evaluate, map. Pure and synchronous,
+//! so it is benchmarked and tested without any backend.
+
+use flowhost_core::envelope::Event;
+use flowhost_core::model::{MappingMode, OutputMapping};
+use flowhost_core::ports::{OutRecord, Record};
+use serde_json::{Map, Value};
+use tracing::{debug, warn};
+
+use crate::{EngineMetrics, RuleSet};
+
+/// Header naming the rule that produced an output.
+pub const RULE_ID_HEADER: &str = "flowhost-rule-id";
+/// Headers on an invalid record: where it came from and why it was moved.
+pub const SOURCE_TOPIC_HEADER: &str = "flowhost-source-topic";
+pub const SOURCE_PARTITION_HEADER: &str = "flowhost-source-partition";
+pub const SOURCE_OFFSET_HEADER: &str = "flowhost-source-offset";
+pub const INVALID_REASON_HEADER: &str = "flowhost-invalid-reason";
+
+/// What one batch produces.
+#[derive(Debug, Default)]
+pub struct BatchOutcome {
+    /// Rule outputs and moved invalid records, in input order.
+    pub records: Vec<OutRecord>,
+    /// How many of `records` are moved invalid records.
+    pub invalid: u64,
+}
+
+/// Matches every record of `batch` against `rules`.
+pub fn process_batch(rules: &RuleSet, batch: &[Record], invalid_topic: &str, metrics: &EngineMetrics) -> BatchOutcome {
+    let mut outcome = BatchOutcome::default();
+    metrics.consumed.inc_by(batch.len() as u64);
+    for record in batch {
+        let event = match Event::parse(&record.value) {
+            Ok(event) => event,
+            Err(error) => {
+                metrics.invalid.with_label_values(&[error.reason()]).inc();
+                warn!(topic = %record.topic, partition = record.partition, offset = record.offset, %error,
+                      invalid_topic, "record is not an event; moved to the invalid-events topic");
+                outcome.records.push(invalid_record(record, invalid_topic, error.reason()));
+                outcome.invalid += 1;
+                continue;
+            }
+        };
+        for rule in rules.matching(&record.topic, &event.event_type) {
+            if !rule.enabled_for(event.tenant_id.as_deref()) {
+                metrics.skipped.with_label_values(&["tenant_disabled"]).inc();
+                continue;
+            }
+            match rule.expression.evaluate(&event.fields) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(error) => {
+                    metrics.errors.with_label_values(&["eval"]).inc();
+                    debug!(rule_id = %rule.rule.id, offset = record.offset, %error, "expression did not evaluate; no match");
+                    continue;
+                }
+            }
+            metrics.matched.inc();
+            let Some(topic) = &rule.output_topic else {
+                metrics.skipped.with_label_values(&["no_output_topic"]).inc();
+                warn!(rule_id = %rule.rule.id, source_topic = %record.topic,
+                      "rule matched but has no output_topic and its source topic has no default; skipped");
+                continue;
+            };
+            let value = match &rule.rule.output_mapping {
+                Some(mapping) => serde_json::to_vec(&map_fields(mapping, &event.fields)).unwrap_or_default(),
+                None => record.value.clone(),
+            };
+            outcome.records.push(OutRecord {
+                topic: topic.clone(),
+                key: record.key.clone(),
+                value,
+                headers: vec![flowhost_core::ports::Header {
+                    key: RULE_ID_HEADER.to_owned(),
+                    value: rule.rule.id.as_bytes().to_vec(),
+                }],
+            });
+        }
+    }
+    outcome
+}
+
+/// `select` mode: only the listed fields, each copied from `source` to `target`; absent sources are omitted.
+pub fn map_fields(mapping: &OutputMapping, fields: &Map<String, Value>) -> Value {
+    match mapping.mode {
+        MappingMode::Select => Value::Object(
+            mapping
+                .fields
+                .iter()
+                .filter_map(|f| fields.get(&f.source).map(|v| (f.target.clone(), v.clone())))
+                .collect(),
+        ),
+    }
+}
+
+fn invalid_record(record: &Record, topic: &str, reason: &str) -> OutRecord {
+    OutRecord::new(topic, record.value.clone())
+        .with_header(SOURCE_TOPIC_HEADER, record.topic.as_bytes())
+        .with_header(SOURCE_PARTITION_HEADER, record.partition.to_string())
+        .with_header(SOURCE_OFFSET_HEADER, record.offset.to_string())
+        .with_header(INVALID_REASON_HEADER, reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::ExpressionMemo;
+    use flowhost_core::model::*;
+    use serde_json::json;
+
+    fn rule(id: &str, expression: &str, output: &str) -> Rule {
+        Rule {
+            id: id.into(),
+            name: id.into(),
+            source: RuleSource { kind: SourceType::Kafka, topic: "in".into() },
+            conditions: RuleConditions { event_type: "deposit".into(), expression: expression.into() },
+            output_topic: output.into(),
+            output_mapping: None,
+            enabled: true,
+            flow_id: None,
+        }
+    }
+
+    fn record(offset: i64, value: Value) -> Record {
+        Record {
+            topic: "in".into(),
+            partition: 0,
+            offset,
+            key: Some(b"k".to_vec()),
+            value: value.to_string().into_bytes(),
+            headers: vec![],
+            timestamp_ms: 0,
+        }
+    }
+
+    fn schema() -> EventSchema {
+        EventSchema {
+            event_type: "deposit".into(),
+            fields: vec![
+                SchemaField { name: "amount".into(), kind: FieldType::Double },
+                SchemaField { name: "player".into(), kind: FieldType::String },
+            ],
+        }
+    }
+
+    #[test]
+    fn matches_maps_overrides_and_defaults() {
+        let mut mapped = rule("mapped", "amount > 100.0", "");
+        mapped.output_mapping = Some(OutputMapping {
+            mode: MappingMode::Select,
+            fields: vec![FieldMapping { source: "player".into(), target: "who".into() }],
+        });
+        let mut disabled = rule("off", "true", "never");
+        disabled.enabled = false;
+        let rules = vec![rule("big", "amount > 100.0", "big"), mapped, disabled, rule("small", "amount < 10.0", "small")];
+        let overrides = vec![TenantOverride { rule_id: "big".into(), tenant_id: "t2".into(), enabled: Some(false) }];
+        let sources = vec![EventSource { source_topic: "in".into(), default_output_topic: "default-out".into(), description: None }];
+        let set = RuleSet::build(rules, overrides, sources, vec![schema()], &mut ExpressionMemo::default());
+        assert_eq!(set.len(), 3);
+
+        let batch = vec![
+            record(0, json!({"event_type": "deposit", "tenant_id": "t1", "amount": 150.0, "player": "p1"})),
+            record(1, json!({"event_type": "deposit", "tenant_id": "t2", "amount": 150.0, "player": "p2"})),
+            record(2, json!({"event_type": "withdrawal", "amount": 150.0})),
+            Record { value: b"not json".to_vec(), ..record(3, json!({})) },
+        ];
+        let metrics = EngineMetrics::unregistered();
+        let outcome = process_batch(&set, &batch, "invalid", &metrics);
+        let summary: Vec<(String, String)> = outcome
+            .records
+            .iter()
+            .map(|r| (r.topic.clone(), String::from_utf8(r.value.clone()).unwrap()))
+            .collect();
+        assert_eq!(summary[0].0, "big");
+        assert_eq!(summary[1], ("default-out".to_owned(), r#"{"who":"p1"}"#.to_owned()));
+        assert_eq!(summary[2], ("default-out".to_owned(), r#"{"who":"p2"}"#.to_owned()), "t2 only loses rule big");
+        assert_eq!(summary[3], ("invalid".to_owned(), "not json".to_owned()));
+        assert_eq!(summary.len(), 4);
+        assert_eq!(outcome.invalid, 1);
+        assert_eq!(outcome.records[3].headers.iter().find(|h| h.key == INVALID_REASON_HEADER).unwrap().value, b"not_json");
+        assert_eq!(outcome.records[0].key.as_deref(), Some(&b"k"[..]));
+        assert_eq!(metrics.matched.get(), 3);
+        assert_eq!(metrics.skipped.with_label_values(&["tenant_disabled"]).get(), 1);
+    }
+
+    #[test]
+    fn no_output_topic_is_skipped_and_counted() {
+        let set = RuleSet::build(vec![rule("r", "true", "")], vec![], vec![], vec![], &mut ExpressionMemo::default());
+        let metrics = EngineMetrics::unregistered();
+        let outcome = process_batch(&set, &[record(0, json!({"event_type": "deposit"}))], "invalid", &metrics);
+        assert!(outcome.records.is_empty());
+        assert_eq!(metrics.skipped.with_label_values(&["no_output_topic"]).get(), 1);
+    }
+
+    #[test]
+    fn expressions_are_compiled_once_across_reloads() {
+        let mut memo = ExpressionMemo::default();
+        let first = RuleSet::build(vec![rule("r", "amount > 1.0", "o")], vec![], vec![], vec![schema()], &mut memo);
+        let second = RuleSet::build(vec![rule("r", "amount > 1.0", "o")], vec![], vec![], vec![schema()], &mut memo);
+        let a = &first.matching("in", "deposit")[0].expression;
+        let b = &second.matching("in", "deposit")[0].expression;
+        assert!(std::sync::Arc::ptr_eq(a, b));
+        let bad = RuleSet::build(vec![rule("r", "nope > 1.0", "o")], vec![], vec![], vec![schema()], &mut memo);
+        assert!(bad.is_empty());
+        assert_eq!(bad.problems().count(), 1);
+    }
+}
