@@ -1,1 +1,72 @@
-//! placeholder
+//! The HTTP surface of the admin role: `/health`, `/metrics` and the flow runtime's administration API v1
+//! (spec 001). Only this crate knows HTTP. Handlers validate, talk to the documents port and announce changes
+//! on the subjects port so engines reload at once.
+
+mod error;
+mod json;
+mod v1;
+
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
+use flowhost_core::ports::Ports;
+use prometheus::{Encoder, Registry, TextEncoder};
+use serde_json::json;
+use tracing::warn;
+
+pub use error::ApiError;
+
+/// Everything the handlers need, passed as one value.
+#[derive(Clone)]
+pub struct AppState {
+    pub ports: Ports,
+    pub registry: Registry,
+}
+
+impl AppState {
+    /// Tells engines that rules, schemas, sources or flows changed. Best effort: the periodic reload is the
+    /// fallback, so a failed signal is logged, not returned.
+    pub(crate) async fn announce_change(&self) {
+        if let Err(error) = self.ports.subjects.publish(CONFIG_CHANGED_SUBJECT, b"{}".to_vec()).await {
+            warn!(%error, "could not signal a configuration change; engines reload on their next tick");
+        }
+    }
+}
+
+/// The router of the admin role; `max_body_bytes` caps every request body (413 beyond it).
+pub fn app(state: AppState, max_body_bytes: usize) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .merge(v1::routes())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(Arc::new(state))
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    let mut body = Vec::new();
+    if let Err(error) = TextEncoder::new().encode(&state.registry.gather(), &mut body) {
+        warn!(%error, "metrics encoding failed");
+        return ApiError::internal().into_response();
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
+}

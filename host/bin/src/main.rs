@@ -1,1 +1,237 @@
-fn main() {}
+//! The `flowhost` command line: `serve` runs the roles; `events publish` / `events tail` write and read
+//! topics on whichever backend the configuration names, so the embedded mode needs no Kafka tools.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use flowhost_core::config::{parse_roles, Config, LogFormat};
+use flowhost_core::ports::{ConsumerConfig, OutRecord, StartFrom};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(name = "flowhost", version, about = "Event-driven flow engine for player engagement")]
+struct Cli {
+    /// Configuration file (TOML); environment variables override it.
+    #[arg(long, global = true, env = "FLOWHOST_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the roles (all of them by default) until interrupted.
+    Serve {
+        /// Comma-separated roles to run (admin, engine) or `all`; overrides FLOWHOST_ROLES.
+        #[arg(long)]
+        roles: Option<String>,
+    },
+    /// Publish to and read from topics.
+    #[command(subcommand)]
+    Events(EventsCommand),
+}
+
+#[derive(Subcommand)]
+enum EventsCommand {
+    /// Publish records: the VALUE argument, or one record per line of standard input when it is omitted or `-`.
+    Publish(PublishArgs),
+    /// Print a topic's records as JSON lines, from the beginning (or the end) and then as they arrive.
+    Tail(TailArgs),
+}
+
+#[derive(Args)]
+struct PublishArgs {
+    topic: String,
+    value: Option<String>,
+    /// Record key (records with one key keep their order).
+    #[arg(long)]
+    key: Option<String>,
+    /// A header as `name=value`; repeatable.
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    headers: Vec<String>,
+}
+
+#[derive(Args)]
+struct TailArgs {
+    topic: String,
+    /// Start at the end of the topic instead of the beginning.
+    #[arg(long)]
+    from_end: bool,
+    /// Exit after this many records.
+    #[arg(long, short = 'n')]
+    limit: Option<usize>,
+    /// Exit when no record arrives for this many milliseconds.
+    #[arg(long)]
+    idle_timeout_ms: Option<u64>,
+    /// Consume as this group and commit (by default a throw-away group that commits nothing).
+    #[arg(long)]
+    group: Option<String>,
+}
+
+fn init_logging(config: &Config) {
+    let filter = EnvFilter::try_new(&config.log.filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match config.log.format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    if let Err(error) = run().await {
+        eprintln!("flowhost: {error:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let mut config = Config::load(cli.config.as_deref(), |name| std::env::var(name).ok())?;
+    match cli.command {
+        Command::Serve { roles } => {
+            if let Some(roles) = roles {
+                config.roles = parse_roles(&roles).map_err(|e| anyhow::anyhow!("--roles: {e}"))?;
+            }
+            init_logging(&config);
+            serve(config).await
+        }
+        Command::Events(command) => {
+            // The commands print data on stdout; logs stay quiet unless asked for.
+            if std::env::var_os("FLOWHOST_LOG").is_none() {
+                config.log.filter = "warn".into();
+            }
+            init_logging(&config);
+            let ports = flowhost::connect(&config).await?;
+            match command {
+                EventsCommand::Publish(args) => publish(&ports, args).await,
+                EventsCommand::Tail(args) => tail(&ports, args).await,
+            }
+        }
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    let signal_token = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        signal_token.cancel();
+    });
+    let ports = flowhost::connect_with_retry(&config, &shutdown).await?;
+    let addr = format!("{}:{}", config.api.host, config.api.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (api.host / API_PORT)"))?;
+    flowhost::serve(config, ports, listener, shutdown).await
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+async fn publish(ports: &flowhost_core::Ports, args: PublishArgs) -> anyhow::Result<()> {
+    let mut headers = Vec::new();
+    for header in &args.headers {
+        let Some((name, value)) = header.split_once('=') else { bail!("--header {header:?}: use NAME=VALUE") };
+        headers.push((name.to_owned(), value.to_owned()));
+    }
+    let values: Vec<String> = match args.value.as_deref() {
+        Some("-") | None => std::io::stdin()
+            .lock()
+            .lines()
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .filter(|line| !line.trim().is_empty())
+            .collect(),
+        Some(value) => vec![value.to_owned()],
+    };
+    if values.is_empty() {
+        bail!("nothing to publish: give a VALUE or lines on standard input");
+    }
+    let records: Vec<OutRecord> = values
+        .into_iter()
+        .map(|value| {
+            let mut record = OutRecord::new(&args.topic, value.into_bytes());
+            record.key = args.key.clone().map(String::into_bytes);
+            for (name, value) in &headers {
+                record = record.with_header(name, value.as_bytes());
+            }
+            record
+        })
+        .collect();
+    let count = records.len();
+    ports.topics.publish(records).await.with_context(|| format!("publishing to {}", args.topic))?;
+    eprintln!("published {count} record(s) to {}", args.topic);
+    Ok(())
+}
+
+async fn tail(ports: &flowhost_core::Ports, args: TailArgs) -> anyhow::Result<()> {
+    let commit = args.group.is_some();
+    let group = args.group.unwrap_or_else(|| format!("flowhost-tail-{}", uuid::Uuid::new_v4().simple()));
+    let start = if args.from_end { StartFrom::Latest } else { StartFrom::Earliest };
+    let mut consumer = ports.topics.consumer(ConsumerConfig { group, topics: vec![args.topic.clone()], start }).await?;
+    let mut printed = 0usize;
+    let mut idle_since = tokio::time::Instant::now();
+    let stdout = std::io::stdout();
+    loop {
+        let batch = consumer.poll(100, Duration::from_millis(200)).await?;
+        if batch.is_empty() {
+            if args.idle_timeout_ms.is_some_and(|ms| idle_since.elapsed() >= Duration::from_millis(ms)) {
+                return Ok(());
+            }
+            continue;
+        }
+        idle_since = tokio::time::Instant::now();
+        let mut out = stdout.lock();
+        for (index, record) in batch.iter().enumerate() {
+            let value = serde_json::from_slice::<Value>(&record.value)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&record.value).into_owned()));
+            let headers: serde_json::Map<String, Value> = record
+                .headers
+                .iter()
+                .map(|h| (h.key.clone(), Value::String(String::from_utf8_lossy(&h.value).into_owned())))
+                .collect();
+            let line = json!({
+                "topic": record.topic,
+                "partition": record.partition,
+                "offset": record.offset,
+                "key": record.key.as_ref().map(|k| String::from_utf8_lossy(k).into_owned()),
+                "headers": headers,
+                "value": value,
+            });
+            writeln!(out, "{line}")?;
+            printed += 1;
+            if args.limit.is_some_and(|limit| printed >= limit) {
+                out.flush()?;
+                if commit {
+                    consumer.commit(&flowhost_core::ports::next_positions(&batch[..=index])).await?;
+                }
+                return Ok(());
+            }
+        }
+        out.flush()?;
+        if commit {
+            consumer.commit(&flowhost_core::ports::next_positions(&batch)).await?;
+        }
+    }
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use flowhost_core::ports::{
-    partition_for_key, ConsumerConfig, Header, OutRecord, PortError, Position, Record, StartFrom, TopicConsumer,
+    check_topic_name, partition_for_key, ConsumerConfig, Header, OutRecord, PortError, Position, Record, StartFrom, TopicConsumer,
     Topics,
 };
 use flowhost_core::Clock;
@@ -99,19 +99,6 @@ fn decode_headers(mut bytes: &[u8]) -> Vec<Header> {
         headers.push(Header { key: String::from_utf8_lossy(key).into_owned(), value: value.to_vec() });
     }
     headers
-}
-
-fn check_topic_name(topic: &str) -> Result<(), PortError> {
-    let valid = !topic.is_empty()
-        && topic.len() <= 249
-        && topic.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if valid {
-        Ok(())
-    } else {
-        Err(PortError::Invalid(format!(
-            "topic name {topic:?}: use 1 to 249 ASCII letters, digits, '.', '_' or '-'"
-        )))
-    }
 }
 
 #[async_trait]
@@ -362,10 +349,4 @@ mod tests {
         assert_eq!(decode_headers(&[0, 0]), vec![]);
     }
 
-    #[test]
-    fn topic_names_are_checked() {
-        assert!(check_topic_name("player.deposits-v1_x").is_ok());
-        assert!(check_topic_name("").is_err());
-        assert!(check_topic_name("a b").is_err());
-    }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 pub use cache::Cache;
 pub use documents::DocumentStore;
 pub use subjects::{subject_matches, SubjectMessage, SubjectStream, Subjects};
-pub use topics::{partition_for_key, 
+pub use topics::{check_topic_name, partition_for_key, 
     next_positions, ConsumerConfig, Header, OutRecord, Position, Record, StartFrom, TopicConsumer, Topics,
 };
 

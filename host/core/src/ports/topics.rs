@@ -136,6 +136,18 @@ pub fn partition_for_key(key: Option<&[u8]>, partitions: i32, round_robin: u64) 
     slot as i32
 }
 
+/// Checks a topic name against the rules Kafka enforces, so both backends accept the same names.
+pub fn check_topic_name(topic: &str) -> Result<(), PortError> {
+    let valid = !topic.is_empty()
+        && topic.len() <= 249
+        && topic.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(PortError::Invalid(format!("topic name {topic:?}: use 1 to 249 ASCII letters, digits, '.', '_' or '-'")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,6 +176,14 @@ mod tests {
                 Position { topic: "b".into(), partition: 0, next_offset: 1 },
             ]
         );
+    }
+
+    #[test]
+    fn topic_names_are_checked() {
+        assert!(check_topic_name("player.deposits-v1_x").is_ok());
+        assert!(check_topic_name("").is_err());
+        assert!(check_topic_name("a b").is_err());
+        assert!(check_topic_name(&"x".repeat(250)).is_err());
     }
 
     #[test]

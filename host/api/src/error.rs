@@ -1,0 +1,79 @@
+//! The v1 error envelope `{ "error": "<message>" }` and the mapping of failures to status codes. Internal
+//! details (a backend's message) are logged, never sent: the client sees a generic 503/500 message.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use flowhost_core::ports::PortError;
+use serde_json::{json, Value};
+use tracing::error;
+
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+    /// Extra fields beside `error` (e.g. the list of validation `errors`).
+    extra: Option<(&'static str, Value)>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self { status, message: message.into(), extra: None }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, message)
+    }
+
+    pub fn internal() -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+    }
+
+    /// A 400 whose message joins `errors`, which are also returned as a list.
+    pub fn invalid(prefix: &str, errors: Vec<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: format!("{prefix}: {}", errors.join("; ")),
+            extra: Some(("errors", json!(errors))),
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+impl From<PortError> for ApiError {
+    fn from(e: PortError) -> Self {
+        match e {
+            PortError::Conflict(id) => ApiError::conflict(format!("{id} already exists")),
+            PortError::Invalid(message) => ApiError::bad_request(message),
+            PortError::Unavailable(_) => {
+                error!(error = %e, "storage unavailable");
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "storage is unavailable; retry later")
+            }
+            PortError::Backend(_) => {
+                error!(error = %e, "storage error");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({ "error": self.message });
+        if let Some((key, value)) = self.extra {
+            body[key] = value;
+        }
+        (self.status, Json(body)).into_response()
+    }
+}

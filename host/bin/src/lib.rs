@@ -1,0 +1,125 @@
+//! Composition of the `flowhost` process: which backend serves each port (from the configuration), and the
+//! roles running over them. `main.rs` is only the command line; tests start the same `serve` in process.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use flowhost_core::config::{Config, Role};
+use flowhost_core::ports::{Cache, DocumentStore, Ports, Subjects, Topics};
+use flowhost_core::{Clock, SystemClock};
+use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
+use flowhost_engine::{Engine, EngineMetrics};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+/// Connects every port to the backend the configuration names (embedded when none is named).
+pub async fn connect(config: &Config) -> anyhow::Result<Ports> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let embedded = if config.mongodb.uri.is_none() || config.kafka.brokers.is_none() {
+        Some(
+            EmbeddedStore::open(&config.data_dir, config.embedded.partitions, clock.clone())
+                .with_context(|| format!("opening the embedded store in {}", config.data_dir.display()))?,
+        )
+    } else {
+        None
+    };
+    let documents: Arc<dyn DocumentStore> = match (&config.mongodb.uri, &embedded) {
+        (Some(uri), _) => Arc::new(
+            flowhost_mongo::MongoDocuments::connect(uri, &config.mongodb.database)
+                .await
+                .context("connecting to MongoDB (FLOWHOST_MONGODB_URI)")?,
+        ),
+        (None, Some(store)) => store.documents(),
+        (None, None) => unreachable!("embedded store opened when MongoDB is not configured"),
+    };
+    let topics: Arc<dyn Topics> = match (&config.kafka.brokers, &embedded) {
+        (Some(brokers), _) => Arc::new(
+            flowhost_kafka::KafkaTopics::new(brokers, &config.kafka.properties)
+                .context("configuring Kafka (FLOWHOST_KAFKA_BROKERS)")?,
+        ),
+        (None, Some(store)) => store.topics(),
+        (None, None) => unreachable!("embedded store opened when Kafka is not configured"),
+    };
+    let subjects: Arc<dyn Subjects> = match &config.nats.url {
+        Some(url) => Arc::new(
+            flowhost_nats::NatsSubjects::connect(url).await.context("connecting to NATS (FLOWHOST_NATS_URL)")?,
+        ),
+        None => Arc::new(LocalSubjects::new()),
+    };
+    let cache: Arc<dyn Cache> = match config.redis_url()? {
+        Some(url) => Arc::new(flowhost_redis::RedisCache::connect(&url).await.context("connecting to Redis")?),
+        None => Arc::new(LocalCache::new(clock.clone())),
+    };
+    Ok(Ports { documents, topics, subjects, cache, clock })
+}
+
+/// Runs the configured roles until `shutdown` is cancelled. The admin role serves on `listener` (bound by the
+/// caller, so tests can pass port 0).
+pub async fn serve(config: Config, ports: Ports, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let registry = prometheus::Registry::new();
+    let engine_metrics = Arc::new(EngineMetrics::register(&registry)?);
+    let mut tasks = tokio::task::JoinSet::new();
+    if config.roles.contains(&Role::Engine) {
+        let engine = Engine::new(ports.clone(), config.engine.clone(), engine_metrics);
+        let token = shutdown.clone();
+        tasks.spawn(async move {
+            engine.run(token).await;
+            Ok::<(), anyhow::Error>(())
+        });
+    }
+    if config.roles.contains(&Role::Admin) {
+        let state = flowhost_api::AppState { ports: ports.clone(), registry };
+        let app = flowhost_api::app(state, config.api.max_body_bytes);
+        let token = shutdown.clone();
+        info!(addr = %listener.local_addr()?, "administration API listening");
+        tasks.spawn(async move {
+            axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned()).await?;
+            Ok(())
+        });
+    }
+    info!(
+        roles = ?config.roles,
+        documents = ports.documents.backend(),
+        topics = ports.topics.backend(),
+        subjects = ports.subjects.backend(),
+        cache = ports.cache.backend(),
+        "flowhost started"
+    );
+    while let Some(result) = tasks.join_next().await {
+        result.context("a role task panicked")??;
+        if !shutdown.is_cancelled() {
+            // A role ended on its own (e.g. the listener failed): stop the others too.
+            shutdown.cancel();
+        }
+    }
+    Ok(())
+}
+
+/// Retries `connect` with backoff until it succeeds or `shutdown` fires, logging each failure: a backend
+/// that is still starting delays the process instead of failing it.
+pub async fn connect_with_retry(config: &Config, shutdown: &CancellationToken) -> anyhow::Result<Ports> {
+    let mut backoff = flowhost_core::backoff::Backoff::new(Duration::from_millis(500), 2.0, Duration::from_secs(10));
+    loop {
+        match connect(config).await {
+            Ok(ports) => return Ok(ports),
+            Err(error) if is_configuration_error(&error) => return Err(error),
+            Err(error) => {
+                let delay = backoff.next_delay();
+                tracing::warn!(error = format!("{error:#}"), retry_in_ms = delay.as_millis() as u64, "backends not ready");
+                tokio::select! {
+                    _ = shutdown.cancelled() => anyhow::bail!("shut down while waiting for backends"),
+                    _ = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+    }
+}
+
+fn is_configuration_error(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.downcast_ref::<flowhost_core::config::ConfigError>().is_some()
+            || matches!(cause.downcast_ref::<flowhost_core::PortError>(), Some(flowhost_core::PortError::Invalid(_)))
+    })
+}
