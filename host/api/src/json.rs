@@ -1,5 +1,5 @@
 //! A JSON body extractor that answers bad input with the v1 envelope: 400 for malformed JSON or wrong types
-//! (naming the field serde reports), 413 past the body limit. It does not insist on a `Content-Type`.
+//! (naming the offending field's path), 413 past the body limit. It does not insist on a `Content-Type`.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
@@ -32,5 +32,14 @@ where
 /// Parses a body; an empty body reads as `{}` so optional-only bodies may be omitted.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { bytes };
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))
+    let deserializer = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path.is_empty() || path == "." {
+            ApiError::bad_request(format!("invalid body: {inner}"))
+        } else {
+            ApiError::bad_request(format!("invalid body: {path}: {inner}"))
+        }
+    })
 }
