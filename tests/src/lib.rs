@@ -2,7 +2,12 @@
 //! suites (`contract`) that the embedded defaults and the distributed backends must both pass, and the
 //! `TestHost` harness that runs Flowhost on port 0 for end-to-end tests.
 
+mod both;
+pub mod contract;
+pub mod host;
 pub mod servers;
+
+pub use host::{Backends, TestHost};
 
 /// A name no other test uses: for topics, groups, databases, subjects and keys.
 pub fn unique(prefix: &str) -> String {

@@ -19,7 +19,7 @@ pub async fn connect(config: &Config) -> anyhow::Result<Ports> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let embedded = if config.mongodb.uri.is_none() || config.kafka.brokers.is_none() {
         Some(
-            EmbeddedStore::open(&config.data_dir, config.embedded.partitions, clock.clone())
+            EmbeddedStore::open(&config.data_dir, config.topics.partitions, clock.clone())
                 .with_context(|| format!("opening the embedded store in {}", config.data_dir.display()))?,
         )
     } else {
@@ -43,9 +43,9 @@ pub async fn connect(config: &Config) -> anyhow::Result<Ports> {
         (None, None) => unreachable!("embedded store opened when Kafka is not configured"),
     };
     let subjects: Arc<dyn Subjects> = match &config.nats.url {
-        Some(url) => Arc::new(
-            flowhost_nats::NatsSubjects::connect(url).await.context("connecting to NATS (FLOWHOST_NATS_URL)")?,
-        ),
+        Some(url) => {
+            Arc::new(flowhost_nats::NatsSubjects::connect(url).await.context("connecting to NATS (FLOWHOST_NATS_URL)")?)
+        }
         None => Arc::new(LocalSubjects::new()),
     };
     let cache: Arc<dyn Cache> = match config.redis_url()? {
@@ -57,12 +57,17 @@ pub async fn connect(config: &Config) -> anyhow::Result<Ports> {
 
 /// Runs the configured roles until `shutdown` is cancelled. The admin role serves on `listener` (bound by the
 /// caller, so tests can pass port 0).
-pub async fn serve(config: Config, ports: Ports, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn serve(
+    config: Config,
+    ports: Ports,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let registry = prometheus::Registry::new();
     let engine_metrics = Arc::new(EngineMetrics::register(&registry)?);
     let mut tasks = tokio::task::JoinSet::new();
     if config.roles.contains(&Role::Engine) {
-        let engine = Engine::new(ports.clone(), config.engine.clone(), engine_metrics);
+        let engine = Engine::new(ports.clone(), config.engine.clone(), config.topics.partitions, engine_metrics);
         let token = shutdown.clone();
         tasks.spawn(async move {
             engine.run(token).await;
@@ -107,7 +112,11 @@ pub async fn connect_with_retry(config: &Config, shutdown: &CancellationToken) -
             Err(error) if is_configuration_error(&error) => return Err(error),
             Err(error) => {
                 let delay = backoff.next_delay();
-                tracing::warn!(error = format!("{error:#}"), retry_in_ms = delay.as_millis() as u64, "backends not ready");
+                tracing::warn!(
+                    error = format!("{error:#}"),
+                    retry_in_ms = delay.as_millis() as u64,
+                    "backends not ready"
+                );
                 tokio::select! {
                     _ = shutdown.cancelled() => anyhow::bail!("shut down while waiting for backends"),
                     _ = tokio::time::sleep(delay) => {}

@@ -54,7 +54,8 @@ pub fn parse_roles(list: &str) -> Result<Vec<Role>, String> {
     if list.trim() == "all" {
         return Ok(Role::ALL.to_vec());
     }
-    let roles: Vec<Role> = list.split(',').filter(|s| !s.trim().is_empty()).map(Role::from_str).collect::<Result<_, _>>()?;
+    let roles: Vec<Role> =
+        list.split(',').filter(|s| !s.trim().is_empty()).map(Role::from_str).collect::<Result<_, _>>()?;
     if roles.is_empty() {
         return Err("no role given".to_owned());
     }
@@ -69,7 +70,7 @@ pub struct Config {
     /// Directory of the embedded store (`FLOWHOST_DATA_DIR`; default `./flowhost-data`).
     pub data_dir: PathBuf,
     pub api: ApiConfig,
-    pub embedded: EmbeddedConfig,
+    pub topics: TopicsConfig,
     pub mongodb: MongoConfig,
     pub kafka: KafkaConfig,
     pub nats: NatsConfig,
@@ -86,7 +87,7 @@ impl Default for Config {
             roles: Role::ALL.to_vec(),
             data_dir: PathBuf::from("flowhost-data"),
             api: ApiConfig::default(),
-            embedded: EmbeddedConfig::default(),
+            topics: TopicsConfig::default(),
             mongodb: MongoConfig::default(),
             kafka: KafkaConfig::default(),
             nats: NatsConfig::default(),
@@ -117,12 +118,13 @@ impl Default for ApiConfig {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct EmbeddedConfig {
-    /// Partitions of a topic created in the embedded log (`FLOWHOST_EMBEDDED_PARTITIONS`; default 4).
+pub struct TopicsConfig {
+    /// Partitions of the topics Flowhost creates when they are missing, on either backend: the embedded log's
+    /// topics and the engine's source and output topics (`FLOWHOST_TOPIC_PARTITIONS`; default 4).
     pub partitions: i32,
 }
 
-impl Default for EmbeddedConfig {
+impl Default for TopicsConfig {
     fn default() -> Self {
         Self { partitions: 4 }
     }
@@ -263,8 +265,8 @@ impl Config {
         if let Some(v) = get("FLOWHOST_API_MAX_BODY_BYTES") {
             self.api.max_body_bytes = parse("FLOWHOST_API_MAX_BODY_BYTES", v)?;
         }
-        if let Some(v) = get("FLOWHOST_EMBEDDED_PARTITIONS") {
-            self.embedded.partitions = parse("FLOWHOST_EMBEDDED_PARTITIONS", v)?;
+        if let Some(v) = get("FLOWHOST_TOPIC_PARTITIONS") {
+            self.topics.partitions = parse("FLOWHOST_TOPIC_PARTITIONS", v)?;
         }
         if let Some(v) = get("FLOWHOST_MONGODB_URI") {
             self.mongodb.uri = Some(v);
@@ -329,8 +331,8 @@ impl Config {
         if self.api.max_body_bytes == 0 {
             return Err(ConfigError::new("api.max_body_bytes", "must be positive"));
         }
-        if !(1..=1024).contains(&self.embedded.partitions) {
-            return Err(ConfigError::new("embedded.partitions", "must be between 1 and 1024"));
+        if !(1..=1024).contains(&self.topics.partitions) {
+            return Err(ConfigError::new("topics.partitions", "must be between 1 and 1024"));
         }
         if self.engine.reload_interval_ms < 10 {
             return Err(ConfigError::new("engine.reload_interval_ms", "must be at least 10"));
@@ -344,11 +346,9 @@ impl Config {
         if self.engine.invalid_events_topic.trim().is_empty() {
             return Err(ConfigError::new("engine.invalid_events_topic", "must not be empty"));
         }
-        for (setting, value) in [
-            ("mongodb.uri", &self.mongodb.uri),
-            ("kafka.brokers", &self.kafka.brokers),
-            ("nats.url", &self.nats.url),
-        ] {
+        for (setting, value) in
+            [("mongodb.uri", &self.mongodb.uri), ("kafka.brokers", &self.kafka.brokers), ("nats.url", &self.nats.url)]
+        {
             if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
                 return Err(ConfigError::new(setting, "must not be empty when given"));
             }

@@ -42,8 +42,7 @@ impl EnvelopeError {
 
 impl Event {
     pub fn parse(value: &[u8]) -> Result<Event, EnvelopeError> {
-        let parsed: Value =
-            serde_json::from_slice(value).map_err(|error| EnvelopeError::NotJson(error.to_string()))?;
+        let parsed: Value = serde_json::from_slice(value).map_err(|error| EnvelopeError::NotJson(error.to_string()))?;
         let Value::Object(fields) = parsed else {
             return Err(EnvelopeError::NotObject);
         };

@@ -132,11 +132,8 @@ fn plan(flow: &Flow) -> Result<Vec<CompiledRule>, Vec<String>> {
             continue;
         }
         let siblings = children.get(node_id).cloned().unwrap_or_default();
-        let else_branches: Vec<&str> = siblings
-            .iter()
-            .copied()
-            .filter(|id| matches!(nodes[id], Node::Condition(c) if c.is_else))
-            .collect();
+        let else_branches: Vec<&str> =
+            siblings.iter().copied().filter(|id| matches!(nodes[id], Node::Condition(c) if c.is_else)).collect();
         if else_branches.len() > 1 {
             errors.push(format!("node {node_id:?}: has more than one else branch ({})", else_branches.join(", ")));
         }
@@ -162,10 +159,7 @@ fn plan(flow: &Flow) -> Result<Vec<CompiledRule>, Vec<String>> {
                             id: compiled_rule_id(&flow.id, node_id, &output.node_id),
                             name: format!("{}: {} -> {}", flow.name, label, output_label(output)),
                             source: RuleSource { kind: SourceType::Kafka, topic: source.source_topic.clone() },
-                            conditions: RuleConditions {
-                                event_type: source.event_type.clone(),
-                                expression,
-                            },
+                            conditions: RuleConditions { event_type: source.event_type.clone(), expression },
                             output_topic: output.output_topic.clone(),
                             output_mapping: None,
                             enabled: flow.enabled,
@@ -318,7 +312,10 @@ mod tests {
                        "conditions": [{"node_id": "c", "expression": "true"}],
                        "outputs": [{"node_id": "o", "output_topic": "x"}],
                        "edges": [{"from": "c", "to": "o"}]}),
-                vec!["condition node \"c\": not connected to the source", "output node \"o\": not connected to the source"],
+                vec![
+                    "condition node \"c\": not connected to the source",
+                    "output node \"o\": not connected to the source",
+                ],
             ),
             (
                 json!({"source": {"node_id": "s", "event_type": "e", "source_topic": "t"},

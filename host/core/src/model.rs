@@ -230,7 +230,8 @@ mod tests {
 
     #[test]
     fn unknown_enum_values_are_rejected() {
-        let bad_type = r#"{"source":{"type":"rabbit","topic":"t"},"conditions":{"event_type":"e","expression":"true"}}"#;
+        let bad_type =
+            r#"{"source":{"type":"rabbit","topic":"t"},"conditions":{"event_type":"e","expression":"true"}}"#;
         assert!(serde_json::from_str::<Rule>(bad_type).is_err());
         let bad_field = r#"{"fields":[{"name":"a","type":"float"}]}"#;
         assert!(serde_json::from_str::<EventSchema>(bad_field).is_err());

@@ -66,8 +66,7 @@ impl DocumentStore for SqliteDocuments {
         let collection = collection.to_owned();
         self.db
             .call(move |c| {
-                let mut statement =
-                    c.prepare_cached("SELECT body FROM documents WHERE collection = ?1 ORDER BY id")?;
+                let mut statement = c.prepare_cached("SELECT body FROM documents WHERE collection = ?1 ORDER BY id")?;
                 let rows = statement.query_map(params![collection], |row| row.get::<_, String>(0))?;
                 rows.map(|body| parse(body?)).collect()
             })
@@ -82,8 +81,7 @@ impl DocumentStore for SqliteDocuments {
                 let mut statement = c.prepare_cached(
                     "SELECT body FROM documents WHERE collection = ?1 AND json_extract(body, ?2) = ?3 ORDER BY id",
                 )?;
-                let rows =
-                    statement.query_map(params![collection, path, sql_value], |row| row.get::<_, String>(0))?;
+                let rows = statement.query_map(params![collection, path, sql_value], |row| row.get::<_, String>(0))?;
                 rows.map(|body| parse(body?)).collect()
             })
             .await
@@ -139,7 +137,9 @@ impl DocumentStore for SqliteDocuments {
         let (collection, id) = (collection.to_owned(), id.to_owned());
         let deleted = self
             .db
-            .call(move |c| c.execute("DELETE FROM documents WHERE collection = ?1 AND id = ?2", params![collection, id]))
+            .call(move |c| {
+                c.execute("DELETE FROM documents WHERE collection = ?1 AND id = ?2", params![collection, id])
+            })
             .await?;
         Ok(deleted > 0)
     }

@@ -54,12 +54,10 @@ pub(crate) fn backend_error(error: rusqlite::Error) -> PortError {
 
 impl Db {
     pub(crate) fn open(path: &Path) -> Result<Db, PortError> {
-        let connection = Connection::open(path)
-            .map_err(|e| PortError::Backend(format!("cannot open {}: {e}", path.display())))?;
+        let connection =
+            Connection::open(path).map_err(|e| PortError::Backend(format!("cannot open {}: {e}", path.display())))?;
         connection.busy_timeout(Duration::from_secs(10)).map_err(backend_error)?;
-        connection
-            .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
-            .map_err(backend_error)?;
+        connection.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;").map_err(backend_error)?;
         connection.execute_batch(SCHEMA).map_err(backend_error)?;
         Ok(Db(Arc::new(Mutex::new(connection))))
     }

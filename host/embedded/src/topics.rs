@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use flowhost_core::ports::{
-    check_topic_name, partition_for_key, ConsumerConfig, Header, OutRecord, PortError, Position, Record, StartFrom, TopicConsumer,
-    Topics,
+    check_topic_name, partition_for_key, ConsumerConfig, Header, OutRecord, PortError, Position, Record, StartFrom,
+    TopicConsumer, Topics,
 };
 use flowhost_core::Clock;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -262,9 +262,8 @@ impl SqliteConsumer {
                         break;
                     }
                     let position = positions[&(topic.clone(), *partition)];
-                    let rows = select.query_map(
-                        params![topic, partition, position, (max - records.len()) as i64],
-                        |row| {
+                    let rows =
+                        select.query_map(params![topic, partition, position, (max - records.len()) as i64], |row| {
                             Ok(Record {
                                 topic: topic.clone(),
                                 partition: *partition,
@@ -274,8 +273,7 @@ impl SqliteConsumer {
                                 headers: decode_headers(&row.get::<_, Option<Vec<u8>>>(3)?.unwrap_or_default()),
                                 timestamp_ms: row.get(4)?,
                             })
-                        },
-                    )?;
+                        })?;
                     for record in rows {
                         let record = record?;
                         positions.insert((topic.clone(), *partition), record.offset + 1);
@@ -348,5 +346,4 @@ mod tests {
         assert_eq!(decode_headers(&encode_headers(&headers)), headers);
         assert_eq!(decode_headers(&[0, 0]), vec![]);
     }
-
 }

@@ -14,7 +14,7 @@ pub use metrics::EngineMetrics;
 pub use process::{process_batch, BatchOutcome};
 pub use rules::{CompiledRule, ExpressionMemo, RuleSet};
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,12 +31,14 @@ use tracing::{debug, info, warn};
 pub struct Engine {
     ports: Ports,
     config: EngineConfig,
+    topic_partitions: i32,
     metrics: Arc<EngineMetrics>,
 }
 
 impl Engine {
-    pub fn new(ports: Ports, config: EngineConfig, metrics: Arc<EngineMetrics>) -> Engine {
-        Engine { ports, config, metrics }
+    /// `topic_partitions`: partitions of source and output topics the engine creates when missing.
+    pub fn new(ports: Ports, config: EngineConfig, topic_partitions: i32, metrics: Arc<EngineMetrics>) -> Engine {
+        Engine { ports, config, topic_partitions, metrics }
     }
 
     /// Runs until `shutdown` is cancelled. Backend failures are retried with backoff, never fatal.
@@ -49,7 +51,8 @@ impl Engine {
             rules_tx,
             shutdown.clone(),
         ));
-        consume_loop(&self.ports, &self.config, &self.metrics, rules_rx, &shutdown).await;
+        let topics = KnownTopics { partitions: self.topic_partitions, created: HashSet::new() };
+        consume_loop(&self.ports, &self.config, topics, &self.metrics, rules_rx, &shutdown).await;
         let _ = reloader.await;
         info!("engine stopped");
     }
@@ -99,9 +102,34 @@ async fn reload_loop(
     }
 }
 
+/// Topics this engine has made sure exist. A missing topic is created (idempotently) before the engine
+/// subscribes to it or publishes to it: Kafka consumers ignore topics that do not exist yet, and brokers may
+/// refuse to auto-create.
+struct KnownTopics {
+    partitions: i32,
+    created: HashSet<String>,
+}
+
+impl KnownTopics {
+    async fn ensure<'a>(
+        &mut self,
+        ports: &Ports,
+        topics: impl IntoIterator<Item = &'a String>,
+    ) -> Result<(), PortError> {
+        for topic in topics {
+            if !self.created.contains(topic) {
+                ports.topics.create_topic(topic, self.partitions).await?;
+                self.created.insert(topic.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
 async fn consume_loop(
     ports: &Ports,
     config: &EngineConfig,
+    mut known: KnownTopics,
     metrics: &EngineMetrics,
     mut rules: watch::Receiver<Arc<RuleSet>>,
     shutdown: &CancellationToken,
@@ -123,6 +151,12 @@ async fn consume_loop(
         }
         if consumer.as_ref().is_none_or(|(current, _)| *current != topics) {
             consumer = None;
+            if let Err(error) = known.ensure(ports, &topics).await {
+                metrics.errors.with_label_values(&["create_topic"]).inc();
+                warn!(%error, "cannot create the source topics; retrying");
+                sleep_or_shutdown(backoff.next_delay(), shutdown).await;
+                continue;
+            }
             let request = ConsumerConfig {
                 group: config.group_id.clone(),
                 topics: topics.iter().cloned().collect(),
@@ -159,8 +193,10 @@ async fn consume_loop(
         if batch.is_empty() {
             continue;
         }
+        // The freshest rules, not the ones seen before the poll: a change that landed while waiting applies.
+        let set = rules.borrow().clone();
         let outcome = process_batch(&set, &batch, &config.invalid_events_topic, metrics);
-        if !deliver(ports, outcome, metrics, shutdown).await {
+        if !deliver(ports, &mut known, outcome, metrics, shutdown).await {
             return; // shut down before the outputs were acknowledged: nothing is committed, all is replayed
         }
         let positions = next_positions(&batch);
@@ -181,16 +217,26 @@ async fn consume_loop(
 }
 
 /// Publishes the batch's outputs until acknowledged. Returns false when shut down first.
-async fn deliver(ports: &Ports, outcome: BatchOutcome, metrics: &EngineMetrics, shutdown: &CancellationToken) -> bool {
+async fn deliver(
+    ports: &Ports,
+    known: &mut KnownTopics,
+    outcome: BatchOutcome,
+    metrics: &EngineMetrics,
+    shutdown: &CancellationToken,
+) -> bool {
     if outcome.records.is_empty() {
         return true;
     }
     let count = outcome.records.len() as u64;
+    let topics: BTreeSet<String> = outcome.records.iter().map(|r| r.topic.clone()).collect();
     let mut backoff = Backoff::for_backend();
     loop {
         let attempt = tokio::select! {
             _ = shutdown.cancelled() => return false,
-            result = ports.topics.publish(outcome.records.clone()) => result,
+            result = async {
+                known.ensure(ports, &topics).await?;
+                ports.topics.publish(outcome.records.clone()).await
+            } => result,
         };
         match attempt {
             Ok(()) => {

@@ -20,21 +20,36 @@ impl EngineMetrics {
     pub fn register(registry: &Registry) -> Result<EngineMetrics, prometheus::Error> {
         let metrics = EngineMetrics {
             consumed: IntCounter::new("flowhost_engine_events_consumed_total", "Records read from source topics")?,
-            matched: IntCounter::new("flowhost_engine_events_matched_total", "Rule matches (an event matching two rules counts twice)")?,
-            published: IntCounter::new("flowhost_engine_events_published_total", "Rule outputs acknowledged by the topics backend")?,
+            matched: IntCounter::new(
+                "flowhost_engine_events_matched_total",
+                "Rule matches (an event matching two rules counts twice)",
+            )?,
+            published: IntCounter::new(
+                "flowhost_engine_events_published_total",
+                "Rule outputs acknowledged by the topics backend",
+            )?,
             skipped: IntCounterVec::new(
                 Opts::new("flowhost_engine_events_skipped_total", "Rule matches not published, by reason"),
                 &["reason"],
             )?,
             invalid: IntCounterVec::new(
-                Opts::new("flowhost_engine_events_invalid_total", "Records that are not events, moved to the invalid-events topic"),
+                Opts::new(
+                    "flowhost_engine_events_invalid_total",
+                    "Records that are not events, moved to the invalid-events topic",
+                ),
                 &["reason"],
             )?,
             errors: IntCounterVec::new(
-                Opts::new("flowhost_engine_errors_total", "Engine errors by kind (eval, publish, commit, poll, reload, ...)"),
+                Opts::new(
+                    "flowhost_engine_errors_total",
+                    "Engine errors by kind (eval, publish, commit, poll, reload, ...)",
+                ),
                 &["kind"],
             )?,
-            rule_cache_reloads: IntCounter::new("flowhost_engine_rule_cache_reloads_total", "Successful rule-cache reloads")?,
+            rule_cache_reloads: IntCounter::new(
+                "flowhost_engine_rule_cache_reloads_total",
+                "Successful rule-cache reloads",
+            )?,
             rules_loaded: IntGauge::new("flowhost_engine_rules_loaded", "Enabled rules in the current cache")?,
         };
         registry.register(Box::new(metrics.consumed.clone()))?;

@@ -153,9 +153,14 @@ mod tests {
         });
         let mut disabled = rule("off", "true", "never");
         disabled.enabled = false;
-        let rules = vec![rule("big", "amount > 100.0", "big"), mapped, disabled, rule("small", "amount < 10.0", "small")];
+        let rules =
+            vec![rule("big", "amount > 100.0", "big"), mapped, disabled, rule("small", "amount < 10.0", "small")];
         let overrides = vec![TenantOverride { rule_id: "big".into(), tenant_id: "t2".into(), enabled: Some(false) }];
-        let sources = vec![EventSource { source_topic: "in".into(), default_output_topic: "default-out".into(), description: None }];
+        let sources = vec![EventSource {
+            source_topic: "in".into(),
+            default_output_topic: "default-out".into(),
+            description: None,
+        }];
         let set = RuleSet::build(rules, overrides, sources, vec![schema()], &mut ExpressionMemo::default());
         assert_eq!(set.len(), 3);
 
@@ -167,18 +172,18 @@ mod tests {
         ];
         let metrics = EngineMetrics::unregistered();
         let outcome = process_batch(&set, &batch, "invalid", &metrics);
-        let summary: Vec<(String, String)> = outcome
-            .records
-            .iter()
-            .map(|r| (r.topic.clone(), String::from_utf8(r.value.clone()).unwrap()))
-            .collect();
+        let summary: Vec<(String, String)> =
+            outcome.records.iter().map(|r| (r.topic.clone(), String::from_utf8(r.value.clone()).unwrap())).collect();
         assert_eq!(summary[0].0, "big");
         assert_eq!(summary[1], ("default-out".to_owned(), r#"{"who":"p1"}"#.to_owned()));
         assert_eq!(summary[2], ("default-out".to_owned(), r#"{"who":"p2"}"#.to_owned()), "t2 only loses rule big");
         assert_eq!(summary[3], ("invalid".to_owned(), "not json".to_owned()));
         assert_eq!(summary.len(), 4);
         assert_eq!(outcome.invalid, 1);
-        assert_eq!(outcome.records[3].headers.iter().find(|h| h.key == INVALID_REASON_HEADER).unwrap().value, b"not_json");
+        assert_eq!(
+            outcome.records[3].headers.iter().find(|h| h.key == INVALID_REASON_HEADER).unwrap().value,
+            b"not_json"
+        );
         assert_eq!(outcome.records[0].key.as_deref(), Some(&b"k"[..]));
         assert_eq!(metrics.matched.get(), 3);
         assert_eq!(metrics.skipped.with_label_values(&["tenant_disabled"]).get(), 1);

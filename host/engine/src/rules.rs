@@ -35,8 +35,11 @@ impl CompiledRule {
 /// rule is never recompiled.
 #[derive(Default)]
 pub struct ExpressionMemo {
-    compiled: HashMap<(String, Option<Vec<(String, String)>>, String), Arc<Expression>>,
+    compiled: HashMap<MemoKey, Arc<Expression>>,
 }
+
+/// (event type, the schema's (field, type) list when one exists, expression source).
+type MemoKey = (String, Option<Vec<(String, String)>>, String);
 
 impl ExpressionMemo {
     fn get(&mut self, source: &str, schema: Option<&EventSchema>) -> Result<Arc<Expression>, Vec<String>> {

@@ -12,7 +12,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cel_core::{Activation, Ast, BinaryOp, CelType, CheckErrorKind, CompileError, Env, Expr, Program, SpannedExpr, Value};
+use cel_core::{
+    Activation, Ast, BinaryOp, CelType, CheckErrorKind, CompileError, Env, Expr, Program, SpannedExpr, Value,
+};
 use flowhost_core::model::{EventSchema, FieldType};
 use serde_json::{Map, Value as Json};
 
@@ -61,7 +63,9 @@ impl Expression {
         });
         let ast = match schema {
             Some(schema) => env.compile(source).map_err(|e| compile_messages(e, schema))?,
-            None => env.parse_only(source).map_err(|e| compile_messages(e, &EventSchema { event_type: String::new(), fields: vec![] }))?,
+            None => env
+                .parse_only(source)
+                .map_err(|e| compile_messages(e, &EventSchema { event_type: String::new(), fields: vec![] }))?,
         };
         if schema.is_some() {
             let mut errors = Vec::new();
@@ -103,10 +107,9 @@ fn compile_messages(error: CompileError, schema: &EventSchema) -> Vec<String> {
         CompileError::Check(errors) => errors
             .iter()
             .map(|e| match &e.kind {
-                CheckErrorKind::UndeclaredReference { name, .. } => format!(
-                    "unknown field '{name}': not declared in the schema of event type '{}'",
-                    schema.event_type
-                ),
+                CheckErrorKind::UndeclaredReference { name, .. } => {
+                    format!("unknown field '{name}': not declared in the schema of event type '{}'", schema.event_type)
+                }
                 CheckErrorKind::NoMatchingOverload { arg_types, .. }
                     if arg_types.contains(&CelType::Int) && arg_types.contains(&CelType::Double) =>
                 {
@@ -247,11 +250,9 @@ mod tests {
 
     #[test]
     fn evaluates_a_typed_rule() {
-        let expr = Expression::compile(
-            "amount > 100.0 && count >= 2 && game.startsWith('slot') && !vip",
-            Some(&schema()),
-        )
-        .unwrap();
+        let expr =
+            Expression::compile("amount > 100.0 && count >= 2 && game.startsWith('slot') && !vip", Some(&schema()))
+                .unwrap();
         let event = fields(json!({"amount": 150.0, "count": 3, "game": "slots-1", "vip": false}));
         assert_eq!(expr.evaluate(&event), Ok(true));
         let event = fields(json!({"amount": 50, "count": 3, "game": "slots-1", "vip": false}));

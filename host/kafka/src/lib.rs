@@ -1,1 +1,404 @@
-//! placeholder
+//! The Kafka backend of the topics port: [`KafkaTopics`] publishes with an idempotent `acks=all` producer,
+//! creates topics with the admin API, and hands out consumer-group members ([`TopicConsumer`]) that never
+//! auto-commit, so progress is stored only by an explicit `commit`. Built on `rdkafka` (librdkafka); broker and
+//! timeout failures surface as [`PortError::Unavailable`] so callers retry.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use flowhost_core::ports::{
+    ConsumerConfig, Header, OutRecord, PortError, Position, Record, StartFrom, TopicConsumer, Topics,
+};
+use futures::{FutureExt, StreamExt};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{BorrowedMessage, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use tracing::{debug, warn};
+
+/// How long `publish` keeps retrying to enqueue a record while librdkafka's local queue is full.
+const QUEUE_FULL_PATIENCE: Duration = Duration::from_secs(30);
+/// How long the admin API waits for a topic creation.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Topics on a Kafka cluster (any broker speaking the Kafka protocol).
+///
+/// Delivery is **at least once**:
+/// - `publish` returns only after the brokers acknowledged every record (`acks=all`, idempotent producer, so
+///   retries inside librdkafka neither duplicate nor reorder records of a partition). When it fails, any subset
+///   of the batch may have been written and the caller retries the whole batch, which can duplicate records.
+/// - Consumers never auto-commit: `poll` only advances the member's in-memory position, and `commit` stores
+///   exactly the positions it is given. A member that stops (or loses its partitions in a rebalance) before
+///   committing leaves those records to be delivered again to the next member of its group, so processing must
+///   be idempotent.
+///
+/// The user `properties` are librdkafka settings applied last to every client (producer, consumer and admin),
+/// so operators can override any default here (e.g. `session.timeout.ms`, `security.protocol`).
+pub struct KafkaTopics {
+    brokers: String,
+    properties: BTreeMap<String, String>,
+    producer: FutureProducer,
+    admin: AdminClient<DefaultClientContext>,
+}
+
+impl std::fmt::Debug for KafkaTopics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaTopics")
+            .field("brokers", &self.brokers)
+            .field("properties", &self.properties.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl KafkaTopics {
+    /// Creates the producer and admin clients for `brokers` (`host:port,...`). Connections are made lazily, so
+    /// this fails only on a bad configuration (`PortError::Invalid`).
+    pub fn new(brokers: &str, properties: &BTreeMap<String, String>) -> Result<KafkaTopics, PortError> {
+        if brokers.trim().is_empty() {
+            return Err(PortError::Invalid("no Kafka brokers given".into()));
+        }
+        let producer: FutureProducer = client_config(
+            brokers,
+            &[
+                ("acks", "all"),
+                ("enable.idempotence", "true"),
+                // The Java client's partitioner, so keys land where other Kafka producers put them.
+                ("partitioner", "murmur2_random"),
+            ],
+            properties,
+        )
+        .create()
+        .map_err(|error| config_error(error, "creating the Kafka producer"))?;
+        let admin: AdminClient<DefaultClientContext> = client_config(brokers, &[], properties)
+            .create()
+            .map_err(|error| config_error(error, "creating the Kafka admin client"))?;
+        Ok(KafkaTopics { brokers: brokers.to_owned(), properties: properties.clone(), producer, admin })
+    }
+
+    /// Enqueues one record in librdkafka, waiting while its local queue is full.
+    async fn enqueue(&self, record: &OutRecord) -> Result<DeliveryFuture, PortError> {
+        let headers = record.headers.iter().fold(OwnedHeaders::new_with_capacity(record.headers.len()), |h, header| {
+            h.insert(rdkafka::message::Header { key: header.key.as_str(), value: Some(header.value.as_slice()) })
+        });
+        let mut future_record: FutureRecord<'_, [u8], [u8]> =
+            FutureRecord::to(&record.topic).payload(record.value.as_slice()).headers(headers);
+        if let Some(key) = &record.key {
+            future_record = future_record.key(key.as_slice());
+        }
+        let deadline = tokio::time::Instant::now() + QUEUE_FULL_PATIENCE;
+        loop {
+            match self.producer.send_result(future_record) {
+                Ok(delivery) => return Ok(delivery),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned))
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    future_record = returned;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err((error, _)) => {
+                    warn!(%error, topic = record.topic.as_str(), "enqueueing a Kafka record failed");
+                    return Err(map_error(&error, &format!("publishing to {:?}", record.topic)));
+                }
+            }
+        }
+    }
+}
+
+/// The common settings, then `defaults`, then the user's `properties` (which win).
+fn client_config(brokers: &str, defaults: &[(&str, &str)], properties: &BTreeMap<String, String>) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", brokers).set("client.id", "flowhost");
+    for (key, value) in defaults {
+        config.set(*key, *value);
+    }
+    for (key, value) in properties {
+        config.set(key, value);
+    }
+    config
+}
+
+#[async_trait]
+impl Topics for KafkaTopics {
+    fn backend(&self) -> &'static str {
+        "kafka"
+    }
+
+    async fn publish(&self, records: Vec<OutRecord>) -> Result<(), PortError> {
+        // Enqueue everything first (in order, so records of one key stay ordered), then await every delivery.
+        let mut deliveries = Vec::with_capacity(records.len());
+        for record in &records {
+            deliveries.push(self.enqueue(record).await?);
+        }
+        for (record, outcome) in records.iter().zip(futures::future::join_all(deliveries).await) {
+            match outcome {
+                Ok(Ok(_delivery)) => {}
+                Ok(Err((error, _message))) => {
+                    warn!(%error, topic = record.topic.as_str(), "a Kafka record was not acknowledged");
+                    return Err(map_error(&error, &format!("publishing to {:?}", record.topic)));
+                }
+                Err(_canceled) => {
+                    return Err(PortError::Unavailable(format!(
+                        "publishing to {:?}: the producer dropped the delivery report",
+                        record.topic
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn create_topic(&self, topic: &str, partitions: i32) -> Result<(), PortError> {
+        if topic.is_empty() {
+            return Err(PortError::Invalid("the topic name is empty".into()));
+        }
+        if partitions < 1 {
+            return Err(PortError::Invalid(format!("topic {topic:?} needs at least one partition")));
+        }
+        // Replication factor -1: the broker's `default.replication.factor` (KIP-464).
+        let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1));
+        let options = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
+        let results = self
+            .admin
+            .create_topics([&new_topic], &options)
+            .await
+            .map_err(|error| map_error(&error, &format!("creating topic {topic:?}")))?;
+        for result in results {
+            match result {
+                Ok(_) => debug!(topic, partitions, "created Kafka topic"),
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {
+                    debug!(topic, "Kafka topic already exists")
+                }
+                Err((_, code)) => {
+                    warn!(error = %code, topic, "creating a Kafka topic failed");
+                    return Err(map_code(code, format!("creating topic {topic:?}: {code}")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn consumer(&self, config: ConsumerConfig) -> Result<Box<dyn TopicConsumer>, PortError> {
+        if config.group.is_empty() {
+            return Err(PortError::Invalid("the consumer group is empty".into()));
+        }
+        if config.topics.is_empty() || config.topics.iter().any(String::is_empty) {
+            return Err(PortError::Invalid(format!("group {:?} needs non-empty topic names", config.group)));
+        }
+        let reset = match config.start {
+            StartFrom::Earliest => "earliest",
+            StartFrom::Latest => "latest",
+        };
+        let consumer: StreamConsumer = client_config(
+            &self.brokers,
+            &[
+                ("group.id", config.group.as_str()),
+                ("enable.auto.commit", "false"),
+                ("auto.offset.reset", reset),
+                ("enable.partition.eof", "false"),
+            ],
+            &self.properties,
+        )
+        .create()
+        .map_err(|error| config_error(error, "creating the Kafka consumer"))?;
+        let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
+        consumer
+            .subscribe(&topics)
+            .map_err(|error| map_error(&error, &format!("subscribing group {:?}", config.group)))?;
+        debug!(group = config.group.as_str(), topics = ?config.topics, "Kafka consumer subscribed");
+        Ok(Box::new(KafkaConsumer { consumer: Some(Arc::new(consumer)), group: config.group }))
+    }
+}
+
+/// One member of a consumer group; leaves the group when dropped.
+struct KafkaConsumer {
+    /// Always `Some` until dropped; taken by `Drop` to close the member off the async threads.
+    consumer: Option<Arc<StreamConsumer>>,
+    group: String,
+}
+
+impl KafkaConsumer {
+    fn member(&self) -> Result<&Arc<StreamConsumer>, PortError> {
+        self.consumer
+            .as_ref()
+            .ok_or_else(|| PortError::Backend(format!("the consumer of group {:?} is closed", self.group)))
+    }
+}
+
+impl Drop for KafkaConsumer {
+    /// Closing a member leaves the group and blocks until librdkafka confirms (about 100 ms): do it on a blocking
+    /// thread when a Tokio runtime is around, so dropping a consumer never stalls an async worker.
+    fn drop(&mut self) {
+        let Some(consumer) = self.consumer.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let group = std::mem::take(&mut self.group);
+                runtime.spawn_blocking(move || {
+                    drop(consumer);
+                    debug!(group = group.as_str(), "Kafka consumer closed");
+                });
+            }
+            Err(_) => drop(consumer),
+        }
+    }
+}
+
+#[async_trait]
+impl TopicConsumer for KafkaConsumer {
+    async fn poll(&mut self, max: usize, timeout: Duration) -> Result<Vec<Record>, PortError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut stream = self.member()?.stream();
+        let mut records = Vec::new();
+        let mut last_error = None;
+        // Wait for the first record. Consumer errors (an unknown topic, brokers down) are reported by
+        // librdkafka while it keeps retrying, so keep waiting until the deadline and report the last one only
+        // if nothing arrived.
+        while records.is_empty() {
+            match tokio::time::timeout_at(deadline, stream.next()).await {
+                Err(_) | Ok(None) => break,
+                Ok(Some(Ok(message))) => records.push(detach(&message)),
+                Ok(Some(Err(error))) => {
+                    warn!(%error, group = self.group.as_str(), "Kafka consumer error");
+                    if matches!(error, KafkaError::MessageConsumptionFatal(_)) {
+                        return Err(map_error(&error, &format!("polling group {:?}", self.group)));
+                    }
+                    last_error = Some(error);
+                }
+            }
+        }
+        if records.is_empty() {
+            return match last_error {
+                Some(error) => Err(map_error(&error, &format!("polling group {:?}", self.group))),
+                None => Ok(records),
+            };
+        }
+        // Then take what is already fetched, without waiting.
+        while records.len() < max {
+            match stream.next().now_or_never() {
+                Some(Some(Ok(message))) => records.push(detach(&message)),
+                Some(Some(Err(error))) => {
+                    warn!(%error, group = self.group.as_str(), "Kafka consumer error");
+                    break;
+                }
+                Some(None) | None => break,
+            }
+        }
+        Ok(records)
+    }
+
+    async fn commit(&mut self, positions: &[Position]) -> Result<(), PortError> {
+        if positions.is_empty() {
+            return Ok(());
+        }
+        let mut offsets = TopicPartitionList::new();
+        for position in positions {
+            offsets
+                .add_partition_offset(&position.topic, position.partition, Offset::Offset(position.next_offset))
+                .map_err(|error| PortError::Invalid(format!("commit position {position:?}: {error}")))?;
+        }
+        // A synchronous commit blocks on the broker's answer: keep it off the async worker threads.
+        let consumer = Arc::clone(self.member()?);
+        let result = tokio::task::spawn_blocking(move || consumer.commit(&offsets, CommitMode::Sync))
+            .await
+            .map_err(|error| PortError::Backend(format!("Kafka commit task failed: {error}")))?;
+        result.map_err(|error| {
+            warn!(%error, group = self.group.as_str(), "Kafka commit failed");
+            map_error(&error, &format!("committing group {:?}", self.group))
+        })
+    }
+}
+
+/// Copies a borrowed message into the owned `Record`. A null value reads as empty; a record without a
+/// timestamp gets -1 (Kafka's "no timestamp").
+fn detach(message: &BorrowedMessage<'_>) -> Record {
+    let headers = message
+        .headers()
+        .map(|headers| {
+            headers
+                .iter()
+                .map(|header| Header {
+                    key: header.key.to_owned(),
+                    value: header.value.map(<[u8]>::to_vec).unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Record {
+        topic: message.topic().to_owned(),
+        partition: message.partition(),
+        offset: message.offset(),
+        key: message.key().map(<[u8]>::to_vec),
+        value: message.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+        headers,
+        timestamp_ms: message.timestamp().to_millis().unwrap_or(-1),
+    }
+}
+
+fn config_error(error: KafkaError, context: &str) -> PortError {
+    match error {
+        KafkaError::ClientConfig(..) => PortError::Invalid(format!("{context}: {error}")),
+        other => map_error(&other, context),
+    }
+}
+
+fn map_error(error: &KafkaError, context: &str) -> PortError {
+    match error {
+        KafkaError::Canceled => PortError::Unavailable(format!("{context}: {error}")),
+        KafkaError::ClientConfig(..) | KafkaError::Nul(_) => PortError::Invalid(format!("{context}: {error}")),
+        _ => match error.rdkafka_error_code() {
+            Some(code) => map_code(code, format!("{context}: {error}")),
+            None => PortError::Backend(format!("{context}: {error}")),
+        },
+    }
+}
+
+/// Broker, network, timeout and group-coordination codes are transient; the rest are not.
+fn map_code(code: RDKafkaErrorCode, message: String) -> PortError {
+    use RDKafkaErrorCode as C;
+    match code {
+        C::BrokerTransportFailure
+        | C::Resolve
+        | C::MessageTimedOut
+        | C::AllBrokersDown
+        | C::OperationTimedOut
+        | C::QueueFull
+        | C::TimedOutQueue
+        | C::WaitingForCoordinator
+        | C::Retry
+        | C::UnknownTopicOrPartition
+        | C::UnknownTopic
+        | C::UnknownPartition
+        | C::LeaderNotAvailable
+        | C::NotLeaderForPartition
+        | C::RequestTimedOut
+        | C::BrokerNotAvailable
+        | C::ReplicaNotAvailable
+        | C::NetworkException
+        | C::CoordinatorLoadInProgress
+        | C::CoordinatorNotAvailable
+        | C::NotCoordinator
+        | C::NotEnoughReplicas
+        | C::NotEnoughReplicasAfterAppend
+        | C::RebalanceInProgress
+        | C::IllegalGeneration
+        | C::UnknownMemberId
+        | C::AssignmentLost
+        | C::KafkaStorageError
+        | C::ThrottlingQuotaExceeded => PortError::Unavailable(message),
+        C::TopicAlreadyExists => PortError::Conflict(message),
+        C::InvalidTopic | C::InvalidPartitions | C::InvalidReplicationFactor | C::InvalidConfig => {
+            PortError::Invalid(message)
+        }
+        _ => PortError::Backend(message),
+    }
+}

@@ -1,1 +1,273 @@
-//! placeholder
+//! The MongoDB backend of the documents port: [`MongoDocuments`] stores each JSON document in a collection of
+//! one database with `_id` set to the document's id and the body's fields beside it, and implements
+//! [`DocumentStore`] with single-document operations only (no transactions, which real `mongod` refuses without a
+//! replica set). Connection and timeout failures surface as [`PortError::Unavailable`] so callers retry.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use flowhost_core::ports::{DocumentStore, PortError};
+use futures::TryStreamExt;
+use mongodb::bson::{doc, Bson, Document};
+use mongodb::error::{ErrorKind, WriteFailure};
+use mongodb::options::ClientOptions;
+use mongodb::{Client, Collection, Database};
+use serde_json::Value;
+use tracing::{debug, warn};
+
+/// The server error code of a unique-index violation (a duplicate `_id` on insert).
+const DUPLICATE_KEY: i32 = 11000;
+
+/// How long the driver looks for a usable server before an operation fails as unavailable.
+const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(5);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// JSON documents in the collections of one MongoDB database.
+///
+/// A document is stored as `{ "_id": id, ...body }`; reads strip `_id` and return the body as given. Bodies must
+/// be JSON objects without a top-level `_id` field. Integers stay integers and floats stay floats on the way
+/// back. Lists and queries are sorted by `_id`.
+#[derive(Clone)]
+pub struct MongoDocuments {
+    database: Database,
+}
+
+impl std::fmt::Debug for MongoDocuments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MongoDocuments").field("database", &self.database.name()).finish()
+    }
+}
+
+impl MongoDocuments {
+    /// Connects to `uri` and uses `database`, verifying the connection with a `ping` (fails within about
+    /// five seconds when no server answers).
+    pub async fn connect(uri: &str, database: &str) -> Result<MongoDocuments, PortError> {
+        if database.is_empty() {
+            return Err(PortError::Invalid("the MongoDB database name is empty".into()));
+        }
+        let mut options = ClientOptions::parse(uri)
+            .await
+            .map_err(|error| map_error(error, "parsing the MongoDB connection string"))?;
+        if options.server_selection_timeout.is_none() {
+            options.server_selection_timeout = Some(SERVER_SELECTION_TIMEOUT);
+        }
+        if options.connect_timeout.is_none() {
+            options.connect_timeout = Some(CONNECT_TIMEOUT);
+        }
+        if options.app_name.is_none() {
+            options.app_name = Some("flowhost".into());
+        }
+        let client = Client::with_options(options).map_err(|error| map_error(error, "creating the MongoDB client"))?;
+        let database = client.database(database);
+        database.run_command(doc! { "ping": 1 }).await.map_err(|error| {
+            warn!(%error, database = database.name(), "MongoDB ping failed");
+            map_error(error, "pinging MongoDB")
+        })?;
+        debug!(database = database.name(), "connected to MongoDB");
+        Ok(MongoDocuments { database })
+    }
+
+    fn collection(&self, name: &str) -> Result<Collection<Document>, PortError> {
+        if name.is_empty() || name.contains('$') || name.contains('\0') {
+            return Err(PortError::Invalid(format!("invalid collection name {name:?}")));
+        }
+        Ok(self.database.collection::<Document>(name))
+    }
+
+    async fn find_sorted(&self, collection: &str, filter: Document, context: &str) -> Result<Vec<Value>, PortError> {
+        let cursor = self
+            .collection(collection)?
+            .find(filter)
+            .sort(doc! { "_id": 1 })
+            .await
+            .map_err(|error| map_error(error, context))?;
+        let documents: Vec<Document> = cursor.try_collect().await.map_err(|error| map_error(error, context))?;
+        Ok(documents.into_iter().map(to_json).collect())
+    }
+}
+
+#[async_trait]
+impl DocumentStore for MongoDocuments {
+    fn backend(&self) -> &'static str {
+        "mongodb"
+    }
+
+    async fn get(&self, collection: &str, id: &str) -> Result<Option<Value>, PortError> {
+        let found = self
+            .collection(collection)?
+            .find_one(doc! { "_id": id })
+            .await
+            .map_err(|error| map_error(error, "reading a document"))?;
+        Ok(found.map(to_json))
+    }
+
+    async fn list(&self, collection: &str) -> Result<Vec<Value>, PortError> {
+        self.find_sorted(collection, Document::new(), "listing documents").await
+    }
+
+    async fn find(&self, collection: &str, field: &str, value: &Value) -> Result<Vec<Value>, PortError> {
+        let filter = equality_filter(field, value)?;
+        self.find_sorted(collection, filter, "finding documents").await
+    }
+
+    async fn insert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError> {
+        let document = to_stored(id, doc)?;
+        match self.collection(collection)?.insert_one(document).await {
+            Ok(_) => Ok(()),
+            Err(error) if is_duplicate_key(&error) => {
+                Err(PortError::Conflict(format!("document {id:?} already exists in {collection:?}")))
+            }
+            Err(error) => Err(map_error(error, "inserting a document")),
+        }
+    }
+
+    async fn replace(&self, collection: &str, id: &str, doc: Value) -> Result<bool, PortError> {
+        let document = to_stored(id, doc)?;
+        let result = self
+            .collection(collection)?
+            .replace_one(doc! { "_id": id }, document)
+            .await
+            .map_err(|error| map_error(error, "replacing a document"))?;
+        Ok(result.matched_count > 0)
+    }
+
+    async fn upsert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError> {
+        let document = to_stored(id, doc)?;
+        self.collection(collection)?
+            .replace_one(doc! { "_id": id }, document)
+            .upsert(true)
+            .await
+            .map_err(|error| map_error(error, "upserting a document"))?;
+        Ok(())
+    }
+
+    async fn delete(&self, collection: &str, id: &str) -> Result<bool, PortError> {
+        let result = self
+            .collection(collection)?
+            .delete_one(doc! { "_id": id })
+            .await
+            .map_err(|error| map_error(error, "deleting a document"))?;
+        Ok(result.deleted_count > 0)
+    }
+
+    async fn delete_where(&self, collection: &str, field: &str, value: &Value) -> Result<u64, PortError> {
+        let filter = equality_filter(field, value)?;
+        let result = self
+            .collection(collection)?
+            .delete_many(filter)
+            .await
+            .map_err(|error| map_error(error, "deleting documents"))?;
+        Ok(result.deleted_count)
+    }
+}
+
+/// `{ field: value }` for a top-level field and a scalar value.
+fn equality_filter(field: &str, value: &Value) -> Result<Document, PortError> {
+    if field.is_empty() || field.starts_with('$') || field.contains('.') || field.contains('\0') {
+        return Err(PortError::Invalid(format!("{field:?} is not a top-level field name")));
+    }
+    if field == "_id" {
+        return Err(PortError::Invalid("`_id` is not a body field; use the id operations".into()));
+    }
+    let value = match value {
+        Value::String(_) | Value::Number(_) | Value::Bool(_) => json_to_bson(value)?,
+        other => return Err(PortError::Invalid(format!("find compares a string, number or boolean, not {other}"))),
+    };
+    // A plain `{ field: value }` also matches arrays that contain the value; the port compares the field itself,
+    // so arrays are excluded with `$nor` (the MongoDB-compatible test server lacks `$not`, which would read
+    // better; `$nor` works on both and keeps the equality itself usable by an index).
+    let mut filter = Document::new();
+    filter.insert(field, value);
+    let mut is_array = Document::new();
+    is_array.insert(field, doc! { "$type": "array" });
+    filter.insert("$nor", vec![is_array]);
+    Ok(filter)
+}
+
+fn json_to_bson(value: &Value) -> Result<Bson, PortError> {
+    mongodb::bson::to_bson(value)
+        .map_err(|error| PortError::Invalid(format!("value cannot be stored in MongoDB: {error}")))
+}
+
+/// The stored form: `_id` first, then the body's fields.
+fn to_stored(id: &str, body: Value) -> Result<Document, PortError> {
+    let Value::Object(fields) = body else {
+        return Err(PortError::Invalid(format!("document {id:?} is not a JSON object")));
+    };
+    if fields.contains_key("_id") {
+        return Err(PortError::Invalid(format!(
+            "document {id:?} has a top-level `_id` field, which MongoDB reserves for the id"
+        )));
+    }
+    let mut document = Document::new();
+    document.insert("_id", id);
+    for (key, value) in &fields {
+        document.insert(key.as_str(), json_to_bson(value)?);
+    }
+    Ok(document)
+}
+
+/// The body back as JSON: `_id` removed, numbers kept as integers or floats as stored.
+fn to_json(mut document: Document) -> Value {
+    document.remove("_id");
+    Bson::Document(document).into_relaxed_extjson()
+}
+
+fn is_duplicate_key(error: &mongodb::error::Error) -> bool {
+    match error.kind.as_ref() {
+        ErrorKind::Write(WriteFailure::WriteError(write)) => write.code == DUPLICATE_KEY,
+        ErrorKind::Command(command) => command.code == DUPLICATE_KEY,
+        _ => false,
+    }
+}
+
+/// Maps a driver error: network, server selection and pool failures are transient (`Unavailable`).
+fn map_error(error: mongodb::error::Error, context: &str) -> PortError {
+    let transient = matches!(
+        error.kind.as_ref(),
+        ErrorKind::Io(_)
+            | ErrorKind::ServerSelection { .. }
+            | ErrorKind::ConnectionPoolCleared { .. }
+            | ErrorKind::DnsResolve { .. }
+    ) || error.contains_label(mongodb::error::RETRYABLE_WRITE_ERROR)
+        || error.contains_label(mongodb::error::RETRYABLE_ERROR);
+    match error.kind.as_ref() {
+        _ if transient => PortError::Unavailable(format!("{context}: {error}")),
+        ErrorKind::InvalidArgument { .. } | ErrorKind::BsonSerialization(_) => {
+            PortError::Invalid(format!("{context}: {error}"))
+        }
+        _ => PortError::Backend(format!("{context}: {error}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn stored_form_round_trips_numbers_and_strips_the_id() {
+        let body = json!({ "n": 7, "big": 9_007_199_254_740_993_i64, "f": 2.0, "s": "x", "b": true,
+                           "nested": { "list": [1, 1.5, null] } });
+        let stored = to_stored("a", body.clone()).expect("stored");
+        assert_eq!(stored.get_str("_id").ok(), Some("a"));
+        assert_eq!(stored.get("n"), Some(&Bson::Int64(7)));
+        assert_eq!(stored.get("f"), Some(&Bson::Double(2.0)));
+        let back = to_json(stored);
+        assert_eq!(back, body);
+        assert!(back["f"].is_f64());
+        assert!(back["n"].is_i64());
+    }
+
+    #[test]
+    fn bodies_and_filters_are_validated() {
+        assert!(matches!(to_stored("a", json!([1])), Err(PortError::Invalid(_))));
+        assert!(matches!(to_stored("a", json!({ "_id": 1 })), Err(PortError::Invalid(_))));
+        assert!(matches!(equality_filter("a.b", &json!(1)), Err(PortError::Invalid(_))));
+        assert!(matches!(equality_filter("a", &json!({ "x": 1 })), Err(PortError::Invalid(_))));
+        assert_eq!(
+            equality_filter("a", &json!("x")).expect("filter"),
+            doc! { "a": "x", "$nor": [{ "a": { "$type": "array" } }] }
+        );
+    }
+}

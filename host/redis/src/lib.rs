@@ -1,1 +1,130 @@
-//! placeholder
+//! The Redis backend of the cache port: [`RedisCache`] keeps values and counters in one Redis database through a
+//! reconnecting [`ConnectionManager`], with expiry measured by Redis itself (`PX` on `SET`, a `SET NX PX` +
+//! `INCR` transaction for counter windows). Connection failures and timeouts surface as
+//! [`PortError::Unavailable`] so callers retry.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use flowhost_core::ports::{Cache, PortError};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, Value};
+use tracing::{debug, warn};
+
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+const CONNECT_RETRIES: usize = 2;
+
+/// A cache in Redis. Every call is one round trip on a shared, automatically reconnecting connection.
+#[derive(Clone)]
+pub struct RedisCache {
+    connection: ConnectionManager,
+}
+
+impl std::fmt::Debug for RedisCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisCache").finish_non_exhaustive()
+    }
+}
+
+impl RedisCache {
+    /// Connects to `url` (`redis://host:port/db`) and verifies the connection with `PING`.
+    pub async fn connect(url: &str) -> Result<RedisCache, PortError> {
+        let client =
+            redis::Client::open(url).map_err(|error| PortError::Invalid(format!("invalid Redis URL: {error}")))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CONNECTION_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(CONNECT_RETRIES);
+        let mut connection = ConnectionManager::new_with_config(client, config).await.map_err(|error| {
+            warn!(%error, "connecting to Redis failed");
+            map_error(error, "connecting to Redis")
+        })?;
+        let pong: String =
+            redis::cmd("PING").query_async(&mut connection).await.map_err(|error| map_error(error, "pinging Redis"))?;
+        if pong != "PONG" {
+            return Err(PortError::Backend(format!("Redis answered PING with {pong:?}")));
+        }
+        debug!("connected to Redis");
+        Ok(RedisCache { connection })
+    }
+}
+
+/// Redis refuses a zero expiry; the shortest window it accepts is one millisecond.
+fn millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+#[async_trait]
+impl Cache for RedisCache {
+    fn backend(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, PortError> {
+        let mut connection = self.connection.clone();
+        redis::cmd("GET").arg(key).query_async(&mut connection).await.map_err(|error| map_error(error, "GET"))
+    }
+
+    async fn set(&self, key: &str, value: Vec<u8>, ttl: Option<Duration>) -> Result<(), PortError> {
+        let mut connection = self.connection.clone();
+        let mut command = redis::cmd("SET");
+        command.arg(key).arg(value);
+        if let Some(ttl) = ttl {
+            command.arg("PX").arg(millis(ttl));
+        }
+        command.query_async::<()>(&mut connection).await.map_err(|error| map_error(error, "SET"))
+    }
+
+    async fn set_if_absent(&self, key: &str, value: Vec<u8>, ttl: Duration) -> Result<bool, PortError> {
+        let mut connection = self.connection.clone();
+        // `SET NX` answers OK when it stored and nil when the key exists.
+        let reply: Value = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(ttl))
+            .query_async(&mut connection)
+            .await
+            .map_err(|error| map_error(error, "SET NX"))?;
+        Ok(!matches!(reply, Value::Nil))
+    }
+
+    async fn delete(&self, key: &str) -> Result<bool, PortError> {
+        let mut connection = self.connection.clone();
+        let removed: i64 =
+            redis::cmd("DEL").arg(key).query_async(&mut connection).await.map_err(|error| map_error(error, "DEL"))?;
+        Ok(removed > 0)
+    }
+
+    async fn incr(&self, key: &str, ttl: Duration) -> Result<i64, PortError> {
+        let mut connection = self.connection.clone();
+        // One MULTI/EXEC: `SET key 0 NX PX ttl` creates the counter with its window only when it is absent, and
+        // `INCR` keeps that expiry, so the first increment starts the window and later ones never extend it.
+        let (value,): (i64,) = redis::pipe()
+            .atomic()
+            .cmd("SET")
+            .arg(key)
+            .arg(0)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(ttl))
+            .ignore()
+            .cmd("INCR")
+            .arg(key)
+            .query_async(&mut connection)
+            .await
+            .map_err(|error| map_error(error, "INCR"))?;
+        Ok(value)
+    }
+}
+
+/// Connection, I/O and timeout failures are transient (`Unavailable`); server replies are `Backend` errors.
+fn map_error(error: RedisError, command: &str) -> PortError {
+    if error.is_io_error() || error.is_timeout() || error.is_connection_dropped() || error.is_connection_refusal() {
+        PortError::Unavailable(format!("Redis {command}: {error}"))
+    } else {
+        PortError::Backend(format!("Redis {command}: {error}"))
+    }
+}

@@ -68,12 +68,7 @@ pub(crate) async fn update(
 }
 
 async fn compiled_rules(documents: &dyn DocumentStore, flow_id: &str) -> Result<Vec<Rule>, ApiError> {
-    documents
-        .find(RULES, "flow_id", &json!(flow_id))
-        .await?
-        .into_iter()
-        .map(|doc| decode(RULES, doc))
-        .collect()
+    documents.find(RULES, "flow_id", &json!(flow_id)).await?.into_iter().map(|doc| decode(RULES, doc)).collect()
 }
 
 pub(crate) async fn remove(State(state): State<SharedState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
@@ -117,7 +112,10 @@ pub(crate) async fn set_enabled(
     Ok(Json(body))
 }
 
-pub(crate) async fn validate(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn validate(
+    State(state): State<SharedState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let flow = existing(state.ports.documents.as_ref(), &id).await?;
     let errors = flows::validate(&flow);
     Ok(Json(json!({ "valid": errors.is_empty(), "errors": errors })))

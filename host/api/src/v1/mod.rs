@@ -27,10 +27,7 @@ pub(crate) fn routes() -> Router<SharedState> {
         .route("/api/v1/triggers/{id}", get(triggers::read).put(triggers::update).delete(triggers::remove))
         .route("/api/v1/triggers/{id}/enabled", put(triggers::set_enabled))
         .route("/api/v1/triggers/{id}/tenants", get(triggers::list_tenants))
-        .route(
-            "/api/v1/triggers/{id}/tenants/{tenant_id}",
-            put(triggers::put_tenant).post(triggers::put_tenant),
-        )
+        .route("/api/v1/triggers/{id}/tenants/{tenant_id}", put(triggers::put_tenant).post(triggers::put_tenant))
         .route("/api/v1/event-sources", get(event_sources::list))
         .route("/api/v1/event-sources/{source_topic}", get(event_sources::read).put(event_sources::put))
         .route("/api/v1/schemas", get(schemas::list))

@@ -12,8 +12,9 @@ use std::sync::Arc;
 pub use cache::Cache;
 pub use documents::DocumentStore;
 pub use subjects::{subject_matches, SubjectMessage, SubjectStream, Subjects};
-pub use topics::{check_topic_name, partition_for_key, 
-    next_positions, ConsumerConfig, Header, OutRecord, Position, Record, StartFrom, TopicConsumer, Topics,
+pub use topics::{
+    check_topic_name, next_positions, partition_for_key, ConsumerConfig, Header, OutRecord, Position, Record,
+    StartFrom, TopicConsumer, Topics,
 };
 
 use crate::clock::Clock;

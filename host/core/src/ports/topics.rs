@@ -153,15 +153,7 @@ mod tests {
     use super::*;
 
     fn record(topic: &str, partition: i32, offset: i64) -> Record {
-        Record {
-            topic: topic.into(),
-            partition,
-            offset,
-            key: None,
-            value: vec![],
-            headers: vec![],
-            timestamp_ms: 0,
-        }
+        Record { topic: topic.into(), partition, offset, key: None, value: vec![], headers: vec![], timestamp_ms: 0 }
     }
 
     #[test]

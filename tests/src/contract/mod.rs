@@ -1,0 +1,9 @@
+//! The port contract suites: one module per port, each a set of `pub async fn` checks that take the port as a
+//! trait object and assert what the port's doc comments promise. The embedded defaults and the distributed
+//! backends (MongoDB, Kafka, NATS, Redis) run the same checks (`tests/tests/contract_*.rs`), so a backend that
+//! passes is interchangeable with the others.
+
+pub mod cache;
+pub mod documents;
+pub mod subjects;
+pub mod topics;

@@ -1,0 +1,199 @@
+//! `TestHost`: Flowhost started in process on `127.0.0.1:0`, over the embedded backends (in a temporary data
+//! directory) or the real servers (a unique MongoDB database and consumer group per host), with a fast
+//! reload tick. The same `flowhost::serve` the binary runs; tests drive it over HTTP and the topics port.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowhost_core::config::Config;
+use flowhost_core::ports::{ConsumerConfig, OutRecord, Ports, Record, StartFrom};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::{servers, unique};
+
+/// Which backends a host runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backends {
+    /// SQLite documents and log, in-process subjects and cache.
+    Embedded,
+    /// MongoDB, Kafka, NATS and Redis (the servers `tests/run.sh` starts).
+    Distributed,
+}
+
+pub struct TestHost {
+    pub base_url: String,
+    pub ports: Ports,
+    pub config: Config,
+    pub http: reqwest::Client,
+    shutdown: CancellationToken,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    _data_dir: Option<Arc<tempfile::TempDir>>,
+}
+
+impl TestHost {
+    /// A configuration for `backends` with a fresh data directory / database and consumer group.
+    pub fn config(backends: Backends, data_dir: &Path) -> Config {
+        let mut config = Config { data_dir: data_dir.to_path_buf(), ..Config::default() };
+        config.api.port = 0;
+        config.engine.reload_interval_ms = 200;
+        config.engine.group_id = unique("engine");
+        config.engine.invalid_events_topic = unique("invalid");
+        if backends == Backends::Distributed {
+            config.mongodb.uri = Some(servers::mongodb_uri());
+            config.mongodb.database = unique("db").replace('-', "_");
+            config.kafka.brokers = Some(servers::kafka_brokers());
+            config.kafka.properties.insert("session.timeout.ms".into(), "6000".into());
+            config.nats.url = Some(servers::nats_url());
+            config.redis.url = Some(servers::redis_url());
+        }
+        config
+    }
+
+    pub async fn start(backends: Backends) -> TestHost {
+        let dir = Arc::new(tempfile::tempdir().expect("temporary data directory"));
+        let config = Self::config(backends, dir.path());
+        let mut host = Self::start_with(config).await;
+        host._data_dir = Some(dir);
+        host
+    }
+
+    /// Starts with exactly `config` (port 0 is honoured).
+    pub async fn start_with(config: Config) -> TestHost {
+        // Logs of the host under test, shown for failing tests: FLOWHOST_TEST_LOG=debug cargo test ...
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("FLOWHOST_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .try_init();
+        let ports = flowhost::connect(&config).await.expect("connect ports");
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.api.port)).await.expect("bind");
+        let base_url = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(flowhost::serve(config.clone(), ports.clone(), listener, shutdown.clone()));
+        TestHost { base_url, ports, config, http: reqwest::Client::new(), shutdown, task: Some(task), _data_dir: None }
+    }
+
+    /// Stops the host and waits for its roles to finish.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.await.expect("serve task").expect("serve result");
+        }
+    }
+
+    /// How long to keep reading before concluding that nothing more arrives: longer on Kafka, where a new
+    /// reader's group join alone takes seconds.
+    pub fn quiet_period(&self) -> Duration {
+        if self.config.kafka.brokers.is_some() {
+            Duration::from_secs(10)
+        } else {
+            Duration::from_secs(2)
+        }
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.config.data_dir.clone()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    /// Sends a request with an optional JSON body; returns status and parsed body (`Null` when empty).
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = self.http.request(method, self.url(path));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("request");
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.expect("body");
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+        };
+        (status, body)
+    }
+
+    /// Sends raw bytes (for malformed-body tests).
+    pub async fn call_raw(&self, method: &str, path: &str, body: Vec<u8>) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let response = self
+            .http
+            .request(method, self.url(path))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status().as_u16();
+        let body = response.json().await.unwrap_or(Value::Null);
+        (status, body)
+    }
+
+    /// The current value of a counter or gauge on `/metrics` (0 when absent).
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = self.http.get(self.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// Waits until the engine completed a rule reload that started after this call, so every change made
+    /// through the API before it is in the engine's rules.
+    pub async fn wait_for_reload(&self) {
+        let start = self.metric("flowhost_engine_rule_cache_reloads_total").await;
+        let until = tokio::time::Instant::now() + Duration::from_secs(30);
+        while self.metric("flowhost_engine_rule_cache_reloads_total").await < start + 2.0 {
+            assert!(tokio::time::Instant::now() < until, "the engine did not reload its rules");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn publish(&self, topic: &str, values: &[Value]) {
+        let records = values.iter().map(|v| OutRecord::new(topic, v.to_string()).with_key("k")).collect();
+        self.ports.topics.publish(records).await.expect("publish");
+    }
+
+    /// Reads `topic` from the beginning in a fresh group until `count` records arrived or `deadline` passed.
+    pub async fn read(&self, topic: &str, count: usize, deadline: Duration) -> Vec<Record> {
+        read_topic(&self.ports, topic, count, deadline).await
+    }
+}
+
+impl Drop for TestHost {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// Reads `topic` from the beginning in a fresh group until `count` records arrived or `deadline` passed.
+pub async fn read_topic(ports: &Ports, topic: &str, count: usize, deadline: Duration) -> Vec<Record> {
+    ports.topics.create_topic(topic, 1).await.expect("create topic");
+    let mut consumer = ports
+        .topics
+        .consumer(ConsumerConfig {
+            group: unique("reader"),
+            topics: vec![topic.to_owned()],
+            start: StartFrom::Earliest,
+        })
+        .await
+        .expect("consumer");
+    let until = tokio::time::Instant::now() + deadline;
+    let mut records = Vec::new();
+    while records.len() < count && tokio::time::Instant::now() < until {
+        records.extend(consumer.poll(count - records.len(), Duration::from_millis(200)).await.expect("poll"));
+    }
+    records
+}
+
+/// Parses a record value as JSON.
+pub fn json_value(record: &Record) -> Value {
+    serde_json::from_slice(&record.value).expect("record value is JSON")
+}

@@ -1,0 +1,57 @@
+//! The subjects contract suite against the real NATS server (`FLOWHOST_TEST_NATS_URL`).
+
+use std::sync::Arc;
+
+use flowhost_core::ports::{PortError, Subjects};
+use flowhost_nats::NatsSubjects;
+use flowhost_tests::contract::subjects;
+use flowhost_tests::servers;
+
+async fn nats() -> Arc<dyn Subjects> {
+    let subjects = NatsSubjects::connect(&servers::nats_url()).await.expect("connect to NATS");
+    assert_eq!(subjects.backend(), "nats");
+    Arc::new(subjects)
+}
+
+#[tokio::test]
+async fn exact_subject() {
+    subjects::exact_subject(nats().await).await;
+}
+
+#[tokio::test]
+async fn star_wildcard() {
+    subjects::star_wildcard(nats().await).await;
+}
+
+#[tokio::test]
+async fn tail_wildcard() {
+    subjects::tail_wildcard(nats().await).await;
+}
+
+#[tokio::test]
+async fn every_subscriber_receives() {
+    subjects::every_subscriber_receives(nats().await).await;
+}
+
+/// Not part of the shared suite: messages published on another connection reach a subscription as soon as
+/// `subscribe` has returned (the subscription is registered with the server, not only queued locally).
+#[tokio::test]
+async fn subscription_is_live_for_other_connections() {
+    let subscriber = nats().await;
+    let publisher = nats().await;
+    let subject = flowhost_tests::unique("live");
+    let mut stream = subscriber.subscribe(&subject).await.expect("subscribe");
+    publisher.publish(&subject, b"hello".to_vec()).await.expect("publish");
+    let message = tokio::time::timeout(std::time::Duration::from_secs(5), futures::StreamExt::next(&mut stream))
+        .await
+        .expect("delivered")
+        .expect("open");
+    assert_eq!(message.payload, b"hello");
+}
+
+/// Not part of the shared suite: a server that does not answer is a transient failure.
+#[tokio::test]
+async fn unreachable_server_is_unavailable() {
+    let result = NatsSubjects::connect("nats://127.0.0.1:9").await;
+    assert!(matches!(result, Err(PortError::Unavailable(_))), "got {:?}", result.err());
+}
