@@ -1,0 +1,57 @@
+//! CEL evaluation cost: a 4-clause rule over a typed event, evaluated against the parsed JSON event through the
+//! lazy activation (what the engine does per event and rule). Prints a table of medians over repeated runs.
+//!
+//!     cargo bench -p flowhost-expr --bench cel
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use flowhost_core::model::{EventSchema, FieldType, SchemaField};
+use flowhost_expr::Expression;
+use serde_json::json;
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    samples[samples.len() / 2]
+}
+
+fn main() {
+    let field = |name: &str, kind| SchemaField { name: name.into(), kind };
+    let schema = EventSchema {
+        event_type: "deposit".into(),
+        fields: vec![
+            field("amount", FieldType::Double),
+            field("count", FieldType::Int),
+            field("game", FieldType::String),
+            field("vip", FieldType::Bool),
+        ],
+    };
+    let event = json!({"event_type": "deposit", "tenant_id": "t1", "amount": 150.0, "count": 3,
+                       "game": "slots", "vip": false, "currency": "EUR", "country": "MT"});
+    let fields = event.as_object().unwrap().clone();
+
+    let cases = [
+        ("4-clause rule, matches", "amount > 100.0 && count >= 2 && game == 'slots' && !vip"),
+        ("4-clause rule, first clause false", "amount > 1000.0 && count >= 2 && game == 'slots' && !vip"),
+        ("1 clause", "amount > 100.0"),
+        ("string function", "game.startsWith('slo') && amount > 1.0"),
+    ];
+    println!("| expression | ns/eval (median of 15 runs) | compile µs |");
+    println!("|---|---|---|");
+    for (label, source) in cases {
+        let started = Instant::now();
+        let expression = Expression::compile(source, Some(&schema)).unwrap();
+        let compile_us = started.elapsed().as_secs_f64() * 1e6;
+        let iterations = 200_000;
+        let samples: Vec<f64> = (0..15)
+            .map(|_| {
+                let started = Instant::now();
+                for _ in 0..iterations {
+                    black_box(expression.evaluate(black_box(&fields)).unwrap());
+                }
+                started.elapsed().as_nanos() as f64 / iterations as f64
+            })
+            .collect();
+        println!("| {label}: `{source}` | {:.0} | {compile_us:.1} |", median(samples));
+    }
+}

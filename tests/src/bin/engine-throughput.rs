@@ -1,0 +1,190 @@
+//! Engine throughput end to end: N events already on a source topic, 10 rules on their event type, the engine
+//! started cold; measures consume + evaluate + publish + commit until every event is consumed and every output
+//! acknowledged. Runs on the embedded log, and on Kafka when `FLOWHOST_TEST_KAFKA_BROKERS` is set (the test
+//! servers' environment, see tests/scripts/servers.sh). Also prints the pure processing rate (no I/O).
+//!
+//!     cargo run --release -p flowhost-tests --bin engine-throughput [-- EVENTS]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flowhost_core::collections::{RULES, SCHEMAS};
+use flowhost_core::config::EngineConfig;
+use flowhost_core::model::{EventSchema, FieldType, Rule, RuleConditions, RuleSource, SchemaField, SourceType};
+use flowhost_core::ports::{OutRecord, Ports, Record, Topics};
+use flowhost_core::SystemClock;
+use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
+use flowhost_engine::{process_batch, Engine, EngineMetrics, ExpressionMemo, RuleSet};
+use flowhost_tests::unique;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const RULE_EXPRESSIONS: [&str; 10] = [
+    "amount > 100.0",
+    "amount > 100.0 && count >= 2",
+    "game == 'slots' && !vip",
+    "vip",
+    "count > 50",
+    "amount < 1.0",
+    "game.startsWith('live')",
+    "amount >= 500.0 && game == 'slots'",
+    "count == 3 && vip == false",
+    "amount > 0.0 && count > 0 && game != '' && !vip",
+];
+
+fn schema() -> EventSchema {
+    let field = |name: &str, kind| SchemaField { name: name.into(), kind };
+    EventSchema {
+        event_type: "deposit".into(),
+        fields: vec![
+            field("amount", FieldType::Double),
+            field("count", FieldType::Int),
+            field("game", FieldType::String),
+            field("vip", FieldType::Bool),
+        ],
+    }
+}
+
+fn rules(source: &str, output: &str) -> Vec<Rule> {
+    RULE_EXPRESSIONS
+        .iter()
+        .enumerate()
+        .map(|(i, expression)| Rule {
+            id: format!("r{i}"),
+            name: format!("rule {i}"),
+            source: RuleSource { kind: SourceType::Kafka, topic: source.into() },
+            conditions: RuleConditions { event_type: "deposit".into(), expression: (*expression).into() },
+            output_topic: output.into(),
+            output_mapping: None,
+            enabled: true,
+            flow_id: None,
+        })
+        .collect()
+}
+
+fn event(i: usize) -> serde_json::Value {
+    json!({"event_type": "deposit", "tenant_id": format!("t{}", i % 7), "amount": (i % 1000) as f64,
+           "count": i % 5, "game": if i.is_multiple_of(2) { "slots" } else { "live-roulette" }, "vip": i.is_multiple_of(10),
+           "player_id": format!("p{i}")})
+}
+
+/// Publishes `events` records in chunks; returns how many outputs the rules produce for them.
+async fn fill(topics: &dyn Topics, source: &str, events: usize) -> u64 {
+    let set = RuleSet::build(rules(source, "out"), vec![], vec![], vec![schema()], &mut ExpressionMemo::default());
+    let mut expected = 0;
+    for chunk in (0..events).collect::<Vec<_>>().chunks(5_000) {
+        let records: Vec<OutRecord> = chunk
+            .iter()
+            .map(|i| OutRecord::new(source, event(*i).to_string()).with_key(format!("p{}", i % 1000)))
+            .collect();
+        let as_consumed: Vec<Record> = records
+            .iter()
+            .map(|r| Record {
+                topic: r.topic.clone(),
+                partition: 0,
+                offset: 0,
+                key: r.key.clone(),
+                value: r.value.clone(),
+                headers: vec![],
+                timestamp_ms: 0,
+            })
+            .collect();
+        expected += process_batch(&set, &as_consumed, "invalid", &EngineMetrics::unregistered()).records.len() as u64;
+        topics.publish(records).await.expect("fill the source topic");
+    }
+    expected
+}
+
+async fn run_engine(label: &str, ports: Ports, events: usize) {
+    let (source, output) = (unique("bench-in"), unique("bench-out"));
+    ports.topics.create_topic(&source, 4).await.unwrap();
+    ports.topics.create_topic(&output, 4).await.unwrap();
+    let expected_outputs = fill(ports.topics.as_ref(), &source, events).await;
+    ports.documents.upsert(SCHEMAS, "deposit", serde_json::to_value(schema()).unwrap()).await.unwrap();
+    for rule in rules(&source, &output) {
+        ports.documents.upsert(RULES, &rule.id, serde_json::to_value(&rule).unwrap()).await.unwrap();
+    }
+    let metrics = Arc::new(EngineMetrics::unregistered());
+    let config = EngineConfig { group_id: unique("bench"), batch_size: 2_000, ..EngineConfig::default() };
+    let engine = Engine::new(ports.clone(), config, 4, metrics.clone());
+    let shutdown = CancellationToken::new();
+    let started = Instant::now();
+    let task = tokio::spawn(engine.run(shutdown.clone()));
+    // Time to the first consumed record (group join) is reported apart from the steady rate.
+    while metrics.consumed.get() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let joined = started.elapsed();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while (metrics.consumed.get() as usize) < events || metrics.published.get() < expected_outputs {
+        assert!(Instant::now() < deadline, "engine did not finish");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let total = started.elapsed();
+    shutdown.cancel();
+    let _ = task.await;
+    let steady = total - joined;
+    println!(
+        "| {label} | {events} | {expected_outputs} | {:.2} | {:.0} | {:.0} |",
+        joined.as_secs_f64(),
+        events as f64 / steady.as_secs_f64(),
+        expected_outputs as f64 / steady.as_secs_f64()
+    );
+}
+
+fn pure_processing(events: usize) {
+    let set = RuleSet::build(rules("in", "out"), vec![], vec![], vec![schema()], &mut ExpressionMemo::default());
+    let batch: Vec<Record> = (0..events)
+        .map(|i| Record {
+            topic: "in".into(),
+            partition: 0,
+            offset: i as i64,
+            key: None,
+            value: event(i).to_string().into_bytes(),
+            headers: vec![],
+            timestamp_ms: 0,
+        })
+        .collect();
+    let metrics = EngineMetrics::unregistered();
+    let started = Instant::now();
+    let mut outputs = 0;
+    for chunk in batch.chunks(2_000) {
+        outputs += process_batch(&set, chunk, "invalid", &metrics).records.len();
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "| process_batch only (parse, 10 rules, map; no I/O) | {events} | {outputs} | - | {:.0} | {:.0} |",
+        events as f64 / elapsed.as_secs_f64(),
+        outputs as f64 / elapsed.as_secs_f64()
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let events: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    println!("| backend | events | outputs | join s | events/s | outputs/s |");
+    println!("|---|---|---|---|---|---|");
+    pure_processing(events);
+
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(SystemClock);
+    let store = EmbeddedStore::open(dir.path(), 4, clock.clone()).unwrap();
+    let embedded = Ports {
+        documents: store.documents(),
+        topics: store.topics(),
+        subjects: Arc::new(LocalSubjects::new()),
+        cache: Arc::new(LocalCache::new(clock.clone())),
+        clock: clock.clone(),
+    };
+    run_engine("embedded (SQLite log)", embedded.clone(), events).await;
+
+    if let Ok(brokers) = std::env::var("FLOWHOST_TEST_KAFKA_BROKERS") {
+        let mut properties = std::collections::BTreeMap::new();
+        properties.insert("session.timeout.ms".to_owned(), "6000".to_owned());
+        let kafka =
+            Ports { topics: Arc::new(flowhost_kafka::KafkaTopics::new(&brokers, &properties).unwrap()), ..embedded };
+        run_engine("Kafka (tansu, in-memory storage)", kafka, events).await;
+    } else {
+        println!("(set FLOWHOST_TEST_KAFKA_BROKERS to include Kafka)");
+    }
+}
