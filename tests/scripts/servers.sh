@@ -19,10 +19,6 @@ install() {
   local need_apt=()
   command -v redis-server >/dev/null || need_apt+=(redis-server)
   command -v nats-server >/dev/null || need_apt+=(nats-server)
-  command -v cmake >/dev/null || need_apt+=(cmake)
-  dpkg -s libcurl4-openssl-dev >/dev/null 2>&1 || need_apt+=(libcurl4-openssl-dev)
-  dpkg -s libsasl2-dev >/dev/null 2>&1 || need_apt+=(libsasl2-dev)
-  command -v pkg-config >/dev/null || need_apt+=(pkg-config)
   if ((${#need_apt[@]})); then
     log "apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
