@@ -77,6 +77,8 @@ export FLOWHOST_TEST_KAFKA_BROKERS=127.0.0.1:$kafka_port
 export FLOWHOST_TEST_MONGODB_URI=mongodb://127.0.0.1:$mongo_port
 export FLOWHOST_TEST_NATS_URL=nats://127.0.0.1:$nats_port
 export FLOWHOST_TEST_REDIS_URL=redis://127.0.0.1:$redis_port
+export FLOWHOST_TEST_TANSU_BIN=$tansu
+export FLOWHOST_TEST_NX27017_BIN=$venv/bin/nx-27017
 ENV
   log "started: $(tr '\n' ' ' <"$dir/env")"
 }

@@ -26,3 +26,13 @@ pub fn nats_url() -> String {
 pub fn redis_url() -> String {
     required("FLOWHOST_TEST_REDIS_URL")
 }
+
+/// The Kafka-protocol broker binary, for tests that start (and pause) a private instance.
+pub fn tansu_bin() -> String {
+    required("FLOWHOST_TEST_TANSU_BIN")
+}
+
+/// The MongoDB-protocol server binary, for tests that start (and pause) a private instance.
+pub fn nx27017_bin() -> String {
+    required("FLOWHOST_TEST_NX27017_BIN")
+}
