@@ -14,14 +14,16 @@ pub use metrics::EngineMetrics;
 pub use process::{process_batch, BatchOutcome};
 pub use rules::{CompiledRule, ExpressionMemo, RuleSet};
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use flowhost_core::backoff::Backoff;
 use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
 use flowhost_core::config::EngineConfig;
-use flowhost_core::ports::{next_positions, ConsumerConfig, PortError, Ports, StartFrom, TopicConsumer};
+use flowhost_core::ports::{
+    next_positions, ConsumerConfig, PortError, Ports, Position, StartFrom, TopicConsumer, Topics,
+};
 use futures::StreamExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -126,31 +128,54 @@ impl KnownTopics {
     }
 }
 
+/// Batches whose outputs may be in flight at once. Processing the next batch overlaps the acknowledgement of
+/// the previous ones; offsets are still committed strictly in order, each only after its batch and every
+/// earlier one is acknowledged.
+const PIPELINE_DEPTH: usize = 4;
+
+/// How long a stopping engine waits to commit what was already acknowledged.
+const SHUTDOWN_COMMIT_GRACE: Duration = Duration::from_secs(5);
+
+/// A batch being delivered: the task publishing its outputs (true once acknowledged, false on shutdown) and
+/// the offsets to commit after it.
+struct InFlight {
+    delivery: tokio::task::JoinHandle<bool>,
+    positions: Vec<Position>,
+}
+
 async fn consume_loop(
     ports: &Ports,
     config: &EngineConfig,
     mut known: KnownTopics,
-    metrics: &EngineMetrics,
+    metrics: &Arc<EngineMetrics>,
     mut rules: watch::Receiver<Arc<RuleSet>>,
     shutdown: &CancellationToken,
 ) {
     let mut backoff = Backoff::for_backend();
     let mut consumer: Option<(BTreeSet<String>, Box<dyn TopicConsumer>)> = None;
-    loop {
+    let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+    'main: loop {
         if shutdown.is_cancelled() {
-            return;
+            break;
         }
         let set = rules.borrow_and_update().clone();
         let topics = set.source_topics();
-        if topics.is_empty() {
+        if consumer.as_ref().is_some_and(|(current, _)| *current != topics) {
+            // Commit what the current member delivered before it leaves the group.
+            if let Some((_, active)) = consumer.as_mut() {
+                if !settle(&mut in_flight, 0, active.as_mut(), metrics, shutdown).await {
+                    break 'main;
+                }
+            }
             consumer = None;
+        }
+        if topics.is_empty() {
             tokio::select! {
-                _ = shutdown.cancelled() => return,
+                _ = shutdown.cancelled() => break 'main,
                 _ = rules.changed() => continue,
             }
         }
-        if consumer.as_ref().is_none_or(|(current, _)| *current != topics) {
-            consumer = None;
+        if consumer.is_none() {
             if let Err(error) = known.ensure(ports, &topics).await {
                 metrics.errors.with_label_values(&["create_topic"]).inc();
                 warn!(%error, "cannot create the source topics; retrying");
@@ -177,7 +202,7 @@ async fn consume_loop(
         }
         let Some((_, active)) = consumer.as_mut() else { continue };
         let batch = tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => break 'main,
             polled = active.poll(config.batch_size, Duration::from_millis(200)) => polled,
         };
         let batch = match batch {
@@ -191,52 +216,134 @@ async fn consume_loop(
         };
         backoff.reset();
         if batch.is_empty() {
+            // Idle: finish what is in flight so its offsets are committed now, not at the next batch.
+            if !settle(&mut in_flight, 0, active.as_mut(), metrics, shutdown).await {
+                break 'main;
+            }
             continue;
         }
         // The freshest rules, not the ones seen before the poll: a change that landed while waiting applies.
         let set = rules.borrow().clone();
         let outcome = process_batch(&set, &batch, &config.invalid_events_topic, metrics);
-        if !deliver(ports, &mut known, outcome, metrics, shutdown).await {
-            return; // shut down before the outputs were acknowledged: nothing is committed, all is replayed
+        let output_topics: BTreeSet<String> = outcome.records.iter().map(|r| r.topic.clone()).collect();
+        let mut create_backoff = Backoff::for_backend();
+        while let Err(error) = known.ensure(ports, &output_topics).await {
+            metrics.errors.with_label_values(&["create_topic"]).inc();
+            warn!(%error, "cannot create an output topic; retrying (nothing is committed meanwhile)");
+            if !sleep_or_shutdown(create_backoff.next_delay(), shutdown).await {
+                break 'main;
+            }
         }
-        let positions = next_positions(&batch);
-        let mut commit_backoff = Backoff::for_backend();
-        loop {
-            match active.commit(&positions).await {
-                Ok(()) => break,
-                Err(error) => {
-                    metrics.errors.with_label_values(&["commit"]).inc();
-                    warn!(%error, "commit failed; retrying (the batch may be redelivered)");
-                    if !sleep_or_shutdown(commit_backoff.next_delay(), shutdown).await {
-                        return;
-                    }
+        let delivery = tokio::spawn(deliver(ports.topics.clone(), outcome, metrics.clone(), shutdown.clone()));
+        in_flight.push_back(InFlight { delivery, positions: next_positions(&batch) });
+        if !settle(&mut in_flight, PIPELINE_DEPTH - 1, active.as_mut(), metrics, shutdown).await {
+            break 'main;
+        }
+    }
+    // Graceful stop: commit what was acknowledged, so a restart does not replay it. Bounded, because the
+    // backend may be the reason for stopping.
+    if let Some((_, active)) = consumer.as_mut() {
+        let never = CancellationToken::new();
+        let drain = settle(&mut in_flight, 0, active.as_mut(), metrics, &never);
+        if tokio::time::timeout(SHUTDOWN_COMMIT_GRACE, drain).await.is_err() {
+            warn!("could not commit the last acknowledged offsets in time; they will be replayed");
+        }
+    }
+}
+
+/// Waits for the oldest deliveries until at most `keep` remain in flight (and takes any later ones that are
+/// already done), then commits the merged offsets once. Returns false when shut down before an
+/// acknowledgement: nothing of that batch or later is committed, so all of it is replayed.
+async fn settle(
+    in_flight: &mut VecDeque<InFlight>,
+    keep: usize,
+    consumer: &mut dyn TopicConsumer,
+    metrics: &EngineMetrics,
+    shutdown: &CancellationToken,
+) -> bool {
+    let mut done: Vec<Position> = Vec::new();
+    while let Some(front) = in_flight.front() {
+        if in_flight.len() <= keep && !front.delivery.is_finished() {
+            break;
+        }
+        let InFlight { delivery, positions } = in_flight.pop_front().expect("front exists");
+        match delivery.await {
+            Ok(true) => done.extend(positions),
+            Ok(false) => {
+                // Not acknowledged (shutdown): no later batch may be committed past it. What was acknowledged
+                // before it is still committed below.
+                in_flight.clear();
+                commit(consumer, done, metrics, shutdown).await;
+                return false;
+            }
+            Err(error) => {
+                // A panicking delivery is a defect; its batch and later ones must not be committed.
+                warn!(%error, "delivery task failed; stopping so the batch is replayed");
+                in_flight.clear();
+                shutdown.cancel();
+                commit(consumer, done, metrics, shutdown).await;
+                return false;
+            }
+        }
+    }
+    commit(consumer, done, metrics, shutdown).await
+}
+
+/// Commits the furthest of `done` per partition, retrying until it succeeds or `shutdown` fires.
+async fn commit(
+    consumer: &mut dyn TopicConsumer,
+    done: Vec<Position>,
+    metrics: &EngineMetrics,
+    shutdown: &CancellationToken,
+) -> bool {
+    if done.is_empty() {
+        return true;
+    }
+    let positions = merge_positions(done);
+    let mut backoff = Backoff::for_backend();
+    loop {
+        match consumer.commit(&positions).await {
+            Ok(()) => {
+                debug!(?positions, "committed");
+                return true;
+            }
+            Err(error) => {
+                metrics.errors.with_label_values(&["commit"]).inc();
+                warn!(%error, "commit failed; retrying (the batch may be redelivered)");
+                if !sleep_or_shutdown(backoff.next_delay(), shutdown).await {
+                    return false;
                 }
             }
         }
     }
 }
 
-/// Publishes the batch's outputs until acknowledged. Returns false when shut down first.
+/// The furthest position per partition.
+fn merge_positions(positions: Vec<Position>) -> Vec<Position> {
+    let mut furthest: std::collections::BTreeMap<(String, i32), i64> = std::collections::BTreeMap::new();
+    for p in positions {
+        let entry = furthest.entry((p.topic, p.partition)).or_insert(p.next_offset);
+        *entry = (*entry).max(p.next_offset);
+    }
+    furthest.into_iter().map(|((topic, partition), next_offset)| Position { topic, partition, next_offset }).collect()
+}
+
+/// Publishes a batch's outputs until acknowledged, retrying with backoff. Returns false when shut down first.
 async fn deliver(
-    ports: &Ports,
-    known: &mut KnownTopics,
+    topics: Arc<dyn Topics>,
     outcome: BatchOutcome,
-    metrics: &EngineMetrics,
-    shutdown: &CancellationToken,
+    metrics: Arc<EngineMetrics>,
+    shutdown: CancellationToken,
 ) -> bool {
     if outcome.records.is_empty() {
         return true;
     }
     let count = outcome.records.len() as u64;
-    let topics: BTreeSet<String> = outcome.records.iter().map(|r| r.topic.clone()).collect();
     let mut backoff = Backoff::for_backend();
     loop {
         let attempt = tokio::select! {
             _ = shutdown.cancelled() => return false,
-            result = async {
-                known.ensure(ports, &topics).await?;
-                ports.topics.publish(outcome.records.clone()).await
-            } => result,
+            result = topics.publish(outcome.records.clone()) => result,
         };
         match attempt {
             Ok(()) => {
@@ -251,7 +358,7 @@ async fn deliver(
                     // slowly so an operator can fix the rule while nothing is committed.
                     warn!("a rule names an invalid output topic; fix the rule to let the partition continue");
                 }
-                if !sleep_or_shutdown(backoff.next_delay(), shutdown).await {
+                if !sleep_or_shutdown(backoff.next_delay(), &shutdown).await {
                     return false;
                 }
             }
