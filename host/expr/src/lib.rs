@@ -22,7 +22,7 @@ pub struct Expression {
     program: Program,
     /// Declared field types; `None` when compiled without a schema (fields read dynamically). A short list
     /// scanned linearly: cheaper than hashing the name for the handful of fields a schema declares.
-    types: Option<Arc<[(Box<str>, FieldType)]>>,
+    types: Option<Arc<[DeclaredField]>>,
 }
 
 impl std::fmt::Debug for Expression {
@@ -30,6 +30,9 @@ impl std::fmt::Debug for Expression {
         f.debug_struct("Expression").field("typed", &self.types.is_some()).finish()
     }
 }
+
+/// A schema field's name and type.
+type DeclaredField = (Box<str>, FieldType);
 
 /// Why an evaluation produced no boolean (a field missing from the event, a division by zero, ...).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -189,7 +192,7 @@ fn walk(expr: &SpannedExpr, visit: &mut dyn FnMut(&SpannedExpr)) {
 /// Resolves variables lazily from the event's JSON fields, converting only the ones the expression reads.
 struct EventActivation<'a> {
     fields: &'a Map<String, Json>,
-    types: Option<&'a [(Box<str>, FieldType)]>,
+    types: Option<&'a [DeclaredField]>,
 }
 
 impl Activation for EventActivation<'_> {
