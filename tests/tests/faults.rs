@@ -57,6 +57,74 @@ async fn private_kafka() -> (Private, String) {
     (Private { child }, format!("127.0.0.1:{port}"))
 }
 
+/// Creates a rule that passes every `deposit` event from a new source topic to a new output topic, and waits
+/// until the engine has it.
+async fn pass_through_rule(host: &TestHost) -> (String, String) {
+    let (source, out) = (unique("in"), unique("out"));
+    let rule = json!({
+        "id": "r", "source": {"type": "kafka", "topic": source},
+        "conditions": {"event_type": "deposit", "expression": "true"}, "output_topic": out
+    });
+    assert_eq!(host.call("POST", "/api/v1/triggers", Some(rule)).await.0, 201);
+    host.wait_for_reload().await;
+    (source, out)
+}
+
+async fn private_mongodb() -> (Private, String) {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let child = Command::new(servers::nx27017_bin())
+        .args(["--db", "memory", "--host", "127.0.0.1", "-p", &port.to_string()])
+        .arg("--pid-file")
+        .arg(dir.path().join("pid"))
+        .arg("--log-file")
+        .arg(dir.path().join("log"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_port(port).await;
+    std::mem::forget(dir); // the pid and log files live as long as the process
+    (Private { child }, format!("mongodb://127.0.0.1:{port}"))
+}
+
+/// With MongoDB frozen, the engine keeps running on the rules it has, the admin API answers 503 within a
+/// bounded time instead of hanging, `/health` stays up; once MongoDB answers again everything works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mongodb_outage_keeps_the_engine_running_and_the_api_bounded() {
+    let (mongo, uri) = private_mongodb().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TestHost::config(Backends::Embedded, dir.path());
+    config.mongodb.uri = Some(uri);
+    let host = TestHost::start_with(config).await;
+
+    let (source, out) = pass_through_rule(&host).await;
+
+    mongo.signal("STOP");
+    assert_eq!(host.call("GET", "/health", None).await, (200, json!({"status": "ok"})));
+    let started = std::time::Instant::now();
+    let (status, body) = host.call("GET", "/api/v1/triggers", None).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body["error"].as_str().is_some(), "{body}");
+    assert!(started.elapsed() < Duration::from_secs(20), "the API answered within a bounded time");
+
+    host.publish(&source, &[json!({"event_type": "deposit", "n": 1})]).await;
+    assert_eq!(host.read(&out, 1, Duration::from_secs(30)).await.len(), 1, "the engine kept its rules");
+    assert!(host.metric("flowhost_engine_errors_total{kind=\"reload\"}").await >= 1.0);
+
+    mongo.signal("CONT");
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, _) = host.call("GET", "/api/v1/triggers/r", None).await;
+        if status == 200 {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "the API did not recover: {status}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    host.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_outage_is_retried_and_nothing_is_lost() {
     let (broker, brokers) = private_kafka().await;
@@ -66,13 +134,7 @@ async fn kafka_outage_is_retried_and_nothing_is_lost() {
     config.kafka.properties.insert("session.timeout.ms".into(), "6000".into());
     let host = TestHost::start_with(config).await;
 
-    let (source, out) = (unique("in"), unique("out"));
-    let rule = json!({
-        "id": "r", "source": {"type": "kafka", "topic": source},
-        "conditions": {"event_type": "deposit", "expression": "true"}, "output_topic": out
-    });
-    assert_eq!(host.call("POST", "/api/v1/triggers", Some(rule)).await.0, 201);
-    host.wait_for_reload().await;
+    let (source, out) = pass_through_rule(&host).await;
     let event = |n: u32| json!({"event_type": "deposit", "n": n});
     host.publish(&source, &[event(1), event(2)]).await;
     assert_eq!(host.read(&out, 2, Duration::from_secs(45)).await.len(), 2);

@@ -124,6 +124,14 @@ pub struct EventSchema {
 }
 
 impl EventSchema {
+    /// A schema from `(name, type)` pairs.
+    pub fn new(event_type: impl Into<String>, fields: &[(&str, FieldType)]) -> Self {
+        Self {
+            event_type: event_type.into(),
+            fields: fields.iter().map(|(name, kind)| SchemaField { name: (*name).to_owned(), kind: *kind }).collect(),
+        }
+    }
+
     /// Problems with the field list: empty, duplicate or unusable names.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();

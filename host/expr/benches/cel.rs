@@ -6,7 +6,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use flowhost_core::model::{EventSchema, FieldType, SchemaField};
+use flowhost_core::model::{EventSchema, FieldType};
 use flowhost_expr::Expression;
 use serde_json::json;
 
@@ -16,16 +16,15 @@ fn median(mut samples: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let field = |name: &str, kind| SchemaField { name: name.into(), kind };
-    let schema = EventSchema {
-        event_type: "deposit".into(),
-        fields: vec![
-            field("amount", FieldType::Double),
-            field("count", FieldType::Int),
-            field("game", FieldType::String),
-            field("vip", FieldType::Bool),
+    let schema = EventSchema::new(
+        "deposit",
+        &[
+            ("amount", FieldType::Double),
+            ("count", FieldType::Int),
+            ("game", FieldType::String),
+            ("vip", FieldType::Bool),
         ],
-    };
+    );
     let event = json!({"event_type": "deposit", "tenant_id": "t1", "amount": 150.0, "count": 3,
                        "game": "slots", "vip": false, "currency": "EUR", "country": "MT"});
     let fields = event.as_object().unwrap().clone();

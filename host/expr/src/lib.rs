@@ -234,20 +234,18 @@ fn dynamic_value(json: &Json) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flowhost_core::model::SchemaField;
     use serde_json::json;
 
     fn schema() -> EventSchema {
-        let field = |name: &str, kind| SchemaField { name: name.into(), kind };
-        EventSchema {
-            event_type: "deposit".into(),
-            fields: vec![
-                field("amount", FieldType::Double),
-                field("count", FieldType::Int),
-                field("game", FieldType::String),
-                field("vip", FieldType::Bool),
+        EventSchema::new(
+            "deposit",
+            &[
+                ("amount", FieldType::Double),
+                ("count", FieldType::Int),
+                ("game", FieldType::String),
+                ("vip", FieldType::Bool),
             ],
-        }
+        )
     }
 
     fn fields(value: Json) -> Map<String, Json> {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use flowhost_core::collections::{RULES, SCHEMAS};
 use flowhost_core::config::EngineConfig;
-use flowhost_core::model::{EventSchema, FieldType, Rule, RuleConditions, RuleSource, SchemaField, SourceType};
+use flowhost_core::model::{EventSchema, FieldType, Rule, RuleConditions, RuleSource, SourceType};
 use flowhost_core::ports::{OutRecord, Ports, Record, Topics};
 use flowhost_core::SystemClock;
 use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
@@ -33,16 +33,15 @@ const RULE_EXPRESSIONS: [&str; 10] = [
 ];
 
 fn schema() -> EventSchema {
-    let field = |name: &str, kind| SchemaField { name: name.into(), kind };
-    EventSchema {
-        event_type: "deposit".into(),
-        fields: vec![
-            field("amount", FieldType::Double),
-            field("count", FieldType::Int),
-            field("game", FieldType::String),
-            field("vip", FieldType::Bool),
+    EventSchema::new(
+        "deposit",
+        &[
+            ("amount", FieldType::Double),
+            ("count", FieldType::Int),
+            ("game", FieldType::String),
+            ("vip", FieldType::Bool),
         ],
-    }
+    )
 }
 
 fn rules(source: &str, output: &str) -> Vec<Rule> {

@@ -14,11 +14,10 @@ use flowhost_core::collections::{FLOWS, FLOW_EDIT_LOCKS, FLOW_RELEASE_ATTEMPTS, 
 use flowhost_core::flows;
 use flowhost_core::model::{EventSchema, Flow, FlowStatus, Rule};
 use flowhost_core::ports::DocumentStore;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::triggers::delete_rule;
-use super::{decode, encode, load, load_all, status_ok, SharedState};
+use super::{decode, encode, load, load_all, status_ok, EnabledBody, SharedState};
 use crate::error::ApiError;
 use crate::json::JsonBody;
 
@@ -83,11 +82,6 @@ pub(crate) async fn remove(State(state): State<SharedState>, Path(id): Path<Stri
     documents.delete(FLOWS, &id).await?;
     state.announce_change().await;
     Ok(StatusCode::NO_CONTENT)
-}
-
-#[derive(Deserialize)]
-pub(crate) struct EnabledBody {
-    enabled: bool,
 }
 
 /// Body `{ "enabled": bool }` (the spec leaves it open); answers `{ "status": "ok", "rule_count": n }` with the

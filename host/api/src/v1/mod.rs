@@ -75,6 +75,12 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Value, ApiError> {
     })
 }
 
+/// The body of the `enabled` toggles of rules and flows.
+#[derive(serde::Deserialize)]
+pub(crate) struct EnabledBody {
+    pub(crate) enabled: bool,
+}
+
 /// `{ "status": "ok" }`.
 pub(crate) fn status_ok() -> axum::Json<Value> {
     axum::Json(serde_json::json!({ "status": "ok" }))

@@ -11,7 +11,7 @@ use flowhost_core::ports::{check_topic_name, DocumentStore, PortError};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{encode, load, load_all, status_ok, SharedState};
+use super::{encode, load, load_all, status_ok, EnabledBody, SharedState};
 use crate::error::ApiError;
 use crate::json::JsonBody;
 
@@ -67,11 +67,6 @@ pub(crate) async fn remove(State(state): State<SharedState>, Path(id): Path<Stri
     delete_rule(documents, &id).await?;
     state.announce_change().await;
     Ok(StatusCode::NO_CONTENT)
-}
-
-#[derive(Deserialize)]
-pub(crate) struct EnabledBody {
-    enabled: bool,
 }
 
 pub(crate) async fn set_enabled(
