@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use flowhost_core::config::Config;
 use flowhost_core::ports::{ConsumerConfig, OutRecord, Ports, Record, StartFrom};
+use flowhost_core::Clock;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -48,6 +49,7 @@ impl TestHost {
             config.nats.url = Some(servers::nats_url());
             config.redis.url = Some(servers::redis_url());
         }
+        crate::push::configure(&mut config);
         config
     }
 
@@ -59,16 +61,32 @@ impl TestHost {
         host
     }
 
+    /// Starts on `backends` with the test configuration changed by `configure`, and optionally another clock
+    /// (e.g. a `ManualClock` to move time for expiry).
+    pub async fn start_configured(
+        backends: Backends,
+        clock: Option<Arc<dyn Clock>>,
+        configure: impl FnOnce(&mut Config),
+    ) -> TestHost {
+        init_logging();
+        let dir = Arc::new(tempfile::tempdir().expect("temporary data directory"));
+        let mut config = Self::config(backends, dir.path());
+        configure(&mut config);
+        let clock = clock.unwrap_or_else(|| Arc::new(flowhost_core::SystemClock));
+        let ports = flowhost::connect_with_clock(&config, clock).await.expect("connect ports");
+        let mut host = Self::start_on(config, ports).await;
+        host._data_dir = Some(dir);
+        host
+    }
+
     /// Starts with exactly `config` (port 0 is honoured).
     pub async fn start_with(config: Config) -> TestHost {
-        // Logs of the host under test, shown for failing tests: FLOWHOST_TEST_LOG=debug cargo test ...
-        let _ = tracing_subscriber::fmt()
-            .with_test_writer()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_env("FLOWHOST_TEST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .try_init();
+        init_logging();
         let ports = flowhost::connect(&config).await.expect("connect ports");
+        Self::start_on(config, ports).await
+    }
+
+    async fn start_on(config: Config, ports: Ports) -> TestHost {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.api.port)).await.expect("bind");
         let base_url = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
@@ -165,6 +183,16 @@ impl TestHost {
     pub async fn read(&self, topic: &str, count: usize, deadline: Duration) -> Vec<Record> {
         read_topic(&self.ports, topic, count, deadline).await
     }
+}
+
+/// Logs of the host under test, shown for failing tests: FLOWHOST_TEST_LOG=debug cargo test ...
+fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FLOWHOST_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .try_init();
 }
 
 impl Drop for TestHost {

@@ -5,6 +5,7 @@
 mod both;
 pub mod contract;
 pub mod host;
+pub mod push;
 pub mod servers;
 
 pub use host::{Backends, TestHost};

@@ -94,6 +94,22 @@ async fn documents_numbers_round_trip() {
     documents::numbers_round_trip(embedded.documents()).await;
 }
 
+#[tokio::test]
+async fn documents_expiring_documents() {
+    let embedded = Embedded::open();
+    documents::expiring_documents(embedded.documents()).await;
+}
+
+/// Not part of the shared suite: expiry survives a reopen of the file (it is stored, not held in memory).
+#[tokio::test]
+async fn documents_expiry_survives_reopen() {
+    let embedded = Embedded::open();
+    let collection = "expiry_reopen";
+    embedded.documents().upsert_expiring(collection, "a", serde_json::json!({ "a": 1 }), 1_000).await.unwrap();
+    let reopened = EmbeddedStore::open(&embedded.dir, 4, Arc::new(SystemClock)).expect("reopen");
+    assert_eq!(reopened.documents().sweep_expired(collection, 1_000).await.unwrap(), 1);
+}
+
 // Topics.
 
 #[tokio::test]

@@ -46,6 +46,27 @@ async fn numbers_round_trip() {
     documents::numbers_round_trip(store().await).await;
 }
 
+#[tokio::test]
+async fn expiring_documents() {
+    documents::expiring_documents(store().await).await;
+}
+
+/// Not part of the shared suite: the first expiring write creates the TTL index (`expireAfterSeconds: 0`) on
+/// the hidden expiry field, so MongoDB also removes expired documents on its own.
+#[tokio::test]
+async fn expiring_documents_get_a_ttl_index() {
+    let store = MongoDocuments::connect(&servers::mongodb_uri(), &unique("flowhost-contract")).await.expect("connect");
+    let collection = unique("ttl").replace('-', "_");
+    assert_eq!(store.expiry_index_seconds(&collection).await.expect("no index yet"), None);
+    store.upsert(&collection, "plain", serde_json::json!({ "a": 1 })).await.expect("upsert");
+    assert_eq!(store.expiry_index_seconds(&collection).await.expect("plain writes add none"), None);
+    store
+        .upsert_expiring(&collection, "e", serde_json::json!({ "a": 1 }), 4_102_444_800_000)
+        .await
+        .expect("upsert_expiring");
+    assert_eq!(store.expiry_index_seconds(&collection).await.expect("index"), Some(0));
+}
+
 /// Not part of the shared suite: a server that does not answer is a transient failure, reported quickly.
 #[tokio::test]
 async fn unreachable_server_is_unavailable() {

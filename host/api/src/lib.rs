@@ -21,11 +21,17 @@ use tracing::warn;
 
 pub use error::ApiError;
 
+/// A readiness check another role contributes to `/health`, so this crate needs no knowledge of that role:
+/// `Err(name)` makes `/health` answer 503 naming the failing check.
+pub type HealthCheck = Arc<dyn Fn() -> Result<(), &'static str> + Send + Sync>;
+
 /// Everything the handlers need, passed as one value.
 #[derive(Clone)]
 pub struct AppState {
     pub ports: Ports,
     pub registry: Registry,
+    /// Checks `/health` runs besides its own (e.g. the push-api role's caller policy).
+    pub health_checks: Vec<HealthCheck>,
 }
 
 impl AppState {
@@ -50,8 +56,15 @@ pub fn app(state: AppState, max_body_bytes: usize) -> Router {
         .with_state(Arc::new(state))
 }
 
-async fn health() -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok" }))
+/// 200 `{ "status": "ok" }`, or 503 `{ "status": "unavailable", "failing": [names] }` when a contributed check
+/// fails.
+async fn health(State(state): State<Arc<AppState>>) -> axum::response::Response {
+    let failing: Vec<&'static str> = state.health_checks.iter().filter_map(|check| check().err()).collect();
+    if failing.is_empty() {
+        Json(json!({ "status": "ok" })).into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "unavailable", "failing": failing }))).into_response()
+    }
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {

@@ -10,13 +10,18 @@ use flowhost_core::ports::{Cache, DocumentStore, Ports, Subjects, Topics};
 use flowhost_core::{Clock, SystemClock};
 use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
 use flowhost_engine::{Engine, EngineMetrics};
+use futures::FutureExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 /// Connects every port to the backend the configuration names (embedded when none is named).
 pub async fn connect(config: &Config) -> anyhow::Result<Ports> {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    connect_with_clock(config, Arc::new(SystemClock)).await
+}
+
+/// [`connect`] with another clock (tests pass a `ManualClock` to move time for expiry and retention).
+pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyhow::Result<Ports> {
     let embedded = if config.mongodb.uri.is_none() || config.kafka.brokers.is_none() {
         Some(
             EmbeddedStore::open(&config.data_dir, config.topics.partitions, clock.clone())
@@ -56,7 +61,9 @@ pub async fn connect(config: &Config) -> anyhow::Result<Ports> {
 }
 
 /// Runs the configured roles until `shutdown` is cancelled. The admin role serves on `listener` (bound by the
-/// caller, so tests can pass port 0).
+/// caller, so tests can pass port 0); the push-api role's routes join it, or get their own listener on
+/// `push.listen` (`FLOWHOST_PUSH_API_LISTEN`). Either way every `/health` of the process answers 503 while the
+/// push caller policy is broken.
 pub async fn serve(
     config: Config,
     ports: Ports,
@@ -74,15 +81,50 @@ pub async fn serve(
             Ok::<(), anyhow::Error>(())
         });
     }
-    if config.roles.contains(&Role::Admin) {
-        let state = flowhost_api::AppState { ports: ports.clone(), registry };
-        let app = flowhost_api::app(state, config.api.max_body_bytes);
+    let push = if config.roles.contains(&Role::PushApi) {
+        let state = Arc::new(flowhost_push::PushState::from_config(&config, ports.clone())?);
         let token = shutdown.clone();
-        info!(addr = %listener.local_addr()?, "administration API listening");
-        tasks.spawn(async move {
-            axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned()).await?;
-            Ok(())
-        });
+        tasks.spawn(flowhost_push::run_retention(state.clone(), token).map(Ok));
+        Some(state)
+    } else {
+        None
+    };
+    if let (Some(state), Some(addr)) = (&push, &config.push.listen) {
+        let push_listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} (FLOWHOST_PUSH_API_LISTEN)"))?;
+        info!(addr = %push_listener.local_addr()?, "push API listening");
+        tasks.spawn(serve_app(push_listener, flowhost_push::standalone_router(state.clone()), shutdown.clone()));
+    }
+    let push_on_main = push.as_ref().filter(|_| config.push.listen.is_none());
+    let main_app = if config.roles.contains(&Role::Admin) {
+        let mut health_checks: Vec<flowhost_api::HealthCheck> = Vec::new();
+        if let Some(state) = push.clone() {
+            health_checks.push(Arc::new(
+                move || {
+                    if state.healthy() {
+                        Ok(())
+                    } else {
+                        Err(flowhost_push::POLICY_CHECK)
+                    }
+                },
+            ));
+        }
+        let state = flowhost_api::AppState { ports: ports.clone(), registry, health_checks };
+        let app = flowhost_api::app(state, config.api.max_body_bytes);
+        info!(addr = %listener.local_addr()?, push = push_on_main.is_some(), "administration API listening");
+        Some(match push_on_main {
+            Some(push) => app.merge(flowhost_push::router(push.clone())),
+            None => app,
+        })
+    } else if let Some(push) = push_on_main {
+        info!(addr = %listener.local_addr()?, "push API listening");
+        Some(flowhost_push::standalone_router(push.clone()))
+    } else {
+        None
+    };
+    if let Some(app) = main_app {
+        tasks.spawn(serve_app(listener, app, shutdown.clone()));
     }
     info!(
         roles = ?config.roles,
@@ -99,6 +141,11 @@ pub async fn serve(
             shutdown.cancel();
         }
     }
+    Ok(())
+}
+
+async fn serve_app(listener: TcpListener, app: axum::Router, shutdown: CancellationToken) -> anyhow::Result<()> {
+    axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await?;
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! The `flowhost` command line: `serve` runs the roles; `events publish` / `events tail` write and read
-//! topics on whichever backend the configuration names, so the embedded mode needs no Kafka tools.
+//! topics on whichever backend the configuration names, so the embedded mode needs no Kafka tools;
+//! `webpush vapid-keys` prints a fresh VAPID keypair for operators.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -27,13 +28,23 @@ struct Cli {
 enum Command {
     /// Run the roles (all of them by default) until interrupted.
     Serve {
-        /// Comma-separated roles to run (admin, engine) or `all`; overrides FLOWHOST_ROLES.
+        /// Comma-separated roles to run (admin, engine, push-api) or `all`; overrides FLOWHOST_ROLES.
         #[arg(long)]
         roles: Option<String>,
     },
     /// Publish to and read from topics.
     #[command(subcommand)]
     Events(EventsCommand),
+    /// Web-push operator tools.
+    #[command(subcommand)]
+    Webpush(WebpushCommand),
+}
+
+#[derive(Subcommand)]
+enum WebpushCommand {
+    /// Print a fresh VAPID keypair as the two settings to configure: the public key is the base64url
+    /// uncompressed P-256 point, the private key the base64url 32-byte scalar. Keep the private key secret.
+    VapidKeys,
 }
 
 #[derive(Subcommand)]
@@ -92,6 +103,13 @@ async fn main() {
 
 async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Command::Webpush(WebpushCommand::VapidKeys) = cli.command {
+        // Needs no configuration: an operator runs it before configuring anything.
+        let (public, private) = flowhost_push::vapid::generate().map_err(|e| anyhow::anyhow!(e))?;
+        println!("FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY={public}");
+        println!("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY={private}");
+        return Ok(());
+    }
     let mut config = Config::load(cli.config.as_deref(), |name| std::env::var(name).ok())?;
     match cli.command {
         Command::Serve { roles } => {
@@ -107,12 +125,16 @@ async fn run() -> anyhow::Result<()> {
                 config.log.filter = "warn".into();
             }
             init_logging(&config);
+            // A short session lets a one-off reader join its throw-away group in seconds (a group join takes
+            // up to half the session timeout on some brokers); configured values win.
+            config.kafka.properties.entry("session.timeout.ms".to_owned()).or_insert_with(|| "6000".to_owned());
             let ports = flowhost::connect(&config).await?;
             match command {
                 EventsCommand::Publish(args) => publish(&ports, args).await,
                 EventsCommand::Tail(args) => tail(&ports, args).await,
             }
         }
+        Command::Webpush(WebpushCommand::VapidKeys) => unreachable!("handled before the configuration loads"),
     }
 }
 

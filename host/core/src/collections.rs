@@ -12,3 +12,14 @@ pub const FLOW_EDIT_LOCKS: &str = "flow_edit_locks";
 /// Subject on which the administration API announces that rules, schemas, sources or flows changed, so
 /// engines reload at once instead of waiting for their periodic tick.
 pub const CONFIG_CHANGED_SUBJECT: &str = "flowhost.config.changed";
+
+/// Web-push subscriptions, one per browser endpoint (id: SHA-256 of the endpoint).
+pub const WEBPUSH_SUBSCRIPTIONS: &str = "webpush_subscriptions";
+/// Notification activity records (one per notification; expire after the retention days).
+pub const WEBPUSH_ACTIVITY: &str = "webpush_activity";
+/// Browser and semantic interaction events (expire after the retention days).
+pub const WEBPUSH_EVENTS: &str = "webpush_events";
+/// Web-push templates (id: the decimal template id).
+pub const WEBPUSH_TEMPLATES: &str = "webpush_templates";
+/// Tenants the push service has seen (subscriptions, templates), listed to the editor.
+pub const WEBPUSH_TENANTS: &str = "webpush_tenants";

@@ -32,10 +32,14 @@ pub enum Role {
     Admin,
     /// The rule engine: consumes source topics and publishes rule outputs.
     Engine,
+    /// The web-push notification service's API: push-platform routes, editor routes, browser and semantic
+    /// events, retention sweep.
+    #[serde(rename = "push-api")]
+    PushApi,
 }
 
 impl Role {
-    pub const ALL: [Role; 2] = [Role::Admin, Role::Engine];
+    pub const ALL: [Role; 3] = [Role::Admin, Role::Engine, Role::PushApi];
 }
 
 impl FromStr for Role {
@@ -44,7 +48,8 @@ impl FromStr for Role {
         match s.trim() {
             "admin" => Ok(Role::Admin),
             "engine" => Ok(Role::Engine),
-            other => Err(format!("unknown role {other:?} (known: admin, engine)")),
+            "push-api" => Ok(Role::PushApi),
+            other => Err(format!("unknown role {other:?} (known: admin, engine, push-api)")),
         }
     }
 }
@@ -77,6 +82,7 @@ pub struct Config {
     pub redis: RedisConfig,
     pub engine: EngineConfig,
     pub log: LogConfig,
+    pub push: PushConfig,
     /// Secret store address (`KEY_VAULT_URL`); needed by every `*_SECRET_NAME` setting.
     pub key_vault_url: Option<String>,
 }
@@ -94,6 +100,7 @@ impl Default for Config {
             redis: RedisConfig::default(),
             engine: EngineConfig::default(),
             log: LogConfig::default(),
+            push: PushConfig::default(),
             key_vault_url: None,
         }
     }
@@ -225,6 +232,170 @@ impl Default for LogConfig {
     }
 }
 
+/// A secret value (token, key, HMAC secret). `Debug` never shows it, so a logged configuration leaks nothing;
+/// it (de)serializes as the plain string.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value itself: pass it to the code that uses it, never to a log.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// A delivery channel of the notification service (`FLOWHOST_CHANNELS_ENABLED`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Channel {
+    #[serde(rename = "WEB_PUSH")]
+    WebPush,
+    #[serde(rename = "IN_APP")]
+    InApp,
+}
+
+impl FromStr for Channel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "WEB_PUSH" => Ok(Channel::WebPush),
+            "IN_APP" => Ok(Channel::InApp),
+            other => Err(format!("unknown channel {other:?} (known: WEB_PUSH, IN_APP)")),
+        }
+    }
+}
+
+/// The push-api role: the web-push service's push-platform routes (caller policy), editor routes (editor token),
+/// interaction tokens and retention. Every secret may instead be named in the secret store with the matching
+/// `*_SECRET_NAME` setting (needs `KEY_VAULT_URL`); the literal value wins when both are set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PushConfig {
+    /// Caller policy `{ "callers": [...] }` (`FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON`). The push-api role parses
+    /// it at start; a policy that does not parse or names an unknown route does **not** stop the process: the
+    /// push-platform routes then answer 503 `CALLER_POLICY_INVALID` and `/health` answers 503. Unset: no caller
+    /// is authorized (401).
+    pub callers_json: Option<Secret>,
+    /// Secret-store name of the caller policy (`FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME`).
+    pub callers_json_secret_name: Option<String>,
+    /// VAPID public key, base64url of the uncompressed P-256 point (`FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY`).
+    pub vapid_public_key: Option<String>,
+    /// Secret-store name of the VAPID public key (`FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY_SECRET_NAME`).
+    pub vapid_public_key_secret_name: Option<String>,
+    /// VAPID private key, base64url of the 32-byte scalar (`FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY`).
+    pub vapid_private_key: Option<Secret>,
+    /// Secret-store name of the VAPID private key (`FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME`).
+    pub vapid_private_key_secret_name: Option<String>,
+    /// HMAC-SHA256 key that signs and verifies interaction tokens (`FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET`).
+    pub interaction_token_secret: Option<Secret>,
+    /// Secret-store name of the interaction-token secret (`FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME`).
+    pub interaction_token_secret_secret_name: Option<String>,
+    /// The previous interaction-token secret during a rotation (`FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS`):
+    /// tokens signed with it still verify; new tokens use the current secret. Remove it once the tokens it
+    /// signed have expired.
+    pub interaction_token_secret_previous: Option<Secret>,
+    /// Hosts a rendered `target_url` may point to, comma-separated (`FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS`);
+    /// `*.example.com` covers the subdomains of `example.com`. Empty: only the scheme (https) is checked.
+    pub allowed_target_hosts: Vec<String>,
+    /// `WEB_PUSH_DRY_RUN`: pushes are skipped; client-config is not ready while it is true (default false).
+    pub dry_run: bool,
+    /// Channels this deployment runs, comma-separated `WEB_PUSH`, `IN_APP` (`FLOWHOST_CHANNELS_ENABLED`;
+    /// default both).
+    pub channels_enabled: Vec<Channel>,
+    /// Bearer token of the editor routes (`INAPP_EDITOR_API_AUTH_TOKEN`). Unset: editor routes answer 503.
+    pub editor_token: Option<Secret>,
+    /// Secret-store name of the editor token (`INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME`).
+    pub editor_token_secret_name: Option<String>,
+    /// Local development only: without a configured VAPID pair, generate a temporary one at start
+    /// (`FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID`; default false). Client-config stays not ready.
+    pub allow_auto_vapid: bool,
+    /// Days notification activity and interaction events are kept (`FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS`;
+    /// default 30).
+    pub retention_days: u32,
+    /// How often the push-api role sweeps expired activity and events, in milliseconds
+    /// (`FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS`; default one hour).
+    pub retention_sweep_interval_ms: u64,
+    /// A separate `host:port` for the push routes (`FLOWHOST_PUSH_API_LISTEN`). Unset: they share the
+    /// administration API's listener.
+    pub listen: Option<String>,
+    /// Tenants the editor may select, comma-separated (`FLOWHOST_WEBPUSH_TENANTS`); the tenants list also holds
+    /// every `tenant_ids` entry of the caller policy and every tenant that stored a subscription or template.
+    pub tenants: Vec<String>,
+    /// `caller_id`s that may use `player_id` 0, the identity the spec reserves for dashboard smoke tests, on
+    /// subscription create and deactivate (`FLOWHOST_WEBPUSH_SMOKE_TEST_CALLERS`, comma-separated; default none).
+    pub smoke_test_callers: Vec<String>,
+}
+
+impl Default for PushConfig {
+    fn default() -> Self {
+        Self {
+            callers_json: None,
+            callers_json_secret_name: None,
+            vapid_public_key: None,
+            vapid_public_key_secret_name: None,
+            vapid_private_key: None,
+            vapid_private_key_secret_name: None,
+            interaction_token_secret: None,
+            interaction_token_secret_secret_name: None,
+            interaction_token_secret_previous: None,
+            allowed_target_hosts: Vec::new(),
+            dry_run: false,
+            channels_enabled: vec![Channel::WebPush, Channel::InApp],
+            editor_token: None,
+            editor_token_secret_name: None,
+            allow_auto_vapid: false,
+            retention_days: 30,
+            retention_sweep_interval_ms: 60 * 60 * 1000,
+            listen: None,
+            tenants: Vec::new(),
+            smoke_test_callers: Vec::new(),
+        }
+    }
+}
+
+/// The push settings whose value may come from the secret store, resolved (see [`Config::push_secrets`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PushSecrets {
+    pub callers_json: Option<Secret>,
+    pub vapid_public_key: Option<String>,
+    pub vapid_private_key: Option<Secret>,
+    pub interaction_token_secret: Option<Secret>,
+    pub editor_token: Option<Secret>,
+}
+
+/// A comma-separated list, trimmed, empty items dropped.
+fn split_list(value: &str) -> Vec<String> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
+fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        other => Err(ConfigError::new(name, format!("{other:?}: use true or false"))),
+    }
+}
+
+/// Whether `entry` is a valid allowed-target-host entry: a host name (or `*.` and a host name), no scheme,
+/// port or path.
+fn is_host_pattern(entry: &str) -> bool {
+    let host = entry.strip_prefix("*.").unwrap_or(entry);
+    !host.is_empty()
+        && host
+            .split('.')
+            .all(|label| !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+}
+
 impl Config {
     /// Defaults, then the TOML file (if any), then the environment; validated.
     pub fn load(file: Option<&Path>, env: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
@@ -311,6 +482,7 @@ impl Config {
         if let Some(v) = get("FLOWHOST_ENGINE_INVALID_EVENTS_TOPIC") {
             self.engine.invalid_events_topic = v;
         }
+        self.apply_push_env(&get)?;
         if let Some(v) = get("FLOWHOST_LOG") {
             self.log.filter = v;
         }
@@ -320,6 +492,69 @@ impl Config {
                 "json" => LogFormat::Json,
                 other => return Err(ConfigError::new("FLOWHOST_LOG_FORMAT", format!("{other:?}: use text or json"))),
             };
+        }
+        Ok(())
+    }
+
+    fn apply_push_env(&mut self, get: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        let push = &mut self.push;
+        for (name, slot) in [
+            ("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON", &mut push.callers_json),
+            ("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY", &mut push.vapid_private_key),
+            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET", &mut push.interaction_token_secret),
+            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS", &mut push.interaction_token_secret_previous),
+            ("INAPP_EDITOR_API_AUTH_TOKEN", &mut push.editor_token),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = Some(Secret::new(v));
+            }
+        }
+        for (name, slot) in [
+            ("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME", &mut push.callers_json_secret_name),
+            ("FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY", &mut push.vapid_public_key),
+            ("FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY_SECRET_NAME", &mut push.vapid_public_key_secret_name),
+            ("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME", &mut push.vapid_private_key_secret_name),
+            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME", &mut push.interaction_token_secret_secret_name),
+            ("INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME", &mut push.editor_token_secret_name),
+            ("FLOWHOST_PUSH_API_LISTEN", &mut push.listen),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = Some(v.trim().to_owned());
+            }
+        }
+        if let Some(v) = get("FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS") {
+            push.allowed_target_hosts = split_list(&v);
+        }
+        if let Some(v) = get("WEB_PUSH_DRY_RUN") {
+            push.dry_run = parse_bool("WEB_PUSH_DRY_RUN", &v)?;
+        }
+        if let Some(v) = get("FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID") {
+            push.allow_auto_vapid = parse_bool("FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID", &v)?;
+        }
+        if let Some(v) = get("FLOWHOST_CHANNELS_ENABLED") {
+            push.channels_enabled = split_list(&v)
+                .iter()
+                .map(|c| c.parse())
+                .collect::<Result<_, _>>()
+                .map_err(|e| ConfigError::new("FLOWHOST_CHANNELS_ENABLED", e))?;
+        }
+        if let Some(v) = get("FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS") {
+            push.retention_days = v
+                .trim()
+                .parse()
+                .map_err(|e| ConfigError::new("FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS", format!("{v:?}: {e}")))?;
+        }
+        if let Some(v) = get("FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS") {
+            push.retention_sweep_interval_ms = v
+                .trim()
+                .parse()
+                .map_err(|e| ConfigError::new("FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS", format!("{v:?}: {e}")))?;
+        }
+        if let Some(v) = get("FLOWHOST_WEBPUSH_TENANTS") {
+            push.tenants = split_list(&v);
+        }
+        if let Some(v) = get("FLOWHOST_WEBPUSH_SMOKE_TEST_CALLERS") {
+            push.smoke_test_callers = split_list(&v);
         }
         Ok(())
     }
@@ -359,7 +594,83 @@ impl Config {
             }
         }
         self.redis_url()?;
+        self.validate_push()?;
         Ok(())
+    }
+
+    fn validate_push(&self) -> Result<(), ConfigError> {
+        let push = &self.push;
+        if !(1..=3650).contains(&push.retention_days) {
+            return Err(ConfigError::new("FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS", "must be between 1 and 3650"));
+        }
+        if push.retention_sweep_interval_ms < 10 {
+            return Err(ConfigError::new("FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS", "must be at least 10"));
+        }
+        if let Some(entry) = push.allowed_target_hosts.iter().find(|entry| !is_host_pattern(entry)) {
+            return Err(ConfigError::new(
+                "FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS",
+                format!("{entry:?} is not a host name (write `example.com` or `*.example.com`, no scheme or port)"),
+            ));
+        }
+        if let Some(listen) = &push.listen {
+            listen.parse::<std::net::SocketAddr>().map_err(|e| {
+                ConfigError::new("FLOWHOST_PUSH_API_LISTEN", format!("{listen:?}: {e} (write host:port)"))
+            })?;
+        }
+        if push.tenants.iter().any(|t| t.trim().is_empty()) {
+            return Err(ConfigError::new("FLOWHOST_WEBPUSH_TENANTS", "tenant ids must not be empty"));
+        }
+        let previous = push.interaction_token_secret_previous.as_ref();
+        if previous.is_some_and(|p| p.expose().trim().is_empty()) {
+            return Err(ConfigError::new("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS", "must not be empty"));
+        }
+        let secrets = self.push_secrets()?;
+        if previous.is_some() && secrets.interaction_token_secret.is_none() {
+            return Err(ConfigError::new(
+                "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS",
+                "is set without FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The push settings that may come from the secret store, each the literal value when set, else the secret
+    /// its `*_SECRET_NAME` names.
+    pub fn push_secrets(&self) -> Result<PushSecrets, ConfigError> {
+        let push = &self.push;
+        let secret = |literal: Option<&Secret>, name: &Option<String>, setting: &str| match (literal, name) {
+            (Some(value), _) => Ok(Some(value.clone())),
+            (None, Some(name)) => self.secret(setting, name).map(|v| Some(Secret::new(v))),
+            (None, None) => Ok(None),
+        };
+        Ok(PushSecrets {
+            callers_json: secret(
+                push.callers_json.as_ref(),
+                &push.callers_json_secret_name,
+                "FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME",
+            )?,
+            vapid_public_key: secret(
+                push.vapid_public_key.clone().map(Secret::new).as_ref(),
+                &push.vapid_public_key_secret_name,
+                "FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY_SECRET_NAME",
+            )?
+            .map(|s| s.expose().to_owned()),
+            vapid_private_key: secret(
+                push.vapid_private_key.as_ref(),
+                &push.vapid_private_key_secret_name,
+                "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME",
+            )?,
+            interaction_token_secret: secret(
+                push.interaction_token_secret.as_ref(),
+                &push.interaction_token_secret_secret_name,
+                "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME",
+            )?,
+            editor_token: secret(
+                push.editor_token.as_ref(),
+                &push.editor_token_secret_name,
+                "INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME",
+            )?,
+        })
     }
 
     /// The Redis URL to use, or `None` for the embedded cache.
@@ -462,6 +773,154 @@ mod tests {
         assert_eq!(config.redis_url().unwrap().as_deref(), Some("redis://:pw@b:2/3"));
         let config = load(&[("FLOWHOST_REDIS_HOST", "b:2/5"), ("FLOWHOST_REDIS_DB", "3")]).unwrap();
         assert_eq!(config.redis_url().unwrap().as_deref(), Some("redis://b:2/5"));
+    }
+
+    #[test]
+    fn push_defaults() {
+        let config = load(&[]).unwrap();
+        assert!(config.roles.contains(&Role::PushApi));
+        assert_eq!(config.push.retention_days, 30);
+        assert_eq!(config.push.retention_sweep_interval_ms, 3_600_000);
+        assert_eq!(config.push.channels_enabled, vec![Channel::WebPush, Channel::InApp]);
+        assert!(!config.push.dry_run && !config.push.allow_auto_vapid);
+        assert_eq!(config.push.listen, None);
+        assert_eq!(config.push_secrets().unwrap(), PushSecrets::default());
+        assert_eq!(parse_roles("admin,push-api").unwrap(), vec![Role::Admin, Role::PushApi]);
+        assert_eq!(parse_roles("all").unwrap(), Role::ALL.to_vec());
+    }
+
+    #[test]
+    fn push_settings_from_the_environment() {
+        let config = load(&[
+            ("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON", r#"{"callers":[]}"#),
+            ("FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY", "pub"),
+            ("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY", "priv"),
+            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET", "s1"),
+            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS", "s0"),
+            ("FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS", " casino.example , *.cdn.example ,"),
+            ("WEB_PUSH_DRY_RUN", "TRUE"),
+            ("FLOWHOST_CHANNELS_ENABLED", "WEB_PUSH"),
+            ("INAPP_EDITOR_API_AUTH_TOKEN", "editor"),
+            ("FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID", "1"),
+            ("FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS", "7"),
+            ("FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS", "250"),
+            ("FLOWHOST_PUSH_API_LISTEN", "127.0.0.1:8788"),
+            ("FLOWHOST_WEBPUSH_TENANTS", "t1,t2"),
+            ("FLOWHOST_WEBPUSH_SMOKE_TEST_CALLERS", "dashboard"),
+            ("FLOWHOST_ROLES", "push-api"),
+        ])
+        .unwrap();
+        let push = &config.push;
+        assert_eq!(config.roles, vec![Role::PushApi]);
+        assert_eq!(push.allowed_target_hosts, ["casino.example", "*.cdn.example"]);
+        assert!(push.dry_run && push.allow_auto_vapid);
+        assert_eq!(push.channels_enabled, vec![Channel::WebPush]);
+        assert_eq!((push.retention_days, push.retention_sweep_interval_ms), (7, 250));
+        assert_eq!(push.listen.as_deref(), Some("127.0.0.1:8788"));
+        assert_eq!(push.tenants, ["t1", "t2"]);
+        assert_eq!(push.smoke_test_callers, ["dashboard"]);
+        assert_eq!(push.interaction_token_secret_previous.as_ref().map(Secret::expose), Some("s0"));
+        let secrets = config.push_secrets().unwrap();
+        assert_eq!(secrets.callers_json.as_ref().map(Secret::expose), Some(r#"{"callers":[]}"#));
+        assert_eq!(secrets.vapid_public_key.as_deref(), Some("pub"));
+        assert_eq!(secrets.vapid_private_key.as_ref().map(Secret::expose), Some("priv"));
+        assert_eq!(secrets.interaction_token_secret.as_ref().map(Secret::expose), Some("s1"));
+        assert_eq!(secrets.editor_token.as_ref().map(Secret::expose), Some("editor"));
+    }
+
+    #[test]
+    fn push_errors_name_the_setting() {
+        let cases = [
+            (vec![("WEB_PUSH_DRY_RUN", "maybe")], "WEB_PUSH_DRY_RUN"),
+            (vec![("FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID", "sometimes")], "FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID"),
+            (vec![("FLOWHOST_CHANNELS_ENABLED", "WEB_PUSH,SMS")], "FLOWHOST_CHANNELS_ENABLED"),
+            (vec![("FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS", "0")], "FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS"),
+            (vec![("FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS", "-1")], "FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS"),
+            (
+                vec![("FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS", "1")],
+                "FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS",
+            ),
+            (
+                vec![("FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS", "https://x.example")],
+                "FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS",
+            ),
+            (vec![("FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS", "x.example:443")], "FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS"),
+            (vec![("FLOWHOST_PUSH_API_LISTEN", "localhost")], "FLOWHOST_PUSH_API_LISTEN"),
+            (vec![("FLOWHOST_ROLES", "push")], "FLOWHOST_ROLES"),
+            (
+                vec![("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME", "callers")],
+                "FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME",
+            ),
+            (
+                vec![("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME", "vapid"), ("KEY_VAULT_URL", "https://vault")],
+                "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME",
+            ),
+            (
+                vec![("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME", "hmac")],
+                "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME",
+            ),
+            (vec![("INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME", "editor")], "INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME"),
+            (
+                vec![("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS", "old")],
+                "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS",
+            ),
+        ];
+        for (vars, setting) in cases {
+            let error = load(&vars).unwrap_err();
+            assert_eq!(error.setting, setting, "{vars:?}: {error}");
+            assert!(error.to_string().contains(setting));
+        }
+        // The literal wins over the secret-store name, so no secret store is needed then.
+        let config = load(&[("INAPP_EDITOR_API_AUTH_TOKEN", "t"), ("INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME", "n")]);
+        assert_eq!(config.unwrap().push_secrets().unwrap().editor_token, Some(Secret::new("t")));
+    }
+
+    #[test]
+    fn a_bad_caller_policy_does_not_stop_the_start() {
+        // The policy's content is the push-api role's business (it answers 503 and /health 503), not a
+        // configuration error.
+        let config = load(&[("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON", "{not json")]).unwrap();
+        assert_eq!(
+            config.push_secrets().unwrap().callers_json.map(|s| s.expose().to_owned()).as_deref(),
+            Some("{not json")
+        );
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug() {
+        let config = load(&[
+            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET", "hmac-secret-value"),
+            ("INAPP_EDITOR_API_AUTH_TOKEN", "editor-token-value"),
+            ("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON", r#"{"callers":[{"token":"caller-token-value"}]}"#),
+        ])
+        .unwrap();
+        let debug = format!("{config:?} {:?}", config.push_secrets().unwrap());
+        for secret in ["hmac-secret-value", "editor-token-value", "caller-token-value"] {
+            assert!(!debug.contains(secret), "{secret} leaked in Debug");
+        }
+        assert!(debug.contains("<redacted>"));
+    }
+
+    #[test]
+    fn push_section_in_the_file() {
+        let dir = std::env::temp_dir().join(format!("flowhost-config-push-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("flowhost.toml");
+        std::fs::write(
+            &path,
+            "roles = [\"admin\", \"push-api\"]\n[push]\nretention_days = 9\nchannels_enabled = [\"IN_APP\"]\n\
+             editor_token = \"e\"\n",
+        )
+        .unwrap();
+        let config = Config::load(Some(&path), |_| None).unwrap();
+        assert_eq!(config.roles, vec![Role::Admin, Role::PushApi]);
+        assert_eq!(config.push.retention_days, 9);
+        assert_eq!(config.push.channels_enabled, vec![Channel::InApp]);
+        assert_eq!(config.push.editor_token, Some(Secret::new("e")));
+        std::fs::write(&path, "[push]\nretention = 9\n").unwrap();
+        let error = Config::load(Some(&path), |_| None).unwrap_err();
+        assert!(error.message.contains("retention"), "{error}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

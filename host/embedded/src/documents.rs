@@ -1,5 +1,6 @@
 //! The documents port on SQLite: one row per document, the body as JSON text, field lookups through
-//! `json_extract`.
+//! `json_extract`, and an optional expiry instant (`expires_at_ms`, NULL for permanent documents) that
+//! `sweep_expired` deletes by. Reads do not filter on expiry: the store has no clock, the caller's sweep decides.
 
 use async_trait::async_trait;
 use flowhost_core::model::is_identifier;
@@ -38,6 +39,24 @@ fn field_filter(field: &str, value: &Value) -> Result<(String, SqlValue), PortEr
         other => return Err(PortError::Invalid(format!("cannot look documents up by {other}"))),
     };
     Ok((format!("$.{field}"), sql_value))
+}
+
+impl SqliteDocuments {
+    /// Inserts or overwrites a document with the given expiry (`None`: permanent).
+    async fn write(&self, collection: &str, id: &str, doc: Value, expires_at_ms: Option<i64>) -> Result<(), PortError> {
+        let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
+        self.db
+            .call(move |c| {
+                c.execute(
+                    "INSERT INTO documents (collection, id, body, expires_at_ms) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body,
+                         expires_at_ms = excluded.expires_at_ms",
+                    params![collection, id, body, expires_at_ms],
+                )
+            })
+            .await?;
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -111,7 +130,7 @@ impl DocumentStore for SqliteDocuments {
             .db
             .call(move |c| {
                 c.execute(
-                    "UPDATE documents SET body = ?3 WHERE collection = ?1 AND id = ?2",
+                    "UPDATE documents SET body = ?3, expires_at_ms = NULL WHERE collection = ?1 AND id = ?2",
                     params![collection, id, body],
                 )
             })
@@ -120,17 +139,31 @@ impl DocumentStore for SqliteDocuments {
     }
 
     async fn upsert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError> {
-        let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
-        self.db
+        self.write(collection, id, doc, None).await
+    }
+
+    async fn upsert_expiring(
+        &self,
+        collection: &str,
+        id: &str,
+        doc: Value,
+        expires_at_ms: i64,
+    ) -> Result<(), PortError> {
+        self.write(collection, id, doc, Some(expires_at_ms)).await
+    }
+
+    async fn sweep_expired(&self, collection: &str, now_ms: i64) -> Result<u64, PortError> {
+        let collection = collection.to_owned();
+        let deleted = self
+            .db
             .call(move |c| {
                 c.execute(
-                    "INSERT INTO documents (collection, id, body) VALUES (?1, ?2, ?3)
-                     ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body",
-                    params![collection, id, body],
+                    "DELETE FROM documents WHERE collection = ?1 AND expires_at_ms IS NOT NULL AND expires_at_ms <= ?2",
+                    params![collection, now_ms],
                 )
             })
             .await?;
-        Ok(())
+        Ok(deleted as u64)
     }
 
     async fn delete(&self, collection: &str, id: &str) -> Result<bool, PortError> {

@@ -70,15 +70,12 @@ impl KafkaTopics {
                 ("enable.idempotence", "true"),
                 // The Java client's partitioner, so keys land where other Kafka producers put them.
                 ("partitioner", "murmur2_random"),
-                // The shared properties carry consumer settings too; do not warn about them here.
-                ("log.configuration.warnings", "false"),
             ],
             properties,
         )
         .create()
         .map_err(|error| config_error(error, "creating the Kafka producer"))?;
-        let admin: AdminClient<DefaultClientContext> =
-            client_config(brokers, &[("log.configuration.warnings", "false")], properties)
+        let admin: AdminClient<DefaultClientContext> = client_config(brokers, &[], properties)
             .create()
             .map_err(|error| config_error(error, "creating the Kafka admin client"))?;
         Ok(KafkaTopics { brokers: brokers.to_owned(), properties: properties.clone(), producer, admin })

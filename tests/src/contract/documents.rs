@@ -173,3 +173,53 @@ pub async fn numbers_round_trip(store: Arc<dyn DocumentStore>) {
     assert!(back["deep"]["n"].is_i64() && back["deep"]["f"].is_f64());
     assert!(back["list"][0].is_i64() && back["list"][1].is_f64());
 }
+
+/// Far enough in the future that MongoDB's own TTL monitor (real time) never removes a document these checks
+/// expect to find: the checks move "now" by passing it to `sweep_expired`.
+const FUTURE_MS: i64 = 4_102_444_800_000; // 2100-01-01
+/// Later than every expiry used here, yet a date every MongoDB-protocol server can represent (the test server's
+/// dates end in year 9999, so `i64::MAX` is out).
+const MUCH_LATER_MS: i64 = FUTURE_MS + 100 * 365 * 24 * 3600 * 1000;
+
+/// `upsert_expiring` stores a document that reads like any other (no expiry field shows in get, list or find);
+/// `sweep_expired(now)` removes exactly the documents of that collection whose expiry is at or before `now`
+/// and returns how many; documents written with `insert`, `upsert` or `replace` never expire, also when they
+/// overwrite an expiring one; a new `upsert_expiring` moves the expiry.
+pub async fn expiring_documents(store: Arc<dyn DocumentStore>) {
+    let collection = fresh_collection();
+    let other = fresh_collection();
+    let t = FUTURE_MS;
+    store.upsert_expiring(&collection, "soon", json!({ "id": "soon", "k": "x" }), t).await.expect("expiring");
+    store.upsert_expiring(&collection, "later", json!({ "id": "later", "k": "x" }), t + 1000).await.expect("later");
+    store.insert(&collection, "forever", json!({ "id": "forever", "k": "x" })).await.expect("insert");
+    store.upsert_expiring(&collection, "upserted", json!({ "id": "upserted" }), t).await.expect("expiring");
+    store.upsert(&collection, "upserted", json!({ "id": "upserted", "v": 2 })).await.expect("upsert over it");
+    store.upsert_expiring(&collection, "replaced", json!({ "id": "replaced" }), t).await.expect("expiring");
+    assert!(store.replace(&collection, "replaced", json!({ "id": "replaced", "v": 2 })).await.expect("replace"));
+    store.upsert_expiring(&other, "soon", json!({ "id": "soon" }), t).await.expect("other collection");
+
+    assert_eq!(
+        store.get(&collection, "soon").await.expect("get"),
+        Some(json!({ "id": "soon", "k": "x" })),
+        "an expiring document reads as given, the expiry hidden"
+    );
+    assert_eq!(store.find(&collection, "k", &json!("x")).await.expect("find").len(), 3);
+    assert_eq!(store.list(&collection).await.expect("list").len(), 5, "not yet swept: still listed");
+
+    assert_eq!(store.sweep_expired(&collection, t - 1).await.expect("sweep early"), 0, "nothing expired yet");
+    assert_eq!(store.sweep_expired(&collection, t).await.expect("sweep at t"), 1, "expiry at or before now");
+    assert_eq!(store.get(&collection, "soon").await.expect("get swept"), None);
+    assert!(store.get(&collection, "later").await.expect("get later").is_some());
+    assert_eq!(store.sweep_expired(&collection, t + 1000).await.expect("sweep later"), 1);
+    let ids: Vec<Value> = store.list(&collection).await.expect("list").into_iter().map(|d| d["id"].clone()).collect();
+    assert_eq!(ids, [json!("forever"), json!("replaced"), json!("upserted")], "only expiring documents are swept");
+    assert_eq!(store.sweep_expired(&collection, MUCH_LATER_MS).await.expect("sweep all"), 0, "the rest never expires");
+
+    // Sweeps are per collection, and a new upsert_expiring moves the expiry.
+    assert!(store.get(&other, "soon").await.expect("other").is_some(), "another collection is not swept");
+    store.upsert_expiring(&other, "soon", json!({ "id": "soon", "v": 9 }), t + 5000).await.expect("extend");
+    assert_eq!(store.sweep_expired(&other, t + 4999).await.expect("sweep other"), 0);
+    assert_eq!(store.get(&other, "soon").await.expect("get"), Some(json!({ "id": "soon", "v": 9 })));
+    assert_eq!(store.sweep_expired(&other, t + 5000).await.expect("sweep other"), 1);
+    assert_eq!(store.sweep_expired(&fresh_collection(), MUCH_LATER_MS).await.expect("sweep empty"), 0);
+}

@@ -9,6 +9,13 @@ use super::PortError;
 /// transactions (real MongoDB refuses them without a replica set). Lists are sorted by id.
 ///
 /// The store keeps the document body as given; the id is passed separately and is not injected into the body.
+///
+/// **Expiry.** A document written with [`upsert_expiring`](DocumentStore::upsert_expiring) carries an expiry
+/// instant; [`sweep_expired`](DocumentStore::sweep_expired) removes the collection's documents whose expiry has
+/// passed. The store has no clock of its own, so reads keep returning an expired document until a sweep (the
+/// caller's injected clock supplies "now"); MongoDB's TTL monitor may additionally remove it on its own
+/// real-time schedule. `insert`, `replace` and `upsert` store a document without expiry (overwriting an
+/// expiring one makes it permanent).
 #[async_trait]
 pub trait DocumentStore: Send + Sync + 'static {
     /// A short name for logs and `Debug`: `"embedded"`, `"mongodb"`.
@@ -30,6 +37,20 @@ pub trait DocumentStore: Send + Sync + 'static {
 
     /// Stores the document whether or not the id exists.
     async fn upsert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError>;
+
+    /// Stores the document whether or not the id exists (like `upsert`), expiring at `expires_at_ms`
+    /// (milliseconds since the Unix epoch): the next `sweep_expired` at or after that instant removes it.
+    async fn upsert_expiring(
+        &self,
+        collection: &str,
+        id: &str,
+        doc: Value,
+        expires_at_ms: i64,
+    ) -> Result<(), PortError>;
+
+    /// Removes the collection's documents whose expiry is at or before `now_ms`; returns how many.
+    /// Documents without expiry are never removed.
+    async fn sweep_expired(&self, collection: &str, now_ms: i64) -> Result<u64, PortError>;
 
     /// Removes one document; returns whether it existed.
     async fn delete(&self, collection: &str, id: &str) -> Result<bool, PortError>;

@@ -1,0 +1,110 @@
+//! The error type of the push API and its envelope `{ "error": { "code", "message", "details"? } }`, used on
+//! the push-platform and the editor routes alike. Codes are the spec's (`VALIDATION_ERROR`, `UNAUTHORIZED`,
+//! `FORBIDDEN`, `PUSH_ENV_NOT_READY`, `INTERNAL_ERROR`) plus a few of ours for situations the spec does not
+//! name (README, "Push API"). A 5xx never carries internal detail: the cause is logged, the client gets a
+//! generic message.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use flowhost_core::ports::PortError;
+use serde_json::{json, Value};
+use tracing::error;
+
+/// One problem with one field of a request: `field` is a dotted path (`keys.p256dh`, `actions[0].label`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { field: field.into(), message: message.into() }
+    }
+}
+
+/// A failed push API request, rendered as the spec's envelope.
+#[derive(Debug)]
+pub struct PushError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    details: Option<Value>,
+}
+
+impl PushError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into(), details: None }
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// 400 `VALIDATION_ERROR`; `details` lists every problem as `{ field, message }`.
+    pub fn validation(errors: Vec<FieldError>) -> Self {
+        let message = errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>().join("; ");
+        let details: Vec<Value> = errors.iter().map(|e| json!({ "field": e.field, "message": e.message })).collect();
+        Self::new(StatusCode::BAD_REQUEST, "VALIDATION_ERROR", format!("invalid request: {message}"))
+            .with_details(Value::Array(details))
+    }
+
+    pub fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::validation(vec![FieldError::new(field, message)])
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "UNAUTHORIZED", message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "FORBIDDEN", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "NOT_FOUND", message)
+    }
+
+    pub fn internal() -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR", "internal error; retry with backoff")
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
+    pub fn details(&self) -> Option<&Value> {
+        self.details.as_ref()
+    }
+}
+
+impl From<PortError> for PushError {
+    fn from(e: PortError) -> Self {
+        match &e {
+            PortError::Unavailable(_) => {
+                error!(error = %e, "storage unavailable");
+                PushError::new(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", "storage is unavailable; retry later")
+            }
+            _ => {
+                error!(error = %e, "storage error");
+                PushError::internal()
+            }
+        }
+    }
+}
+
+impl IntoResponse for PushError {
+    fn into_response(self) -> Response {
+        let mut error = json!({ "code": self.code, "message": self.message });
+        if let Some(details) = self.details {
+            error["details"] = details;
+        }
+        (self.status, Json(json!({ "error": error }))).into_response()
+    }
+}

@@ -1,0 +1,352 @@
+//! The push-api role of the web-push notification service: the five push-platform routes a bridge calls (caller
+//! policy, subscriptions, browser and semantic events, client config), the editor routes Studio and the
+//! dashboard call (tenants, web-push templates, preview, activity, notification records, send), interaction
+//! tokens, and the retention sweep of activity and events. It sees only the ports (`flowhost_core::Ports`),
+//! never a backend, and answers every error with the spec's envelope `{ "error": { code, message, details? } }`.
+//!
+//! `flowhost` composes it: [`router`] merges into the administration API's listener by default, or
+//! [`standalone_router`] (with its own `/health`) serves a separate address; [`run_retention`] runs beside it.
+
+mod auth;
+mod body;
+mod editor;
+pub mod error;
+mod platform;
+pub mod policy;
+pub mod records;
+mod retention;
+pub mod targets;
+mod templates;
+pub mod token;
+pub mod vapid;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use flowhost_core::config::{Channel, Config, ConfigError, Secret};
+use flowhost_core::ports::Ports;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tracing::{error, info, warn};
+
+pub use error::PushError;
+pub use policy::{CallerPolicy, PolicyError};
+pub use retention::{run_retention, sweep_once};
+pub use token::InteractionClaims;
+pub use vapid::VapidKeys;
+
+/// The delivered-payload schema version (`payload_version`).
+pub const PAYLOAD_VERSION: &str = "v1";
+
+/// The name `/health` reports when the caller policy failed to load.
+pub const POLICY_CHECK: &str = "push_caller_policy";
+
+/// The push-api settings, resolved from the configuration at start.
+#[derive(Debug)]
+pub struct PushSettings {
+    pub max_body_bytes: usize,
+    pub dry_run: bool,
+    pub channels: Vec<Channel>,
+    /// The VAPID pair in use: configured, or temporary under `FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID`.
+    pub vapid: Option<VapidKeys>,
+    /// The current and (during a rotation) previous interaction-token secrets.
+    pub token_secrets: Option<(Secret, Option<Secret>)>,
+    pub targets: targets::TargetPolicy,
+    /// SHA-256 of the editor token (compared in constant time); `None` when unset.
+    editor_token_digest: Option<TokenDigest>,
+    pub retention: Duration,
+    pub sweep_interval: Duration,
+    pub tenants: Vec<String>,
+    pub smoke_test_callers: HashSet<String>,
+}
+
+/// The SHA-256 of a token; `Debug` does not show it (a digest of a weak token can be brute-forced offline).
+#[derive(Clone, Copy)]
+pub(crate) struct TokenDigest(pub(crate) [u8; 32]);
+
+impl std::fmt::Debug for TokenDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenDigest(<redacted>)")
+    }
+}
+
+/// Everything the push handlers need, passed as one value.
+#[derive(Debug)]
+pub struct PushState {
+    pub ports: Ports,
+    pub settings: PushSettings,
+    /// The caller policy, or why it failed to load (push-platform routes then answer 503).
+    pub policy: Result<CallerPolicy, PolicyError>,
+}
+
+fn config_error(setting: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError { setting: setting.to_owned(), message: message.into() }
+}
+
+impl PushState {
+    /// Resolves the push settings. A bad VAPID pair or an unresolvable secret fails the start (naming the
+    /// setting); a bad caller policy does not: it is kept as an error state, logged once here.
+    pub fn from_config(config: &Config, ports: Ports) -> Result<PushState, ConfigError> {
+        let push = &config.push;
+        let secrets = config.push_secrets()?;
+        let policy = match &secrets.callers_json {
+            None => {
+                info!("no push-platform callers configured (FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON); every caller gets 401");
+                Ok(CallerPolicy::default())
+            }
+            Some(json) => CallerPolicy::parse(json.expose()),
+        };
+        if let Err(policy_error) = &policy {
+            error!(
+                setting = "FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON",
+                error = %policy_error,
+                "caller policy failed to load: the push-platform routes answer 503 and /health answers 503"
+            );
+        }
+        let vapid = match (&secrets.vapid_public_key, &secrets.vapid_private_key) {
+            (Some(public), Some(private)) => {
+                vapid::check_pair(public, private.expose()).map_err(|message| {
+                    let setting = if message.starts_with("the public key") {
+                        "FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY"
+                    } else {
+                        "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY"
+                    };
+                    config_error(setting, message)
+                })?;
+                Some(VapidKeys {
+                    public_key: public.trim().trim_end_matches('=').to_owned(),
+                    private_key: private.clone(),
+                    temporary: false,
+                })
+            }
+            _ if push.allow_auto_vapid => {
+                let (public_key, private_key) =
+                    vapid::generate().map_err(|e| config_error("FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID", e))?;
+                warn!(
+                    "FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID: generated a temporary VAPID keypair for local development; \
+                     client-config stays not ready; never enable this in shared or production environments"
+                );
+                Some(VapidKeys { public_key, private_key: Secret::new(private_key), temporary: true })
+            }
+            _ => None,
+        };
+        let token_secrets =
+            secrets.interaction_token_secret.map(|current| (current, push.interaction_token_secret_previous.clone()));
+        Ok(PushState {
+            settings: PushSettings {
+                max_body_bytes: config.api.max_body_bytes,
+                dry_run: push.dry_run,
+                channels: push.channels_enabled.clone(),
+                vapid,
+                token_secrets,
+                targets: targets::TargetPolicy::new(&push.allowed_target_hosts),
+                editor_token_digest: secrets
+                    .editor_token
+                    .map(|t| TokenDigest(Sha256::digest(t.expose().as_bytes()).into())),
+                retention: Duration::from_secs(u64::from(push.retention_days) * 24 * 3600),
+                sweep_interval: Duration::from_millis(push.retention_sweep_interval_ms),
+                tenants: push.tenants.clone(),
+                smoke_test_callers: push.smoke_test_callers.iter().cloned().collect(),
+            },
+            ports,
+            policy,
+        })
+    }
+
+    /// Whether the role is healthy: false when the caller policy failed to load.
+    pub fn healthy(&self) -> bool {
+        self.policy.is_ok()
+    }
+
+    /// The failing checks, by name, for `/health`.
+    pub fn failing_checks(&self) -> Vec<&'static str> {
+        if self.healthy() {
+            Vec::new()
+        } else {
+            vec![POLICY_CHECK]
+        }
+    }
+
+    /// The secrets an interaction token may be signed with, current first; `None` when unset.
+    pub fn interaction_secrets(&self) -> Option<Vec<&[u8]>> {
+        let (current, previous) = self.settings.token_secrets.as_ref()?;
+        let mut secrets = vec![current.expose().as_bytes()];
+        secrets.extend(previous.as_ref().map(|p| p.expose().as_bytes()));
+        Some(secrets)
+    }
+
+    /// Mints an interaction token with the current secret (the sender does this per delivery); `None` when no
+    /// secret is configured.
+    pub fn mint_interaction_token(&self, claims: &InteractionClaims) -> Option<String> {
+        let (current, _) = self.settings.token_secrets.as_ref()?;
+        Some(token::mint(current.expose().as_bytes(), claims))
+    }
+
+    pub fn channel_enabled(&self, channel: Channel) -> bool {
+        self.settings.channels.contains(&channel)
+    }
+
+    /// Milliseconds until a record written now expires.
+    pub fn retention_ms(&self) -> i64 {
+        self.settings.retention.as_millis() as i64
+    }
+}
+
+/// The push-platform and editor routes, body-limited, without `/health` and without a fallback, so the
+/// administration API's router can merge them onto its listener.
+pub fn router(state: Arc<PushState>) -> Router {
+    let max_body_bytes = state.settings.max_body_bytes;
+    Router::new()
+        .merge(platform::routes())
+        .merge(editor::routes())
+        .merge(templates::routes())
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(state)
+}
+
+/// [`router`] plus `GET /health` and a 404 fallback: for a separate listener (`FLOWHOST_PUSH_API_LISTEN`) or
+/// a process that runs push-api without admin.
+pub fn standalone_router(state: Arc<PushState>) -> Router {
+    let health_router = Router::new().route("/health", get(health)).with_state(state.clone());
+    router(state).merge(health_router).fallback(not_found)
+}
+
+/// `/health` of a standalone push listener: 200 `{ "status": "ok" }`, or 503
+/// `{ "status": "unavailable", "failing": ["push_caller_policy"] }` when the caller policy failed to load.
+pub async fn health(State(state): State<Arc<PushState>>) -> Response {
+    let failing = state.failing_checks();
+    if failing.is_empty() {
+        Json(json!({ "status": "ok" })).into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "unavailable", "failing": failing }))).into_response()
+    }
+}
+
+async fn method_not_allowed() -> PushError {
+    PushError::new(StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED", "method not allowed on this route")
+}
+
+async fn not_found() -> PushError {
+    PushError::not_found("no such route")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowhost_core::ManualClock;
+    use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
+
+    fn ports(dir: &std::path::Path) -> Ports {
+        let clock: Arc<dyn flowhost_core::Clock> = Arc::new(ManualClock::new(0));
+        let store = EmbeddedStore::open(dir, 1, clock.clone()).unwrap();
+        Ports {
+            documents: store.documents(),
+            topics: store.topics(),
+            subjects: Arc::new(LocalSubjects::new()),
+            cache: Arc::new(LocalCache::new(clock.clone())),
+            clock,
+        }
+    }
+
+    fn state(edit: impl FnOnce(&mut Config)) -> Result<PushState, ConfigError> {
+        let dir = std::env::temp_dir().join(format!(
+            "flowhost-push-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let mut config = Config::default();
+        edit(&mut config);
+        let state = PushState::from_config(&config, ports(&dir));
+        let _ = std::fs::remove_dir_all(&dir);
+        state
+    }
+
+    #[test]
+    fn a_bad_policy_is_a_state_not_a_start_failure() {
+        let state = state(|c| c.push.callers_json = Some(Secret::new("{\"callers\": [}"))).unwrap();
+        assert!(!state.healthy());
+        assert_eq!(state.failing_checks(), [POLICY_CHECK]);
+        let state = state_default();
+        assert!(state.healthy() && state.failing_checks().is_empty());
+    }
+
+    fn state_default() -> PushState {
+        state(|_| {}).unwrap()
+    }
+
+    #[test]
+    fn vapid_settings() {
+        let (public, private) = vapid::generate().unwrap();
+        let (_, other_private) = vapid::generate().unwrap();
+        let ok = state(|c| {
+            c.push.vapid_public_key = Some(public.clone());
+            c.push.vapid_private_key = Some(Secret::new(private.clone()));
+        })
+        .unwrap();
+        assert!(ok.settings.vapid.as_ref().is_some_and(|k| !k.temporary && k.public_key == public));
+        let mismatch = state(|c| {
+            c.push.vapid_public_key = Some(public.clone());
+            c.push.vapid_private_key = Some(Secret::new(other_private));
+        })
+        .unwrap_err();
+        assert_eq!(mismatch.setting, "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY");
+        let bad_public = state(|c| {
+            c.push.vapid_public_key = Some("abc".into());
+            c.push.vapid_private_key = Some(Secret::new(private.clone()));
+        })
+        .unwrap_err();
+        assert_eq!(bad_public.setting, "FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY");
+        let auto = state(|c| c.push.allow_auto_vapid = true).unwrap();
+        assert!(auto.settings.vapid.as_ref().is_some_and(|k| k.temporary));
+        assert!(state_default().settings.vapid.is_none());
+    }
+
+    #[test]
+    fn debug_shows_no_secret() {
+        let (public, private) = vapid::generate().unwrap();
+        let state = state(|c| {
+            c.push.vapid_public_key = Some(public);
+            c.push.vapid_private_key = Some(Secret::new(private.clone()));
+            c.push.interaction_token_secret = Some(Secret::new("hmac-secret-value"));
+            c.push.editor_token = Some(Secret::new("editor-token-value"));
+            c.push.callers_json = Some(Secret::new(
+                r#"{"callers": [{"caller_id": "a", "token": "caller-token-value", "allowed_source_apps": ["*"], "allowed_routes": ["*"]}]}"#,
+            ));
+        })
+        .unwrap();
+        let debug = format!("{state:?}");
+        for secret in [private.as_str(), "hmac-secret-value", "editor-token-value", "caller-token-value"] {
+            assert!(!debug.contains(secret), "{secret} in {debug}");
+        }
+        let editor_digest: String =
+            Sha256::digest(b"editor-token-value").iter().map(|b| format!("{b}, ")).collect::<String>();
+        assert!(!debug.contains(editor_digest.trim_end_matches(", ")), "digest in Debug");
+    }
+
+    #[test]
+    fn tokens_minted_by_the_state_verify_with_its_secrets() {
+        let state = state(|c| {
+            c.push.interaction_token_secret = Some(Secret::new("new"));
+            c.push.interaction_token_secret_previous = Some(Secret::new("old"));
+        })
+        .unwrap();
+        let claims = InteractionClaims {
+            tenant_id: "t".into(),
+            player_id: 1,
+            notification_id: "n".into(),
+            delivery_id: "d".into(),
+            expires_at_ms: 10,
+        };
+        let minted = state.mint_interaction_token(&claims).unwrap();
+        assert_eq!(token::verify(&minted, &state.interaction_secrets().unwrap(), 0), Ok(claims.clone()));
+        assert_eq!(token::verify(&minted, &[b"new"], 0), Ok(claims.clone()), "minted with the current secret");
+        assert!(state_default().mint_interaction_token(&claims).is_none());
+    }
+}
