@@ -2,6 +2,7 @@
 //! (spec 001). Only this crate knows HTTP. Handlers validate, talk to the documents port and announce changes
 //! on the subjects port so engines reload at once.
 
+mod catalog;
 mod error;
 mod json;
 mod v1;
@@ -32,6 +33,14 @@ pub struct AppState {
     pub registry: Registry,
     /// Checks `/health` runs besides its own (e.g. the push-api role's caller policy).
     pub health_checks: Vec<HealthCheck>,
+    /// Outbound HTTP (the data-source proxy of the component catalog).
+    pub http: reqwest::Client,
+}
+
+impl AppState {
+    pub fn new(ports: Ports, registry: Registry, health_checks: Vec<HealthCheck>) -> AppState {
+        AppState { ports, registry, health_checks, http: reqwest::Client::new() }
+    }
 }
 
 impl AppState {
@@ -50,6 +59,7 @@ pub fn app(state: AppState, max_body_bytes: usize) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .merge(v1::routes())
+        .merge(catalog::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body_bytes))

@@ -110,7 +110,7 @@ pub async fn serve(
                 },
             ));
         }
-        let state = flowhost_api::AppState { ports: ports.clone(), registry, health_checks };
+        let state = flowhost_api::AppState::new(ports.clone(), registry, health_checks);
         let app = flowhost_api::app(state, config.api.max_body_bytes);
         info!(addr = %listener.local_addr()?, push = push_on_main.is_some(), "administration API listening");
         Some(match push_on_main {

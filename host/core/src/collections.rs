@@ -8,6 +8,8 @@ pub const FLOWS: &str = "flows";
 pub const FLOW_VERSIONS: &str = "flow_versions";
 pub const FLOW_RELEASE_ATTEMPTS: &str = "flow_release_attempts";
 pub const FLOW_EDIT_LOCKS: &str = "flow_edit_locks";
+/// Registered component versions (the component catalog), one row per `(service, component, version)`.
+pub const COMPONENTS: &str = "components";
 
 /// Subject on which the administration API announces that rules, schemas, sources or flows changed, so
 /// engines reload at once instead of waiting for their periodic tick.

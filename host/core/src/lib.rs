@@ -6,6 +6,7 @@ pub mod backoff;
 pub mod clock;
 pub mod collections;
 pub mod config;
+pub mod digest;
 pub mod envelope;
 pub mod flows;
 pub mod model;

@@ -8,24 +8,11 @@ use flowhost_core::collections::{WEBPUSH_ACTIVITY, WEBPUSH_TENANTS};
 use flowhost_core::ports::{DocumentStore, PortError};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use crate::PushState;
 
-/// An instant as ISO 8601 UTC with milliseconds (`2026-01-31T12:00:00.000Z`).
-pub fn iso(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-fn sha256_hex(parts: &[&str]) -> String {
-    let mut hasher = Sha256::new();
-    for part in parts {
-        // Length-prefixed, so ("ab", "c") and ("a", "bc") differ.
-        hasher.update((part.len() as u64).to_be_bytes());
-        hasher.update(part.as_bytes());
-    }
-    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use flowhost_core::digest::iso_utc as iso;
+use flowhost_core::digest::sha256_hex;
 
 /// The document id (and response `id`) of the subscription of `endpoint`.
 pub fn subscription_id(endpoint: &str) -> String {

@@ -1,0 +1,30 @@
+//! Small shared encodings: content digests and ISO 8601 timestamps, so every surface writes them alike.
+
+use sha2::{Digest, Sha256};
+
+/// SHA-256 over length-prefixed parts, in lowercase hex: `("ab", "c")` and `("a", "bc")` differ.
+pub fn sha256_hex(parts: &[&str]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An instant (epoch milliseconds) as ISO 8601 UTC with milliseconds: `2026-01-31T12:00:00.000Z`.
+pub fn iso_utc(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_separate_parts_and_times_are_utc() {
+        assert_ne!(sha256_hex(&["ab", "c"]), sha256_hex(&["a", "bc"]));
+        assert_eq!(sha256_hex(&["x"]).len(), 64);
+        assert_eq!(iso_utc(0), "1970-01-01T00:00:00.000Z");
+    }
+}
