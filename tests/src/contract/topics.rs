@@ -18,7 +18,7 @@ use flowhost_core::ports::{
 use crate::unique;
 
 /// The longest any check waits for records to arrive.
-pub const PATIENCE: Duration = Duration::from_secs(30);
+pub const PATIENCE: Duration = Duration::from_secs(60);
 /// How long a check waits to be sure that nothing more arrives.
 const QUIET: Duration = Duration::from_millis(1500);
 
