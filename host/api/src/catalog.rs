@@ -345,17 +345,21 @@ async fn all_rows(documents: &dyn flowhost_core::DocumentStore) -> Result<Vec<Co
     Ok(rows)
 }
 
+/// The catalog rows whose `field` equals `value`.
+async fn rows_where(
+    documents: &dyn flowhost_core::DocumentStore,
+    field: &str,
+    value: &str,
+) -> Result<Vec<ComponentManifestRow>, ApiError> {
+    documents.find(COMPONENTS, field, &json!(value)).await?.into_iter().map(|doc| decode(COMPONENTS, doc)).collect()
+}
+
 /// The most recently registered earlier version of the same component.
 async fn previous_version(
     documents: &dyn flowhost_core::DocumentStore,
     row: &ComponentManifestRow,
 ) -> Result<Option<ComponentManifestRow>, ApiError> {
-    let siblings: Vec<ComponentManifestRow> = documents
-        .find(COMPONENTS, "component_id", &json!(row.component_id))
-        .await?
-        .into_iter()
-        .map(|doc| decode(COMPONENTS, doc))
-        .collect::<Result<_, _>>()?;
+    let siblings = rows_where(documents, "component_id", &row.component_id).await?;
     Ok(siblings
         .into_iter()
         .filter(|s| s.service == row.service && s.version != row.version)
@@ -425,14 +429,7 @@ async fn list(State(state): State<SharedState>) -> Result<Json<Vec<ComponentMani
 /// `GET /api/v2/services/{service}`: the service's latest version of each component (404 when the service
 /// never registered).
 async fn service(State(state): State<SharedState>, Path(service): Path<String>) -> Result<Json<Value>, ApiError> {
-    let rows: Vec<ComponentManifestRow> = state
-        .ports
-        .documents
-        .find(COMPONENTS, "service", &json!(service))
-        .await?
-        .into_iter()
-        .map(|doc| decode(COMPONENTS, doc))
-        .collect::<Result<_, _>>()?;
+    let rows = rows_where(state.ports.documents.as_ref(), "service", &service).await?;
     if rows.is_empty() {
         return Err(ApiError::not_found(format!("service {service:?} has not registered")));
     }
@@ -465,14 +462,7 @@ async fn data_source(
     Path((id, source)): Path<(String, String)>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    let rows: Vec<ComponentManifestRow> = state
-        .ports
-        .documents
-        .find(COMPONENTS, "component_id", &json!(id))
-        .await?
-        .into_iter()
-        .map(|doc| decode(COMPONENTS, doc))
-        .collect::<Result<_, _>>()?;
+    let rows = rows_where(state.ports.documents.as_ref(), "component_id", &id).await?;
     let row = rows
         .into_iter()
         .max_by_key(|r| r.registered_ms)

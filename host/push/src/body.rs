@@ -98,21 +98,11 @@ impl<'a> Fields<'a> {
 
     /// An optional string (absent or null is `None`); present, it must be non-empty and at most `max` chars.
     pub fn optional_str(&mut self, name: &str, max: usize) -> Option<String> {
-        match self.present(name)? {
-            Value::String(s) if s.trim().is_empty() => {
-                self.error(name, "must not be empty");
-                None
-            }
-            Value::String(s) if s.chars().count() > max => {
-                self.error(name, format!("must be at most {max} characters"));
-                None
-            }
-            Value::String(s) => Some(s.clone()),
-            _ => {
-                self.error(name, "must be a string");
-                None
-            }
+        if matches!(self.present(name)?, Value::String(s) if s.trim().is_empty()) {
+            self.error(name, "must not be empty");
+            return None;
         }
+        self.optional_text(name, max)
     }
 
     /// A string that may be empty (free text such as a template description).
