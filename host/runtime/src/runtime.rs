@@ -1,0 +1,351 @@
+//! The [`Runtime`] (engine, pooling allocator, epoch ticker) and loaded [`Plugin`]s, with a fresh store and
+//! instance per invocation.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use flowhost_core::{Clock, SystemClock};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap, UpdateDeadline};
+
+use crate::bindings::flowhost::plugin::types::Outcome;
+use crate::bindings::{ActionPlugin, ActionPluginPre};
+use crate::host::{HostState, MemoryLimiter, TYPE_ONLY_IMPORTS};
+use crate::{Capability, InvokeError, Limits, LoadError, Manifest, RuntimeConfig, RuntimeError};
+
+/// Runs plugin components. Cheap to clone; plugins keep it alive.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    config: RuntimeConfig,
+    clock: Arc<dyn Clock>,
+    _ticker: EpochTicker,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("config", &self.inner.config).finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// A runtime with `config` and the system clock.
+    pub fn new(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
+        Self::with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// A runtime whose `clock` capability reads `clock` (tests inject a manual one).
+    pub fn with_clock(config: RuntimeConfig, clock: Arc<dyn Clock>) -> Result<Runtime, RuntimeError> {
+        if config.limits.memory_bytes > config.pool.max_memory_bytes {
+            return Err(RuntimeError(format!(
+                "limits.memory_bytes ({}) exceeds pool.max_memory_bytes ({})",
+                config.limits.memory_bytes, config.pool.max_memory_bytes
+            )));
+        }
+        if config.epoch_tick.is_zero() {
+            return Err(RuntimeError("epoch_tick must be positive".into()));
+        }
+        let pool_config = &config.pool;
+        let instances = pool_config.max_instances.max(1);
+        let per_component = pool_config.max_core_instances_per_component.max(1);
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(instances)
+            .total_core_instances(instances.saturating_mul(per_component))
+            .max_core_instances_per_component(per_component)
+            .total_memories(instances)
+            .max_memories_per_component(1)
+            .total_tables(instances.saturating_mul(per_component))
+            .total_stacks(instances)
+            .max_memory_size(pool_config.max_memory_bytes)
+            .decommit_batch_size(pool_config.decommit_batch_size.max(1))
+            .linear_memory_keep_resident(pool_config.memory_keep_resident_bytes)
+            .table_keep_resident(pool_config.memory_keep_resident_bytes)
+            .async_stack_keep_resident(pool_config.stack_keep_resident_bytes);
+
+        let mut wasm = wasmtime::Config::new();
+        wasm.wasm_component_model(true)
+            .epoch_interruption(true)
+            .consume_fuel(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&wasm).map_err(|error| RuntimeError(format!("{error:#}")))?;
+        let ticker = EpochTicker::start(&engine, config.epoch_tick);
+        Ok(Runtime { inner: Arc::new(Inner { engine, config, clock, _ticker: ticker }) })
+    }
+
+    /// The configuration this runtime runs with.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
+    /// Compiles a component to this engine's native code, for [`Runtime::load_precompiled`] (the component
+    /// catalog stores both the `.wasm` and this).
+    pub fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, LoadError> {
+        self.inner.engine.precompile_component(wasm).map_err(|error| LoadError::InvalidComponent(format!("{error:#}")))
+    }
+
+    /// Loads a component (`.wasm` bytes) granting it `grants`: compiles it, checks and links its imports,
+    /// prepares the instance and reads its manifest.
+    pub async fn load(&self, wasm: &[u8], grants: &[Capability]) -> Result<Plugin, LoadError> {
+        let component = Component::new(&self.inner.engine, wasm)
+            .map_err(|error| LoadError::InvalidComponent(format!("{error:#}")))?;
+        self.prepare(component, grants).await
+    }
+
+    /// Loads a component precompiled by [`Runtime::precompile`] (about 100 times faster than compiling).
+    ///
+    /// # Safety
+    /// `bytes` are native code that will run in this process. wasmtime checks that they were produced by the same
+    /// wasmtime version with a compatible configuration, but not that they are intact: pass only the output of
+    /// [`Runtime::precompile`], read back from storage that only the host writes.
+    #[allow(unsafe_code)]
+    pub async unsafe fn load_precompiled(&self, bytes: &[u8], grants: &[Capability]) -> Result<Plugin, LoadError> {
+        // SAFETY: the caller guarantees that `bytes` come from `precompile` of a compatible engine (see above).
+        let component = unsafe { Component::deserialize(&self.inner.engine, bytes) }
+            .map_err(|error| LoadError::InvalidComponent(format!("{error:#}")))?;
+        self.prepare(component, grants).await
+    }
+
+    async fn prepare(&self, component: Component, grants: &[Capability]) -> Result<Plugin, LoadError> {
+        let engine = &self.inner.engine;
+        let mut imported = Vec::new();
+        for (name, _) in component.component_type().imports(engine) {
+            if let Some(capability) = Capability::from_import(name) {
+                if !grants.contains(&capability) {
+                    return Err(LoadError::NotGranted { capability: capability.name().to_string() });
+                }
+                imported.push(capability);
+            } else if !(name.starts_with("wasi:") || TYPE_ONLY_IMPORTS.contains(&name)) {
+                return Err(LoadError::UnsatisfiableImport(name.to_string()));
+            }
+        }
+        let mut linker = Linker::new(engine);
+        for capability in &imported {
+            capability.add_to_linker(&mut linker).map_err(|error| LoadError::Link(format!("{error:#}")))?;
+        }
+        // What is left is WASI (and type-only interfaces): stubs that trap if called (see the crate docs).
+        linker.define_unknown_imports_as_traps(&component).map_err(|error| LoadError::Link(format!("{error:#}")))?;
+        let pre = linker.instantiate_pre(&component).map_err(|error| LoadError::Link(format!("{error:#}")))?;
+        let pre = ActionPluginPre::new(pre).map_err(|error| LoadError::Link(format!("{error:#}")))?;
+
+        let limits = &self.inner.config.limits;
+        let (mut store, instance) =
+            instantiate(&self.inner, &pre, "(loading)".into(), limits).await.map_err(LoadError::Manifest)?;
+        let text = match instance.call_manifest(&mut store).await {
+            Ok(text) => text,
+            Err(error) => return Err(LoadError::Manifest(classify(error, &store, limits))),
+        };
+        drop(store);
+        check_output(&text, limits).map_err(LoadError::Manifest)?;
+        let manifest: Manifest =
+            serde_json::from_str(&text).map_err(|error| LoadError::InvalidManifest(error.to_string()))?;
+        for capability in &imported {
+            if !manifest.capabilities.iter().any(|declared| declared == capability.name()) {
+                return Err(LoadError::Undeclared { capability: capability.name().to_string() });
+            }
+        }
+        let id: Arc<str> = format!("{}@{}", manifest.id, manifest.version).into();
+        Ok(Plugin { inner: Arc::new(PluginInner { runtime: self.inner.clone(), pre, manifest, id, imported }) })
+    }
+}
+
+/// A loaded component, ready to invoke. Cheap to clone; an invocation in flight keeps the version it started
+/// with alive.
+#[derive(Clone)]
+pub struct Plugin {
+    inner: Arc<PluginInner>,
+}
+
+struct PluginInner {
+    runtime: Arc<Inner>,
+    pre: ActionPluginPre<HostState>,
+    manifest: Manifest,
+    id: Arc<str>,
+    imported: Vec<Capability>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin").field("id", &self.inner.id).field("capabilities", &self.inner.imported).finish()
+    }
+}
+
+impl Plugin {
+    /// The manifest read from the component.
+    pub fn manifest(&self) -> &Manifest {
+        &self.inner.manifest
+    }
+
+    /// The capabilities the component imports (all granted and declared).
+    pub fn capabilities(&self) -> &[Capability] {
+        &self.inner.imported
+    }
+
+    /// Runs `action` on the JSON `input` with the runtime's default limits, in a fresh instance.
+    ///
+    /// The guest runs on the awaiting task and yields to the executor at every epoch tick, so a busy guest
+    /// holds a worker thread for at most one tick at a time.
+    pub async fn invoke(&self, action: &str, input: &str) -> Result<String, InvokeError> {
+        self.invoke_with_limits(action, input, &self.inner.runtime.config.limits).await
+    }
+
+    /// Runs `action` on the JSON `input` with `limits` (e.g. tightened by the manifest or the flow), in a fresh
+    /// instance. `limits.memory_bytes` above the pool's ceiling is clamped to it.
+    pub async fn invoke_with_limits(&self, action: &str, input: &str, limits: &Limits) -> Result<String, InvokeError> {
+        if !self.inner.manifest.has_action(action) {
+            return Err(InvokeError::UnknownAction(action.to_string()));
+        }
+        let (mut store, instance) =
+            instantiate(&self.inner.runtime, &self.inner.pre, self.inner.id.clone(), limits).await?;
+        let output = match instance.call_invoke(&mut store, action, input).await {
+            Ok(Ok(output)) => output,
+            Ok(Err(error)) => {
+                return Err(match error.outcome {
+                    Outcome::SkipForward => InvokeError::SkipForward(error.message),
+                    Outcome::Permanent => InvokeError::Permanent(error.message),
+                    Outcome::Retryable => InvokeError::Retryable(error.message),
+                })
+            }
+            Err(error) => return Err(classify(error, &store, limits)),
+        };
+        drop(store);
+        check_output(&output, limits)?;
+        Ok(output)
+    }
+}
+
+/// A fresh store with `limits` and an instance of `pre` in it.
+async fn instantiate(
+    runtime: &Inner,
+    pre: &ActionPluginPre<HostState>,
+    plugin: Arc<str>,
+    limits: &Limits,
+) -> Result<(Store<HostState>, ActionPlugin), InvokeError> {
+    let memory_bytes = limits.memory_bytes.min(runtime.config.pool.max_memory_bytes);
+    let state = HostState {
+        plugin,
+        clock: runtime.clock.clone(),
+        max_log_message_bytes: runtime.config.max_log_message_bytes,
+        limiter: MemoryLimiter { memory_bytes, hit: false },
+    };
+    let mut store = Store::new(&runtime.engine, state);
+    store.limiter(|state| &mut state.limiter);
+    store.set_fuel(limits.fuel.unwrap_or(u64::MAX)).map_err(|error| InvokeError::Trap(format!("{error:#}")))?;
+    // Every epoch tick the guest yields to the async executor (a busy guest never holds a worker thread for
+    // longer than a tick); when the deadline's ticks are used up it is interrupted (`Trap::Interrupt`).
+    let mut ticks_left = deadline_ticks(limits.timeout, runtime.config.epoch_tick);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        ticks_left = ticks_left.saturating_sub(1);
+        Ok(if ticks_left == 0 { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
+    });
+    match pre.instantiate_async(&mut store).await {
+        Ok(instance) => Ok((store, instance)),
+        Err(error) => Err(classify(error, &store, limits)),
+    }
+}
+
+/// Epoch ticks until the deadline: at least `timeout`, at most `timeout + tick` (the current tick is partly
+/// gone when the call starts).
+fn deadline_ticks(timeout: Duration, tick: Duration) -> u64 {
+    let ticks = timeout.as_nanos().div_ceil(tick.as_nanos().max(1));
+    u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)
+}
+
+/// Turns a wasmtime failure into the class the engine acts on.
+fn classify(error: wasmtime::Error, store: &Store<HostState>, limits: &Limits) -> InvokeError {
+    // A refused memory growth comes first: a Rust guest then aborts, which would otherwise look like any trap.
+    if store.data().limiter.hit {
+        return InvokeError::MemoryLimit(store.data().limiter.memory_bytes);
+    }
+    if let Some(trap) = error.downcast_ref::<Trap>() {
+        return match trap {
+            Trap::Interrupt => InvokeError::Timeout(u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX)),
+            Trap::OutOfFuel => InvokeError::OutOfFuel,
+            other => InvokeError::Trap(other.to_string()),
+        };
+    }
+    if error.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() {
+        return InvokeError::Busy(format!("{error:#}"));
+    }
+    InvokeError::Trap(format!("{error:#}"))
+}
+
+/// The output must fit the limit and be JSON.
+fn check_output(output: &str, limits: &Limits) -> Result<(), InvokeError> {
+    if output.len() > limits.max_output_bytes {
+        return Err(InvokeError::OutputTooLarge { size: output.len(), limit: limits.max_output_bytes });
+    }
+    serde_json::from_str::<serde::de::IgnoredAny>(output)
+        .map(drop)
+        .map_err(|error| InvokeError::InvalidOutput(format!("not JSON: {error}")))
+}
+
+/// Advances the engine's epoch every tick on a background thread, until dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: &Engine, tick: Duration) -> EpochTicker {
+        let stop = Arc::new(AtomicBool::new(false));
+        let engine = engine.weak();
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("flowhost-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    match engine.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })
+            .ok();
+        EpochTicker { stop, thread }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_covers_the_timeout_and_one_partial_tick() {
+        let tick = Duration::from_millis(10);
+        assert_eq!(deadline_ticks(Duration::from_millis(100), tick), 11);
+        assert_eq!(deadline_ticks(Duration::from_millis(105), tick), 12);
+        assert_eq!(deadline_ticks(Duration::ZERO, tick), 1);
+    }
+
+    #[test]
+    fn output_must_be_json_within_the_limit() {
+        let limits = Limits { max_output_bytes: 8, ..Limits::default() };
+        assert_eq!(check_output("[1, 2]", &limits), Ok(()));
+        assert!(matches!(check_output("{nope", &limits), Err(InvokeError::InvalidOutput(_))));
+        assert_eq!(check_output("\"123456789\"", &limits), Err(InvokeError::OutputTooLarge { size: 11, limit: 8 }));
+    }
+
+    #[test]
+    fn memory_cap_above_the_pool_ceiling_is_refused() {
+        let mut config = RuntimeConfig::default();
+        config.limits.memory_bytes = config.pool.max_memory_bytes + 1;
+        assert!(Runtime::new(config).is_err());
+    }
+}

@@ -1,0 +1,246 @@
+//! The runtime against real components built from `plugins/` (noop and the fixtures of `plugins/fixtures/`):
+//! every failure a guest can cause is stopped and classified, and the runtime keeps serving afterwards.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flowhost_core::ManualClock;
+use flowhost_runtime::{Capability, InvokeError, Limits, LoadError, Plugin, Runtime, RuntimeConfig};
+use flowhost_runtime_fixtures as fixtures;
+
+fn runtime() -> Runtime {
+    Runtime::new(RuntimeConfig::default()).expect("runtime")
+}
+
+async fn load(runtime: &Runtime, name: &str) -> Plugin {
+    runtime.load(&fixtures::bytes(name), &[]).await.unwrap_or_else(|error| panic!("load {name}: {error}"))
+}
+
+/// After any failure the same runtime still loads and serves the noop plugin.
+async fn still_serves(runtime: &Runtime) {
+    let noop = load(runtime, "noop").await;
+    assert_eq!(noop.invoke("noop", r#"{"still":"alive"}"#).await, Ok(r#"{"still":"alive"}"#.to_string()));
+}
+
+#[tokio::test]
+async fn noop_returns_its_input_and_its_manifest_is_read() {
+    let runtime = runtime();
+    let noop = load(&runtime, "noop").await;
+    let manifest = noop.manifest();
+    assert_eq!((manifest.id.as_str(), manifest.version.as_str()), ("noop", "0.1.0"));
+    assert_eq!(manifest.actions.len(), 1);
+    assert_eq!(manifest.actions[0].name, "noop");
+    assert!(noop.capabilities().is_empty());
+
+    let input = r#"{"player":"p-1","amount":12.5,"tags":["a","b"]}"#;
+    assert_eq!(noop.invoke("noop", input).await, Ok(input.to_string()));
+    // A fresh instance per call: the same plugin serves many calls.
+    for i in 0..20 {
+        assert_eq!(noop.invoke("noop", &i.to_string()).await, Ok(i.to_string()));
+    }
+    assert_eq!(noop.invoke("nope", "{}").await, Err(InvokeError::UnknownAction("nope".into())));
+}
+
+#[tokio::test]
+async fn an_infinite_loop_is_stopped_by_the_deadline() {
+    let runtime = runtime();
+    let spin = load(&runtime, "spin").await;
+    let limits = Limits { timeout: Duration::from_millis(100), fuel: None, ..Limits::default() };
+    let started = Instant::now();
+    assert_eq!(spin.invoke_with_limits("spin", "{}", &limits).await, Err(InvokeError::Timeout(100)));
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(100) && elapsed < Duration::from_secs(2), "{elapsed:?}");
+    still_serves(&runtime).await;
+}
+
+#[tokio::test]
+async fn an_infinite_loop_is_stopped_by_fuel() {
+    let runtime = runtime();
+    let spin = load(&runtime, "spin").await;
+    let limits = Limits { timeout: Duration::from_secs(60), fuel: Some(10_000_000), ..Limits::default() };
+    assert_eq!(spin.invoke_with_limits("spin", "{}", &limits).await, Err(InvokeError::OutOfFuel));
+    // The default limits stop it too (whichever of fuel and the 1 s deadline comes first).
+    let error = spin.invoke("spin", "{}").await.unwrap_err();
+    assert!(matches!(error, InvokeError::OutOfFuel | InvokeError::Timeout(_)), "{error:?}");
+    still_serves(&runtime).await;
+}
+
+#[tokio::test]
+async fn a_memory_bomb_is_stopped_by_the_memory_cap() {
+    let runtime = runtime();
+    let balloon = load(&runtime, "balloon").await;
+    let limits = Limits { memory_bytes: 16 << 20, ..Limits::default() };
+    assert_eq!(balloon.invoke_with_limits("inflate", "{}", &limits).await, Err(InvokeError::MemoryLimit(16 << 20)));
+    assert_eq!(balloon.invoke("inflate", "{}").await, Err(InvokeError::MemoryLimit(64 << 20)));
+    still_serves(&runtime).await;
+}
+
+#[tokio::test]
+async fn traps_are_classified() {
+    let runtime = runtime();
+    let trap = load(&runtime, "trap").await;
+    for action in ["panic", "unreachable"] {
+        let error = trap.invoke(action, "{}").await.unwrap_err();
+        let InvokeError::Trap(message) = &error else { panic!("{action}: {error:?}") };
+        assert!(message.contains("unreachable"), "{action}: {message}");
+    }
+    // WASI is not granted: its imports are stubs that trap, naming the import.
+    let error = trap.invoke("wasi-stderr", "{}").await.unwrap_err();
+    let InvokeError::Trap(message) = &error else { panic!("wasi-stderr: {error:?}") };
+    assert!(message.contains("wasi:cli"), "{message}");
+    still_serves(&runtime).await;
+}
+
+#[tokio::test]
+async fn garbage_output_is_classified() {
+    let runtime = runtime();
+    let garbage = load(&runtime, "garbage").await;
+    let error = garbage.invoke("not-json", "{}").await.unwrap_err();
+    assert!(matches!(error, InvokeError::InvalidOutput(_)), "{error:?}");
+
+    // Within the limit: accepted; one byte over: refused.
+    let limits = Limits { max_output_bytes: 1000, ..Limits::default() };
+    let output = garbage.invoke_with_limits("huge", r#"{"size":1000}"#, &limits).await.expect("1000 bytes");
+    assert_eq!(output.len(), 1000);
+    assert_eq!(
+        garbage.invoke_with_limits("huge", r#"{"size":1001}"#, &limits).await,
+        Err(InvokeError::OutputTooLarge { size: 1001, limit: 1000 })
+    );
+    // The default limit is 1 MiB.
+    let error = garbage.invoke("huge", r#"{"size":2097152}"#).await.unwrap_err();
+    assert_eq!(error, InvokeError::OutputTooLarge { size: 2 << 20, limit: 1 << 20 });
+    still_serves(&runtime).await;
+}
+
+#[tokio::test]
+async fn guest_errors_keep_their_outcome_class() {
+    let runtime = runtime();
+    let garbage = load(&runtime, "garbage").await;
+    let fail = |outcome: &str| format!(r#"{{"outcome":"{outcome}","message":"because {outcome}"}}"#);
+    assert_eq!(
+        garbage.invoke("fail", &fail("skip-forward")).await,
+        Err(InvokeError::SkipForward("because skip-forward".into()))
+    );
+    assert_eq!(
+        garbage.invoke("fail", &fail("permanent")).await,
+        Err(InvokeError::Permanent("because permanent".into()))
+    );
+    let retryable = garbage.invoke("fail", &fail("retryable")).await.unwrap_err();
+    assert_eq!(retryable, InvokeError::Retryable("because retryable".into()));
+    assert!(retryable.is_retryable());
+    // Input the SDK cannot decode is a permanent error naming the action.
+    let error = garbage.invoke("huge", r#"{"size":"big"}"#).await.unwrap_err();
+    let InvokeError::Permanent(message) = &error else { panic!("{error:?}") };
+    assert!(message.contains("invalid input for huge"), "{message}");
+}
+
+#[tokio::test]
+async fn capabilities_are_linked_only_when_granted() {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_123));
+    let runtime = Runtime::with_clock(RuntimeConfig::default(), clock.clone()).expect("runtime");
+    let wasm = fixtures::bytes("caps");
+
+    let error = runtime.load(&wasm, &[Capability::Log]).await.unwrap_err();
+    assert!(matches!(&error, LoadError::NotGranted { capability } if capability == "clock"), "{error:?}");
+    let error = runtime.load(&wasm, &[]).await.unwrap_err();
+    assert!(matches!(error, LoadError::NotGranted { .. }), "{error:?}");
+
+    let caps = runtime.load(&wasm, &Capability::ALL).await.expect("load caps");
+    let mut imported = caps.capabilities().to_vec();
+    imported.sort();
+    assert_eq!(imported, vec![Capability::Log, Capability::Clock]);
+    assert_eq!(caps.invoke("now", "{}").await, Ok(r#"{"now_ms":1700000000123}"#.to_string()));
+    clock.advance_ms(1000);
+    assert_eq!(caps.invoke("now", "{}").await, Ok(r#"{"now_ms":1700000001123}"#.to_string()));
+}
+
+#[tokio::test]
+async fn a_capability_missing_from_the_manifest_is_refused() {
+    let runtime = runtime();
+    let error = runtime.load(&fixtures::bytes("sneaky"), &Capability::ALL).await.unwrap_err();
+    assert!(matches!(&error, LoadError::Undeclared { capability } if capability == "log"), "{error:?}");
+    still_serves(&runtime).await;
+}
+
+#[tokio::test]
+async fn malformed_components_are_refused() {
+    let runtime = runtime();
+    for bytes in [b"not wasm at all".to_vec(), b"\0asm\x01\0\0\0".to_vec(), fixtures::bytes("noop")[..100].to_vec()] {
+        let error = runtime.load(&bytes, &Capability::ALL).await.unwrap_err();
+        assert!(matches!(error, LoadError::InvalidComponent(_)), "{error:?}");
+    }
+    still_serves(&runtime).await;
+}
+
+#[tokio::test]
+#[allow(unsafe_code)]
+async fn a_precompiled_component_loads_and_runs() {
+    let runtime = runtime();
+    let precompiled = runtime.precompile(&fixtures::bytes("noop")).expect("precompile");
+    // SAFETY: the bytes come straight from `precompile` of this runtime.
+    let noop = unsafe { runtime.load_precompiled(&precompiled, &[]) }.await.expect("load precompiled");
+    assert_eq!(noop.invoke("noop", "[1]").await, Ok("[1]".to_string()));
+    // A `.wasm` is not a precompiled artifact.
+    // SAFETY: wasmtime rejects bytes without its header before running anything.
+    let error = unsafe { runtime.load_precompiled(&fixtures::bytes("noop"), &[]) }.await.unwrap_err();
+    assert!(matches!(error, LoadError::InvalidComponent(_)), "{error:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_invocations_are_isolated() {
+    let runtime = runtime();
+    let noop = load(&runtime, "noop").await;
+    let spin = load(&runtime, "spin").await;
+    let limits = Limits { timeout: Duration::from_millis(200), fuel: None, ..Limits::default() };
+    let spinning = tokio::spawn(async move { spin.invoke_with_limits("spin", "{}", &limits).await });
+    let mut calls = Vec::new();
+    for i in 0..50 {
+        let noop = noop.clone();
+        calls.push(tokio::spawn(async move { noop.invoke("noop", &format!("[{i}]")).await }));
+    }
+    for (i, call) in calls.into_iter().enumerate() {
+        assert_eq!(call.await.expect("join"), Ok(format!("[{i}]")));
+    }
+    assert_eq!(spinning.await.expect("join"), Err(InvokeError::Timeout(200)));
+}
+
+/// A busy guest yields to the executor every epoch tick: on a single-threaded runtime, another invocation
+/// finishes while it spins.
+#[tokio::test(flavor = "current_thread")]
+async fn a_spinning_guest_does_not_hold_the_thread() {
+    let runtime = runtime();
+    let noop = load(&runtime, "noop").await;
+    let spin = load(&runtime, "spin").await;
+    let limits = Limits { timeout: Duration::from_millis(500), fuel: None, ..Limits::default() };
+    let started = Instant::now();
+    // Both wait in the run queue: the spinning guest runs first, until the next epoch tick.
+    let spinning =
+        tokio::spawn(async move { (spin.invoke_with_limits("spin", "{}", &limits).await, started.elapsed()) });
+    let quick = tokio::spawn(async move { (noop.invoke("noop", "[7]").await, started.elapsed()) });
+    let (spin_result, spin_done) = spinning.await.expect("join");
+    let (noop_result, noop_done) = quick.await.expect("join");
+    assert_eq!(spin_result, Err(InvokeError::Timeout(500)));
+    assert_eq!(noop_result, Ok("[7]".to_string()));
+    assert!(
+        noop_done < spin_done && noop_done < Duration::from_millis(250),
+        "noop finished at {noop_done:?}, the spinning guest at {spin_done:?}"
+    );
+}
+
+/// The fixtures that have a test in this file; a new fixture without one fails here.
+const TESTED_FIXTURES: [&str; 6] = ["spin", "balloon", "trap", "garbage", "caps", "sneaky"];
+
+#[test]
+fn every_fixture_has_a_test() {
+    let mut found: Vec<String> = std::fs::read_dir(fixtures::fixtures_source_dir())
+        .expect("plugins/fixtures")
+        .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    let mut tested: Vec<String> = TESTED_FIXTURES.iter().map(|s| s.to_string()).collect();
+    tested.sort();
+    assert_eq!(found, tested, "every crate in plugins/fixtures needs a test in host/runtime/tests/components.rs");
+    for name in fixtures::COMPONENTS {
+        assert!(fixtures::path(name).exists(), "{name} was not built");
+    }
+}

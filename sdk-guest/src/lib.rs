@@ -1,0 +1,391 @@
+//! `flowhost-sdk-guest`: write a Flowhost action or node kind in Rust and build it into a WebAssembly component
+//! (`cargo build --release --target wasm32-wasip2`) that the host's plugin runtime loads.
+//!
+//! The SDK hides the raw WIT bindings of `flowhost:plugin@0.1.0` (`wit/flowhost-plugin/`): a plugin declares a
+//! [`Manifest`], handles [`Call`]s with typed (serde) input and output, uses the host capabilities in [`log`] and
+//! [`clock`], and reports failures as an [`Error`] carrying the spec's [`Outcome`] class. One macro,
+//! [`export_plugin!`], exports it.
+//!
+//! ```ignore
+//! use flowhost_sdk_guest::{export_plugin, Action, Call, Error, Manifest, Output, Plugin};
+//!
+//! struct Greeter;
+//!
+//! #[derive(serde::Deserialize)]
+//! struct In { name: String }
+//!
+//! impl Plugin for Greeter {
+//!     fn manifest() -> Manifest {
+//!         Manifest::new("greeter", "0.1.0").action(Action::new("greet").description("Says hello."))
+//!     }
+//!     fn invoke(call: Call) -> Result<Output, Error> {
+//!         match call.action() {
+//!             "greet" => call.handle(|input: In| Ok(serde_json::json!({ "greeting": format!("hello {}", input.name) }))),
+//!             _ => Err(call.unknown_action()),
+//!         }
+//!     }
+//! }
+//!
+//! export_plugin!(Greeter);
+//! ```
+//!
+//! A component imports only the capabilities it calls, and the host must grant each of them (declare them in
+//! [`Manifest::capability`]). Secrets never enter a plugin: capabilities that need one do the work in the host.
+#![deny(missing_docs)]
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// The generated bindings. Not part of the API: use the typed wrappers of this crate.
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit/flowhost-plugin",
+        world: "action-plugin",
+        pub_export_macro: true,
+        export_macro_name: "__export_action_plugin",
+        default_bindings_module: "flowhost_sdk_guest::bindings",
+    });
+}
+
+use bindings::flowhost::plugin::types as wit;
+
+/// How the engine treats a failed invocation (the spec's outcome classes; success is `Ok`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Skip this node and continue the flow run with the next one.
+    SkipForward,
+    /// Fail for good (dead-letter queue); retrying cannot help.
+    Permanent,
+    /// A transient failure: the engine retries with backoff.
+    Retryable,
+}
+
+/// A failure reported by the plugin, with its outcome class and a message for operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    /// How the engine treats it.
+    pub outcome: Outcome,
+    /// What went wrong, for operators and logs. Never put a secret or personal data here.
+    pub message: String,
+}
+
+impl Error {
+    /// A failure of the given class.
+    pub fn new(outcome: Outcome, message: impl Into<String>) -> Self {
+        Self { outcome, message: message.into() }
+    }
+    /// Skip this node and continue the run.
+    pub fn skip_forward(message: impl Into<String>) -> Self {
+        Self::new(Outcome::SkipForward, message)
+    }
+    /// A failure that retrying cannot fix (bad input, bad configuration).
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self::new(Outcome::Permanent, message)
+    }
+    /// A transient failure worth retrying.
+    pub fn retryable(message: impl Into<String>) -> Self {
+        Self::new(Outcome::Retryable, message)
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.outcome, self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// One action a plugin offers.
+#[derive(Debug, Clone, Serialize)]
+pub struct Action {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config_schema: Option<serde_json::Value>,
+}
+
+impl Action {
+    /// An action called `name` (what the host passes to [`Plugin::invoke`] as [`Call::action`]).
+    pub fn new(name: impl Into<String>) -> Self {
+        Self { name: name.into(), description: None, config_schema: None }
+    }
+    /// A one-line description shown to flow authors.
+    pub fn description(mut self, text: impl Into<String>) -> Self {
+        self.description = Some(text.into());
+        self
+    }
+    /// The JSON Schema of the action's configuration (validated by the host at registration).
+    pub fn config_schema(mut self, schema: serde_json::Value) -> Self {
+        self.config_schema = Some(schema);
+        self
+    }
+}
+
+/// What a plugin declares about itself; the host reads it from the component when loading it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Manifest {
+    id: String,
+    version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    capabilities: Vec<String>,
+    actions: Vec<Action>,
+}
+
+impl Manifest {
+    /// A manifest for the component `id` at `version` (a `(id, version)` pair is immutable once registered).
+    pub fn new(id: impl Into<String>, version: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            version: version.into(),
+            description: None,
+            capabilities: Vec::new(),
+            actions: Vec::new(),
+        }
+    }
+    /// A one-line description of the plugin.
+    pub fn description(mut self, text: impl Into<String>) -> Self {
+        self.description = Some(text.into());
+        self
+    }
+    /// Declares an action.
+    pub fn action(mut self, action: Action) -> Self {
+        self.actions.push(action);
+        self
+    }
+    /// Declares a host capability the plugin uses (`"log"`, `"clock"`); the host grants only declared ones.
+    pub fn capability(mut self, name: impl Into<String>) -> Self {
+        self.capabilities.push(name.into());
+        self
+    }
+    /// The manifest as the JSON document the host reads.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"))
+    }
+}
+
+/// A JSON output of an action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output(String);
+
+impl Output {
+    /// Serializes `value` as the output.
+    pub fn json<T: Serialize>(value: &T) -> Result<Self, Error> {
+        serde_json::to_string(value)
+            .map(Output)
+            .map_err(|error| Error::permanent(format!("output is not serializable: {error}")))
+    }
+    /// Uses `text` as the output as is. The host rejects text that is not JSON; prefer [`Output::json`].
+    pub fn raw(text: impl Into<String>) -> Self {
+        Output(text.into())
+    }
+    /// The output text.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+/// One invocation: the action's name and its JSON input.
+#[derive(Debug, Clone)]
+pub struct Call {
+    action: String,
+    input: String,
+}
+
+impl Call {
+    /// A call of `action` with the JSON text `input` (the host builds these; tests of a plugin may too).
+    pub fn new(action: impl Into<String>, input: impl Into<String>) -> Self {
+        Self { action: action.into(), input: input.into() }
+    }
+    /// The action's name.
+    pub fn action(&self) -> &str {
+        &self.action
+    }
+    /// The input as JSON text.
+    pub fn input_json(&self) -> &str {
+        &self.input
+    }
+    /// Decodes the input as `T`; a mismatch is a [`Outcome::Permanent`] error naming the field.
+    pub fn input<T: DeserializeOwned>(&self) -> Result<T, Error> {
+        serde_json::from_str(&self.input)
+            .map_err(|error| Error::permanent(format!("invalid input for {}: {error}", self.action)))
+    }
+    /// Decodes the input as `I`, runs `handler`, and serializes its result as the output.
+    pub fn handle<I, O, F>(&self, handler: F) -> Result<Output, Error>
+    where
+        I: DeserializeOwned,
+        O: Serialize,
+        F: FnOnce(I) -> Result<O, Error>,
+    {
+        let output = handler(self.input()?)?;
+        Output::json(&output)
+    }
+    /// The error for an action this plugin does not offer.
+    pub fn unknown_action(&self) -> Error {
+        Error::permanent(format!("unknown action {:?}", self.action))
+    }
+}
+
+/// A plugin: its manifest and its actions. Export it with [`export_plugin!`].
+pub trait Plugin {
+    /// The manifest the host reads when loading the component.
+    fn manifest() -> Manifest;
+    /// Runs one action.
+    fn invoke(call: Call) -> Result<Output, Error>;
+}
+
+/// Host capability `log`: writes into the host's log, tagged with the plugin. Declare `"log"` in the manifest.
+pub mod log {
+    use crate::bindings::flowhost::plugin::log as wit;
+
+    /// Log levels.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Level {
+        /// Very detailed tracing.
+        Trace,
+        /// Debugging detail.
+        Debug,
+        /// Normal operation.
+        Info,
+        /// Something unexpected that the plugin handled.
+        Warn,
+        /// A failure.
+        Error,
+    }
+
+    /// Writes `message` at `level`.
+    pub fn log(level: Level, message: &str) {
+        let level = match level {
+            Level::Trace => wit::Level::Trace,
+            Level::Debug => wit::Level::Debug,
+            Level::Info => wit::Level::Info,
+            Level::Warn => wit::Level::Warn,
+            Level::Error => wit::Level::Error,
+        };
+        wit::log(level, message);
+    }
+    /// Writes `message` at debug level.
+    pub fn debug(message: &str) {
+        log(Level::Debug, message)
+    }
+    /// Writes `message` at info level.
+    pub fn info(message: &str) {
+        log(Level::Info, message)
+    }
+    /// Writes `message` at warn level.
+    pub fn warn(message: &str) {
+        log(Level::Warn, message)
+    }
+    /// Writes `message` at error level.
+    pub fn error(message: &str) {
+        log(Level::Error, message)
+    }
+}
+
+/// Host capability `clock`: the host's clock. Declare `"clock"` in the manifest.
+pub mod clock {
+    /// Milliseconds since the Unix epoch, as the host sees them.
+    pub fn now_ms() -> u64 {
+        crate::bindings::flowhost::plugin::clock::now_ms()
+    }
+}
+
+/// Glue used by [`export_plugin!`]; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    use super::*;
+
+    pub fn manifest<P: Plugin>() -> String {
+        P::manifest().to_json()
+    }
+
+    pub fn invoke<P: Plugin>(action: String, input: String) -> Result<String, wit::PluginError> {
+        silence_panics();
+        P::invoke(Call { action, input }).map(Output::into_string).map_err(|error| wit::PluginError {
+            outcome: match error.outcome {
+                Outcome::SkipForward => wit::Outcome::SkipForward,
+                Outcome::Permanent => wit::Outcome::Permanent,
+                Outcome::Retryable => wit::Outcome::Retryable,
+            },
+            message: error.message,
+        })
+    }
+
+    /// The default panic hook writes to WASI stderr, which the host does not grant; a panic then traps on that
+    /// call. A silent hook lets it reach the abort, which the host reports as a trap of the invocation.
+    fn silence_panics() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| std::panic::set_hook(Box::new(|_| {})));
+    }
+}
+
+/// Exports a type implementing [`Plugin`] as the component's `manifest` and `invoke`.
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        #[doc(hidden)]
+        pub struct __FlowhostPluginExport;
+
+        impl $crate::bindings::Guest for __FlowhostPluginExport {
+            fn manifest() -> ::std::string::String {
+                $crate::__private::manifest::<$plugin>()
+            }
+            fn invoke(
+                action: ::std::string::String,
+                input: ::std::string::String,
+            ) -> ::std::result::Result<
+                ::std::string::String,
+                $crate::bindings::flowhost::plugin::types::PluginError,
+            > {
+                $crate::__private::invoke::<$plugin>(action, input)
+            }
+        }
+
+        $crate::bindings::__export_action_plugin!(__FlowhostPluginExport with_types_in $crate::bindings);
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize)]
+    struct Greet {
+        name: String,
+    }
+
+    #[test]
+    fn manifest_serializes_to_the_documented_json() {
+        let manifest = Manifest::new("greeter", "0.1.0").capability("log").action(
+            Action::new("greet").description("Says hello.").config_schema(serde_json::json!({"type": "object"})),
+        );
+        let json: serde_json::Value = serde_json::from_str(&manifest.to_json()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "id": "greeter", "version": "0.1.0", "capabilities": ["log"],
+                "actions": [{ "name": "greet", "description": "Says hello.", "config_schema": {"type": "object"} }]
+            })
+        );
+    }
+
+    #[test]
+    fn handle_decodes_input_and_encodes_output() {
+        let call = Call::new("greet", r#"{"name":"ada"}"#);
+        let output = call.handle(|input: Greet| Ok(serde_json::json!({ "hello": input.name }))).unwrap();
+        assert_eq!(output.into_string(), r#"{"hello":"ada"}"#);
+    }
+
+    #[test]
+    fn undecodable_input_is_a_permanent_error_naming_the_action() {
+        let call = Call::new("greet", r#"{"nom":"ada"}"#);
+        let error = call.handle(|input: Greet| Ok(input.name)).unwrap_err();
+        assert_eq!(error.outcome, Outcome::Permanent);
+        assert!(error.message.starts_with("invalid input for greet: missing field `name`"), "{}", error.message);
+        assert_eq!(call.unknown_action(), Error::permanent("unknown action \"greet\""));
+    }
+}
