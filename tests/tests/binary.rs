@@ -140,3 +140,50 @@ fn publish_refuses_an_invalid_topic_name() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("topic name"));
 }
+
+fn plugin(args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(flowhost_bin())
+        .arg("plugin")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+/// A plugin author's loop: read a component's manifest and run its actions locally, seeing output, guest logs
+/// and classified failures.
+#[test]
+fn plugin_commands_run_components_locally() {
+    let component = |name: &str| flowhost_runtime_fixtures::path(name).display().to_string();
+    flowhost_runtime_fixtures::bytes("noop"); // builds the components when missing
+
+    let out = plugin(&["manifest", &component("noop")], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let manifest: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((manifest["id"].as_str(), manifest["actions"][0]["name"].as_str()), (Some("noop"), Some("noop")));
+
+    let out = plugin(&["invoke", &component("noop"), "noop"], Some("{\"a\": 1}\n"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap(), json!({"a": 1}));
+
+    let out = plugin(&["invoke", &component("caps"), "now", "{}"], None);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("caps@0.1.0"), "the guest's log line is shown");
+
+    for (name, action, needle) in
+        [("spin", "spin", "out of fuel"), ("trap", "panic", "trap"), ("noop", "nope", "unknown action")]
+    {
+        let out = plugin(&["invoke", &component(name), action, "{}", "--timeout-ms", "300"], None);
+        assert!(!out.status.success(), "{name}/{action} must fail");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(needle), "{name}/{action}: {stderr}");
+    }
+}

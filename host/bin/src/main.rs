@@ -35,6 +35,9 @@ enum Command {
     /// Publish to and read from topics.
     #[command(subcommand)]
     Events(EventsCommand),
+    /// Run a WebAssembly component locally, without a server (plugin authors' test loop).
+    #[command(subcommand)]
+    Plugin(PluginCommand),
     /// Web-push operator tools.
     #[command(subcommand)]
     Webpush(WebpushCommand),
@@ -53,6 +56,25 @@ enum EventsCommand {
     Publish(PublishArgs),
     /// Print a topic's records as JSON lines, from the beginning (or the end) and then as they arrive.
     Tail(TailArgs),
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Print the manifest a component declares.
+    Manifest {
+        /// The component (`.wasm`), e.g. from `bash plugins/build.sh`.
+        path: PathBuf,
+    },
+    /// Run one action with a JSON input (the INPUT argument, or standard input when omitted or `-`) and print
+    /// its output. The guest's `log` calls appear as log lines; failures print their outcome class.
+    Invoke {
+        path: PathBuf,
+        action: String,
+        input: Option<String>,
+        /// Wall-clock limit of the call in milliseconds (default: the runtime's, 1000).
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+    },
 }
 
 #[derive(Args)]
@@ -119,6 +141,10 @@ async fn run() -> anyhow::Result<()> {
             init_logging(&config);
             serve(config).await
         }
+        Command::Plugin(command) => {
+            init_logging(&config);
+            plugin(command).await
+        }
         Command::Events(command) => {
             // The commands print data on stdout; logs stay quiet unless asked for.
             if std::env::var_os("FLOWHOST_LOG").is_none() {
@@ -169,6 +195,36 @@ async fn wait_for_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+}
+
+async fn plugin(command: PluginCommand) -> anyhow::Result<()> {
+    use flowhost_runtime::{Capability, Limits, Runtime, RuntimeConfig};
+
+    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let path = match &command {
+        PluginCommand::Manifest { path } | PluginCommand::Invoke { path, .. } => path,
+    };
+    let wasm = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    // Locally every capability is on offer; the runtime still refuses one the manifest does not declare.
+    let plugin = runtime.load(&wasm, &Capability::ALL).await.with_context(|| format!("loading {}", path.display()))?;
+    match command {
+        PluginCommand::Manifest { .. } => {
+            println!("{}", serde_json::to_string_pretty(plugin.manifest())?);
+        }
+        PluginCommand::Invoke { action, input, timeout_ms, .. } => {
+            let input = match input.as_deref() {
+                Some("-") | None => std::io::read_to_string(std::io::stdin())?,
+                Some(input) => input.to_owned(),
+            };
+            let mut limits: Limits = runtime.config().limits.clone();
+            if let Some(ms) = timeout_ms {
+                limits.timeout = Duration::from_millis(ms);
+            }
+            let output = plugin.invoke_with_limits(&action, input.trim(), &limits).await?;
+            println!("{output}");
+        }
+    }
+    Ok(())
 }
 
 async fn publish(ports: &flowhost_core::Ports, args: PublishArgs) -> anyhow::Result<()> {
