@@ -127,15 +127,7 @@ impl TestHost {
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let response = request.send().await.expect("request");
-        let status = response.status().as_u16();
-        let bytes = response.bytes().await.expect("body");
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
-        };
-        (status, body)
+        response_parts(request.send().await.expect("request")).await
     }
 
     /// Sends raw bytes (for malformed-body tests).
@@ -199,6 +191,18 @@ impl Drop for TestHost {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
+}
+
+/// A response's status and its body parsed as JSON (`Null` when empty, a JSON string when not JSON).
+pub async fn response_parts(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let bytes = response.bytes().await.expect("body");
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+    };
+    (status, body)
 }
 
 /// Reads `topic` from the beginning in a fresh group until `count` records arrived or `deadline` passed.

@@ -82,15 +82,7 @@ pub async fn send(host: &TestHost, method: &str, url: &str, headers: &[(&str, &s
         Body::Json(value) => request.json(&value),
         Body::Raw(bytes) => request.header("content-type", "application/json").body(bytes),
     };
-    let response = request.send().await.expect("request");
-    let status = response.status().as_u16();
-    let bytes = response.bytes().await.expect("body");
-    let body = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
-    };
-    (status, body)
+    crate::host::response_parts(request.send().await.expect("request")).await
 }
 
 /// A request body.
