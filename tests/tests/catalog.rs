@@ -36,7 +36,8 @@ fn manifest(version: &str, endpoint: &str) -> Value {
         "supports_nodes": ["condition", "lookup", "mapping"],
         "data_sources": [
             {"name": "templates", "path": "/data/templates", "params": ["tenant_id"]},
-            {"name": "missing", "path": "/data/missing", "params": []}
+            {"name": "missing", "path": "/data/missing", "params": []},
+            {"name": "elsewhere", "path": "/data/elsewhere", "params": []}
         ],
         "transports": {"http": {"endpoint": endpoint}}
     })
@@ -193,6 +194,10 @@ async fn upstream() -> String {
             if name == "missing" {
                 return (StatusCode::NOT_FOUND, "no such thing").into_response();
             }
+            if name == "elsewhere" {
+                return (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, "http://127.0.0.1:9/data/templates")])
+                    .into_response();
+            }
             let body = json!({"path": name, "query": query.unwrap_or_default()}).to_string();
             ([(header::CONTENT_TYPE, "application/vnd.flowhost-test+json")], body).into_response()
         }),
@@ -225,6 +230,7 @@ async fn data_source_proxy(backends: Backends) {
 
     for (path, needle) in [
         ("/api/v1/components/sender/data/missing", "upstream answered 404"),
+        ("/api/v1/components/sender/data/elsewhere", "upstream answered 307"),
         ("/api/v1/components/nobody/data/templates", "unknown component"),
         ("/api/v1/components/sender/data/nothing", "declares no data source"),
     ] {

@@ -39,7 +39,13 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(ports: Ports, registry: Registry, health_checks: Vec<HealthCheck>) -> AppState {
-        AppState { ports, registry, health_checks, http: reqwest::Client::new() }
+        // The data-source proxy talks only to the endpoint a manifest names: a redirect is answered as an
+        // upstream non-2xx (502), never followed to another host.
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        AppState { ports, registry, health_checks, http }
     }
 }
 
