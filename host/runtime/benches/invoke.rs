@@ -2,9 +2,11 @@
 //! the latency of one invocation (fresh store + instance from `InstancePre` in the pooling allocator, call,
 //! output check, drop) and no-op invocations per second on 2 threads. Prints a table; asserts nothing.
 
+mod support;
+
 use std::time::{Duration, Instant};
 
-use flowhost_runtime::{Plugin, Runtime, RuntimeConfig};
+use flowhost_runtime::{Runtime, RuntimeConfig};
 
 const INPUT: &str = r#"{"player":"p-1","amount":12.5}"#;
 
@@ -39,59 +41,24 @@ fn main() {
     let load_precompiled_ms = started.elapsed().as_secs_f64() * 1e3;
 
     // Latency, one thread.
-    for _ in 0..2_000 {
-        rt.block_on(noop.invoke("noop", INPUT)).expect("warm-up");
-    }
-    let samples = 50_000;
-    let mut micros = Vec::with_capacity(samples);
-    for _ in 0..samples {
-        let started = Instant::now();
-        let output = rt.block_on(noop.invoke("noop", INPUT)).expect("invoke");
-        micros.push(started.elapsed().as_secs_f64() * 1e6);
-        std::hint::black_box(output);
-    }
-    micros.sort_by(f64::total_cmp);
-    let percentile = |p: f64| micros[((micros.len() - 1) as f64 * p) as usize];
+    let latency = support::latency(&rt, &noop, "noop", INPUT, 2_000, 50_000);
 
     // Throughput, 2 threads.
-    let one_thread = throughput(&noop, 1, Duration::from_secs(2));
-    let two_threads = throughput(&noop, 2, Duration::from_secs(3));
+    let one_thread = support::throughput(&noop, "noop", INPUT, 1, Duration::from_secs(2));
+    let two_threads = support::throughput(&noop, "noop", INPUT, 2, Duration::from_secs(3));
 
-    println!("flowhost-runtime: noop component ({} bytes), {} samples", wasm.len(), samples);
+    println!("flowhost-runtime: noop component ({} bytes), {} samples", wasm.len(), latency.samples());
     println!();
     println!("| What | Figure |");
     println!("|---|---|");
     println!("| load (`Component::new` + link + `InstancePre` + manifest call) | {load_ms:.1} ms |");
     println!("| precompile | {precompile_ms:.1} ms |");
     println!("| load precompiled (`Component::deserialize` + link + manifest call) | {load_precompiled_ms:.2} ms |");
-    println!("| instantiate + invoke + drop, p50 | {:.1} µs |", percentile(0.50));
-    println!("| instantiate + invoke + drop, p99 | {:.1} µs |", percentile(0.99));
-    println!("| instantiate + invoke + drop, max | {:.1} µs |", percentile(1.0));
+    println!("| instantiate + invoke + drop, p50 | {:.1} µs |", latency.percentile(0.50));
+    println!("| instantiate + invoke + drop, p99 | {:.1} µs |", latency.percentile(0.99));
+    println!("| instantiate + invoke + drop, max | {:.1} µs |", latency.percentile(1.0));
     println!("| no-op invocations per second, 1 thread | {one_thread:.0} /s |");
     println!("| no-op invocations per second, 2 threads | {two_threads:.0} /s |");
-}
-
-/// Invocations per second of `threads` threads, each invoking in a loop for `duration`.
-fn throughput(noop: &Plugin, threads: usize, duration: Duration) -> f64 {
-    let started = Instant::now();
-    let handles: Vec<_> = (0..threads)
-        .map(|_| {
-            let noop = noop.clone();
-            std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().build().expect("tokio");
-                let mut count = 0u64;
-                while started.elapsed() < duration {
-                    for _ in 0..100 {
-                        rt.block_on(noop.invoke("noop", INPUT)).expect("invoke");
-                    }
-                    count += 100;
-                }
-                count
-            })
-        })
-        .collect();
-    let total: u64 = handles.into_iter().map(|handle| handle.join().expect("thread")).sum();
-    total as f64 / started.elapsed().as_secs_f64()
 }
 
 fn env_number(name: &str) -> Option<usize> {

@@ -1,0 +1,271 @@
+//! The first-party node-kind components `condition` and `mapping` (`plugins/condition`, `plugins/mapping`) run by
+//! the runtime: `condition` decides exactly as the host's native `flowhost_expr::Expression` (same result, same
+//! error message) over a table of expressions and events; `mapping` maps as the engine's `select` output mapping
+//! (`flowhost_engine::process::map_fields`, its expectations written out here); bad configuration is a permanent
+//! failure naming the problem; and each manifest's `config_schema` is a usable JSON Schema that agrees with what
+//! the component accepts.
+
+use flowhost_expr::Expression;
+use flowhost_runtime::{Capability, InvokeError, Plugin, Runtime, RuntimeConfig};
+use flowhost_runtime_fixtures as fixtures;
+use serde_json::{json, Map, Value};
+
+async fn load(name: &str) -> Plugin {
+    let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+    runtime.load(&fixtures::bytes(name), &Capability::ALL).await.unwrap_or_else(|error| panic!("load {name}: {error}"))
+}
+
+async fn invoke(plugin: &Plugin, action: &str, input: &Value) -> Result<Value, InvokeError> {
+    let output = plugin.invoke(action, &input.to_string()).await?;
+    Ok(serde_json::from_str(&output).expect("the runtime checked the output is JSON"))
+}
+
+/// Expressions over the fields of [`EVENTS`]: operators, macros, conversions, regexes, time zones, missing
+/// fields, mistyped fields, non-boolean results and evaluation errors.
+const EXPRESSIONS: &[&str] = &[
+    "amount > 100.0 && count >= 2 && game == 'slots' && !vip",
+    "amount > 100",
+    "count == 3",
+    "count == 3.0",
+    "amount >= 100.0 ? game == 'slots' : vip",
+    "game.startsWith('slot') && size(game) > 4",
+    "game in ['slots', 'poker']",
+    "matches(game, '^sl.ts')",
+    "vip",
+    "!vip || amount < 10.0",
+    "missing > 1",
+    "missing || true",
+    "missing && false",
+    "has(meta.level) && meta.level >= 3",
+    "meta.level >= 3",
+    "tags.exists(t, t == 'new')",
+    "size(tags) == 0",
+    "nothing == null",
+    "big > 1.0",
+    "string(count) == '3' && int(amount) == 250 && double(count) > 2.5",
+    "timestamp('2024-01-01T00:00:00Z').getHours('Europe/Berlin') == 1",
+    "game == 1",
+    "amount",
+    "count + 1",
+    "1 / 0 == 1",
+    "count / 0 > 1",
+    "true",
+];
+
+/// Events: the benchmark's, one with nested and list fields, an empty one, one with every field mistyped.
+fn events() -> Vec<Map<String, Value>> {
+    [
+        json!({"amount": 250.0, "count": 3, "game": "slots", "vip": false}),
+        json!({"amount": 50, "count": 1, "game": "poker", "vip": true, "tags": ["new"], "meta": {"level": 4}}),
+        json!({}),
+        json!({"amount": "250", "count": null, "game": 7, "vip": "no", "big": 18446744073709551615u64,
+               "nothing": null, "tags": "new", "meta": []}),
+        json!({"amount": 100.5, "count": 2, "game": "slots-2", "vip": false, "meta": {}, "tags": [], "big": 2}),
+    ]
+    .into_iter()
+    .map(|event| event.as_object().expect("an object").clone())
+    .collect()
+}
+
+#[tokio::test]
+async fn condition_decides_as_the_native_expression() {
+    let condition = load("condition").await;
+    let (mut passed, mut failed) = (0, 0);
+    for source in EXPRESSIONS {
+        let native = Expression::compile(source, None).unwrap_or_else(|errors| panic!("{source:?}: {errors:?}"));
+        for event in events() {
+            let input = json!({"config": {"expression": source}, "event": event});
+            let wasm = invoke(&condition, "condition", &input).await;
+            let expected = match native.evaluate(&event) {
+                Ok(pass) => {
+                    passed += 1;
+                    Ok(json!({ "pass": pass }))
+                }
+                Err(error) => {
+                    failed += 1;
+                    Err(InvokeError::Permanent(error.to_string()))
+                }
+            };
+            assert_eq!(wasm, expected, "{source:?} over {}", Value::Object(event));
+        }
+    }
+    // The table exercises both outcomes, so a component that always errs (or never does) cannot pass.
+    assert!(passed > 50 && failed > 20, "{passed} evaluated, {failed} failed");
+}
+
+#[tokio::test]
+async fn the_benchmark_rule_passes_and_a_missing_field_fails_like_the_host() {
+    let condition = load("condition").await;
+    let rule = "amount > 100.0 && count >= 2 && game == 'slots' && !vip";
+    let event = json!({"amount": 250.0, "count": 3, "game": "slots", "vip": false});
+    let input = json!({"config": {"expression": rule}, "event": event});
+    assert_eq!(invoke(&condition, "condition", &input).await, Ok(json!({"pass": true})));
+    let input = json!({"config": {"expression": rule}, "event": {"amount": 250.0, "count": 1}});
+    assert_eq!(invoke(&condition, "condition", &input).await, Ok(json!({"pass": false})), "&& short-circuits");
+
+    let input = json!({"config": {"expression": "level >= 3"}, "event": {"amount": 1}});
+    let error = invoke(&condition, "condition", &input).await.unwrap_err();
+    let InvokeError::Permanent(message) = &error else { panic!("{error:?}") };
+    assert!(message.starts_with("expression evaluation failed: ") && message.contains("level"), "{message}");
+    let input = json!({"config": {"expression": "count + 1"}, "event": {"count": 1}});
+    assert_eq!(
+        invoke(&condition, "condition", &input).await,
+        Err(InvokeError::Permanent("expression evaluation failed: result is not a bool: 2".into()))
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_expression_is_permanent_with_the_hosts_message() {
+    let condition = load("condition").await;
+    for source in ["amount >", "", "   ", "(count", "game == 'slots", "a ++ b", "amount > 1 &&& vip"] {
+        let errors = Expression::compile(source, None).err().unwrap_or_else(|| panic!("{source:?} compiles"));
+        let input = json!({"config": {"expression": source}, "event": {"amount": 1}});
+        assert_eq!(
+            invoke(&condition, "condition", &input).await,
+            Err(InvokeError::Permanent(format!("invalid expression: {}", errors.join("; ")))),
+            "{source:?}"
+        );
+    }
+    assert_eq!(
+        invoke(&condition, "condition", &json!({"config": {"expression": ""}, "event": {}})).await,
+        Err(InvokeError::Permanent("invalid expression: expression is empty".into()))
+    );
+}
+
+#[tokio::test]
+async fn bad_condition_input_is_permanent_and_named() {
+    let condition = load("condition").await;
+    let cases = [
+        (json!({"config": {}, "event": {}}), "invalid config: missing field `expression`"),
+        (json!({"config": {"expression": 1}, "event": {}}), "invalid config: invalid type: integer `1`"),
+        (json!({"config": {"expression": "true", "mode": "x"}, "event": {}}), "invalid config: unknown field `mode`"),
+        (json!({"config": {"expression": "true"}}), "invalid input for condition: missing field `event`"),
+        (json!({"config": {"expression": "true"}, "event": [1]}), "invalid input for condition: invalid type"),
+    ];
+    for (input, expected) in cases {
+        let error = invoke(&condition, "condition", &input).await.unwrap_err();
+        let InvokeError::Permanent(message) = &error else { panic!("{input}: {error:?}") };
+        assert!(message.starts_with(expected), "{input}: {message:?} does not start with {expected:?}");
+    }
+}
+
+#[tokio::test]
+async fn mapping_selects_and_renames_like_the_engine() {
+    let mapping = load("mapping").await;
+    let event = json!({"player": "p-1", "amount": 12.5, "tags": ["a"], "meta": {"level": 2}, "note": null});
+    let field = |source: &str, target: &str| json!({"source": source, "target": target});
+    let cases = [
+        // Only the listed fields, renamed; the rest of the event is dropped.
+        (vec![field("player", "who"), field("amount", "amount")], json!({"who": "p-1", "amount": 12.5})),
+        // A source the event lacks is left out, not written as null.
+        (vec![field("missing", "x"), field("player", "p")], json!({"p": "p-1"})),
+        (vec![field("missing", "x")], json!({})),
+        // A present null is copied; nested values are copied whole.
+        (
+            vec![field("note", "n"), field("meta", "m"), field("tags", "t")],
+            json!({"n": null, "m": {"level": 2}, "t": ["a"]}),
+        ),
+        // One source to two targets; two fields swapped.
+        (vec![field("player", "a"), field("player", "b")], json!({"a": "p-1", "b": "p-1"})),
+        (vec![field("player", "amount"), field("amount", "player")], json!({"amount": "p-1", "player": 12.5})),
+    ];
+    for (fields, expected) in cases {
+        let input = json!({"config": {"mode": "select", "fields": fields}, "event": event});
+        assert_eq!(invoke(&mapping, "mapping", &input).await, Ok(json!({ "event": expected })), "{fields:?}");
+    }
+    let input = json!({"config": {"mode": "select", "fields": [field("a", "b")]}, "event": {}});
+    assert_eq!(invoke(&mapping, "mapping", &input).await, Ok(json!({"event": {}})));
+}
+
+/// Configs the mapping refuses, with the start of its message; `true` where the manifest's schema refuses it too
+/// (a target mapped twice is beyond JSON Schema).
+fn bad_mapping_configs() -> Vec<(Value, &'static str, bool)> {
+    vec![
+        (
+            json!({"mode": "merge", "fields": [{"source": "a", "target": "b"}]}),
+            "invalid config: unknown variant `merge`",
+            true,
+        ),
+        (json!({"fields": [{"source": "a", "target": "b"}]}), "invalid config: missing field `mode`", true),
+        (json!({"mode": "select"}), "invalid config: missing field `fields`", true),
+        (json!({"mode": "select", "fields": []}), "invalid config: fields must not be empty", true),
+        (
+            json!({"mode": "select", "fields": {"a": "b"}}),
+            "invalid config: invalid type: map, expected a sequence",
+            true,
+        ),
+        (json!({"mode": "select", "fields": [{"source": "a"}]}), "invalid config: missing field `target`", true),
+        (
+            json!({"mode": "select", "fields": [{"source": "a", "target": "b"}, {"source": "", "target": "c"}]}),
+            "invalid config: fields[1]: source and target must not be empty",
+            true,
+        ),
+        (
+            json!({"mode": "select", "fields": [{"source": "a", "target": "  "}]}),
+            "invalid config: fields[0]: source and target must not be empty",
+            true,
+        ),
+        (
+            json!({"mode": "select", "fields": [{"source": "a", "target": "x"}, {"source": "b", "target": "x"}]}),
+            "invalid config: fields[1]: target \"x\" is mapped more than once",
+            false,
+        ),
+        (
+            json!({"mode": "select", "fields": [{"source": "a", "target": "b", "default": 1}]}),
+            "invalid config: unknown field `default`",
+            true,
+        ),
+        (
+            json!({"mode": "select", "fields": [{"source": "a", "target": "b"}], "strict": true}),
+            "invalid config: unknown field `strict`",
+            true,
+        ),
+        (json!("select"), "invalid config: invalid type: string", true),
+    ]
+}
+
+#[tokio::test]
+async fn bad_mapping_config_is_permanent_and_named() {
+    let mapping = load("mapping").await;
+    for (config, expected, _) in bad_mapping_configs() {
+        let input = json!({"config": config, "event": {"a": 1}});
+        let error = invoke(&mapping, "mapping", &input).await.unwrap_err();
+        let InvokeError::Permanent(message) = &error else { panic!("{config}: {error:?}") };
+        assert!(message.starts_with(expected), "{config}: {message:?} does not start with {expected:?}");
+    }
+    let error = invoke(&mapping, "mapping", &json!({"config": {"mode": "select", "fields": []}})).await.unwrap_err();
+    assert!(matches!(&error, InvokeError::Permanent(m) if m.contains("missing field `event`")), "{error:?}");
+}
+
+/// The action's `config_schema`, checked as the component catalog checks it at registration (meta-schema, then
+/// compiled), and compiled to validate configs.
+fn config_validator(plugin: &Plugin, id: &str) -> jsonschema::Validator {
+    let manifest = plugin.manifest();
+    assert_eq!((manifest.id.as_str(), manifest.version.as_str()), (id, "0.1.0"));
+    assert_eq!(manifest.actions.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), [id]);
+    assert!(plugin.capabilities().is_empty(), "{id} needs no capability");
+    let schema = manifest.actions[0].config_schema.as_ref().unwrap_or_else(|| panic!("{id}: no config_schema"));
+    jsonschema::meta::validate(schema).unwrap_or_else(|error| panic!("{id}: invalid config_schema: {error}"));
+    jsonschema::validator_for(schema).unwrap_or_else(|error| panic!("{id}: unusable config_schema: {error}"))
+}
+
+#[tokio::test]
+async fn config_schemas_are_valid_and_agree_with_the_components() {
+    let condition = config_validator(&load("condition").await, "condition");
+    assert!(condition.is_valid(&json!({"expression": "amount > 100.0"})));
+    for bad in [
+        json!({}),
+        json!({"expression": ""}),
+        json!({"expression": " "}),
+        json!({"expression": 1}),
+        json!({"expression": "true", "mode": "x"}),
+    ] {
+        assert!(!condition.is_valid(&bad), "the condition schema accepts {bad}");
+    }
+
+    let mapping = config_validator(&load("mapping").await, "mapping");
+    assert!(mapping.is_valid(&json!({"mode": "select", "fields": [{"source": "a", "target": "b"}]})));
+    for (config, _, schema_refuses) in bad_mapping_configs() {
+        assert_eq!(!mapping.is_valid(&config), schema_refuses, "the mapping schema on {config}");
+    }
+}

@@ -1,0 +1,138 @@
+//! `condition`: the flow node kind that lets an event through or not, by a CEL expression over its fields.
+//!
+//! Input `{"config": {"expression": "<CEL>"}, "event": {<fields>}}`, output `{"pass": true|false}`.
+//!
+//! The semantics are the host's rule engine's, `host/expr` without a schema (`Expression::compile(source, None)`
+//! then `evaluate`): the event's top-level fields are the CEL variables, converted from JSON as they are read
+//! (an integral number is an `int`, any other number a `double`); the expression is parsed, not type-checked; a
+//! result that is not a bool, and an evaluation error such as a field missing from the event, fail the call. Every
+//! failure is permanent: retrying the same expression on the same event gives the same answer. The messages are
+//! host/expr's.
+//!
+//! Why a copy of host/expr's schema-less path rather than the crate: `flowhost-expr` depends on `flowhost-core`,
+//! whose tokio features (`net`, `fs`, `signal`, `rt-multi-thread`) do not build for wasm32-wasip2, and host crates
+//! are not reshaped for a guest. This module uses the same pinned `cel-core`, and
+//! `host/runtime/tests/node_kinds.rs` checks that the component and `flowhost_expr::Expression` agree over a table
+//! of expressions and events.
+//!
+//! The expression is compiled on every call: each invocation runs in a fresh instance, so no cache would survive.
+
+use std::sync::Arc;
+
+use cel_core::{Activation, CompileError, Env, Program, Value};
+use flowhost_sdk_guest::{export_plugin, Action, Call, Error, Manifest, Output, Plugin};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
+
+struct Condition;
+
+#[derive(Deserialize)]
+struct Input {
+    config: Json,
+    event: Map<String, Json>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    expression: String,
+}
+
+#[derive(Serialize)]
+struct Pass {
+    pass: bool,
+}
+
+impl Plugin for Condition {
+    fn manifest() -> Manifest {
+        Manifest::new("condition", "0.1.0").description("Lets an event through when a CEL expression holds.").action(
+            Action::new("condition")
+                .description("Evaluates a CEL expression over the event's fields; outputs {\"pass\": bool}.")
+                .config_schema(config_schema()),
+        )
+    }
+
+    fn invoke(call: Call) -> Result<Output, Error> {
+        match call.action() {
+            "condition" => call.handle(|input: Input| {
+                let config: Config = serde_json::from_value(input.config)
+                    .map_err(|error| Error::permanent(format!("invalid config: {error}")))?;
+                let program = compile(&config.expression)
+                    .map_err(|errors| Error::permanent(format!("invalid expression: {}", errors.join("; "))))?;
+                let pass = evaluate(&program, &input.event).map_err(Error::permanent)?;
+                Ok(Pass { pass })
+            }),
+            _ => Err(call.unknown_action()),
+        }
+    }
+}
+
+fn config_schema() -> Json {
+    serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "expression": {
+                "type": "string",
+                "pattern": "\\S",
+                "description": "CEL over the event's top-level fields; must evaluate to a bool, e.g. \
+                                `amount > 100.0 && game == 'slots'`. A field the event lacks fails the call."
+            }
+        },
+        "required": ["expression"],
+        "additionalProperties": false
+    })
+}
+
+/// host/expr's `Expression::compile(source, None)`: parse only, with its error messages.
+fn compile(source: &str) -> Result<Program, Vec<String>> {
+    if source.trim().is_empty() {
+        return Err(vec!["expression is empty".to_owned()]);
+    }
+    let env = Env::with_standard_library();
+    let ast = env.parse_only(source).map_err(compile_messages)?;
+    env.program(&ast).map_err(|error| vec![error.to_string()])
+}
+
+fn compile_messages(error: CompileError) -> Vec<String> {
+    match error {
+        CompileError::Parse(errors) => errors.iter().map(|e| format!("syntax error: {e}")).collect(),
+        // Parsing alone never type-checks; kept total with host/expr's wording.
+        CompileError::Check(errors) => errors.iter().map(|e| format!("type mismatch: {}", e.kind)).collect(),
+        CompileError::NoAst => vec!["syntax error: nothing to evaluate".to_owned()],
+    }
+}
+
+/// host/expr's `Expression::evaluate` (its `EvalError` message included).
+fn evaluate(program: &Program, fields: &Map<String, Json>) -> Result<bool, String> {
+    match program.eval(&EventActivation(fields)) {
+        Value::Bool(b) => Ok(b),
+        Value::Error(error) => Err(format!("expression evaluation failed: {error}")),
+        other => Err(format!("expression evaluation failed: result is not a bool: {other}")),
+    }
+}
+
+/// Resolves variables lazily from the event's JSON fields, converting only the ones the expression reads.
+struct EventActivation<'a>(&'a Map<String, Json>);
+
+impl Activation for EventActivation<'_> {
+    fn resolve(&self, name: &str) -> Option<Value> {
+        self.0.get(name).map(dynamic_value)
+    }
+}
+
+fn dynamic_value(json: &Json) -> Value {
+    match json {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Double(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => Value::String(Arc::from(s.as_str())),
+        Json::Array(items) => Value::from(items.iter().map(dynamic_value).collect::<Vec<_>>()),
+        Json::Object(map) => Value::map(map.iter().map(|(k, v)| (k.as_str(), dynamic_value(v)))),
+    }
+}
+
+export_plugin!(Condition);

@@ -1,0 +1,131 @@
+//! `mapping`: the flow node kind that reshapes an event, with the rule engine's `select` output mapping.
+//!
+//! Input `{"config": {"mode": "select", "fields": [{"source": "a", "target": "b"}, ...]}, "event": {<fields>}}`,
+//! output `{"event": {<mapped fields>}}`: only the listed fields, each copied from `source` to `target`; a source
+//! the event lacks is left out (host/engine's `process::map_fields`).
+//!
+//! The config is valid when the admin API would accept it as a rule's `output_mapping` (host/api's `check_rule`):
+//! mode `select`, at least one field, non-blank `source` and `target`, no target twice. Anything else is a
+//! permanent error naming the problem: the same config fails on every event.
+
+use std::collections::BTreeSet;
+
+use flowhost_sdk_guest::{export_plugin, Action, Call, Error, Manifest, Output, Plugin};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
+
+struct Mapping;
+
+#[derive(Deserialize)]
+struct Input {
+    config: Json,
+    event: Map<String, Json>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    mode: Mode,
+    fields: Vec<FieldMapping>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    Select,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FieldMapping {
+    source: String,
+    target: String,
+}
+
+#[derive(Serialize)]
+struct Mapped {
+    event: Map<String, Json>,
+}
+
+impl Plugin for Mapping {
+    fn manifest() -> Manifest {
+        Manifest::new("mapping", "0.1.0").description("Reshapes an event: selected fields, renamed.").action(
+            Action::new("mapping")
+                .description("Copies the listed fields from source to target; outputs {\"event\": {...}}.")
+                .config_schema(config_schema()),
+        )
+    }
+
+    fn invoke(call: Call) -> Result<Output, Error> {
+        match call.action() {
+            "mapping" => call.handle(|input: Input| {
+                let config: Config = serde_json::from_value(input.config)
+                    .map_err(|error| Error::permanent(format!("invalid config: {error}")))?;
+                check(&config)
+                    .map_err(|problems| Error::permanent(format!("invalid config: {}", problems.join("; "))))?;
+                Ok(Mapped { event: map_fields(&config, &input.event) })
+            }),
+            _ => Err(call.unknown_action()),
+        }
+    }
+}
+
+fn config_schema() -> Json {
+    let name = |what: &str| serde_json::json!({ "type": "string", "pattern": "\\S", "description": what });
+    serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "mode": { "const": "select", "description": "`select`: only the listed fields are kept." },
+            "fields": {
+                "type": "array",
+                "minItems": 1,
+                "description": "The fields to keep; each target at most once.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "source": name("The event's field to copy; left out when the event lacks it."),
+                        "target": name("The name it gets in the output.")
+                    },
+                    "required": ["source", "target"],
+                    "additionalProperties": false
+                }
+            }
+        },
+        "required": ["mode", "fields"],
+        "additionalProperties": false
+    })
+}
+
+/// The admin API's checks of an output mapping, with its messages.
+fn check(config: &Config) -> Result<(), Vec<String>> {
+    let mut problems = Vec::new();
+    if config.fields.is_empty() {
+        problems.push("fields must not be empty".to_owned());
+    }
+    // A `BTreeSet`, not a `HashSet`: std's `RandomState` seeds from WASI random, which the host does not grant.
+    let mut targets = BTreeSet::new();
+    for (i, field) in config.fields.iter().enumerate() {
+        if field.source.trim().is_empty() || field.target.trim().is_empty() {
+            problems.push(format!("fields[{i}]: source and target must not be empty"));
+        } else if !targets.insert(field.target.as_str()) {
+            problems.push(format!("fields[{i}]: target {:?} is mapped more than once", field.target));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
+
+/// host/engine's `process::map_fields`.
+fn map_fields(config: &Config, fields: &Map<String, Json>) -> Map<String, Json> {
+    match config.mode {
+        Mode::Select => {
+            config.fields.iter().filter_map(|f| fields.get(&f.source).map(|v| (f.target.clone(), v.clone()))).collect()
+        }
+    }
+}
+
+export_plugin!(Mapping);
