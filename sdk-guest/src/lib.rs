@@ -42,9 +42,9 @@ use serde::Serialize;
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit/flowhost-plugin",
-        world: "action-plugin",
+        world: "service-plugin",
         pub_export_macro: true,
-        export_macro_name: "__export_action_plugin",
+        export_macro_name: "__export_service_plugin",
         default_bindings_module: "flowhost_sdk_guest::bindings",
     });
 }
@@ -132,8 +132,45 @@ pub struct Manifest {
     version: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service: Option<String>,
     capabilities: Vec<String>,
     actions: Vec<Action>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    node_kinds: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    data_sources: Vec<DataSource>,
+    #[serde(skip_serializing_if = "Limits::is_empty")]
+    limits: Limits,
+}
+
+/// A data source the plugin answers (see [`Plugin::data_source`]).
+#[derive(Debug, Clone, Serialize)]
+struct DataSource {
+    name: String,
+    params: Vec<String>,
+}
+
+/// Per-invocation limits a plugin asks for; the host applies the lower of these and its own.
+#[derive(Debug, Clone, Default, Serialize)]
+struct Limits {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fuel: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_bytes: Option<u64>,
+}
+
+impl Limits {
+    fn is_empty(&self) -> bool {
+        self.timeout_ms.is_none()
+            && self.fuel.is_none()
+            && self.memory_bytes.is_none()
+            && self.max_output_bytes.is_none()
+    }
 }
 
 impl Manifest {
@@ -143,9 +180,50 @@ impl Manifest {
             id: id.into(),
             version: version.into(),
             description: None,
+            service: None,
             capabilities: Vec::new(),
             actions: Vec::new(),
+            node_kinds: Vec::new(),
+            data_sources: Vec::new(),
+            limits: Limits::default(),
         }
+    }
+    /// The service the component belongs to in the component catalog (default: the plugin's id).
+    pub fn service(mut self, name: impl Into<String>) -> Self {
+        self.service = Some(name.into());
+        self
+    }
+    /// Declares that the plugin implements node kind `kind` (`condition`, `mapping`, ...) through the action of
+    /// the same name.
+    pub fn node_kind(mut self, kind: impl Into<String>) -> Self {
+        self.node_kinds.push(kind.into());
+        self
+    }
+    /// Declares a data source answered by [`Plugin::data_source`]; the host passes on only the listed `params`.
+    pub fn data_source(mut self, name: impl Into<String>, params: &[&str]) -> Self {
+        self.data_sources
+            .push(DataSource { name: name.into(), params: params.iter().map(|p| p.to_string()).collect() });
+        self
+    }
+    /// Asks for a shorter wall-clock limit per call than the host's default (it can only be lowered).
+    pub fn timeout_ms(mut self, ms: u64) -> Self {
+        self.limits.timeout_ms = Some(ms);
+        self
+    }
+    /// Asks for less fuel per call than the host's default.
+    pub fn fuel(mut self, fuel: u64) -> Self {
+        self.limits.fuel = Some(fuel);
+        self
+    }
+    /// Asks for a smaller memory cap than the host's default, in bytes.
+    pub fn memory_bytes(mut self, bytes: u64) -> Self {
+        self.limits.memory_bytes = Some(bytes);
+        self
+    }
+    /// Asks for a smaller output limit than the host's default, in bytes.
+    pub fn max_output_bytes(mut self, bytes: u64) -> Self {
+        self.limits.max_output_bytes = Some(bytes);
+        self
     }
     /// A one-line description of the plugin.
     pub fn description(mut self, text: impl Into<String>) -> Self {
@@ -157,7 +235,8 @@ impl Manifest {
         self.actions.push(action);
         self
     }
-    /// Declares a host capability the plugin uses (`"log"`, `"clock"`); the host grants only declared ones.
+    /// Declares a host capability the plugin uses (`"log"`, `"clock"`, `"documents"`); the host grants only
+    /// declared ones.
     pub fn capability(mut self, name: impl Into<String>) -> Self {
         self.capabilities.push(name.into());
         self
@@ -236,6 +315,12 @@ pub trait Plugin {
     fn manifest() -> Manifest;
     /// Runs one action.
     fn invoke(call: Call) -> Result<Output, Error>;
+    /// Answers the data source `name` (declared with [`Manifest::data_source`]) for the query `params`.
+    /// By default a plugin has none.
+    fn data_source(name: &str, params: &[(String, String)]) -> Result<Output, Error> {
+        let _ = params;
+        Err(Error::permanent(format!("unknown data source {name:?}")))
+    }
 }
 
 /// Host capability `log`: writes into the host's log, tagged with the plugin. Declare `"log"` in the manifest.
@@ -294,6 +379,38 @@ pub mod clock {
     }
 }
 
+/// Host capability `documents`: JSON documents scoped to the plugin's id (shared by its versions, invisible to
+/// other plugins). Declare `"documents"` in the manifest. Keys are 1 to 256 bytes, documents at most 256 KiB;
+/// a host-side failure (storage unavailable) is a [`Outcome::Retryable`] error.
+pub mod documents {
+    use crate::bindings::flowhost::plugin::documents as wit;
+    use crate::Error;
+    use serde::de::DeserializeOwned;
+    use serde::Serialize;
+
+    /// The document under `key`, decoded as `T`; `None` when there is none.
+    pub fn get<T: DeserializeOwned>(key: &str) -> Result<Option<T>, Error> {
+        match wit::get(key).map_err(Error::retryable)? {
+            None => Ok(None),
+            Some(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|error| Error::permanent(format!("document {key:?} does not decode: {error}"))),
+        }
+    }
+
+    /// Stores `value` under `key`, replacing what was there.
+    pub fn put<T: Serialize>(key: &str, value: &T) -> Result<(), Error> {
+        let text = serde_json::to_string(value)
+            .map_err(|error| Error::permanent(format!("document {key:?} is not serializable: {error}")))?;
+        wit::put(key, &text).map_err(Error::retryable)
+    }
+
+    /// Removes the document under `key`; `true` when there was one.
+    pub fn delete(key: &str) -> Result<bool, Error> {
+        wit::delete(key).map_err(Error::retryable)
+    }
+}
+
 /// Glue used by [`export_plugin!`]; not part of the API.
 #[doc(hidden)]
 pub mod __private {
@@ -305,14 +422,23 @@ pub mod __private {
 
     pub fn invoke<P: Plugin>(action: String, input: String) -> Result<String, wit::PluginError> {
         silence_panics();
-        P::invoke(Call { action, input }).map(Output::into_string).map_err(|error| wit::PluginError {
+        P::invoke(Call { action, input }).map(Output::into_string).map_err(to_wit)
+    }
+
+    pub fn data_source<P: Plugin>(name: String, params: Vec<(String, String)>) -> Result<String, wit::PluginError> {
+        silence_panics();
+        P::data_source(&name, &params).map(Output::into_string).map_err(to_wit)
+    }
+
+    fn to_wit(error: Error) -> wit::PluginError {
+        wit::PluginError {
             outcome: match error.outcome {
                 Outcome::SkipForward => wit::Outcome::SkipForward,
                 Outcome::Permanent => wit::Outcome::Permanent,
                 Outcome::Retryable => wit::Outcome::Retryable,
             },
             message: error.message,
-        })
+        }
     }
 
     /// The default panic hook writes to WASI stderr, which the host does not grant; a panic then traps on that
@@ -323,7 +449,7 @@ pub mod __private {
     }
 }
 
-/// Exports a type implementing [`Plugin`] as the component's `manifest` and `invoke`.
+/// Exports a type implementing [`Plugin`] as the component's `manifest`, `invoke` and `data-sources`.
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty) => {
@@ -345,7 +471,19 @@ macro_rules! export_plugin {
             }
         }
 
-        $crate::bindings::__export_action_plugin!(__FlowhostPluginExport with_types_in $crate::bindings);
+        impl $crate::bindings::exports::flowhost::plugin::data_sources::Guest for __FlowhostPluginExport {
+            fn query(
+                name: ::std::string::String,
+                params: ::std::vec::Vec<(::std::string::String, ::std::string::String)>,
+            ) -> ::std::result::Result<
+                ::std::string::String,
+                $crate::bindings::flowhost::plugin::types::PluginError,
+            > {
+                $crate::__private::data_source::<$plugin>(name, params)
+            }
+        }
+
+        $crate::bindings::__export_service_plugin!(__FlowhostPluginExport with_types_in $crate::bindings);
     };
 }
 
@@ -371,6 +509,23 @@ mod tests {
                 "actions": [{ "name": "greet", "description": "Says hello.", "config_schema": {"type": "object"} }]
             })
         );
+    }
+
+    #[test]
+    fn service_fields_node_kinds_data_sources_and_limits_serialize() {
+        let manifest = Manifest::new("greeter", "0.2.0")
+            .service("greetings")
+            .node_kind("condition")
+            .data_source("greetings", &["lang"])
+            .timeout_ms(200)
+            .memory_bytes(8 << 20);
+        let json: serde_json::Value = serde_json::from_str(&manifest.to_json()).unwrap();
+        assert_eq!(json["service"], "greetings");
+        assert_eq!(json["node_kinds"], serde_json::json!(["condition"]));
+        assert_eq!(json["data_sources"], serde_json::json!([{ "name": "greetings", "params": ["lang"] }]));
+        assert_eq!(json["limits"], serde_json::json!({ "timeout_ms": 200, "memory_bytes": 8388608 }));
+        let plain: serde_json::Value = serde_json::from_str(&Manifest::new("x", "1").to_json()).unwrap();
+        assert!(plain.get("limits").is_none() && plain.get("node_kinds").is_none(), "{plain}");
     }
 
     #[test]

@@ -11,6 +11,18 @@ pub const FLOW_EDIT_LOCKS: &str = "flow_edit_locks";
 /// Registered component versions (the component catalog), one row per `(service, component, version)`.
 pub const COMPONENTS: &str = "components";
 
+/// Uploaded WebAssembly component versions (metadata; id: `{plugin id}/{version}`).
+pub const COMPONENT_VERSIONS: &str = "component_versions";
+/// The bytes of uploaded components, content-addressed (id: the SHA-256 of the `.wasm`).
+pub const COMPONENT_BLOBS: &str = "component_blobs";
+/// The active version of each plugin (id: the plugin id).
+pub const COMPONENT_ACTIVE: &str = "component_active";
+/// Subject on which a node announces that a plugin's active version changed, so every node swaps at once.
+pub const COMPONENTS_CHANGED_SUBJECT: &str = "flowhost.components.changed";
+
+/// Documents plugins keep through the `documents` capability (id: `{plugin id}/{key}`).
+pub const PLUGIN_DOCUMENTS: &str = "plugin_documents";
+
 /// Subject on which the administration API announces that rules, schemas, sources or flows changed, so
 /// engines reload at once instead of waiting for their periodic tick.
 pub const CONFIG_CHANGED_SUBJECT: &str = "flowhost.config.changed";

@@ -9,7 +9,16 @@ pub fn sha256_hex(parts: &[&str]) -> String {
         hasher.update((part.len() as u64).to_be_bytes());
         hasher.update(part.as_bytes());
     }
-    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex(&hasher.finalize())
+}
+
+/// The plain SHA-256 of `bytes`, in lowercase hex (what `sha256sum` prints for a file).
+pub fn sha256_bytes_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// An instant (epoch milliseconds) as ISO 8601 UTC with milliseconds: `2026-01-31T12:00:00.000Z`.

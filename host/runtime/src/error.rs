@@ -77,14 +77,65 @@ pub enum InvokeError {
     /// The manifest does not declare this action (checked before running the guest).
     #[error("unknown action {0:?}")]
     UnknownAction(String),
+    /// The manifest does not declare this data source, or the component answers none.
+    #[error("unknown data source {0:?}")]
+    UnknownDataSource(String),
     /// No instance slot was free (more concurrent invocations than `PoolConfig::max_instances`); retryable.
     #[error("no free instance slot: {0}")]
     Busy(String),
 }
 
+/// How the flow engine treats a failed invocation: the spec's outcome classes of a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Skip the node and continue the run.
+    SkipForward,
+    /// Fail for good (dead-letter queue).
+    Permanent,
+    /// Retry with backoff.
+    Retryable,
+}
+
+impl Outcome {
+    /// `skip-forward`, `permanent` or `retryable` (as in the WIT).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::SkipForward => "skip-forward",
+            Outcome::Permanent => "permanent",
+            Outcome::Retryable => "retryable",
+        }
+    }
+}
+
 impl InvokeError {
     /// Whether retrying the same invocation later may succeed (the engine backs off and retries these).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, InvokeError::Retryable(_) | InvokeError::Busy(_))
+        self.outcome() == Outcome::Retryable
+    }
+
+    /// The outcome class: the guest's own for a reported failure; a deadline or a full pool may pass
+    /// (retryable); anything else the guest did (fuel, memory, trap, bad output) would happen again (permanent).
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            InvokeError::SkipForward(_) => Outcome::SkipForward,
+            InvokeError::Retryable(_) | InvokeError::Timeout(_) | InvokeError::Busy(_) => Outcome::Retryable,
+            _ => Outcome::Permanent,
+        }
+    }
+
+    /// A short machine-readable name of the failure (`plugin_error`, `timeout`, `out_of_fuel`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            InvokeError::SkipForward(_) | InvokeError::Permanent(_) | InvokeError::Retryable(_) => "plugin_error",
+            InvokeError::Timeout(_) => "timeout",
+            InvokeError::OutOfFuel => "out_of_fuel",
+            InvokeError::MemoryLimit(_) => "memory_limit",
+            InvokeError::Trap(_) => "trap",
+            InvokeError::InvalidOutput(_) => "invalid_output",
+            InvokeError::OutputTooLarge { .. } => "output_too_large",
+            InvokeError::UnknownAction(_) => "unknown_action",
+            InvokeError::UnknownDataSource(_) => "unknown_data_source",
+            InvokeError::Busy(_) => "busy",
+        }
     }
 }

@@ -16,16 +16,18 @@
 //! Every Rust `wasm32-wasip2` guest imports `wasi:cli`, `wasi:io`, `wasi:clocks`, `wasi:filesystem`... even if
 //! it never calls them. We satisfy those with `Linker::define_unknown_imports_as_traps` instead of linking
 //! `wasmtime-wasi` with a locked-down `WasiCtx`:
-//! - **Nothing of WASI is reachable**: no file, environment, socket, random or stdio code of the host runs for a
-//!   guest, so there is no sandbox configuration to get wrong, and the guest cannot read host environment
-//!   variables (where secrets live) by construction rather than by configuration.
+//! - **Nothing of WASI is reachable** but one function: no file, environment, socket, secure random or stdio
+//!   code of the host runs for a guest, so there is no sandbox configuration to get wrong, and the guest cannot
+//!   read host environment variables (where secrets live) by construction rather than by configuration. The
+//!   exception is `wasi:random/insecure-seed`, which std's `HashMap` calls for its hash seed: it answers a
+//!   fixed per-plugin value that WASI itself defines as not secret.
 //! - **Cheaper per invocation**: no `WasiCtx` and resource table to build per store (the benchmark target is
 //!   microseconds), and no `wasmtime-wasi` (tokio, cap-std, ...) in the build.
 //! - The cost: a guest that calls WASI (prints, reads the clock through std, panics with the default hook) traps
 //!   at that call. The SDK installs a silent panic hook and offers `log` and `clock` as Flowhost capabilities,
 //!   which are the supported way to do those things.
 //!
-//! Only `wasi:*` imports are stubbed. A `flowhost:plugin` capability import must be granted
+//! Only `wasi:*` imports are stubbed (or, for the insecure seed, served). A `flowhost:plugin` capability import must be granted
 //! ([`LoadError::NotGranted`]) and any other import is refused ([`LoadError::UnsatisfiableImport`]), so a
 //! component never loads with a capability the host did not grant.
 //!
@@ -41,8 +43,8 @@ mod limits;
 mod manifest;
 mod runtime;
 
-pub use error::{InvokeError, LoadError, RuntimeError};
+pub use error::{InvokeError, LoadError, Outcome, RuntimeError};
 pub use host::Capability;
 pub use limits::{Limits, PoolConfig, RuntimeConfig};
-pub use manifest::{Manifest, ManifestAction};
-pub use runtime::{Plugin, Runtime};
+pub use manifest::{Manifest, ManifestAction, ManifestDataSource, ManifestLimits};
+pub use runtime::{Compiled, Plugin, Runtime};

@@ -30,6 +30,21 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// These limits, each lowered to what `asked` declares where that is lower (a manifest can only tighten).
+    pub fn tightened_by(&self, asked: &crate::ManifestLimits) -> Limits {
+        Limits {
+            timeout: asked.timeout_ms.map(Duration::from_millis).map_or(self.timeout, |t| t.min(self.timeout)),
+            fuel: match (self.fuel, asked.fuel) {
+                (Some(ours), Some(theirs)) => Some(ours.min(theirs)),
+                (ours, theirs) => ours.or(theirs),
+            },
+            memory_bytes: asked.memory_bytes.map_or(self.memory_bytes, |m| m.min(self.memory_bytes)),
+            max_output_bytes: asked.max_output_bytes.map_or(self.max_output_bytes, |m| m.min(self.max_output_bytes)),
+        }
+    }
+}
+
 /// Sizes of the pooling allocator: how many instances can run at once and how big each may be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolConfig {
@@ -87,5 +102,30 @@ impl Default for RuntimeConfig {
             epoch_tick: Duration::from_millis(10),
             max_log_message_bytes: 4096,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManifestLimits;
+
+    #[test]
+    fn a_manifest_can_only_tighten_the_limits() {
+        let ours = Limits::default();
+        let asked = ManifestLimits {
+            timeout_ms: Some(50),
+            fuel: Some(u64::MAX),
+            memory_bytes: Some(1 << 40),
+            max_output_bytes: Some(10),
+        };
+        let limits = ours.tightened_by(&asked);
+        assert_eq!(limits.timeout, Duration::from_millis(50));
+        assert_eq!(limits.fuel, ours.fuel);
+        assert_eq!(limits.memory_bytes, ours.memory_bytes);
+        assert_eq!(limits.max_output_bytes, 10);
+        assert_eq!(ours.tightened_by(&ManifestLimits::default()), ours);
+        let unmetered = Limits { fuel: None, ..Limits::default() };
+        assert_eq!(unmetered.tightened_by(&ManifestLimits { fuel: Some(7), ..Default::default() }).fuel, Some(7));
     }
 }

@@ -18,6 +18,18 @@ pub struct Manifest {
     pub capabilities: Vec<String>,
     /// The actions it offers.
     pub actions: Vec<ManifestAction>,
+    /// The service the component belongs to in the component catalog (default: its `id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// Node kinds it implements (`condition`, `mapping`, ...): each is an action of the same name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_kinds: Vec<String>,
+    /// Data sources it answers in process (a `service-plugin` exporting `data-source`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_sources: Vec<ManifestDataSource>,
+    /// Limits the plugin asks for; they can only tighten the runtime's configured limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ManifestLimits>,
     /// Fields this version of the host does not interpret.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
@@ -37,6 +49,39 @@ pub struct ManifestAction {
     /// Fields this version of the host does not interpret.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A data source a service plugin answers: Studio's forms query it through the component catalog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManifestDataSource {
+    /// Name in `GET /api/v1/components/:id/data/:name`.
+    pub name: String,
+    /// Query parameters passed on to the plugin; others are dropped.
+    #[serde(default)]
+    pub params: Vec<String>,
+    /// Fields this version of the host does not interpret.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Per-invocation limits a manifest asks for (every field optional). A plugin that knows it needs little (a
+/// condition node: a few milliseconds, a few MiB) declares it, so a bug in it fails fast instead of holding a
+/// slot for the runtime's full default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestLimits {
+    /// Wall-clock deadline of one call, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Fuel per call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuel: Option<u64>,
+    /// Linear memory cap, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<usize>,
+    /// Largest output, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_bytes: Option<usize>,
 }
 
 impl Manifest {

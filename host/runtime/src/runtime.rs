@@ -1,17 +1,23 @@
 //! The [`Runtime`] (engine, pooling allocator, epoch ticker) and loaded [`Plugin`]s, with a fresh store and
 //! instance per invocation.
 
+use std::hash::{Hash, Hasher};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use flowhost_core::digest::sha256_bytes_hex;
+use flowhost_core::ports::DocumentStore;
 use flowhost_core::{Clock, SystemClock};
+use sha2::Digest;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap, UpdateDeadline};
 
-use crate::bindings::flowhost::plugin::types::Outcome;
-use crate::bindings::{ActionPlugin, ActionPluginPre};
+use crate::bindings::action::flowhost::plugin::types::{Outcome, PluginError};
+use crate::bindings::action::{ActionPlugin, ActionPluginPre};
+use crate::bindings::service::ServicePluginPre;
 use crate::host::{HostState, MemoryLimiter, TYPE_ONLY_IMPORTS};
 use crate::{Capability, InvokeError, Limits, LoadError, Manifest, RuntimeConfig, RuntimeError};
 
@@ -25,6 +31,7 @@ struct Inner {
     engine: Engine,
     config: RuntimeConfig,
     clock: Arc<dyn Clock>,
+    documents: Option<Arc<dyn DocumentStore>>,
     _ticker: EpochTicker,
 }
 
@@ -40,8 +47,19 @@ impl Runtime {
         Self::with_clock(config, Arc::new(SystemClock))
     }
 
-    /// A runtime whose `clock` capability reads `clock` (tests inject a manual one).
+    /// A runtime whose `clock` capability reads `clock` (tests inject a manual one), without a document store
+    /// (the `documents` capability then answers every call with an error).
     pub fn with_clock(config: RuntimeConfig, clock: Arc<dyn Clock>) -> Result<Runtime, RuntimeError> {
+        Self::with_host(config, clock, None)
+    }
+
+    /// A runtime whose capabilities are served by `clock` and `documents` (plugin documents live in its
+    /// `plugin_documents` collection, scoped by plugin id).
+    pub fn with_host(
+        config: RuntimeConfig,
+        clock: Arc<dyn Clock>,
+        documents: Option<Arc<dyn DocumentStore>>,
+    ) -> Result<Runtime, RuntimeError> {
         if config.limits.memory_bytes > config.pool.max_memory_bytes {
             return Err(RuntimeError(format!(
                 "limits.memory_bytes ({}) exceeds pool.max_memory_bytes ({})",
@@ -75,7 +93,7 @@ impl Runtime {
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&wasm).map_err(|error| RuntimeError(format!("{error:#}")))?;
         let ticker = EpochTicker::start(&engine, config.epoch_tick);
-        Ok(Runtime { inner: Arc::new(Inner { engine, config, clock, _ticker: ticker }) })
+        Ok(Runtime { inner: Arc::new(Inner { engine, config, clock, documents, _ticker: ticker }) })
     }
 
     /// The configuration this runtime runs with.
@@ -90,11 +108,63 @@ impl Runtime {
     }
 
     /// Loads a component (`.wasm` bytes) granting it `grants`: compiles it, checks and links its imports,
-    /// prepares the instance and reads its manifest.
+    /// prepares the instance and reads its manifest. Compiling takes tens of milliseconds of CPU on the calling
+    /// thread; a server compiles with [`Runtime::compile`] on a blocking thread and then calls
+    /// [`Runtime::load_compiled`].
     pub async fn load(&self, wasm: &[u8], grants: &[Capability]) -> Result<Plugin, LoadError> {
-        let component = Component::new(&self.inner.engine, wasm)
-            .map_err(|error| LoadError::InvalidComponent(format!("{error:#}")))?;
-        self.prepare(component, grants).await
+        let compiled = self.compile(wasm)?;
+        self.load_compiled(compiled, grants).await
+    }
+
+    /// Compiles a component to native code (CPU-bound, synchronous: about 50-150 ms for a small component).
+    pub fn compile(&self, wasm: &[u8]) -> Result<Compiled, LoadError> {
+        Component::new(&self.inner.engine, wasm)
+            .map(Compiled)
+            .map_err(|error| LoadError::InvalidComponent(format!("{error:#}")))
+    }
+
+    /// [`Runtime::compile`] with a cache of native code in `cache_dir`: the first compile of some bytes writes
+    /// `<sha256 of the wasm>-<engine fingerprint>.cwasm` there (checksummed), later ones, also in later processes,
+    /// load it in about a millisecond instead of compiling again (a 2 MB component takes seconds). A missing,
+    /// unreadable, damaged or incompatible cache entry is compiled again and rewritten; a cache that cannot be
+    /// written is only logged.
+    #[allow(unsafe_code)]
+    pub fn compile_cached(&self, wasm: &[u8], cache_dir: &Path) -> Result<Compiled, LoadError> {
+        let engine = &self.inner.engine;
+        let fingerprint = {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            engine.precompile_compatibility_hash().hash(&mut hasher);
+            hasher.finish()
+        };
+        let path = cache_dir.join(format!("{}-{fingerprint:016x}.cwasm", sha256_bytes_hex(wasm)));
+        if let Some(native) = std::fs::read(&path).ok().and_then(checked_payload) {
+            // SAFETY: the file holds `Component::serialize` output of an engine with the same compatibility
+            // fingerprint, written by this host into its own data directory, and its checksum matches.
+            match unsafe { Component::deserialize(engine, &native) } {
+                Ok(component) => return Ok(Compiled(component)),
+                Err(error) => tracing::warn!(path = %path.display(), %error, "cached component unusable; compiling"),
+            }
+        }
+        let compiled = self.compile(wasm)?;
+        if let Err(error) =
+            compiled.0.serialize().map_err(|e| std::io::Error::other(format!("{e:#}"))).and_then(|native| {
+                std::fs::create_dir_all(cache_dir)?;
+                let temporary = path.with_extension("tmp");
+                let mut file = sha2::Sha256::digest(&native).to_vec();
+                file.extend_from_slice(&native);
+                std::fs::write(&temporary, file)?;
+                std::fs::rename(&temporary, &path)
+            })
+        {
+            tracing::warn!(path = %path.display(), %error, "cannot cache a compiled component");
+        }
+        Ok(compiled)
+    }
+
+    /// Loads a component compiled by [`Runtime::compile`]: checks and links its imports, prepares the instance
+    /// and reads its manifest.
+    pub async fn load_compiled(&self, compiled: Compiled, grants: &[Capability]) -> Result<Plugin, LoadError> {
+        self.prepare(compiled.0, grants).await
     }
 
     /// Loads a component precompiled by [`Runtime::precompile`] (about 100 times faster than compiling).
@@ -128,14 +198,33 @@ impl Runtime {
         for capability in &imported {
             capability.add_to_linker(&mut linker).map_err(|error| LoadError::Link(format!("{error:#}")))?;
         }
+        // std's `HashMap` seeds its `RandomState` from `wasi:random/insecure-seed`, so any guest whose code builds
+        // a HashMap (cel-core in plugins/condition) calls it. By WASI's definition the seed is no secret: serve
+        // one per loaded plugin and keep the rest of WASI stubbed.
+        let seed = {
+            use std::hash::BuildHasher;
+            let state = std::collections::hash_map::RandomState::new();
+            (state.hash_one(1u8), state.hash_one(2u8))
+        };
+        for (name, _) in component.component_type().imports(engine) {
+            if name.starts_with("wasi:random/insecure-seed@") {
+                linker
+                    .instance(name)
+                    .and_then(|mut instance| instance.func_wrap("insecure-seed", move |_, ()| Ok((seed,))))
+                    .map_err(|error| LoadError::Link(format!("{error:#}")))?;
+            }
+        }
         // What is left is WASI (and type-only interfaces): stubs that trap if called (see the crate docs).
         linker.define_unknown_imports_as_traps(&component).map_err(|error| LoadError::Link(format!("{error:#}")))?;
         let pre = linker.instantiate_pre(&component).map_err(|error| LoadError::Link(format!("{error:#}")))?;
+        // A component that also exports `data-sources` is a service plugin (`service-plugin` world).
+        let service = ServicePluginPre::new(pre.clone()).ok();
         let pre = ActionPluginPre::new(pre).map_err(|error| LoadError::Link(format!("{error:#}")))?;
 
         let limits = &self.inner.config.limits;
-        let (mut store, instance) =
-            instantiate(&self.inner, &pre, "(loading)".into(), limits).await.map_err(LoadError::Manifest)?;
+        let loading = Identity { plugin: "(loading)".into(), scope: "(loading)".into() };
+        let mut store = new_store(&self.inner, loading, limits).map_err(LoadError::Manifest)?;
+        let instance = instantiate(&pre, &mut store, limits).await.map_err(LoadError::Manifest)?;
         let text = match instance.call_manifest(&mut store).await {
             Ok(text) => text,
             Err(error) => return Err(LoadError::Manifest(classify(error, &store, limits))),
@@ -149,10 +238,48 @@ impl Runtime {
                 return Err(LoadError::Undeclared { capability: capability.name().to_string() });
             }
         }
-        let id: Arc<str> = format!("{}@{}", manifest.id, manifest.version).into();
-        Ok(Plugin { inner: Arc::new(PluginInner { runtime: self.inner.clone(), pre, manifest, id, imported }) })
+        for source in &manifest.data_sources {
+            if service.is_none() {
+                return Err(LoadError::InvalidManifest(format!(
+                    "data source {:?} is declared but the component does not export `data-sources`",
+                    source.name
+                )));
+            }
+        }
+        let identity = Identity {
+            plugin: format!("{}@{}", manifest.id, manifest.version).into(),
+            scope: manifest.id.as_str().into(),
+        };
+        let limits = match &manifest.limits {
+            Some(asked) => limits.tightened_by(asked),
+            None => limits.clone(),
+        };
+        Ok(Plugin {
+            inner: Arc::new(PluginInner {
+                runtime: self.inner.clone(),
+                pre,
+                service,
+                manifest,
+                identity,
+                imported,
+                limits,
+            }),
+        })
     }
 }
+
+/// The payload of a cache file (a SHA-256 of the payload, then the payload), when the checksum matches.
+fn checked_payload(mut file: Vec<u8>) -> Option<Vec<u8>> {
+    if file.len() < 32 {
+        return None;
+    }
+    let payload = file.split_off(32);
+    (sha2::Sha256::digest(&payload).as_slice() == file.as_slice()).then_some(payload)
+}
+
+/// A compiled component, not yet linked: the output of [`Runtime::compile`]. Cheap to clone.
+#[derive(Clone)]
+pub struct Compiled(Component);
 
 /// A loaded component, ready to invoke. Cheap to clone; an invocation in flight keeps the version it started
 /// with alive.
@@ -164,14 +291,21 @@ pub struct Plugin {
 struct PluginInner {
     runtime: Arc<Inner>,
     pre: ActionPluginPre<HostState>,
+    /// Set when the component exports `data-sources`.
+    service: Option<ServicePluginPre<HostState>>,
     manifest: Manifest,
-    id: Arc<str>,
+    identity: Identity,
     imported: Vec<Capability>,
+    /// The runtime's default limits, tightened by the manifest's `limits`.
+    limits: Limits,
 }
 
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plugin").field("id", &self.inner.id).field("capabilities", &self.inner.imported).finish()
+        f.debug_struct("Plugin")
+            .field("id", &self.inner.identity.plugin)
+            .field("capabilities", &self.inner.imported)
+            .finish()
     }
 }
 
@@ -186,12 +320,17 @@ impl Plugin {
         &self.inner.imported
     }
 
-    /// Runs `action` on the JSON `input` with the runtime's default limits, in a fresh instance.
+    /// The limits [`Plugin::invoke`] applies: the runtime's defaults, tightened by the manifest's `limits`.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Runs `action` on the JSON `input` with [`Plugin::limits`], in a fresh instance.
     ///
     /// The guest runs on the awaiting task and yields to the executor at every epoch tick, so a busy guest
     /// holds a worker thread for at most one tick at a time.
     pub async fn invoke(&self, action: &str, input: &str) -> Result<String, InvokeError> {
-        self.invoke_with_limits(action, input, &self.inner.runtime.config.limits).await
+        self.invoke_with_limits(action, input, &self.inner.limits).await
     }
 
     /// Runs `action` on the JSON `input` with `limits` (e.g. tightened by the manifest or the flow), in a fresh
@@ -200,36 +339,88 @@ impl Plugin {
         if !self.inner.manifest.has_action(action) {
             return Err(InvokeError::UnknownAction(action.to_string()));
         }
-        let (mut store, instance) =
-            instantiate(&self.inner.runtime, &self.inner.pre, self.inner.id.clone(), limits).await?;
-        let output = match instance.call_invoke(&mut store, action, input).await {
-            Ok(Ok(output)) => output,
-            Ok(Err(error)) => {
-                return Err(match error.outcome {
-                    Outcome::SkipForward => InvokeError::SkipForward(error.message),
-                    Outcome::Permanent => InvokeError::Permanent(error.message),
-                    Outcome::Retryable => InvokeError::Retryable(error.message),
-                })
-            }
+        let mut store = new_store(&self.inner.runtime, self.inner.identity.clone(), limits)?;
+        let instance = instantiate(&self.inner.pre, &mut store, limits).await?;
+        let result = instance.call_invoke(&mut store, action, input).await;
+        finish(result, store, limits)
+    }
+
+    /// Whether the component answers data sources (it exports `data-sources`: the `service-plugin` world).
+    pub fn has_data_sources(&self) -> bool {
+        self.inner.service.is_some()
+    }
+
+    /// Answers the data source `name` for `params` with [`Plugin::limits`], in a fresh instance. Only the
+    /// parameters the manifest declares for the source are passed on; an undeclared source is refused
+    /// ([`InvokeError::UnknownDataSource`]) without running the guest.
+    pub async fn data_source(&self, name: &str, params: &[(String, String)]) -> Result<String, InvokeError> {
+        let declared = self.inner.manifest.data_sources.iter().find(|source| source.name == name);
+        let (Some(service), Some(declared)) = (&self.inner.service, declared) else {
+            return Err(InvokeError::UnknownDataSource(name.to_string()));
+        };
+        let params: Vec<(String, String)> =
+            params.iter().filter(|(key, _)| declared.params.contains(key)).cloned().collect();
+        let limits = &self.inner.limits;
+        let mut store = new_store(&self.inner.runtime, self.inner.identity.clone(), limits)?;
+        let instance = match service.instantiate_async(&mut store).await {
+            Ok(instance) => instance,
             Err(error) => return Err(classify(error, &store, limits)),
         };
-        drop(store);
-        check_output(&output, limits)?;
-        Ok(output)
+        let result = instance.flowhost_plugin_data_sources().call_query(&mut store, name, &params).await;
+        finish(result, store, limits)
     }
 }
 
-/// A fresh store with `limits` and an instance of `pre` in it.
-async fn instantiate(
-    runtime: &Inner,
-    pre: &ActionPluginPre<HostState>,
+/// Who a store runs for: `plugin` (`id@version`) tags log lines, `scope` (the id) scopes documents.
+#[derive(Clone)]
+struct Identity {
     plugin: Arc<str>,
+    scope: Arc<str>,
+}
+
+/// Classifies a finished guest call and checks its output.
+fn finish(
+    result: wasmtime::Result<Result<String, PluginError>>,
+    store: Store<HostState>,
     limits: &Limits,
-) -> Result<(Store<HostState>, ActionPlugin), InvokeError> {
+) -> Result<String, InvokeError> {
+    let output = match result {
+        Ok(Ok(output)) => output,
+        Ok(Err(error)) => {
+            return Err(match error.outcome {
+                Outcome::SkipForward => InvokeError::SkipForward(error.message),
+                Outcome::Permanent => InvokeError::Permanent(error.message),
+                Outcome::Retryable => InvokeError::Retryable(error.message),
+            })
+        }
+        Err(error) => return Err(classify(error, &store, limits)),
+    };
+    drop(store);
+    check_output(&output, limits)?;
+    Ok(output)
+}
+
+/// An instance of `pre` in `store`.
+async fn instantiate(
+    pre: &ActionPluginPre<HostState>,
+    store: &mut Store<HostState>,
+    limits: &Limits,
+) -> Result<ActionPlugin, InvokeError> {
+    match pre.instantiate_async(&mut *store).await {
+        Ok(instance) => Ok(instance),
+        Err(error) => Err(classify(error, store, limits)),
+    }
+}
+
+/// A fresh store with `limits`.
+fn new_store(runtime: &Inner, identity: Identity, limits: &Limits) -> Result<Store<HostState>, InvokeError> {
     let memory_bytes = limits.memory_bytes.min(runtime.config.pool.max_memory_bytes);
     let state = HostState {
-        plugin,
+        plugin: identity.plugin,
+        scope: identity.scope,
         clock: runtime.clock.clone(),
+        documents: runtime.documents.clone(),
+        deadline: Instant::now() + limits.timeout,
         max_log_message_bytes: runtime.config.max_log_message_bytes,
         limiter: MemoryLimiter { memory_bytes, hit: false },
     };
@@ -244,10 +435,7 @@ async fn instantiate(
         ticks_left = ticks_left.saturating_sub(1);
         Ok(if ticks_left == 0 { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
     });
-    match pre.instantiate_async(&mut store).await {
-        Ok(instance) => Ok((store, instance)),
-        Err(error) => Err(classify(error, &store, limits)),
-    }
+    Ok(store)
 }
 
 /// Epoch ticks until the deadline: at least `timeout`, at most `timeout + tick` (the current tick is partly

@@ -155,6 +155,67 @@ async fn capabilities_are_linked_only_when_granted() {
 }
 
 #[tokio::test]
+async fn documents_are_scoped_to_the_plugin_and_data_sources_get_only_declared_params() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let clock: Arc<dyn flowhost_core::Clock> = Arc::new(flowhost_core::SystemClock);
+    let store = flowhost_embedded::EmbeddedStore::open(dir.path(), 1, clock.clone()).expect("embedded store");
+    let documents = store.documents();
+    let host = Runtime::with_host(RuntimeConfig::default(), clock, Some(documents.clone())).expect("runtime");
+    let v1 = host.load(&fixtures::bytes("greeter"), &Capability::ALL).await.expect("load greeter");
+    let v2 = host.load(&fixtures::bytes("greeter_v2"), &Capability::ALL).await.expect("load greeter_v2");
+    assert_eq!((v1.manifest().version.as_str(), v2.manifest().version.as_str()), ("0.1.0", "0.2.0"));
+    assert!(v1.capabilities().contains(&Capability::Documents) && v1.has_data_sources());
+
+    assert_eq!(v1.invoke("count", r#"{"key":"visits"}"#).await, Ok(r#"{"count":1,"version":"0.1.0"}"#.into()));
+    // Documents belong to the plugin id, so the next version sees them.
+    assert_eq!(v2.invoke("count", r#"{"key":"visits"}"#).await, Ok(r#"{"count":2,"version":"0.2.0"}"#.into()));
+    let stored = documents.get(flowhost_core::collections::PLUGIN_DOCUMENTS, "greeter/visits").await.unwrap();
+    assert_eq!(stored.unwrap()["value"], serde_json::json!(2));
+    let error = v1.invoke("count", &format!(r#"{{"key":"{}"}}"#, "k".repeat(300))).await.unwrap_err();
+    assert!(matches!(&error, InvokeError::Retryable(m) if m.contains("document key")), "{error:?}");
+
+    let params = [("lang".to_string(), "fr".to_string()), ("secret".to_string(), "x".to_string())];
+    assert_eq!(
+        v1.data_source("greetings", &params).await,
+        Ok(r#"{"params":{"lang":"fr"},"version":"0.1.0"}"#.to_string())
+    );
+    assert_eq!(v1.data_source("nope", &[]).await, Err(InvokeError::UnknownDataSource("nope".into())));
+
+    // Without a document store the capability answers with an error the SDK reports as retryable.
+    let bare = runtime().load(&fixtures::bytes("greeter"), &Capability::ALL).await.unwrap();
+    let error = bare.invoke("count", r#"{"key":"visits"}"#).await.unwrap_err();
+    assert!(matches!(&error, InvokeError::Retryable(m) if m.contains("no document store")), "{error:?}");
+}
+
+#[tokio::test]
+async fn the_compile_cache_is_reused_and_damage_is_repaired() {
+    let runtime = runtime();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let wasm = fixtures::bytes("noop");
+    let compiled = runtime.compile_cached(&wasm, dir.path()).expect("first compile");
+    let plugin = runtime.load_compiled(compiled, &[]).await.expect("load");
+    assert_eq!(plugin.invoke("noop", "1").await, Ok("1".into()));
+    let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let cached = &entries[0];
+    assert!(cached.to_string_lossy().ends_with(".cwasm"), "{cached:?}");
+
+    let started = Instant::now();
+    let compiled = runtime.compile_cached(&wasm, dir.path()).expect("cached load");
+    assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
+    assert_eq!(runtime.load_compiled(compiled, &[]).await.unwrap().invoke("noop", "2").await, Ok("2".into()));
+
+    // A damaged entry is not trusted: compiled again and rewritten.
+    let mut file = std::fs::read(cached).unwrap();
+    let last = file.len() - 1;
+    file[last] ^= 0xff;
+    std::fs::write(cached, &file).unwrap();
+    let compiled = runtime.compile_cached(&wasm, dir.path()).expect("recompile");
+    assert_eq!(runtime.load_compiled(compiled, &[]).await.unwrap().invoke("noop", "3").await, Ok("3".into()));
+    assert_ne!(std::fs::read(cached).unwrap(), file, "the damaged entry was rewritten");
+}
+
+#[tokio::test]
 async fn a_capability_missing_from_the_manifest_is_refused() {
     let runtime = runtime();
     let error = runtime.load(&fixtures::bytes("sneaky"), &Capability::ALL).await.unwrap_err();
@@ -228,7 +289,7 @@ async fn a_spinning_guest_does_not_hold_the_thread() {
 }
 
 /// The fixtures that have a test in this file; a new fixture without one fails here.
-const TESTED_FIXTURES: [&str; 6] = ["spin", "balloon", "trap", "garbage", "caps", "sneaky"];
+const TESTED_FIXTURES: [&str; 8] = ["spin", "balloon", "trap", "garbage", "caps", "sneaky", "greeter", "greeter-v2"];
 
 #[test]
 fn every_fixture_has_a_test() {

@@ -45,11 +45,17 @@ struct Pass {
 
 impl Plugin for Condition {
     fn manifest() -> Manifest {
-        Manifest::new("condition", "0.1.0").description("Lets an event through when a CEL expression holds.").action(
-            Action::new("condition")
-                .description("Evaluates a CEL expression over the event's fields; outputs {\"pass\": bool}.")
-                .config_schema(config_schema()),
-        )
+        Manifest::new("condition", "0.1.0")
+            .node_kind("condition")
+            // A node kind is small and quick: a bug in it fails fast instead of holding a slot for the defaults.
+            .timeout_ms(500)
+            .memory_bytes(32 << 20)
+            .description("Lets an event through when a CEL expression holds.")
+            .action(
+                Action::new("condition")
+                    .description("Evaluates a CEL expression over the event's fields; outputs {\"pass\": bool}.")
+                    .config_schema(config_schema()),
+            )
     }
 
     fn invoke(call: Call) -> Result<Output, Error> {

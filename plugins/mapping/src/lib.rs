@@ -49,11 +49,17 @@ struct Mapped {
 
 impl Plugin for Mapping {
     fn manifest() -> Manifest {
-        Manifest::new("mapping", "0.1.0").description("Reshapes an event: selected fields, renamed.").action(
-            Action::new("mapping")
-                .description("Copies the listed fields from source to target; outputs {\"event\": {...}}.")
-                .config_schema(config_schema()),
-        )
+        Manifest::new("mapping", "0.1.0")
+            .node_kind("mapping")
+            // A node kind is small and quick: a bug in it fails fast instead of holding a slot for the defaults.
+            .timeout_ms(500)
+            .memory_bytes(32 << 20)
+            .description("Reshapes an event: selected fields, renamed.")
+            .action(
+                Action::new("mapping")
+                    .description("Copies the listed fields from source to target; outputs {\"event\": {...}}.")
+                    .config_schema(config_schema()),
+            )
     }
 
     fn invoke(call: Call) -> Result<Output, Error> {
