@@ -41,6 +41,10 @@ impl TestHost {
         config.engine.reload_interval_ms = 200;
         config.engine.group_id = unique("engine");
         config.engine.invalid_events_topic = unique("invalid");
+        // Suites that test plugins turn the bundled ones on; the others start with an empty component catalog
+        // (and without compiling three components per host).
+        config.plugins.bundled = false;
+        config.plugins.sync_interval_ms = 200;
         if backends == Backends::Distributed {
             config.mongodb.uri = Some(servers::mongodb_uri());
             config.mongodb.database = unique("db").replace('-', "_");

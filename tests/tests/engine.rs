@@ -4,12 +4,18 @@
 
 use std::time::Duration;
 
+use flowhost_core::config::NodeKindsMode;
 use flowhost_core::ports::Record;
 use flowhost_tests::host::{json_value, read_topic};
 use flowhost_tests::{on_both_backends, unique, Backends, TestHost};
 use serde_json::{json, Value};
 
-on_both_backends!(rules_route_events, compiled_flow_routes_events, change_signal_applies_without_waiting_for_the_tick);
+on_both_backends!(
+    rules_route_events,
+    rules_route_events_through_the_node_kind_components,
+    compiled_flow_routes_events,
+    change_signal_applies_without_waiting_for_the_tick
+);
 
 const WAIT: Duration = Duration::from_secs(45);
 
@@ -45,7 +51,20 @@ async fn wait_consumed(host: &TestHost, count: u64) {
 }
 
 async fn rules_route_events(backends: Backends) {
-    let host = TestHost::start(backends).await;
+    route_events(TestHost::start(backends).await).await
+}
+
+/// The same routing with conditions and mappings run by the bundled `condition` and `mapping` components.
+async fn rules_route_events_through_the_node_kind_components(backends: Backends) {
+    let host = TestHost::start_configured(backends, None, |config| {
+        config.engine.node_kinds = NodeKindsMode::Wasm;
+        config.plugins.bundled = true;
+    })
+    .await;
+    route_events(host).await;
+}
+
+async fn route_events(host: TestHost) {
     setup_schema(&host).await;
     let (source, big, defaults) = (unique("deposits"), unique("big"), unique("default-out"));
     let put_default = json!({"default_output_topic": defaults});

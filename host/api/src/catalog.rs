@@ -21,6 +21,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use flowhost_core::collections::COMPONENTS;
 use flowhost_core::digest::{iso_utc, sha256_hex};
+use flowhost_core::ports::Ports;
 use flowhost_core::PortError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -34,6 +35,11 @@ use crate::v1::{decode, encode, SharedState};
 pub const MANIFEST_LIMIT_BYTES: usize = 1024 * 1024;
 /// How long the data-source proxy waits for the owning service.
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A catalog row of a component that runs in this host's WebAssembly runtime carries `runtime: "wasm"`; its
+/// data sources are answered in process.
+pub(crate) const RUNTIME_FIELD: &str = "runtime";
+pub(crate) const WASM_RUNTIME: &str = "wasm";
 
 const SERVICE_SOURCES: [&str; 3] = ["nats", "kafka", "http"];
 const NODE_KINDS: [&str; 6] = ["condition", "lookup", "mapping", "rate-limit", "output-topic", "service-in"];
@@ -93,7 +99,7 @@ struct ComponentEntry {
 
 /// The body of `POST /api/v1/components/register`.
 #[derive(Debug, Deserialize)]
-struct ServiceManifest {
+pub(crate) struct ServiceManifest {
     service: String,
     components: Vec<ComponentEntry>,
     #[serde(flatten)]
@@ -274,12 +280,19 @@ async fn register(
     State(state): State<SharedState>,
     JsonBody(manifest): JsonBody<ServiceManifest>,
 ) -> Result<Json<Value>, ApiError> {
+    register_manifest(&state.ports, manifest).await?;
+    Ok(Json(json!({ "status": "ok" })))
+}
+
+/// Registers a service manifest (checks, immutability, heartbeat): the body of `POST
+/// /api/v1/components/register`, and what an uploaded WebAssembly component registers.
+pub(crate) async fn register_manifest(ports: &Ports, manifest: ServiceManifest) -> Result<(), ApiError> {
     let problems = problems_of(&manifest);
     if !problems.is_empty() {
         return Err(ApiError::invalid("malformed manifest", problems));
     }
-    let documents = state.ports.documents.as_ref();
-    let now = state.ports.clock.now_ms();
+    let documents = ports.documents.as_ref();
+    let now = ports.clock.now_ms();
     let rows = rows_of(manifest, now);
     // Check every component first, so a 409 on one registers none of them.
     let mut new_rows = Vec::new();
@@ -324,7 +337,7 @@ async fn register(
                             "component version registered"),
         }
     }
-    Ok(Json(json!({ "status": "ok" })))
+    Ok(())
 }
 
 /// Orders versions as semantic versions when both parse, else as text.
@@ -451,7 +464,7 @@ async fn service(State(state): State<SharedState>, Path(service): Path<String>) 
     })))
 }
 
-fn bad_gateway(message: String) -> ApiError {
+pub(crate) fn bad_gateway(message: String) -> ApiError {
     ApiError::new(StatusCode::BAD_GATEWAY, message)
 }
 
@@ -470,6 +483,9 @@ async fn data_source(
     let declared = row.data_sources.iter().find(|d| d.name == source).ok_or_else(|| {
         bad_gateway(format!("component {id:?} (version {}) declares no data source {source:?}", row.version))
     })?;
+    if row.extra.get(RUNTIME_FIELD).and_then(Value::as_str) == Some(WASM_RUNTIME) {
+        return crate::plugins::query_data_source(&state, &id, &source, query).await;
+    }
     let endpoint = row
         .endpoint()
         .ok_or_else(|| bad_gateway(format!("component {id:?} has no transports.http.endpoint to query")))?;

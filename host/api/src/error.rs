@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use flowhost_core::ports::PortError;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tracing::error;
 
 #[derive(Debug)]
@@ -13,12 +13,12 @@ pub struct ApiError {
     status: StatusCode,
     message: String,
     /// Extra fields beside `error` (e.g. the list of validation `errors`).
-    extra: Option<(&'static str, Value)>,
+    extra: Map<String, Value>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self { status, message: message.into(), extra: None }
+        Self { status, message: message.into(), extra: Map::new() }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -39,11 +39,13 @@ impl ApiError {
 
     /// A 400 whose message joins `errors`, which are also returned as a list.
     pub fn invalid(prefix: &str, errors: Vec<String>) -> Self {
-        Self {
-            status: StatusCode::BAD_REQUEST,
-            message: format!("{prefix}: {}", errors.join("; ")),
-            extra: Some(("errors", json!(errors))),
-        }
+        Self::bad_request(format!("{prefix}: {}", errors.join("; "))).with("errors", json!(errors))
+    }
+
+    /// Adds the field `key` beside `error`.
+    pub fn with(mut self, key: &str, value: Value) -> Self {
+        self.extra.insert(key.to_owned(), value);
+        self
     }
 
     pub fn status(&self) -> StatusCode {
@@ -70,10 +72,9 @@ impl From<PortError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({ "error": self.message });
-        if let Some((key, value)) = self.extra {
-            body[key] = value;
-        }
-        (self.status, Json(body)).into_response()
+        let mut body = Map::new();
+        body.insert("error".to_owned(), Value::String(self.message));
+        body.extend(self.extra);
+        (self.status, Json(Value::Object(body))).into_response()
     }
 }

@@ -1,10 +1,11 @@
-//! The HTTP surface of the admin role: `/health`, `/metrics` and the flow runtime's administration API v1
-//! (spec 001). Only this crate knows HTTP. Handlers validate, talk to the documents port and announce changes
+//! The HTTP surface of the admin role: `/health`, `/metrics`, the flow runtime's administration API v1
+//! (spec 001), the component catalog and plugin administration (upload, activate, invoke). Only this crate knows HTTP. Handlers validate, talk to the documents port and announce changes
 //! on the subjects port so engines reload at once.
 
 mod catalog;
 mod error;
 mod json;
+mod plugins;
 mod v1;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use serde_json::json;
 use tracing::warn;
 
 pub use error::ApiError;
+pub use plugins::register_in_catalog;
 
 /// A readiness check another role contributes to `/health`, so this crate needs no knowledge of that role:
 /// `Err(name)` makes `/health` answer 503 naming the failing check.
@@ -35,6 +37,8 @@ pub struct AppState {
     pub health_checks: Vec<HealthCheck>,
     /// Outbound HTTP (the data-source proxy of the component catalog).
     pub http: reqwest::Client,
+    /// Uploaded plugins; `None` answers the plugin routes with 503.
+    pub components: Option<Arc<flowhost_components::ComponentStore>>,
 }
 
 impl AppState {
@@ -45,7 +49,13 @@ impl AppState {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
-        AppState { ports, registry, health_checks, http }
+        AppState { ports, registry, health_checks, http, components: None }
+    }
+
+    /// Serves the plugin routes (and in-process data sources) from `store`.
+    pub fn with_components(mut self, store: Arc<flowhost_components::ComponentStore>) -> AppState {
+        self.components = Some(store);
+        self
     }
 }
 
@@ -66,6 +76,7 @@ pub fn app(state: AppState, max_body_bytes: usize) -> Router {
         .route("/metrics", get(metrics))
         .merge(v1::routes())
         .merge(catalog::routes())
+        .merge(plugins::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body_bytes))

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use flowhost_core::config::{Config, Role};
+use flowhost_components::{ComponentStore, StoreConfig};
+use flowhost_core::config::{Config, NodeKindsMode, PluginsConfig, Role};
 use flowhost_core::ports::{Cache, DocumentStore, Ports, Subjects, Topics};
 use flowhost_core::{Clock, SystemClock};
 use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
-use flowhost_engine::{Engine, EngineMetrics};
+use flowhost_engine::{Engine, EngineMetrics, WasmNodes};
 use futures::FutureExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -60,6 +61,54 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
     Ok(Ports { documents, topics, subjects, cache, clock })
 }
 
+/// The plugin runtime's settings from the `[plugins]` configuration.
+pub fn runtime_config(plugins: &PluginsConfig) -> flowhost_runtime::RuntimeConfig {
+    let defaults = flowhost_runtime::RuntimeConfig::default();
+    flowhost_runtime::RuntimeConfig {
+        limits: flowhost_runtime::Limits {
+            timeout: Duration::from_millis(plugins.timeout_ms),
+            fuel: (plugins.fuel > 0).then_some(plugins.fuel),
+            memory_bytes: plugins.memory_bytes,
+            max_output_bytes: plugins.max_output_bytes,
+        },
+        pool: flowhost_runtime::PoolConfig { max_instances: plugins.max_instances, ..defaults.pool },
+        ..defaults
+    }
+}
+
+/// The plugin runtime and component store of this process: the bundled plugins installed (unless disabled),
+/// the stored active versions loaded.
+pub async fn start_components(config: &Config, ports: &Ports) -> anyhow::Result<Arc<ComponentStore>> {
+    let runtime = flowhost_runtime::Runtime::with_host(
+        runtime_config(&config.plugins),
+        ports.clock.clone(),
+        Some(ports.documents.clone()),
+    )?;
+    let store_config = StoreConfig {
+        max_component_bytes: config.plugins.max_component_bytes,
+        sync_interval: Duration::from_millis(config.plugins.sync_interval_ms),
+        compile_cache: Some(config.data_dir.join("component-cache")),
+    };
+    let store = Arc::new(ComponentStore::new(ports.clone(), runtime, store_config));
+    if config.plugins.bundled {
+        let installed = store
+            .install_bundled(&flowhost_runtime_fixtures::bundled())
+            .await
+            .context("installing the bundled plugins")?;
+        for (plugin, content_hash) in installed {
+            flowhost_api::register_in_catalog(ports, &plugin, &content_hash)
+                .await
+                .map_err(|error| anyhow::anyhow!("registering {:?} in the catalog: {error:?}", plugin.manifest().id))?;
+        }
+    } else {
+        store.sync().await.context("loading the active plugins")?;
+    }
+    let active: Vec<String> =
+        store.active_plugins().into_iter().map(|(id, plugin)| format!("{id}@{}", plugin.manifest().version)).collect();
+    info!(plugins = ?active, "plugin runtime ready");
+    Ok(store)
+}
+
 /// Runs the configured roles until `shutdown` is cancelled. The admin role serves on `listener` (bound by the
 /// caller, so tests can pass port 0); the push-api role's routes join it, or get their own listener on
 /// `push.listen` (`FLOWHOST_PUSH_API_LISTEN`). Either way every `/health` of the process answers 503 while the
@@ -73,8 +122,19 @@ pub async fn serve(
     let registry = prometheus::Registry::new();
     let engine_metrics = Arc::new(EngineMetrics::register(&registry)?);
     let mut tasks = tokio::task::JoinSet::new();
+    let components = if config.roles.contains(&Role::Admin) || config.roles.contains(&Role::Engine) {
+        let store = start_components(&config, &ports).await?;
+        tasks.spawn(store.clone().run_sync(shutdown.clone()).map(Ok));
+        Some(store)
+    } else {
+        None
+    };
     if config.roles.contains(&Role::Engine) {
-        let engine = Engine::new(ports.clone(), config.engine.clone(), config.topics.partitions, engine_metrics);
+        let mut engine = Engine::new(ports.clone(), config.engine.clone(), config.topics.partitions, engine_metrics);
+        if let (NodeKindsMode::Wasm, Some(store)) = (config.engine.node_kinds, &components) {
+            info!("the engine runs conditions and mappings through the condition and mapping components");
+            engine = engine.with_nodes(Arc::new(WasmNodes::new(store.clone(), tokio::runtime::Handle::current())));
+        }
         let token = shutdown.clone();
         tasks.spawn(async move {
             engine.run(token).await;
@@ -110,7 +170,10 @@ pub async fn serve(
                 },
             ));
         }
-        let state = flowhost_api::AppState::new(ports.clone(), registry, health_checks);
+        let mut state = flowhost_api::AppState::new(ports.clone(), registry, health_checks);
+        if let Some(store) = &components {
+            state = state.with_components(store.clone());
+        }
         let app = flowhost_api::app(state, config.api.max_body_bytes);
         info!(addr = %listener.local_addr()?, push = push_on_main.is_some(), "administration API listening");
         Some(match push_on_main {

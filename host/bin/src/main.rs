@@ -35,7 +35,8 @@ enum Command {
     /// Publish to and read from topics.
     #[command(subcommand)]
     Events(EventsCommand),
-    /// Run a WebAssembly component locally, without a server (plugin authors' test loop).
+    /// Run a WebAssembly component locally (plugin authors' test loop), or upload, list, activate and call the
+    /// plugins of a running Flowhost.
     #[command(subcommand)]
     Plugin(PluginCommand),
     /// Web-push operator tools.
@@ -75,6 +76,47 @@ enum PluginCommand {
         #[arg(long)]
         timeout_ms: Option<u64>,
     },
+    /// Upload a component to a running Flowhost as the version its manifest declares, and activate it (every
+    /// node swaps to it; calls in flight finish on the previous version).
+    Upload {
+        path: PathBuf,
+        /// Store the version without activating it.
+        #[arg(long)]
+        no_activate: bool,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// List the plugins of a running Flowhost with their versions and the active one.
+    List {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Make a stored version the active one (roll forward or back).
+    Activate {
+        id: String,
+        version: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Call one action of a plugin of a running Flowhost with a JSON input (the INPUT argument, or standard
+    /// input when omitted or `-`), as Studio's "test this node" does.
+    Call {
+        id: String,
+        action: String,
+        input: Option<String>,
+        /// Call this stored version instead of the active one.
+        #[arg(long)]
+        version: Option<String>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+#[derive(Args)]
+struct ServerArgs {
+    /// The administration API of the Flowhost to talk to.
+    #[arg(long, env = "FLOWHOST_SERVER", default_value = "http://127.0.0.1:8787")]
+    server: String,
 }
 
 #[derive(Args)]
@@ -143,7 +185,7 @@ async fn run() -> anyhow::Result<()> {
         }
         Command::Plugin(command) => {
             init_logging(&config);
-            plugin(command).await
+            plugin(&config, command).await
         }
         Command::Events(command) => {
             // The commands print data on stdout; logs stay quiet unless asked for.
@@ -197,14 +239,18 @@ async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-async fn plugin(command: PluginCommand) -> anyhow::Result<()> {
-    use flowhost_runtime::{Capability, Limits, Runtime, RuntimeConfig};
+async fn plugin(config: &Config, command: PluginCommand) -> anyhow::Result<()> {
+    use flowhost_runtime::{Capability, Limits, Runtime};
 
-    let runtime = Runtime::new(RuntimeConfig::default())?;
     let path = match &command {
-        PluginCommand::Manifest { path } | PluginCommand::Invoke { path, .. } => path,
+        PluginCommand::Manifest { path } | PluginCommand::Invoke { path, .. } => path.clone(),
+        PluginCommand::Upload { .. }
+        | PluginCommand::List { .. }
+        | PluginCommand::Activate { .. }
+        | PluginCommand::Call { .. } => return remote_plugin(config, command).await,
     };
-    let wasm = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let runtime = Runtime::new(flowhost::runtime_config(&config.plugins))?;
+    let wasm = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
     // Locally every capability is on offer; the runtime still refuses one the manifest does not declare.
     let plugin = runtime.load(&wasm, &Capability::ALL).await.with_context(|| format!("loading {}", path.display()))?;
     match command {
@@ -223,8 +269,60 @@ async fn plugin(command: PluginCommand) -> anyhow::Result<()> {
             let output = plugin.invoke_with_limits(&action, input.trim(), &limits).await?;
             println!("{output}");
         }
+        _ => unreachable!("remote commands return above"),
     }
     Ok(())
+}
+
+/// The plugin commands that talk to a running Flowhost's administration API; they print its JSON answer.
+async fn remote_plugin(config: &Config, command: PluginCommand) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let request = match command {
+        PluginCommand::Upload { path, no_activate, server } => {
+            let wasm = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            // The route names the version; read it from the component itself.
+            let runtime = flowhost_runtime::Runtime::new(flowhost::runtime_config(&config.plugins))?;
+            let plugin = runtime
+                .load(&wasm, &flowhost_runtime::Capability::ALL)
+                .await
+                .with_context(|| format!("loading {}", path.display()))?;
+            let manifest = plugin.manifest();
+            let url = format!("{}/api/v1/plugins/{}/versions/{}", base(&server), manifest.id, manifest.version);
+            http.put(url)
+                .query(&[("activate", !no_activate)])
+                .header(reqwest::header::CONTENT_TYPE, "application/wasm")
+                .body(wasm)
+        }
+        PluginCommand::List { server } => http.get(format!("{}/api/v1/plugins", base(&server))),
+        PluginCommand::Activate { id, version, server } => {
+            http.post(format!("{}/api/v1/plugins/{id}/activate", base(&server))).json(&json!({ "version": version }))
+        }
+        PluginCommand::Call { id, action, input, version, server } => {
+            let input = match input.as_deref() {
+                Some("-") | None => std::io::read_to_string(std::io::stdin())?,
+                Some(input) => input.to_owned(),
+            };
+            let input: Value = serde_json::from_str(input.trim()).context("the input must be JSON")?;
+            let mut body = json!({ "action": action, "input": input });
+            if let Some(version) = version {
+                body["version"] = json!(version);
+            }
+            http.post(format!("{}/api/v1/plugins/{id}/invoke", base(&server))).json(&body)
+        }
+        PluginCommand::Manifest { .. } | PluginCommand::Invoke { .. } => unreachable!("local commands"),
+    };
+    let response = request.send().await.context("cannot reach the Flowhost server (--server / FLOWHOST_SERVER)")?;
+    let status = response.status();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    println!("{}", serde_json::to_string_pretty(&body)?);
+    if !status.is_success() {
+        bail!("the server answered {status}: {}", body.get("error").and_then(Value::as_str).unwrap_or("no message"));
+    }
+    Ok(())
+}
+
+fn base(server: &ServerArgs) -> &str {
+    server.server.trim_end_matches('/')
 }
 
 async fn publish(ports: &flowhost_core::Ports, args: PublishArgs) -> anyhow::Result<()> {

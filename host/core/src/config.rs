@@ -83,6 +83,7 @@ pub struct Config {
     pub engine: EngineConfig,
     pub log: LogConfig,
     pub push: PushConfig,
+    pub plugins: PluginsConfig,
     /// Secret store address (`KEY_VAULT_URL`); needed by every `*_SECRET_NAME` setting.
     pub key_vault_url: Option<String>,
 }
@@ -101,6 +102,7 @@ impl Default for Config {
             engine: EngineConfig::default(),
             log: LogConfig::default(),
             push: PushConfig::default(),
+            plugins: PluginsConfig::default(),
             key_vault_url: None,
         }
     }
@@ -196,6 +198,20 @@ pub struct EngineConfig {
     /// Where records that are not events go, with headers saying where they came from
     /// (`FLOWHOST_ENGINE_INVALID_EVENTS_TOPIC`; default `flowhost.invalid-events`).
     pub invalid_events_topic: String,
+    /// How rule conditions and output mappings run (`FLOWHOST_ENGINE_NODE_KINDS`; default `native`).
+    pub node_kinds: NodeKindsMode,
+}
+
+/// Where the engine runs rule conditions and output mappings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKindsMode {
+    /// In process: CEL compiled once per rule, mappings in Rust (fastest).
+    #[default]
+    Native,
+    /// Through the active `condition` and `mapping` components of the plugin runtime, so an operator can
+    /// hot-load new versions of them.
+    Wasm,
 }
 
 impl Default for EngineConfig {
@@ -205,9 +221,57 @@ impl Default for EngineConfig {
             reload_interval_ms: 5000,
             batch_size: 500,
             invalid_events_topic: "flowhost.invalid-events".into(),
+            node_kinds: NodeKindsMode::Native,
         }
     }
 }
+
+/// The plugin runtime and the component store (`[plugins]`). Limits apply to every invocation; a manifest can
+/// only lower them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PluginsConfig {
+    /// Wall-clock limit of one invocation in milliseconds (`FLOWHOST_PLUGINS_TIMEOUT_MS`; default 1000).
+    pub timeout_ms: u64,
+    /// Fuel per invocation, 0 for unmetered (`FLOWHOST_PLUGINS_FUEL`; default 1,000,000,000).
+    pub fuel: u64,
+    /// Linear memory cap per instance in bytes (`FLOWHOST_PLUGINS_MEMORY_BYTES`; default 64 MiB, at most
+    /// 256 MiB).
+    pub memory_bytes: usize,
+    /// Largest output of one invocation in bytes (`FLOWHOST_PLUGINS_MAX_OUTPUT_BYTES`; default 1 MiB).
+    pub max_output_bytes: usize,
+    /// Invocations running at once (`FLOWHOST_PLUGINS_MAX_INSTANCES`; default 100).
+    pub max_instances: u32,
+    /// Largest component accepted by an upload in bytes (`FLOWHOST_PLUGINS_MAX_COMPONENT_BYTES`; default
+    /// 8 MiB, at most 11 MiB so its stored form fits a MongoDB document).
+    pub max_component_bytes: usize,
+    /// How often a node reconciles its active plugin versions with the store, in milliseconds, besides
+    /// reacting to change signals at once (`FLOWHOST_PLUGINS_SYNC_INTERVAL_MS`; default 5000).
+    pub sync_interval_ms: u64,
+    /// Install the plugins shipped with the binary (`noop`, `condition`, `mapping`) at start
+    /// (`FLOWHOST_PLUGINS_BUNDLED`; default true).
+    pub bundled: bool,
+}
+
+impl Default for PluginsConfig {
+    fn default() -> Self {
+        Self {
+            timeout_ms: 1000,
+            fuel: 1_000_000_000,
+            memory_bytes: 64 << 20,
+            max_output_bytes: 1 << 20,
+            max_instances: 100,
+            max_component_bytes: 8 << 20,
+            sync_interval_ms: 5000,
+            bundled: true,
+        }
+    }
+}
+
+/// Largest `plugins.memory_bytes`: the pool reserves this much address space per instance slot.
+pub const PLUGINS_MAX_MEMORY_BYTES: usize = 256 << 20;
+/// Largest `plugins.max_component_bytes`: base64 of 11 MiB stays under MongoDB's 16 MiB document limit.
+pub const PLUGINS_MAX_COMPONENT_BYTES: usize = 11 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -482,7 +546,44 @@ impl Config {
         if let Some(v) = get("FLOWHOST_ENGINE_INVALID_EVENTS_TOPIC") {
             self.engine.invalid_events_topic = v;
         }
+        if let Some(v) = get("FLOWHOST_ENGINE_NODE_KINDS") {
+            self.engine.node_kinds = match v.trim() {
+                "native" => NodeKindsMode::Native,
+                "wasm" => NodeKindsMode::Wasm,
+                other => {
+                    return Err(ConfigError::new(
+                        "FLOWHOST_ENGINE_NODE_KINDS",
+                        format!("{other:?}: use native or wasm"),
+                    ))
+                }
+            };
+        }
         self.apply_push_env(&get)?;
+        let plugins = &mut self.plugins;
+        for (name, slot) in [
+            ("FLOWHOST_PLUGINS_TIMEOUT_MS", &mut plugins.timeout_ms),
+            ("FLOWHOST_PLUGINS_FUEL", &mut plugins.fuel),
+            ("FLOWHOST_PLUGINS_SYNC_INTERVAL_MS", &mut plugins.sync_interval_ms),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = parse(name, v)?;
+            }
+        }
+        for (name, slot) in [
+            ("FLOWHOST_PLUGINS_MEMORY_BYTES", &mut plugins.memory_bytes),
+            ("FLOWHOST_PLUGINS_MAX_OUTPUT_BYTES", &mut plugins.max_output_bytes),
+            ("FLOWHOST_PLUGINS_MAX_COMPONENT_BYTES", &mut plugins.max_component_bytes),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = parse(name, v)?;
+            }
+        }
+        if let Some(v) = get("FLOWHOST_PLUGINS_MAX_INSTANCES") {
+            plugins.max_instances = parse("FLOWHOST_PLUGINS_MAX_INSTANCES", v)?;
+        }
+        if let Some(v) = get("FLOWHOST_PLUGINS_BUNDLED") {
+            plugins.bundled = parse("FLOWHOST_PLUGINS_BUNDLED", v)?;
+        }
         if let Some(v) = get("FLOWHOST_LOG") {
             self.log.filter = v;
         }
@@ -580,6 +681,22 @@ impl Config {
         }
         if self.engine.invalid_events_topic.trim().is_empty() {
             return Err(ConfigError::new("engine.invalid_events_topic", "must not be empty"));
+        }
+        let plugins = &self.plugins;
+        for (setting, value, range) in [
+            ("plugins.timeout_ms", plugins.timeout_ms as usize, 1..=600_000),
+            ("plugins.memory_bytes", plugins.memory_bytes, (1 << 20)..=PLUGINS_MAX_MEMORY_BYTES),
+            ("plugins.max_output_bytes", plugins.max_output_bytes, 1..=(64 << 20)),
+            ("plugins.max_instances", plugins.max_instances as usize, 1..=10_000),
+            ("plugins.max_component_bytes", plugins.max_component_bytes, 1..=PLUGINS_MAX_COMPONENT_BYTES),
+            ("plugins.sync_interval_ms", plugins.sync_interval_ms as usize, 10..=3_600_000),
+        ] {
+            if !range.contains(&value) {
+                return Err(ConfigError::new(
+                    setting,
+                    format!("{value} is outside {}..={}", range.start(), range.end()),
+                ));
+            }
         }
         for (setting, value) in
             [("mongodb.uri", &self.mongodb.uri), ("kafka.brokers", &self.kafka.brokers), ("nats.url", &self.nats.url)]
@@ -757,6 +874,22 @@ mod tests {
             assert_eq!(error.setting, setting, "{vars:?}: {error}");
             assert!(error.to_string().contains(setting));
         }
+    }
+
+    #[test]
+    fn plugin_settings_come_from_the_environment_and_are_bounded() {
+        let config = load(&[("FLOWHOST_PLUGINS_TIMEOUT_MS", "250"), ("FLOWHOST_PLUGINS_BUNDLED", "false")]).unwrap();
+        assert_eq!((config.plugins.timeout_ms, config.plugins.bundled), (250, false));
+        assert_eq!(config.plugins.max_component_bytes, 8 << 20);
+        for (name, value) in [
+            ("FLOWHOST_PLUGINS_MEMORY_BYTES", "1000000000"),
+            ("FLOWHOST_PLUGINS_MAX_COMPONENT_BYTES", "20000000"),
+            ("FLOWHOST_PLUGINS_TIMEOUT_MS", "0"),
+        ] {
+            let error = load(&[(name, value)]).unwrap_err();
+            assert!(error.setting.starts_with("plugins."), "{name}: {error}");
+        }
+        assert_eq!(load(&[("FLOWHOST_PLUGINS_FUEL", "lots")]).unwrap_err().setting, "FLOWHOST_PLUGINS_FUEL");
     }
 
     #[test]

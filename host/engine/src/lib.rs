@@ -7,11 +7,13 @@
 //! the invalid-events topic with headers naming their origin, counted and logged, without stopping the partition.
 
 mod metrics;
+mod nodes;
 mod process;
 mod rules;
 
 pub use metrics::EngineMetrics;
-pub use process::{process_batch, BatchOutcome};
+pub use nodes::WasmNodes;
+pub use process::{process_batch, process_batch_with, BatchOutcome, NativeNodes, NodeFailure, NodeKinds};
 pub use rules::{CompiledRule, ExpressionMemo, RuleSet};
 
 use std::collections::{BTreeSet, HashSet, VecDeque};
@@ -35,12 +37,19 @@ pub struct Engine {
     config: EngineConfig,
     topic_partitions: i32,
     metrics: Arc<EngineMetrics>,
+    nodes: Arc<dyn NodeKinds>,
 }
 
 impl Engine {
     /// `topic_partitions`: partitions of source and output topics the engine creates when missing.
     pub fn new(ports: Ports, config: EngineConfig, topic_partitions: i32, metrics: Arc<EngineMetrics>) -> Engine {
-        Engine { ports, config, topic_partitions, metrics }
+        Engine { ports, config, topic_partitions, metrics, nodes: Arc::new(NativeNodes) }
+    }
+
+    /// Runs rule conditions and output mappings with `nodes` instead of natively.
+    pub fn with_nodes(mut self, nodes: Arc<dyn NodeKinds>) -> Engine {
+        self.nodes = nodes;
+        self
     }
 
     /// Runs until `shutdown` is cancelled. Backend failures are retried with backoff, never fatal.
@@ -54,7 +63,7 @@ impl Engine {
             shutdown.clone(),
         ));
         let topics = KnownTopics { partitions: self.topic_partitions, created: HashSet::new() };
-        consume_loop(&self.ports, &self.config, topics, &self.metrics, rules_rx, &shutdown).await;
+        consume_loop(&self.ports, &self.config, topics, &self.metrics, &self.nodes, rules_rx, &shutdown).await;
         let _ = reloader.await;
         info!("engine stopped");
     }
@@ -136,6 +145,30 @@ const PIPELINE_DEPTH: usize = 4;
 /// How long a stopping engine waits to commit what was already acknowledged.
 const SHUTDOWN_COMMIT_GRACE: Duration = Duration::from_secs(5);
 
+/// Processes `batch`: inline with non-blocking node kinds, on a blocking thread otherwise. Hands the batch
+/// back for its offsets (or another attempt).
+async fn process(
+    set: Arc<RuleSet>,
+    batch: Vec<flowhost_core::ports::Record>,
+    invalid_topic: &str,
+    metrics: &Arc<EngineMetrics>,
+    nodes: &Arc<dyn NodeKinds>,
+) -> (Vec<flowhost_core::ports::Record>, Result<BatchOutcome, NodeFailure>) {
+    if !nodes.blocking() {
+        let result = process_batch_with(&set, &batch, invalid_topic, metrics, nodes.as_ref());
+        return (batch, result);
+    }
+    let (topic, metrics, nodes) = (invalid_topic.to_owned(), metrics.clone(), nodes.clone());
+    let task = tokio::task::spawn_blocking(move || {
+        let result = process_batch_with(&set, &batch, &topic, &metrics, nodes.as_ref());
+        (batch, result)
+    });
+    match task.await {
+        Ok(done) => done,
+        Err(error) => std::panic::resume_unwind(error.into_panic()),
+    }
+}
+
 /// A batch being delivered: the task publishing its outputs (true once acknowledged, false on shutdown) and
 /// the offsets to commit after it.
 struct InFlight {
@@ -148,6 +181,7 @@ async fn consume_loop(
     config: &EngineConfig,
     mut known: KnownTopics,
     metrics: &Arc<EngineMetrics>,
+    nodes: &Arc<dyn NodeKinds>,
     mut rules: watch::Receiver<Arc<RuleSet>>,
     shutdown: &CancellationToken,
 ) {
@@ -205,7 +239,7 @@ async fn consume_loop(
             _ = shutdown.cancelled() => break 'main,
             polled = active.poll(config.batch_size, Duration::from_millis(200)) => polled,
         };
-        let batch = match batch {
+        let mut batch = match batch {
             Ok(batch) => batch,
             Err(error) => {
                 metrics.errors.with_label_values(&["poll"]).inc();
@@ -223,8 +257,22 @@ async fn consume_loop(
             continue;
         }
         // The freshest rules, not the ones seen before the poll: a change that landed while waiting applies.
-        let set = rules.borrow().clone();
-        let outcome = process_batch(&set, &batch, &config.invalid_events_topic, metrics);
+        let (returned, outcome) = loop {
+            let set = rules.borrow().clone();
+            let (returned, result) = process(set, batch, &config.invalid_events_topic, metrics, nodes).await;
+            batch = returned;
+            match result {
+                Ok(outcome) => break (batch, outcome),
+                Err(failure) => {
+                    metrics.errors.with_label_values(&["node_retry"]).inc();
+                    warn!(?failure, "a node kind asks to retry; processing the batch again after a backoff");
+                    if !sleep_or_shutdown(backoff.next_delay(), shutdown).await {
+                        break 'main;
+                    }
+                }
+            }
+        };
+        let batch = returned;
         let output_topics: BTreeSet<String> = outcome.records.iter().map(|r| r.topic.clone()).collect();
         let mut create_backoff = Backoff::for_backend();
         while let Err(error) = known.ensure(ports, &output_topics).await {

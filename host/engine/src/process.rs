@@ -1,5 +1,6 @@
-//! Turning one consumed batch into the records to publish: parse, match, evaluate, map. Pure and synchronous,
-//! so it is benchmarked and tested without any backend.
+//! Turning one consumed batch into the records to publish: parse, match, evaluate, map. Synchronous and free of
+//! I/O with the native node kinds, so it is benchmarked and tested without any backend; the conditions and
+//! mappings run through a [`NodeKinds`] (native, or the node-kind components of the plugin runtime).
 
 use flowhost_core::envelope::Event;
 use flowhost_core::model::{MappingMode, OutputMapping};
@@ -7,7 +8,47 @@ use flowhost_core::ports::{OutRecord, Record};
 use serde_json::{Map, Value};
 use tracing::{debug, warn};
 
-use crate::{EngineMetrics, RuleSet};
+use crate::{CompiledRule, EngineMetrics, RuleSet};
+
+/// Runs a matched rule's condition and output mapping. [`NativeNodes`] evaluates them in process (the default);
+/// `WasmNodes` runs them through the `condition` and `mapping` node-kind components of the plugin runtime.
+pub trait NodeKinds: Send + Sync {
+    /// Whether the calls block the thread (then the engine processes batches on a blocking thread).
+    fn blocking(&self) -> bool;
+    /// Whether `rule`'s expression holds for the event's `fields`.
+    fn condition(&self, rule: &CompiledRule, fields: &Map<String, Value>) -> Result<bool, NodeFailure>;
+    /// The output value `mapping` makes of the event's `fields`.
+    fn mapping(&self, mapping: &OutputMapping, fields: &Map<String, Value>) -> Result<Value, NodeFailure>;
+}
+
+/// Why a node kind gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeFailure {
+    /// It fails on this event for good: a condition does not match, a mapping produces no output (counted as
+    /// an error and logged).
+    Permanent(String),
+    /// It may work later (the runtime was busy, a component is not loaded yet): the whole batch is processed
+    /// again after a backoff, and nothing of it is published or committed meanwhile.
+    Retryable(String),
+}
+
+/// Conditions by the rule's compiled CEL expression, mappings by [`map_fields`]: no I/O, never retryable.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NativeNodes;
+
+impl NodeKinds for NativeNodes {
+    fn blocking(&self) -> bool {
+        false
+    }
+
+    fn condition(&self, rule: &CompiledRule, fields: &Map<String, Value>) -> Result<bool, NodeFailure> {
+        rule.expression.evaluate(fields).map_err(|error| NodeFailure::Permanent(error.to_string()))
+    }
+
+    fn mapping(&self, mapping: &OutputMapping, fields: &Map<String, Value>) -> Result<Value, NodeFailure> {
+        Ok(map_fields(mapping, fields))
+    }
+}
 
 /// Header naming the rule that produced an output.
 pub const RULE_ID_HEADER: &str = "flowhost-rule-id";
@@ -26,8 +67,23 @@ pub struct BatchOutcome {
     pub invalid: u64,
 }
 
-/// Matches every record of `batch` against `rules`.
+/// Matches every record of `batch` against `rules` with the native node kinds.
 pub fn process_batch(rules: &RuleSet, batch: &[Record], invalid_topic: &str, metrics: &EngineMetrics) -> BatchOutcome {
+    match process_batch_with(rules, batch, invalid_topic, metrics, &NativeNodes) {
+        Ok(outcome) => outcome,
+        Err(_) => unreachable!("the native node kinds never ask for a retry"),
+    }
+}
+
+/// Matches every record of `batch` against `rules`, running conditions and mappings with `nodes`. A
+/// [`NodeFailure::Retryable`] stops the batch: the caller processes it again later.
+pub fn process_batch_with(
+    rules: &RuleSet,
+    batch: &[Record],
+    invalid_topic: &str,
+    metrics: &EngineMetrics,
+    nodes: &dyn NodeKinds,
+) -> Result<BatchOutcome, NodeFailure> {
     let mut outcome = BatchOutcome::default();
     metrics.consumed.inc_by(batch.len() as u64);
     for record in batch {
@@ -47,14 +103,15 @@ pub fn process_batch(rules: &RuleSet, batch: &[Record], invalid_topic: &str, met
                 metrics.skipped.with_label_values(&["tenant_disabled"]).inc();
                 continue;
             }
-            match rule.expression.evaluate(&event.fields) {
+            match nodes.condition(rule, &event.fields) {
                 Ok(true) => {}
                 Ok(false) => continue,
-                Err(error) => {
+                Err(NodeFailure::Permanent(error)) => {
                     metrics.errors.with_label_values(&["eval"]).inc();
                     debug!(rule_id = %rule.rule.id, offset = record.offset, %error, "expression did not evaluate; no match");
                     continue;
                 }
+                Err(retry) => return Err(retry),
             }
             metrics.matched.inc();
             let Some(topic) = &rule.output_topic else {
@@ -64,7 +121,15 @@ pub fn process_batch(rules: &RuleSet, batch: &[Record], invalid_topic: &str, met
                 continue;
             };
             let value = match &rule.rule.output_mapping {
-                Some(mapping) => serde_json::to_vec(&map_fields(mapping, &event.fields)).unwrap_or_default(),
+                Some(mapping) => match nodes.mapping(mapping, &event.fields) {
+                    Ok(value) => serde_json::to_vec(&value).unwrap_or_default(),
+                    Err(NodeFailure::Permanent(error)) => {
+                        metrics.errors.with_label_values(&["mapping"]).inc();
+                        warn!(rule_id = %rule.rule.id, offset = record.offset, %error, "output mapping failed; no output");
+                        continue;
+                    }
+                    Err(retry) => return Err(retry),
+                },
                 None => record.value.clone(),
             };
             outcome.records.push(OutRecord {
@@ -78,7 +143,7 @@ pub fn process_batch(rules: &RuleSet, batch: &[Record], invalid_topic: &str, met
             });
         }
     }
-    outcome
+    Ok(outcome)
 }
 
 /// `select` mode: only the listed fields, each copied from `source` to `target`; absent sources are omitted.

@@ -1,0 +1,240 @@
+//! Plugin administration: operators upload WebAssembly components (`PUT /api/v1/plugins/{id}/versions/{version}`,
+//! the `.wasm` as the body), list them, activate a version (also a rollback), and invoke any action of any
+//! stored version directly, which is what Studio's "test this node" calls. An uploaded component is also
+//! registered in the component catalog (service = the manifest's `service`, or the plugin id), so Studio sees its
+//! actions, `config_schema`s and data sources like those of an HTTP service. See `flowhost-components` for the
+//! store itself.
+
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use flowhost_components::{ComponentError, ComponentStore};
+use flowhost_core::ports::Ports;
+use flowhost_runtime::{InvokeError, Plugin};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use tracing::{info, warn};
+
+use crate::catalog::{bad_gateway, register_manifest, ServiceManifest, RUNTIME_FIELD, WASM_RUNTIME};
+use crate::error::ApiError;
+use crate::json::JsonBody;
+use crate::v1::SharedState;
+
+pub(crate) fn routes() -> Router<SharedState> {
+    Router::new()
+        .route("/api/v1/plugins", get(list))
+        .route("/api/v1/plugins/{id}", get(read))
+        .route("/api/v1/plugins/{id}/versions/{version}", put(upload))
+        .route("/api/v1/plugins/{id}/activate", post(activate))
+        .route("/api/v1/plugins/{id}/invoke", post(invoke))
+}
+
+fn store(state: &SharedState) -> Result<&Arc<ComponentStore>, ApiError> {
+    state
+        .components
+        .as_ref()
+        .ok_or_else(|| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "this process runs no plugin runtime"))
+}
+
+impl From<ComponentError> for ApiError {
+    fn from(error: ComponentError) -> Self {
+        match error {
+            ComponentError::TooLarge { .. } => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, error.to_string()),
+            ComponentError::InvalidName(_) | ComponentError::Mismatch { .. } => {
+                ApiError::bad_request(error.to_string())
+            }
+            ComponentError::Invalid(_) => ApiError::bad_request(format!("component refused: {error}")),
+            ComponentError::Conflict { .. } => ApiError::conflict(error.to_string()),
+            ComponentError::NotFound(_) => ApiError::not_found(error.to_string()),
+            ComponentError::Storage(error) => error.into(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct UploadQuery {
+    /// Make the upload the active version (default true).
+    activate: Option<bool>,
+}
+
+/// `PUT /api/v1/plugins/{id}/versions/{version}` with the component as the body: 201 when stored, 200 when
+/// this exact version was already stored (the upload is a no-op, or an activation with `?activate=true`).
+async fn upload(
+    State(state): State<SharedState>,
+    Path((id, version)): Path<(String, String)>,
+    Query(query): Query<UploadQuery>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let store = store(&state)?;
+    let wasm = read_limited(body, store.max_component_bytes()).await?;
+    let prepared = store.prepare(&id, &version, wasm).await?;
+    register_in_catalog(&state.ports, &prepared.plugin, &prepared.content_hash).await?;
+    let manifest = serde_json::to_value(prepared.plugin.manifest()).unwrap_or(Value::Null);
+    let uploaded = store.commit(prepared, query.activate.unwrap_or(true)).await?;
+    info!(plugin = %uploaded.id, version = %uploaded.version, created = uploaded.created, active = uploaded.active,
+          "component uploaded");
+    let status = if uploaded.created { StatusCode::CREATED } else { StatusCode::OK };
+    let mut body = serde_json::to_value(&uploaded).unwrap_or(Value::Null);
+    body["manifest"] = manifest;
+    Ok((status, Json(body)).into_response())
+}
+
+/// Reads the body, answering 413 (in the API's envelope) as soon as it passes `limit` bytes.
+async fn read_limited(body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let mut stream = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|error| ApiError::bad_request(format!("cannot read request body: {error}")))?;
+        if bytes.len() + chunk.len() > limit {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the component exceeds the limit of {limit} bytes"),
+            ));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    if bytes.is_empty() {
+        return Err(ApiError::bad_request("the body must be the component (.wasm)"));
+    }
+    Ok(bytes)
+}
+
+/// Registers a component's manifest as a catalog row of its service (the manifest's `service`, or its id),
+/// marked `runtime: "wasm"` with the component's SHA-256 so the catalog's immutability check covers the bytes
+/// too. Registering the same component again is a heartbeat.
+pub async fn register_in_catalog(ports: &Ports, plugin: &Plugin, content_hash: &str) -> Result<(), ApiError> {
+    let manifest = plugin.manifest();
+    let data_sources: Vec<Value> = manifest
+        .data_sources
+        .iter()
+        .map(|source| json!({ "name": source.name, "path": format!("/{}", source.name), "params": source.params }))
+        .collect();
+    let service = json!({
+        "service": manifest.service.clone().unwrap_or_else(|| manifest.id.clone()),
+        "components": [{
+            "id": manifest.id,
+            "version": manifest.version,
+            "description": manifest.description,
+            "actions": manifest.actions,
+            "data_sources": data_sources,
+            "supports_nodes": manifest.node_kinds,
+            "service_sources": [],
+            RUNTIME_FIELD: WASM_RUNTIME,
+            "content_sha256": content_hash,
+        }],
+    });
+    let service: ServiceManifest = serde_json::from_value(service).map_err(|error| {
+        ApiError::bad_request(format!("the component's manifest does not fit the catalog: {error}"))
+    })?;
+    register_manifest(ports, service).await
+}
+
+async fn list(State(state): State<SharedState>) -> Result<Json<Value>, ApiError> {
+    let plugins = store(&state)?.list().await?;
+    Ok(Json(serde_json::to_value(plugins).unwrap_or(Value::Null)))
+}
+
+async fn read(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let plugin = store(&state)?.get(&id).await?;
+    Ok(Json(serde_json::to_value(plugin).unwrap_or(Value::Null)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ActivateBody {
+    version: String,
+}
+
+/// `POST /api/v1/plugins/{id}/activate` `{ "version": ... }`: makes a stored version active on every node
+/// (roll forward or back); 404 for an unknown version.
+async fn activate(
+    State(state): State<SharedState>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<ActivateBody>,
+) -> Result<Json<Value>, ApiError> {
+    let activation = store(&state)?.activate(&id, &body.version).await?;
+    Ok(Json(serde_json::to_value(activation).unwrap_or(Value::Null)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InvokeBody {
+    action: String,
+    #[serde(default)]
+    input: Value,
+    /// A stored version to call instead of the active one.
+    version: Option<String>,
+}
+
+/// `POST /api/v1/plugins/{id}/invoke` `{ "action", "input", "version"? }`: runs one action with the plugin's
+/// limits, as the engine would. 200 `{ plugin, version, output, duration_us }`; a failed invocation is 422
+/// with its `outcome` class (`skip-forward`, `permanent`, `retryable`) and `kind`; an action the manifest does
+/// not declare is 400.
+async fn invoke(
+    State(state): State<SharedState>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<InvokeBody>,
+) -> Result<Json<Value>, ApiError> {
+    let store = store(&state)?;
+    let plugin = match &body.version {
+        Some(version) => store.version(&id, version).await?,
+        None => store
+            .active(&id)
+            .ok_or_else(|| ApiError::not_found(format!("plugin {id:?} has no active version on this node")))?,
+    };
+    let version = plugin.manifest().version.clone();
+    let input = match body.input {
+        Value::Null => "{}".to_owned(),
+        input => input.to_string(),
+    };
+    let started = Instant::now();
+    let result = plugin.invoke(&body.action, &input).await;
+    let duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    match result {
+        Ok(output) => {
+            let output: Value = serde_json::from_str(&output).unwrap_or(Value::String(output));
+            Ok(Json(json!({ "plugin": id, "version": version, "output": output, "duration_us": duration_us })))
+        }
+        Err(error @ InvokeError::UnknownAction(_)) => Err(ApiError::bad_request(format!(
+            "plugin {id:?} version {version:?} has no action {:?} ({error})",
+            body.action
+        ))),
+        Err(error) => {
+            warn!(plugin = %id, %version, action = %body.action, %error, "test invocation failed");
+            Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string())
+                .with("outcome", json!(error.outcome().as_str()))
+                .with("kind", json!(error.kind()))
+                .with("plugin", json!(id))
+                .with("version", json!(version))
+                .with("duration_us", json!(duration_us)))
+        }
+    }
+}
+
+/// Answers a data source of an in-process (wasm) component for the catalog's data-source proxy: the active
+/// version's answer with `Content-Type: application/json`, or a 502 saying why.
+pub(crate) async fn query_data_source(
+    state: &SharedState,
+    id: &str,
+    source: &str,
+    query: Vec<(String, String)>,
+) -> Result<Response, ApiError> {
+    let plugin =
+        state.components.as_ref().and_then(|store| store.active(id)).ok_or_else(|| {
+            bad_gateway(format!("component {id:?} runs in the plugin runtime but is not active here"))
+        })?;
+    match plugin.data_source(source, &query).await {
+        Ok(body) => Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response()),
+        Err(error) => {
+            warn!(component = %id, source, %error, "in-process data source failed");
+            Err(bad_gateway(format!("data source {source:?} of component {id:?} failed: {error}")))
+        }
+    }
+}

@@ -1,0 +1,548 @@
+//! The [`ComponentStore`]: durable versions, the active version per plugin, and the local loaded plugins.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use flowhost_core::collections::{COMPONENTS_CHANGED_SUBJECT, COMPONENT_ACTIVE, COMPONENT_BLOBS, COMPONENT_VERSIONS};
+use flowhost_core::digest::{iso_utc, sha256_bytes_hex};
+use flowhost_core::ports::{PortError, Ports};
+use flowhost_runtime::{Capability, LoadError, Manifest, Plugin, Runtime};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+/// How the store behaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Largest component accepted, in bytes.
+    pub max_component_bytes: usize,
+    /// How often every node reconciles its loaded plugins with the stored active versions, besides reacting
+    /// to change signals at once.
+    pub sync_interval: Duration,
+    /// Where compiled native code is cached on this node (`None`: compile on every load).
+    pub compile_cache: Option<std::path::PathBuf>,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self { max_component_bytes: 8 << 20, sync_interval: Duration::from_secs(5), compile_cache: None }
+    }
+}
+
+/// Why an upload or an activation was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ComponentError {
+    /// The component is bigger than [`StoreConfig::max_component_bytes`].
+    #[error("the component has {size} bytes; the limit is {limit}")]
+    TooLarge { size: usize, limit: usize },
+    /// A plugin id or version that cannot name a component.
+    #[error("{0}")]
+    InvalidName(String),
+    /// The bytes are not a loadable component (not wasm, ungranted or undeclared imports, bad manifest, ...).
+    #[error("{0}")]
+    Invalid(#[from] LoadError),
+    /// The component's manifest names another plugin or version than the upload.
+    #[error("the component's manifest declares {declared}, but it was uploaded as {uploaded}")]
+    Mismatch { declared: String, uploaded: String },
+    /// The version exists with other bytes: versions are immutable.
+    #[error(
+        "plugin {id:?} version {version:?} is already stored with other content (sha256 {stored}); \
+         versions are immutable: publish a new version"
+    )]
+    Conflict { id: String, version: String, stored: String },
+    /// No such plugin or version.
+    #[error("{0}")]
+    NotFound(String),
+    /// The documents port failed.
+    #[error(transparent)]
+    Storage(#[from] PortError),
+}
+
+/// A checked upload, not stored yet (see [`ComponentStore::commit`]).
+#[derive(Debug)]
+pub struct Prepared {
+    pub id: String,
+    pub version: String,
+    /// SHA-256 of the bytes, hex.
+    pub content_hash: String,
+    /// The loaded component; its manifest is what the catalog registers.
+    pub plugin: Plugin,
+    /// `true` when this exact version with these exact bytes is already stored (the upload is a no-op).
+    pub unchanged: bool,
+    wasm: Vec<u8>,
+}
+
+/// What [`ComponentStore::commit`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Uploaded {
+    pub id: String,
+    pub version: String,
+    pub content_hash: String,
+    pub size_bytes: usize,
+    /// `false` when the version was already stored with the same bytes.
+    pub created: bool,
+    /// Whether this version is now the active one.
+    pub active: bool,
+}
+
+/// What [`ComponentStore::activate`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Activation {
+    pub id: String,
+    pub version: String,
+    /// The version active before, if any.
+    pub previous_version: Option<String>,
+    pub activated_at: String,
+}
+
+/// One stored version, as listed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VersionSummary {
+    pub version: String,
+    pub content_hash: String,
+    pub size_bytes: usize,
+    pub uploaded_at: String,
+    /// The manifest read from the component when it was uploaded.
+    pub manifest: Value,
+    pub active: bool,
+}
+
+/// One plugin with its stored versions (oldest upload first), as listed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComponentSummary {
+    pub id: String,
+    pub active_version: Option<String>,
+    pub activated_at: Option<String>,
+    pub versions: Vec<VersionSummary>,
+}
+
+/// A `component_versions` row.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct VersionRow {
+    id: String,
+    version: String,
+    content_hash: String,
+    size_bytes: usize,
+    uploaded_at: String,
+    uploaded_ms: i64,
+    manifest: Value,
+}
+
+/// A `component_active` row.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ActiveRow {
+    id: String,
+    version: String,
+    content_hash: String,
+    activated_at: String,
+}
+
+/// The plugins this node has loaded.
+#[derive(Default)]
+struct Loaded {
+    /// Every version loaded so far, by `(id, version)`, with its content hash.
+    versions: HashMap<(String, String), (String, Plugin)>,
+    /// The active version of each plugin.
+    active: HashMap<String, Plugin>,
+}
+
+/// Stores, activates and hands out plugin components (see the crate documentation).
+pub struct ComponentStore {
+    ports: Ports,
+    runtime: Runtime,
+    config: StoreConfig,
+    loaded: RwLock<Loaded>,
+    /// Serializes reconciliations, so two signals do not load the same version twice at once.
+    sync_lock: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for ComponentStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ComponentStore").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl ComponentStore {
+    /// A store over `ports` (documents, subjects, clock) loading components into `runtime`.
+    pub fn new(ports: Ports, runtime: Runtime, config: StoreConfig) -> ComponentStore {
+        ComponentStore {
+            ports,
+            runtime,
+            config,
+            loaded: RwLock::new(Loaded::default()),
+            sync_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The largest component [`ComponentStore::prepare`] accepts, in bytes.
+    pub fn max_component_bytes(&self) -> usize {
+        self.config.max_component_bytes
+    }
+
+    /// The runtime components are loaded into.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// The active version of plugin `id` on this node. Cheap (a read lock and a clone); the clone keeps its
+    /// version alive until dropped, whatever is activated meanwhile.
+    pub fn active(&self, id: &str) -> Option<Plugin> {
+        self.read_loaded().active.get(id).cloned()
+    }
+
+    /// Every active plugin on this node, by id.
+    pub fn active_plugins(&self) -> BTreeMap<String, Plugin> {
+        self.read_loaded().active.iter().map(|(id, plugin)| (id.clone(), plugin.clone())).collect()
+    }
+
+    /// Checks an upload of `wasm` as plugin `id` version `version` without storing anything: size, names,
+    /// immutability, and that the runtime loads it with a manifest naming the same id and version.
+    pub async fn prepare(&self, id: &str, version: &str, wasm: Vec<u8>) -> Result<Prepared, ComponentError> {
+        check_name("plugin id", id)?;
+        check_name("version", version)?;
+        if wasm.len() > self.config.max_component_bytes {
+            return Err(ComponentError::TooLarge { size: wasm.len(), limit: self.config.max_component_bytes });
+        }
+        let content_hash = sha256_bytes_hex(&wasm);
+        let stored: Option<VersionRow> = self.load_row(COMPONENT_VERSIONS, &version_key(id, version)).await?;
+        if let Some(stored) = &stored {
+            if stored.content_hash != content_hash {
+                return Err(ComponentError::Conflict {
+                    id: id.to_owned(),
+                    version: version.to_owned(),
+                    stored: stored.content_hash.clone(),
+                });
+            }
+        }
+        let (wasm, plugin) = self.compile_and_load(wasm).await?;
+        let manifest = plugin.manifest();
+        if manifest.id != id || manifest.version != version {
+            return Err(ComponentError::Mismatch {
+                declared: format!("{}@{}", manifest.id, manifest.version),
+                uploaded: format!("{id}@{version}"),
+            });
+        }
+        Ok(Prepared {
+            id: id.to_owned(),
+            version: version.to_owned(),
+            content_hash,
+            plugin,
+            unchanged: stored.is_some(),
+            wasm,
+        })
+    }
+
+    /// Stores a prepared upload (bytes first, then the version row) and, when `activate`, makes it the active
+    /// version on every node.
+    pub async fn commit(&self, prepared: Prepared, activate: bool) -> Result<Uploaded, ComponentError> {
+        let Prepared { id, version, content_hash, plugin, unchanged, wasm } = prepared;
+        let documents = &self.ports.documents;
+        let mut created = false;
+        if !unchanged {
+            let blob = json!({ "size_bytes": wasm.len(), "wasm_base64": BASE64.encode(&wasm) });
+            documents.upsert(COMPONENT_BLOBS, &content_hash, blob).await?;
+            let now = self.ports.clock.now_ms();
+            let row = VersionRow {
+                id: id.clone(),
+                version: version.clone(),
+                content_hash: content_hash.clone(),
+                size_bytes: wasm.len(),
+                uploaded_at: iso_utc(now),
+                uploaded_ms: now,
+                manifest: serde_json::to_value(plugin.manifest()).unwrap_or(Value::Null),
+            };
+            match documents.insert(COMPONENT_VERSIONS, &version_key(&id, &version), encode(&row)).await {
+                Ok(()) => {
+                    created = true;
+                    info!(plugin = %id, %version, sha256 = %content_hash, size_bytes = wasm.len(),
+                          "component version stored");
+                }
+                // Uploaded concurrently (another node or request): the same bytes are fine, others a conflict.
+                Err(PortError::Conflict(_)) => {
+                    let stored: Option<VersionRow> =
+                        self.load_row(COMPONENT_VERSIONS, &version_key(&id, &version)).await?;
+                    if let Some(stored) = stored.filter(|stored| stored.content_hash != content_hash) {
+                        return Err(ComponentError::Conflict { id, version, stored: stored.content_hash });
+                    }
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        self.write_loaded().versions.insert((id.clone(), version.clone()), (content_hash.clone(), plugin));
+        if activate {
+            self.activate(&id, &version).await?;
+        }
+        let active = self.active(&id).is_some_and(|plugin| plugin.manifest().version == version);
+        Ok(Uploaded { id, version, content_hash, size_bytes: wasm.len(), created, active })
+    }
+
+    /// Makes `version` the active version of plugin `id` (a rollback when it is an older one): loads it if
+    /// needed, records it, swaps it in on this node and tells the other nodes.
+    pub async fn activate(&self, id: &str, version: &str) -> Result<Activation, ComponentError> {
+        let plugin = self.version(id, version).await?;
+        let previous: Option<ActiveRow> = self.load_row(COMPONENT_ACTIVE, id).await?;
+        let row = ActiveRow {
+            id: id.to_owned(),
+            version: version.to_owned(),
+            content_hash: self.content_hash_of(id, version).unwrap_or_default(),
+            activated_at: iso_utc(self.ports.clock.now_ms()),
+        };
+        self.ports.documents.upsert(COMPONENT_ACTIVE, id, encode(&row)).await?;
+        self.write_loaded().active.insert(id.to_owned(), plugin);
+        let previous_version = previous.map(|previous| previous.version);
+        info!(plugin = %id, %version, previous = ?previous_version, "component version activated");
+        let signal = serde_json::to_vec(&json!({ "id": id, "version": version })).unwrap_or_default();
+        if let Err(error) = self.ports.subjects.publish(COMPONENTS_CHANGED_SUBJECT, signal).await {
+            warn!(%error, "could not announce the activation; other nodes pick it up on their next reconcile");
+        }
+        Ok(Activation {
+            id: id.to_owned(),
+            version: version.to_owned(),
+            previous_version,
+            activated_at: row.activated_at,
+        })
+    }
+
+    /// Plugin `id` at `version`, loaded on first use from storage (active or not: "test this node" may call an
+    /// inactive version).
+    pub async fn version(&self, id: &str, version: &str) -> Result<Plugin, ComponentError> {
+        if let Some((_, plugin)) = self.read_loaded().versions.get(&(id.to_owned(), version.to_owned())) {
+            return Ok(plugin.clone());
+        }
+        let row: VersionRow = self
+            .load_row(COMPONENT_VERSIONS, &version_key(id, version))
+            .await?
+            .ok_or_else(|| ComponentError::NotFound(format!("plugin {id:?} has no version {version:?}")))?;
+        let blob = self.ports.documents.get(COMPONENT_BLOBS, &row.content_hash).await?.ok_or_else(|| {
+            PortError::Backend(format!("the bytes of {id}@{version} (sha256 {}) are missing", row.content_hash))
+        })?;
+        let wasm = blob
+            .get("wasm_base64")
+            .and_then(Value::as_str)
+            .and_then(|text| BASE64.decode(text).ok())
+            .filter(|wasm| sha256_bytes_hex(wasm) == row.content_hash)
+            .ok_or_else(|| PortError::Backend(format!("the stored bytes of {id}@{version} are damaged")))?;
+        let (_, plugin) = self.compile_and_load(wasm).await?;
+        self.write_loaded().versions.insert((id.to_owned(), version.to_owned()), (row.content_hash, plugin.clone()));
+        Ok(plugin)
+    }
+
+    /// Every stored plugin with its versions, sorted by id; versions by upload time.
+    pub async fn list(&self) -> Result<Vec<ComponentSummary>, ComponentError> {
+        let documents = &self.ports.documents;
+        let active: HashMap<String, ActiveRow> = documents
+            .list(COMPONENT_ACTIVE)
+            .await?
+            .into_iter()
+            .filter_map(|doc| serde_json::from_value::<ActiveRow>(doc).ok())
+            .map(|row| (row.id.clone(), row))
+            .collect();
+        let mut rows: Vec<VersionRow> = documents
+            .list(COMPONENT_VERSIONS)
+            .await?
+            .into_iter()
+            .filter_map(|doc| serde_json::from_value(doc).ok())
+            .collect();
+        rows.sort_by(|a, b| (&a.id, a.uploaded_ms, &a.version).cmp(&(&b.id, b.uploaded_ms, &b.version)));
+        let mut summaries: Vec<ComponentSummary> = Vec::new();
+        for row in rows {
+            let active_row = active.get(&row.id);
+            if summaries.last().is_none_or(|last| last.id != row.id) {
+                summaries.push(ComponentSummary {
+                    id: row.id.clone(),
+                    active_version: active_row.map(|a| a.version.clone()),
+                    activated_at: active_row.map(|a| a.activated_at.clone()),
+                    versions: Vec::new(),
+                });
+            }
+            let is_active = active_row.is_some_and(|a| a.version == row.version);
+            if let Some(summary) = summaries.last_mut() {
+                summary.versions.push(VersionSummary {
+                    version: row.version,
+                    content_hash: row.content_hash,
+                    size_bytes: row.size_bytes,
+                    uploaded_at: row.uploaded_at,
+                    manifest: row.manifest,
+                    active: is_active,
+                });
+            }
+        }
+        Ok(summaries)
+    }
+
+    /// One plugin's summary.
+    pub async fn get(&self, id: &str) -> Result<ComponentSummary, ComponentError> {
+        self.list()
+            .await?
+            .into_iter()
+            .find(|summary| summary.id == id)
+            .ok_or_else(|| ComponentError::NotFound(format!("no plugin {id:?}")))
+    }
+
+    /// Makes this node's active plugins match the stored active versions: loads and swaps in what changed.
+    /// A version that fails to load keeps the previous one active here (logged); the next pass tries again.
+    pub async fn sync(&self) -> Result<(), ComponentError> {
+        let _guard = self.sync_lock.lock().await;
+        let rows: Vec<ActiveRow> = self
+            .ports
+            .documents
+            .list(COMPONENT_ACTIVE)
+            .await?
+            .into_iter()
+            .filter_map(|doc| serde_json::from_value(doc).ok())
+            .collect();
+        for row in rows {
+            let current = self.active(&row.id).map(|plugin| plugin.manifest().version.clone());
+            if current.as_deref() == Some(row.version.as_str()) {
+                continue;
+            }
+            match self.version(&row.id, &row.version).await {
+                Ok(plugin) => {
+                    self.write_loaded().active.insert(row.id.clone(), plugin);
+                    info!(plugin = %row.id, version = %row.version, previous = ?current, "component version swapped in");
+                }
+                Err(error) => warn!(plugin = %row.id, version = %row.version, %error,
+                                    "cannot load the active version; keeping the one loaded here"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps this node in step with the stored active versions until `shutdown`: at once on a change signal,
+    /// and every [`StoreConfig::sync_interval`] as the fallback.
+    pub async fn run_sync(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut signals = match self.ports.subjects.subscribe(COMPONENTS_CHANGED_SUBJECT).await {
+            Ok(stream) => Some(stream),
+            Err(error) => {
+                warn!(%error, "cannot subscribe to component changes; relying on the periodic reconcile");
+                None
+            }
+        };
+        let mut tick = tokio::time::interval(self.config.sync_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+                Some(_) = async { match signals.as_mut() { Some(s) => s.next().await, None => None } } => {
+                    debug!("component change signal received");
+                }
+            }
+            if let Err(error) = self.sync().await {
+                warn!(%error, "component reconcile failed; keeping the loaded versions");
+            }
+        }
+    }
+
+    /// Installs the components shipped with the binary: each is stored (when its version is new) and becomes
+    /// active unless its plugin already has an active version (an operator's choice, kept across restarts).
+    /// Returns each installed component with its content hash (for the component catalog).
+    pub async fn install_bundled(&self, components: &[(&str, &[u8])]) -> Result<Vec<(Plugin, String)>, ComponentError> {
+        let mut installed = Vec::new();
+        for (name, wasm) in components {
+            let (wasm, plugin) = self.compile_and_load(wasm.to_vec()).await?;
+            let Manifest { id, version, .. } = plugin.manifest().clone();
+            let prepared = self.prepare(&id, &version, wasm).await.map_err(|error| {
+                warn!(component = name, %error, "bundled component refused");
+                error
+            })?;
+            let has_active = self.load_row::<ActiveRow>(COMPONENT_ACTIVE, &id).await?.is_some();
+            installed.push((prepared.plugin.clone(), prepared.content_hash.clone()));
+            let uploaded = self.commit(prepared, !has_active).await?;
+            debug!(component = name, plugin = %uploaded.id, version = %uploaded.version, created = uploaded.created,
+                   "bundled component installed");
+        }
+        self.sync().await?;
+        Ok(installed)
+    }
+
+    /// Compiles on a blocking thread (tens of milliseconds to seconds of CPU; cached per node when configured),
+    /// then links and reads the manifest. Every
+    /// host capability is offered; the runtime links only those the component imports and its manifest
+    /// declares.
+    async fn compile_and_load(&self, wasm: Vec<u8>) -> Result<(Vec<u8>, Plugin), ComponentError> {
+        let runtime = self.runtime.clone();
+        let cache = self.config.compile_cache.clone();
+        let (wasm, compiled) = tokio::task::spawn_blocking(move || {
+            let compiled = match &cache {
+                Some(dir) => runtime.compile_cached(&wasm, dir),
+                None => runtime.compile(&wasm),
+            };
+            (wasm, compiled)
+        })
+        .await
+        .map_err(|error| PortError::Backend(format!("compiling a component failed: {error}")))?;
+        let plugin = self.runtime.load_compiled(compiled?, &Capability::ALL).await?;
+        Ok((wasm, plugin))
+    }
+
+    fn content_hash_of(&self, id: &str, version: &str) -> Option<String> {
+        self.read_loaded().versions.get(&(id.to_owned(), version.to_owned())).map(|(hash, _)| hash.clone())
+    }
+
+    async fn load_row<T: serde::de::DeserializeOwned>(
+        &self,
+        collection: &str,
+        key: &str,
+    ) -> Result<Option<T>, ComponentError> {
+        match self.ports.documents.get(collection, key).await? {
+            None => Ok(None),
+            Some(doc) => serde_json::from_value(doc).map(Some).map_err(|error| {
+                ComponentError::Storage(PortError::Backend(format!("{collection}/{key} does not decode: {error}")))
+            }),
+        }
+    }
+
+    fn read_loaded(&self) -> std::sync::RwLockReadGuard<'_, Loaded> {
+        self.loaded.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write_loaded(&self) -> std::sync::RwLockWriteGuard<'_, Loaded> {
+        self.loaded.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn version_key(id: &str, version: &str) -> String {
+    format!("{id}/{version}")
+}
+
+fn encode<T: Serialize>(row: &T) -> Value {
+    serde_json::to_value(row).unwrap_or(Value::Null)
+}
+
+/// Plugin ids and versions appear in paths, document ids and log lines: 1 to 128 characters of letters,
+/// digits, `.`, `_`, `-` and `+`, starting with a letter or digit.
+fn check_name(what: &str, name: &str) -> Result<(), ComponentError> {
+    let valid = !name.is_empty()
+        && name.len() <= 128
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+'));
+    if valid {
+        Ok(())
+    } else {
+        Err(ComponentError::InvalidName(format!(
+            "{what} {name:?} is invalid: use 1 to 128 letters, digits, '.', '_', '-' or '+', starting with a \
+             letter or digit"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_path_and_document_safe() {
+        for good in ["noop", "send_webpush", "first-action", "1.2.3", "1.0.0-rc.1+build.5"] {
+            assert!(check_name("id", good).is_ok(), "{good}");
+        }
+        for bad in ["", "a/b", "../x", ".hidden", "a b", "é", &"x".repeat(129)] {
+            assert!(check_name("id", bad).is_err(), "{bad}");
+        }
+    }
+}

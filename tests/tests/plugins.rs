@@ -1,0 +1,350 @@
+//! Plugin administration end to end (issue: plugin platform): the bundled plugins are active at start; an
+//! operator uploads a component, it is checked (bytes, imports, manifest against the upload), stored, activated
+//! and registered in the component catalog; versions are immutable; a new version hot-swaps while a call in
+//! flight finishes on the old one; rollback; everything survives a restart; "test this node" classifies
+//! failures; in-process data sources answer through the catalog's proxy; a swap reaches every node. Real
+//! components built from `plugins/`; every case on the embedded store and on MongoDB + NATS.
+
+use std::time::Duration;
+
+use flowhost_core::config::{Config, NodeKindsMode};
+use flowhost_runtime_fixtures as fixtures;
+use flowhost_tests::host::{json_value, response_parts};
+use flowhost_tests::{on_both_backends, unique, Backends, TestHost};
+use serde_json::{json, Value};
+
+on_both_backends!(
+    bundled_plugins_are_active_and_in_the_catalog,
+    upload_versions_rollback_and_immutability,
+    bad_uploads_are_refused_with_clear_errors,
+    failed_invocations_are_classified,
+    a_call_in_flight_finishes_on_its_version,
+    versions_and_the_active_one_survive_a_restart,
+    documents_and_in_process_data_sources,
+    the_engine_waits_for_a_missing_node_kind_and_loses_nothing,
+);
+
+async fn start(backends: Backends) -> TestHost {
+    TestHost::start_configured(backends, None, |config| config.plugins.bundled = true).await
+}
+
+async fn upload(host: &TestHost, id: &str, version: &str, wasm: Vec<u8>) -> (u16, Value) {
+    let url = host.url(&format!("/api/v1/plugins/{id}/versions/{version}"));
+    response_parts(host.http.put(url).header("content-type", "application/wasm").body(wasm).send().await.unwrap()).await
+}
+
+async fn invoke(host: &TestHost, id: &str, body: Value) -> (u16, Value) {
+    host.call("POST", &format!("/api/v1/plugins/{id}/invoke"), Some(body)).await
+}
+
+async fn greet_version(host: &TestHost) -> String {
+    let (status, body) = invoke(host, "greeter", json!({"action": "greet", "input": {"name": "ada"}})).await;
+    assert_eq!(status, 200, "{body}");
+    body["output"]["version"].as_str().unwrap().to_owned()
+}
+
+/// The same component with a custom section appended: still valid, same manifest, other bytes.
+fn with_other_bytes(mut wasm: Vec<u8>) -> Vec<u8> {
+    let name = b"flowhost-test";
+    let payload = b"other bytes";
+    wasm.push(0); // custom section id
+    wasm.push(u8::try_from(1 + name.len() + payload.len()).unwrap());
+    wasm.push(u8::try_from(name.len()).unwrap());
+    wasm.extend_from_slice(name);
+    wasm.extend_from_slice(payload);
+    wasm
+}
+
+async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TestHost::config(backends, dir.path());
+    config.plugins.bundled = true;
+    let host = TestHost::start_with(config.clone()).await;
+    let (status, plugins) = host.call("GET", "/api/v1/plugins", None).await;
+    assert_eq!(status, 200, "{plugins}");
+    let active: Vec<(String, String)> = plugins
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap().to_owned(), p["active_version"].as_str().unwrap_or("-").to_owned()))
+        .collect();
+    for id in ["condition", "mapping", "noop"] {
+        assert!(active.iter().any(|(found, version)| found == id && version == "0.1.0"), "{id}: {active:?}");
+    }
+    // The condition node kind asks for tighter limits than the host's defaults in its manifest.
+    let condition = plugins.as_array().unwrap().iter().find(|p| p["id"] == "condition").unwrap();
+    assert_eq!(condition["versions"][0]["manifest"]["limits"]["timeout_ms"], 500, "{condition}");
+    // The catalog lists them like any service's components, marked as running in this host.
+    let (_, rows) = host.call("GET", "/api/v1/components", None).await;
+    let condition = rows.as_array().unwrap().iter().find(|r| r["component_id"] == "condition").expect("catalog row");
+    assert_eq!(condition["extra"]["runtime"], "wasm", "{condition}");
+    assert_eq!(condition["supports_nodes"], json!(["condition"]), "{condition}");
+    assert!(condition["actions"][0]["config_schema"].is_object(), "{condition}");
+
+    let (status, body) = invoke(
+        &host,
+        "condition",
+        json!({"action": "condition", "input": {"config": {"expression": "amount > 100.0"}, "event": {"amount": 250.0}}}),
+    )
+    .await;
+    assert_eq!((status, &body["output"]), (200, &json!({"pass": true})), "{body}");
+    assert!(body["duration_us"].as_u64().is_some(), "{body}");
+
+    // A restart installs nothing twice and keeps them active; its compile cache spares compiling them again.
+    host.stop().await;
+    let cache = std::fs::read_dir(dir.path().join("component-cache")).map(|entries| entries.count()).unwrap_or(0);
+    assert_eq!(cache, 3, "one compiled entry per bundled plugin");
+    let host = TestHost::start_with(config).await;
+    let (_, again) = host.call("GET", "/api/v1/plugins", None).await;
+    assert_eq!(again, plugins);
+    host.stop().await;
+}
+
+async fn upload_versions_rollback_and_immutability(backends: Backends) {
+    let host = start(backends).await;
+    let (v1, v2) = (fixtures::bytes("greeter"), fixtures::bytes("greeter_v2"));
+
+    let (status, body) = upload(&host, "greeter", "0.1.0", v1.clone()).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!((body["created"].clone(), body["active"].clone()), (json!(true), json!(true)), "{body}");
+    assert_eq!(body["manifest"]["id"], "greeter");
+    assert_eq!(body["content_hash"].as_str().unwrap().len(), 64);
+    assert_eq!(greet_version(&host).await, "0.1.0");
+
+    // The same bytes again: accepted, nothing new.
+    let (status, body) = upload(&host, "greeter", "0.1.0", v1.clone()).await;
+    assert_eq!((status, body["created"].clone()), (200, json!(false)), "{body}");
+    // Other bytes under the same version: immutable.
+    let (status, body) = upload(&host, "greeter", "0.1.0", with_other_bytes(v1.clone())).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("immutable"), "{body}");
+
+    // A new version is active at once.
+    let (status, body) = upload(&host, "greeter", "0.2.0", v2.clone()).await;
+    assert_eq!((status, body["active"].clone()), (201, json!(true)), "{body}");
+    assert_eq!(greet_version(&host).await, "0.2.0");
+    let (status, body) = host.call("GET", "/api/v1/plugins/greeter", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["active_version"], "0.2.0");
+    let versions: Vec<(&str, bool)> = body["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["version"].as_str().unwrap(), v["active"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(versions, vec![("0.1.0", false), ("0.2.0", true)]);
+
+    // Both are in the catalog, the second with a compatibility report.
+    let (_, rows) = host.call("GET", "/api/v1/components", None).await;
+    let greeter: Vec<&Value> = rows.as_array().unwrap().iter().filter(|r| r["component_id"] == "greeter").collect();
+    assert_eq!(greeter.len(), 2, "{rows}");
+    assert_eq!(greeter[0]["service"], "greetings");
+    assert_eq!(greeter[1]["server_compatibility"]["previous_version"], "0.1.0", "{}", greeter[1]);
+
+    // Rollback, and calling a version that is not the active one.
+    let (status, body) = host.call("POST", "/api/v1/plugins/greeter/activate", Some(json!({"version": "0.1.0"}))).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["version"].clone(), body["previous_version"].clone()), (json!("0.1.0"), json!("0.2.0")));
+    assert_eq!(greet_version(&host).await, "0.1.0");
+    let (status, body) =
+        invoke(&host, "greeter", json!({"action": "greet", "input": {"name": "x"}, "version": "0.2.0"})).await;
+    assert_eq!((status, body["output"]["version"].clone()), (200, json!("0.2.0")), "{body}");
+
+    // Unknown versions and plugins.
+    let (status, body) = host.call("POST", "/api/v1/plugins/greeter/activate", Some(json!({"version": "9.9.9"}))).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(host.call("GET", "/api/v1/plugins/nobody", None).await.0, 404);
+    assert_eq!(invoke(&host, "nobody", json!({"action": "x"})).await.0, 404);
+    let (status, body) = host.call("POST", "/api/v1/plugins/greeter/activate", Some(json!({"verison": "0.1.0"}))).await;
+    assert_eq!(status, 400, "{body}");
+    host.stop().await;
+}
+
+async fn bad_uploads_are_refused_with_clear_errors(backends: Backends) {
+    let host = TestHost::start_configured(backends, None, |config| config.plugins.max_component_bytes = 300_000).await;
+    // (case, plugin id, version, body, status, words of the error)
+    let cases = [
+        ("not wasm", "greeter", "0.1.0", b"definitely not wasm".to_vec(), 400, "invalid component"),
+        ("truncated", "greeter", "0.1.0", fixtures::bytes("greeter")[..200].to_vec(), 400, "invalid component"),
+        ("empty", "greeter", "0.1.0", Vec::new(), 400, "body must be the component"),
+        ("version mismatch", "greeter", "0.2.0", fixtures::bytes("greeter"), 400, "declares greeter@0.1.0"),
+        ("id mismatch", "welcome", "0.1.0", fixtures::bytes("greeter"), 400, "declares greeter@0.1.0"),
+        ("undeclared capability", "sneaky", "0.1.0", fixtures::bytes("sneaky"), 400, "does not declare"),
+        ("bad id", "bad..%2Fid", "0.1.0", fixtures::bytes("noop"), 400, "invalid"),
+        ("too large", "greeter", "0.1.0", vec![0u8; 300_001], 413, "limit of 300000 bytes"),
+    ];
+    for (name, id, version, wasm, expected, needle) in cases {
+        let (status, body) = upload(&host, id, version, wasm).await;
+        assert_eq!(status, expected, "{name}: {body}");
+        let message = body["error"].as_str().unwrap_or_default();
+        assert!(message.contains(needle), "{name}: {message:?} lacks {needle:?}");
+    }
+    let (status, body) = host.call("GET", "/api/v1/plugins", None).await;
+    assert_eq!((status, body), (200, json!([])), "nothing was stored");
+    let (_, rows) = host.call("GET", "/api/v1/components", None).await;
+    assert_eq!(rows, json!([]), "nothing was registered in the catalog");
+    host.stop().await;
+}
+
+async fn failed_invocations_are_classified(backends: Backends) {
+    let host = TestHost::start_configured(backends, None, |config| {
+        config.plugins.timeout_ms = 300;
+        config.plugins.fuel = 50_000_000;
+    })
+    .await;
+    for (id, name) in [("spin", "spin"), ("trap", "trap"), ("garbage", "garbage")] {
+        let (status, body) = upload(&host, id, "0.1.0", fixtures::bytes(name)).await;
+        assert_eq!(status, 201, "{id}: {body}");
+    }
+    let cases = [
+        ("spin", json!({"action": "spin"}), "permanent", "out_of_fuel"),
+        ("trap", json!({"action": "panic"}), "permanent", "trap"),
+        ("garbage", json!({"action": "not-json"}), "permanent", "invalid_output"),
+        (
+            "garbage",
+            json!({"action": "fail", "input": {"outcome": "retryable", "message": "later"}}),
+            "retryable",
+            "plugin_error",
+        ),
+        (
+            "garbage",
+            json!({"action": "fail", "input": {"outcome": "skip-forward", "message": "no"}}),
+            "skip-forward",
+            "plugin_error",
+        ),
+    ];
+    for (id, call, outcome, kind) in cases {
+        let (status, body) = invoke(&host, id, call.clone()).await;
+        assert_eq!(status, 422, "{id} {call}: {body}");
+        assert_eq!(
+            (body["outcome"].as_str(), body["kind"].as_str()),
+            (Some(outcome), Some(kind)),
+            "{id} {call}: {body}"
+        );
+        assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()), "{body}");
+    }
+    let (status, body) = invoke(&host, "spin", json!({"action": "no_such_action"})).await;
+    assert_eq!(status, 400, "{body}");
+    // The host is unharmed.
+    let call = json!({"action": "fail", "input": {"outcome": "permanent", "message": "bad"}});
+    let (status, body) = invoke(&host, "garbage", call).await;
+    assert_eq!((status, body["outcome"].clone()), (422, json!("permanent")), "{body}");
+    host.stop().await;
+}
+
+async fn a_call_in_flight_finishes_on_its_version(backends: Backends) {
+    let host = start(backends).await;
+    assert_eq!(upload(&host, "greeter", "0.1.0", fixtures::bytes("greeter")).await.0, 201);
+    let slow_call = {
+        let (http, url) = (host.http.clone(), host.url("/api/v1/plugins/greeter/invoke"));
+        tokio::spawn(async move {
+            let body = json!({"action": "wait", "input": {"ms": 600}});
+            response_parts(http.post(url).json(&body).send().await.unwrap()).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(upload(&host, "greeter", "0.2.0", fixtures::bytes("greeter_v2")).await.0, 201);
+    assert_eq!(greet_version(&host).await, "0.2.0", "new calls get the new version at once");
+    let (status, body) = slow_call.await.unwrap();
+    assert_eq!((status, body["output"]["version"].clone()), (200, json!("0.1.0")), "{body}");
+    host.stop().await;
+}
+
+async fn versions_and_the_active_one_survive_a_restart(backends: Backends) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config: Config = TestHost::config(backends, dir.path());
+    config.plugins.bundled = true;
+    let host = TestHost::start_with(config.clone()).await;
+    assert_eq!(upload(&host, "greeter", "0.1.0", fixtures::bytes("greeter")).await.0, 201);
+    assert_eq!(upload(&host, "greeter", "0.2.0", fixtures::bytes("greeter_v2")).await.0, 201);
+    let rollback = json!({"version": "0.1.0"});
+    assert_eq!(host.call("POST", "/api/v1/plugins/greeter/activate", Some(rollback)).await.0, 200);
+    let (_, before) = host.call("GET", "/api/v1/plugins/greeter", None).await;
+    host.stop().await;
+
+    let host = TestHost::start_with(config).await;
+    let (status, after) = host.call("GET", "/api/v1/plugins/greeter", None).await;
+    assert_eq!((status, &after), (200, &before));
+    assert_eq!(greet_version(&host).await, "0.1.0", "the rolled-back version is still the active one");
+    let (status, body) =
+        invoke(&host, "greeter", json!({"action": "greet", "input": {"name": "x"}, "version": "0.2.0"})).await;
+    assert_eq!((status, body["output"]["version"].clone()), (200, json!("0.2.0")), "{body}");
+    host.stop().await;
+}
+
+async fn documents_and_in_process_data_sources(backends: Backends) {
+    let host = start(backends).await;
+    assert_eq!(upload(&host, "greeter", "0.1.0", fixtures::bytes("greeter")).await.0, 201);
+    for expected in 1..=3 {
+        let (status, body) = invoke(&host, "greeter", json!({"action": "count", "input": {"key": "visits"}})).await;
+        assert_eq!((status, body["output"]["count"].clone()), (200, json!(expected)), "{body}");
+    }
+    let response =
+        host.http.get(host.url("/api/v1/components/greeter/data/greetings?lang=fr&token=secret")).send().await.unwrap();
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let (status, body) = response_parts(response).await;
+    assert_eq!((status, body), (200, json!({"params": {"lang": "fr"}, "version": "0.1.0"})));
+    let (status, body) = host.call("GET", "/api/v1/components/greeter/data/nothing", None).await;
+    assert_eq!(status, 502, "{body}");
+    host.stop().await;
+}
+
+/// With `engine.node_kinds = wasm` and no `condition`/`mapping` component yet, the engine retries the batch
+/// (counted) instead of dropping it; once an operator uploads them, the event comes out mapped.
+async fn the_engine_waits_for_a_missing_node_kind_and_loses_nothing(backends: Backends) {
+    let host =
+        TestHost::start_configured(backends, None, |config| config.engine.node_kinds = NodeKindsMode::Wasm).await;
+    let schema = json!({"fields": [{"name": "amount", "type": "double"}, {"name": "player", "type": "string"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    let (source, out) = (unique("deposits"), unique("big"));
+    let rule = json!({
+        "id": "big", "name": "big",
+        "source": {"type": "kafka", "topic": source},
+        "conditions": {"event_type": "deposit", "expression": "amount > 100.0"},
+        "output_topic": out,
+        "output_mapping": {"mode": "select", "fields": [{"source": "player", "target": "who"}]}
+    });
+    assert_eq!(host.call("POST", "/api/v1/triggers", Some(rule)).await.0, 201);
+    host.wait_for_reload().await;
+    host.publish(&source, &[json!({"event_type": "deposit", "amount": 150.0, "player": "p1"})]).await;
+
+    let retries = "flowhost_engine_errors_total{kind=\"node_retry\"}";
+    let until = tokio::time::Instant::now() + Duration::from_secs(45);
+    while host.metric(retries).await < 1.0 {
+        assert!(tokio::time::Instant::now() < until, "the engine never asked for the condition component");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(host.metric("flowhost_engine_published_total").await, 0.0);
+
+    for name in ["condition", "mapping"] {
+        let (status, body) = upload(&host, name, "0.1.0", fixtures::bytes(name)).await;
+        assert_eq!(status, 201, "{name}: {body}");
+    }
+    let records = host.read(&out, 1, Duration::from_secs(45)).await;
+    assert_eq!(records.iter().map(json_value).collect::<Vec<_>>(), vec![json!({"who": "p1"})]);
+    host.stop().await;
+}
+
+/// An activation on one node reaches another node sharing MongoDB and NATS at once (the signal), without a
+/// restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_activation_reaches_every_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TestHost::config(Backends::Distributed, dir.path());
+    config.plugins.sync_interval_ms = 3_600_000; // only the signal can do it in time
+    let first = TestHost::start_with(config.clone()).await;
+    let second = TestHost::start_with(config).await;
+    assert_eq!(upload(&first, "greeter", "0.1.0", fixtures::bytes("greeter")).await.0, 201);
+    assert_eq!(upload(&first, "greeter", "0.2.0", fixtures::bytes("greeter_v2")).await.0, 201);
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = invoke(&second, "greeter", json!({"action": "greet", "input": {"name": "x"}})).await;
+        if status == 200 && body["output"]["version"] == "0.2.0" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "the second node did not swap: {status} {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    first.stop().await;
+    second.stop().await;
+}
