@@ -2,18 +2,12 @@
 //! `events` commands, data kept across a restart, and a bad setting refused at start by name.
 //! Needs `target/<profile>/flowhost` (built by `tests/run.sh`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use flowhost_tests::cli::{flowhost_bin, plugin};
 use serde_json::{json, Value};
-
-fn flowhost_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.parent().and_then(Path::parent).unwrap().join("flowhost");
-    assert!(bin.exists(), "{} is missing: build it with `cargo build -p flowhost` (tests/run.sh does)", bin.display());
-    bin
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -139,23 +133,6 @@ fn publish_refuses_an_invalid_topic_name() {
     let out = events(dir.path(), &["publish", "bad topic", "{}"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("topic name"));
-}
-
-fn plugin(args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(flowhost_bin())
-        .arg("plugin")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
 }
 
 /// A plugin author's loop: read a component's manifest and run its actions locally, seeing output, guest logs

@@ -1,24 +1,16 @@
 //! The "your first action" walk-through (`examples/first-action/README.md`) as a user follows it: build the
 //! example plugin with its build script, then read its manifest and run `welcome_bonus` with the real `flowhost`
 //! binary's `plugin manifest` / `plugin invoke`, checking the output, the plugin's log line and every outcome
-//! class the walk-through shows. Needs `target/<profile>/flowhost` (built by `tests/run.sh`).
+//! class the walk-through shows; then its second half: upload the component into a running Flowhost, call it
+//! like Studio's "test this node", publish a new version, roll back, and see a changed version refused.
+//! Needs `target/<profile>/flowhost` (built by `tests/run.sh`).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 
+use flowhost_tests::cli::{plugin, repository_root};
+use flowhost_tests::{Backends, TestHost};
 use serde_json::{json, Value};
-
-fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-fn flowhost_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.parent().and_then(Path::parent).unwrap().join("flowhost");
-    assert!(bin.exists(), "{} is missing: build it with `cargo build -p flowhost` (tests/run.sh does)", bin.display());
-    bin
-}
 
 /// Builds the example with `bash examples/first-action/build.sh` (once per test process; cargo skips the work
 /// when nothing changed) and returns the component's path, relative to the repository root as in the README.
@@ -38,28 +30,6 @@ fn component() -> &'static str {
         );
     });
     "target/examples/wasm32-wasip2/release/first_action.wasm"
-}
-
-/// `flowhost plugin ARGS...` from the repository root, with `stdin` as standard input.
-fn plugin(args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(flowhost_bin())
-        .arg("plugin")
-        .args(args)
-        .current_dir(repository_root())
-        // The defaults, pinned: the walk-through shows the plugin's info-level log line.
-        .env("FLOWHOST_LOG", "info")
-        .env("FLOWHOST_LOG_FORMAT", "text")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
 }
 
 /// `plugin invoke <component> welcome_bonus <input>`: the output (exit 0) or the standard error (exit 1).
@@ -160,4 +130,67 @@ fn each_failure_shows_its_outcome_class() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("flowhost: unknown action \"welcome\""), "{stderr}");
+}
+
+/// "Load it into a running Flowhost": `plugin upload`, `plugin list`, `plugin call`, `plugin activate` against
+/// a running server, and the 409 for other bytes under a stored version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_it_into_a_running_flowhost() {
+    let host = TestHost::start(Backends::Embedded).await;
+    let server = host.base_url.clone();
+    let cli = |args: Vec<String>| {
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            plugin(&args, None)
+        })
+    };
+    let args = |words: &[&str]| -> Vec<String> {
+        words.iter().map(|w| w.to_string()).chain(["--server".to_owned(), server.clone()]).collect()
+    };
+
+    let out = cli(args(&["upload", component()])).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let uploaded: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&uploaded["id"], &uploaded["version"], &uploaded["active"]),
+        (&json!("first-action"), &json!("0.1.0"), &json!(true))
+    );
+
+    let input = r#"{"player_id": "p-1001", "deposit": 120.0, "currency": "EUR"}"#;
+    let out = cli(args(&["call", "first-action", "welcome_bonus", input])).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let called: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((&called["plugin"], &called["version"]), (&json!("first-action"), &json!("0.1.0")));
+    assert_eq!(called["output"]["bonus"], 100.0);
+    assert!(called["duration_us"].as_u64().is_some(), "{called}");
+
+    // A failure shows its outcome class and exits 1.
+    let out =
+        cli(args(&["call", "first-action", "welcome_bonus", r#"{"player_id": "p", "deposit": 1, "currency": "JPY"}"#]))
+            .await
+            .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let failed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(failed["outcome"], "skip-forward", "{failed}");
+
+    let out = cli(args(&["list"])).await.unwrap();
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ours = listed.as_array().unwrap().iter().find(|p| p["id"] == "first-action").expect("listed");
+    assert_eq!(ours["active_version"], "0.1.0");
+
+    // Other bytes under the stored version: refused, the stored one stays.
+    let mut changed = std::fs::read(repository_root().join(component())).unwrap();
+    changed.extend_from_slice(&[0, 6, 5, b'e', b'x', b't', b'r', b'a']);
+    let dir = tempfile::tempdir().unwrap();
+    let changed_path = dir.path().join("first_action.wasm");
+    std::fs::write(&changed_path, changed).unwrap();
+    let out = cli(args(&["upload", changed_path.to_str().unwrap()])).await.unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("409"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let out = cli(args(&["activate", "first-action", "0.1.0"])).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cli(args(&["activate", "first-action", "9.9.9"])).await.unwrap();
+    assert_eq!(out.status.code(), Some(1), "an unknown version is refused");
+    host.stop().await;
 }

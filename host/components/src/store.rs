@@ -8,9 +8,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use flowhost_core::collections::{COMPONENTS_CHANGED_SUBJECT, COMPONENT_ACTIVE, COMPONENT_BLOBS, COMPONENT_VERSIONS};
 use flowhost_core::digest::{iso_utc, sha256_bytes_hex};
-use flowhost_core::ports::{PortError, Ports};
+use flowhost_core::ports::{PortError, Ports, Wakeups};
 use flowhost_runtime::{Capability, LoadError, Manifest, Plugin, Runtime};
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -416,23 +415,9 @@ impl ComponentStore {
     /// Keeps this node in step with the stored active versions until `shutdown`: at once on a change signal,
     /// and every [`StoreConfig::sync_interval`] as the fallback.
     pub async fn run_sync(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut signals = match self.ports.subjects.subscribe(COMPONENTS_CHANGED_SUBJECT).await {
-            Ok(stream) => Some(stream),
-            Err(error) => {
-                warn!(%error, "cannot subscribe to component changes; relying on the periodic reconcile");
-                None
-            }
-        };
-        let mut tick = tokio::time::interval(self.config.sync_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tick.tick() => {}
-                Some(_) = async { match signals.as_mut() { Some(s) => s.next().await, None => None } } => {
-                    debug!("component change signal received");
-                }
-            }
+        let subjects = self.ports.subjects.as_ref();
+        let mut wakeups = Wakeups::new(subjects, COMPONENTS_CHANGED_SUBJECT, self.config.sync_interval).await;
+        while wakeups.next(&shutdown).await {
             if let Err(error) = self.sync().await {
                 warn!(%error, "component reconcile failed; keeping the loaded versions");
             }

@@ -24,9 +24,8 @@ use flowhost_core::backoff::Backoff;
 use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
 use flowhost_core::config::EngineConfig;
 use flowhost_core::ports::{
-    next_positions, ConsumerConfig, PortError, Ports, Position, StartFrom, TopicConsumer, Topics,
+    next_positions, ConsumerConfig, PortError, Ports, Position, StartFrom, TopicConsumer, Topics, Wakeups,
 };
-use futures::StreamExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -78,23 +77,8 @@ async fn reload_loop(
     shutdown: CancellationToken,
 ) {
     let mut memo = ExpressionMemo::default();
-    let mut signals = match ports.subjects.subscribe(CONFIG_CHANGED_SUBJECT).await {
-        Ok(stream) => Some(stream),
-        Err(error) => {
-            warn!(%error, "cannot subscribe to change signals; relying on the periodic reload");
-            None
-        }
-    };
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-            Some(_) = async { match signals.as_mut() { Some(s) => s.next().await, None => None } } => {
-                debug!("change signal received; reloading rules");
-            }
-        }
+    let mut wakeups = Wakeups::new(ports.subjects.as_ref(), CONFIG_CHANGED_SUBJECT, interval).await;
+    while wakeups.next(&shutdown).await {
         match RuleSet::load(ports.documents.as_ref(), &mut memo).await {
             Ok(set) => {
                 metrics.rule_cache_reloads.inc();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 pub use cache::Cache;
 pub use documents::DocumentStore;
-pub use subjects::{subject_matches, SubjectMessage, SubjectStream, Subjects};
+pub use subjects::{subject_matches, SubjectMessage, SubjectStream, Subjects, Wakeups};
 pub use topics::{
     check_topic_name, next_positions, partition_for_key, ConsumerConfig, Header, OutRecord, Position, Record,
     StartFrom, TopicConsumer, Topics,

@@ -27,6 +27,50 @@ pub trait Subjects: Send + Sync + 'static {
     async fn subscribe(&self, pattern: &str) -> Result<SubjectStream, PortError>;
 }
 
+/// Wake-ups of a reconcile loop: every `interval`, and at once whenever a message arrives on a subject (a change
+/// signal). Signals are at-most-once, so the tick is the fallback that bounds how long a lost one delays work.
+pub struct Wakeups {
+    signals: Option<SubjectStream>,
+    tick: tokio::time::Interval,
+}
+
+impl std::fmt::Debug for Wakeups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wakeups").field("signals", &self.signals.is_some()).finish_non_exhaustive()
+    }
+}
+
+impl Wakeups {
+    /// Subscribes to `subject`; when that fails, logs it and relies on the tick alone. The first wake-up is
+    /// immediate.
+    pub async fn new(subjects: &dyn Subjects, subject: &str, interval: std::time::Duration) -> Wakeups {
+        let signals = match subjects.subscribe(subject).await {
+            Ok(stream) => Some(stream),
+            Err(error) => {
+                tracing::warn!(%error, subject, "cannot subscribe to change signals; relying on the periodic tick");
+                None
+            }
+        };
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Wakeups { signals, tick }
+    }
+
+    /// Waits for the next tick or signal; `false` once `shutdown` fires.
+    pub async fn next(&mut self, shutdown: &tokio_util::sync::CancellationToken) -> bool {
+        use futures::StreamExt;
+        let signals = &mut self.signals;
+        tokio::select! {
+            _ = shutdown.cancelled() => false,
+            _ = self.tick.tick() => true,
+            Some(_) = async { match signals.as_mut() { Some(s) => s.next().await, None => None } } => {
+                tracing::debug!("change signal received");
+                true
+            }
+        }
+    }
+}
+
 /// Whether `subject` matches the NATS-style `pattern`.
 pub fn subject_matches(pattern: &str, subject: &str) -> bool {
     let mut pattern_tokens = pattern.split('.');
