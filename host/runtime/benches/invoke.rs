@@ -13,7 +13,7 @@ const INPUT: &str = r#"{"player":"p-1","amount":12.5}"#;
 fn main() {
     let mut config = RuntimeConfig::default();
     // Pool tuning to compare settings: FLOWHOST_BENCH_DECOMMIT_BATCH, FLOWHOST_BENCH_MEMORY_KEEP_RESIDENT,
-    // FLOWHOST_BENCH_STACK_KEEP_RESIDENT (bytes).
+    // FLOWHOST_BENCH_STACK_KEEP_RESIDENT (bytes), FLOWHOST_BENCH_PAGEMAP_SCAN (0 or 1).
     if let Some(batch) = env_number("FLOWHOST_BENCH_DECOMMIT_BATCH") {
         config.pool.decommit_batch_size = batch;
     }
@@ -22,6 +22,9 @@ fn main() {
     }
     if let Some(bytes) = env_number("FLOWHOST_BENCH_STACK_KEEP_RESIDENT") {
         config.pool.stack_keep_resident_bytes = bytes;
+    }
+    if let Some(scan) = env_number("FLOWHOST_BENCH_PAGEMAP_SCAN") {
+        config.pool.pagemap_scan = scan != 0;
     }
     println!("pool: {:?}", config.pool);
     let runtime = Runtime::new(config).expect("runtime");

@@ -13,7 +13,7 @@ use flowhost_core::ports::DocumentStore;
 use flowhost_core::{Clock, SystemClock};
 use sha2::Digest;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap, UpdateDeadline};
+use wasmtime::{Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap, UpdateDeadline};
 
 use crate::bindings::action::flowhost::plugin::types::{Outcome, PluginError};
 use crate::bindings::action::{ActionPlugin, ActionPluginPre};
@@ -84,7 +84,8 @@ impl Runtime {
             .decommit_batch_size(pool_config.decommit_batch_size.max(1))
             .linear_memory_keep_resident(pool_config.memory_keep_resident_bytes)
             .table_keep_resident(pool_config.memory_keep_resident_bytes)
-            .async_stack_keep_resident(pool_config.stack_keep_resident_bytes);
+            .async_stack_keep_resident(pool_config.stack_keep_resident_bytes)
+            .pagemap_scan(if pool_config.pagemap_scan { Enabled::Auto } else { Enabled::No });
 
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true)
