@@ -170,6 +170,7 @@ async fn bad_uploads_are_refused_with_clear_errors(backends: Backends) {
         ("version mismatch", "greeter", "0.2.0", fixtures::bytes("greeter"), 400, "declares greeter@0.1.0"),
         ("id mismatch", "welcome", "0.1.0", fixtures::bytes("greeter"), 400, "declares greeter@0.1.0"),
         ("undeclared capability", "sneaky", "0.1.0", fixtures::bytes("sneaky"), 400, "does not declare"),
+        ("invalid config_schema", "badschema", "0.1.0", fixtures::bytes("badschema"), 400, "invalid config_schema"),
         ("bad id", "bad..%2Fid", "0.1.0", fixtures::bytes("noop"), 400, "invalid"),
         ("too large", "greeter", "0.1.0", vec![0u8; 300_001], 413, "limit of 300000 bytes"),
     ];

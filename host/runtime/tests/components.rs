@@ -215,6 +215,15 @@ async fn the_compile_cache_is_reused_and_damage_is_repaired() {
     assert_ne!(std::fs::read(cached).unwrap(), file, "the damaged entry was rewritten");
 }
 
+/// The runtime reads a manifest's `config_schema` as given; judging it is the component catalog's job (an upload
+/// of this fixture is refused there, see tests/tests/plugins.rs).
+#[tokio::test]
+async fn a_config_schema_is_carried_as_declared() {
+    let plugin = load(&runtime(), "badschema").await;
+    assert_eq!(plugin.manifest().actions[0].config_schema, Some(serde_json::json!({ "type": "nope" })));
+    assert_eq!(plugin.invoke("noop", "[1]").await, Ok("[1]".into()));
+}
+
 #[tokio::test]
 async fn a_capability_missing_from_the_manifest_is_refused() {
     let runtime = runtime();
@@ -289,7 +298,8 @@ async fn a_spinning_guest_does_not_hold_the_thread() {
 }
 
 /// The fixtures that have a test in this file; a new fixture without one fails here.
-const TESTED_FIXTURES: [&str; 8] = ["spin", "balloon", "trap", "garbage", "caps", "sneaky", "greeter", "greeter-v2"];
+const TESTED_FIXTURES: [&str; 9] =
+    ["spin", "balloon", "trap", "garbage", "caps", "sneaky", "greeter", "greeter-v2", "badschema"];
 
 #[test]
 fn every_fixture_has_a_test() {
