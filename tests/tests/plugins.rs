@@ -89,6 +89,8 @@ async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
     .await;
     assert_eq!((status, &body["output"]), (200, &json!({"pass": true})), "{body}");
     assert!(body["duration_us"].as_u64().is_some(), "{body}");
+    let counted = host.metric("flowhost_plugin_invocations_total{plugin=\"condition\",result=\"ok\"}").await;
+    assert_eq!(counted, 1.0, "invocations are counted on /metrics");
 
     // A restart installs nothing twice and keeps them active; its compile cache spares compiling them again.
     host.stop().await;

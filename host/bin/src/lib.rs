@@ -78,11 +78,16 @@ pub fn runtime_config(plugins: &PluginsConfig) -> flowhost_runtime::RuntimeConfi
 
 /// The plugin runtime and component store of this process: the bundled plugins installed (unless disabled),
 /// the stored active versions loaded.
-pub async fn start_components(config: &Config, ports: &Ports) -> anyhow::Result<Arc<ComponentStore>> {
+pub async fn start_components(
+    config: &Config,
+    ports: &Ports,
+    registry: &prometheus::Registry,
+) -> anyhow::Result<Arc<ComponentStore>> {
     let runtime = flowhost_runtime::Runtime::with_host(
         runtime_config(&config.plugins),
         ports.clock.clone(),
         Some(ports.documents.clone()),
+        Some(flowhost_runtime::RuntimeMetrics::register(registry)?),
     )?;
     let store_config = StoreConfig {
         max_component_bytes: config.plugins.max_component_bytes,
@@ -123,7 +128,7 @@ pub async fn serve(
     let engine_metrics = Arc::new(EngineMetrics::register(&registry)?);
     let mut tasks = tokio::task::JoinSet::new();
     let components = if config.roles.contains(&Role::Admin) || config.roles.contains(&Role::Engine) {
-        let store = start_components(&config, &ports).await?;
+        let store = start_components(&config, &ports, &registry).await?;
         tasks.spawn(store.clone().run_sync(shutdown.clone()).map(Ok));
         Some(store)
     } else {

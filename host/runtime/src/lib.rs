@@ -41,10 +41,12 @@ mod error;
 mod host;
 mod limits;
 mod manifest;
+mod metrics;
 mod runtime;
 
 pub use error::{InvokeError, LoadError, Outcome, RuntimeError};
 pub use host::Capability;
 pub use limits::{Limits, PoolConfig, RuntimeConfig};
 pub use manifest::{Manifest, ManifestAction, ManifestDataSource, ManifestLimits};
+pub use metrics::RuntimeMetrics;
 pub use runtime::{Compiled, Plugin, Runtime};

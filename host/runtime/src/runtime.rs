@@ -19,7 +19,7 @@ use crate::bindings::action::flowhost::plugin::types::{Outcome, PluginError};
 use crate::bindings::action::{ActionPlugin, ActionPluginPre};
 use crate::bindings::service::ServicePluginPre;
 use crate::host::{HostState, MemoryLimiter, TYPE_ONLY_IMPORTS};
-use crate::{Capability, InvokeError, Limits, LoadError, Manifest, RuntimeConfig, RuntimeError};
+use crate::{Capability, InvokeError, Limits, LoadError, Manifest, RuntimeConfig, RuntimeError, RuntimeMetrics};
 
 /// Runs plugin components. Cheap to clone; plugins keep it alive.
 #[derive(Clone)]
@@ -32,6 +32,7 @@ struct Inner {
     config: RuntimeConfig,
     clock: Arc<dyn Clock>,
     documents: Option<Arc<dyn DocumentStore>>,
+    metrics: Option<RuntimeMetrics>,
     _ticker: EpochTicker,
 }
 
@@ -50,15 +51,16 @@ impl Runtime {
     /// A runtime whose `clock` capability reads `clock` (tests inject a manual one), without a document store
     /// (the `documents` capability then answers every call with an error).
     pub fn with_clock(config: RuntimeConfig, clock: Arc<dyn Clock>) -> Result<Runtime, RuntimeError> {
-        Self::with_host(config, clock, None)
+        Self::with_host(config, clock, None, None)
     }
 
     /// A runtime whose capabilities are served by `clock` and `documents` (plugin documents live in its
-    /// `plugin_documents` collection, scoped by plugin id).
+    /// `plugin_documents` collection, scoped by plugin id), counting invocations in `metrics`.
     pub fn with_host(
         config: RuntimeConfig,
         clock: Arc<dyn Clock>,
         documents: Option<Arc<dyn DocumentStore>>,
+        metrics: Option<RuntimeMetrics>,
     ) -> Result<Runtime, RuntimeError> {
         if config.limits.memory_bytes > config.pool.max_memory_bytes {
             return Err(RuntimeError(format!(
@@ -94,7 +96,7 @@ impl Runtime {
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&wasm).map_err(|error| RuntimeError(format!("{error:#}")))?;
         let ticker = EpochTicker::start(&engine, config.epoch_tick);
-        Ok(Runtime { inner: Arc::new(Inner { engine, config, clock, documents, _ticker: ticker }) })
+        Ok(Runtime { inner: Arc::new(Inner { engine, config, clock, documents, metrics, _ticker: ticker }) })
     }
 
     /// The configuration this runtime runs with.
@@ -337,6 +339,13 @@ impl Plugin {
     /// Runs `action` on the JSON `input` with `limits` (e.g. tightened by the manifest or the flow), in a fresh
     /// instance. `limits.memory_bytes` above the pool's ceiling is clamped to it.
     pub async fn invoke_with_limits(&self, action: &str, input: &str, limits: &Limits) -> Result<String, InvokeError> {
+        let started = Instant::now();
+        let result = self.run_invoke(action, input, limits).await;
+        self.observe(&result, started);
+        result
+    }
+
+    async fn run_invoke(&self, action: &str, input: &str, limits: &Limits) -> Result<String, InvokeError> {
         if !self.inner.manifest.has_action(action) {
             return Err(InvokeError::UnknownAction(action.to_string()));
         }
@@ -355,6 +364,19 @@ impl Plugin {
     /// parameters the manifest declares for the source are passed on; an undeclared source is refused
     /// ([`InvokeError::UnknownDataSource`]) without running the guest.
     pub async fn data_source(&self, name: &str, params: &[(String, String)]) -> Result<String, InvokeError> {
+        let started = Instant::now();
+        let result = self.run_data_source(name, params).await;
+        self.observe(&result, started);
+        result
+    }
+
+    fn observe(&self, result: &Result<String, InvokeError>, started: Instant) {
+        if let Some(metrics) = &self.inner.runtime.metrics {
+            metrics.observe(&self.inner.manifest.id, result, started.elapsed());
+        }
+    }
+
+    async fn run_data_source(&self, name: &str, params: &[(String, String)]) -> Result<String, InvokeError> {
         let declared = self.inner.manifest.data_sources.iter().find(|source| source.name == name);
         let (Some(service), Some(declared)) = (&self.inner.service, declared) else {
             return Err(InvokeError::UnknownDataSource(name.to_string()));

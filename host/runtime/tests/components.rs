@@ -160,7 +160,10 @@ async fn documents_are_scoped_to_the_plugin_and_data_sources_get_only_declared_p
     let clock: Arc<dyn flowhost_core::Clock> = Arc::new(flowhost_core::SystemClock);
     let store = flowhost_embedded::EmbeddedStore::open(dir.path(), 1, clock.clone()).expect("embedded store");
     let documents = store.documents();
-    let host = Runtime::with_host(RuntimeConfig::default(), clock, Some(documents.clone())).expect("runtime");
+    let registry = prometheus::Registry::new();
+    let metrics = flowhost_runtime::RuntimeMetrics::register(&registry).expect("metrics");
+    let host =
+        Runtime::with_host(RuntimeConfig::default(), clock, Some(documents.clone()), Some(metrics)).expect("runtime");
     let v1 = host.load(&fixtures::bytes("greeter"), &Capability::ALL).await.expect("load greeter");
     let v2 = host.load(&fixtures::bytes("greeter_v2"), &Capability::ALL).await.expect("load greeter_v2");
     assert_eq!((v1.manifest().version.as_str(), v2.manifest().version.as_str()), ("0.1.0", "0.2.0"));
@@ -180,6 +183,18 @@ async fn documents_are_scoped_to_the_plugin_and_data_sources_get_only_declared_p
         Ok(r#"{"params":{"lang":"fr"},"version":"0.1.0"}"#.to_string())
     );
     assert_eq!(v1.data_source("nope", &[]).await, Err(InvokeError::UnknownDataSource("nope".into())));
+    // Every call is counted by plugin and result, and timed.
+    let counted = |result: &str| {
+        registry
+            .gather()
+            .iter()
+            .filter(|family| family.name() == "flowhost_plugin_invocations_total")
+            .flat_map(|family| family.get_metric().to_vec())
+            .filter(|m| m.get_label().iter().any(|l| l.name() == "result" && l.value() == result))
+            .map(|m| m.get_counter().get_value())
+            .sum::<f64>()
+    };
+    assert_eq!((counted("ok"), counted("retryable"), counted("permanent")), (3.0, 1.0, 1.0));
 
     // Without a document store the capability answers with an error the SDK reports as retryable.
     let bare = runtime().load(&fixtures::bytes("greeter"), &Capability::ALL).await.unwrap();
