@@ -156,7 +156,8 @@ pub struct ComponentStore {
     runtime: Runtime,
     config: StoreConfig,
     loaded: RwLock<Loaded>,
-    /// Serializes reconciliations, so two signals do not load the same version twice at once.
+    /// Serializes reconciliations and activations, so a reconcile that read an older active row never swaps it
+    /// back in after an activation.
     sync_lock: tokio::sync::Mutex<()>,
 }
 
@@ -284,6 +285,8 @@ impl ComponentStore {
     /// needed, records it, swaps it in on this node and tells the other nodes.
     pub async fn activate(&self, id: &str, version: &str) -> Result<Activation, ComponentError> {
         let plugin = self.version(id, version).await?;
+        // Not while a reconcile runs: it may have read the previous active row and would swap it back in.
+        let _guard = self.sync_lock.lock().await;
         let previous: Option<ActiveRow> = self.load_row(COMPONENT_ACTIVE, id).await?;
         let row = ActiveRow {
             id: id.to_owned(),
