@@ -163,14 +163,27 @@ async fn upload_versions_rollback_and_immutability(backends: Backends) {
 }
 
 async fn bad_uploads_are_refused_with_clear_errors(backends: Backends) {
-    let host = TestHost::start_configured(backends, None, |config| config.plugins.max_component_bytes = 300_000).await;
+    let host = TestHost::start_configured(backends, None, |config| {
+        config.plugins.max_component_bytes = 300_000;
+        // This deployment grants no document storage to plugins.
+        config.plugins.capabilities = vec!["log".into(), "clock".into()];
+    })
+    .await;
     // (case, plugin id, version, body, status, words of the error)
     let cases = [
         ("not wasm", "greeter", "0.1.0", b"definitely not wasm".to_vec(), 400, "invalid component"),
         ("truncated", "greeter", "0.1.0", fixtures::bytes("greeter")[..200].to_vec(), 400, "invalid component"),
         ("empty", "greeter", "0.1.0", Vec::new(), 400, "body must be the component"),
-        ("version mismatch", "greeter", "0.2.0", fixtures::bytes("greeter"), 400, "declares greeter@0.1.0"),
-        ("id mismatch", "welcome", "0.1.0", fixtures::bytes("greeter"), 400, "declares greeter@0.1.0"),
+        ("version mismatch", "caps", "0.2.0", fixtures::bytes("caps"), 400, "declares caps@0.1.0"),
+        ("id mismatch", "welcome", "0.1.0", fixtures::bytes("caps"), 400, "declares caps@0.1.0"),
+        (
+            "ungranted capability",
+            "greeter",
+            "0.1.0",
+            fixtures::bytes("greeter"),
+            400,
+            "\"documents\", which is not granted",
+        ),
         ("undeclared capability", "sneaky", "0.1.0", fixtures::bytes("sneaky"), 400, "does not declare"),
         ("invalid config_schema", "badschema", "0.1.0", fixtures::bytes("badschema"), 400, "invalid config_schema"),
         ("bad id", "bad..%2Fid", "0.1.0", fixtures::bytes("noop"), 400, "invalid"),

@@ -11,6 +11,7 @@ use flowhost_core::ports::{Cache, DocumentStore, Ports, Subjects, Topics};
 use flowhost_core::{Clock, SystemClock};
 use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
 use flowhost_engine::{Engine, EngineMetrics, WasmNodes};
+use flowhost_runtime::Capability;
 use futures::FutureExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -93,6 +94,8 @@ pub async fn start_components(
         max_component_bytes: config.plugins.max_component_bytes,
         sync_interval: Duration::from_millis(config.plugins.sync_interval_ms),
         compile_cache: Some(config.data_dir.join("component-cache")),
+        // Names were checked when the configuration loaded.
+        grants: config.plugins.capabilities.iter().filter_map(|name| Capability::from_name(name)).collect(),
     };
     let store = Arc::new(ComponentStore::new(ports.clone(), runtime, store_config));
     if config.plugins.bundled {

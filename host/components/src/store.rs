@@ -25,11 +25,18 @@ pub struct StoreConfig {
     pub sync_interval: Duration,
     /// Where compiled native code is cached on this node (`None`: compile on every load).
     pub compile_cache: Option<std::path::PathBuf>,
+    /// The host capabilities components may import; one importing another is refused.
+    pub grants: Vec<Capability>,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        Self { max_component_bytes: 8 << 20, sync_interval: Duration::from_secs(5), compile_cache: None }
+        Self {
+            max_component_bytes: 8 << 20,
+            sync_interval: Duration::from_secs(5),
+            compile_cache: None,
+            grants: Capability::ALL.to_vec(),
+        }
     }
 }
 
@@ -450,9 +457,8 @@ impl ComponentStore {
     }
 
     /// Compiles on a blocking thread (tens of milliseconds to seconds of CPU; cached per node when configured),
-    /// then links and reads the manifest. Every
-    /// host capability is offered; the runtime links only those the component imports and its manifest
-    /// declares.
+    /// then links and reads the manifest. The configured grants are offered; the runtime links only those the
+    /// component imports and its manifest declares.
     async fn compile_and_load(&self, wasm: Vec<u8>) -> Result<(Vec<u8>, Plugin), ComponentError> {
         let runtime = self.runtime.clone();
         let cache = self.config.compile_cache.clone();
@@ -465,7 +471,7 @@ impl ComponentStore {
         })
         .await
         .map_err(|error| PortError::Backend(format!("compiling a component failed: {error}")))?;
-        let plugin = self.runtime.load_compiled(compiled?, &Capability::ALL).await?;
+        let plugin = self.runtime.load_compiled(compiled?, &self.config.grants).await?;
         Ok((wasm, plugin))
     }
 

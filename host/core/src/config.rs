@@ -251,7 +251,13 @@ pub struct PluginsConfig {
     /// Install the plugins shipped with the binary (`noop`, `condition`, `mapping`) at start
     /// (`FLOWHOST_PLUGINS_BUNDLED`; default true).
     pub bundled: bool,
+    /// Host capabilities uploaded components may use (`FLOWHOST_PLUGINS_CAPABILITIES`, comma-separated; default
+    /// `log,clock,documents`). A component importing another one is refused at upload.
+    pub capabilities: Vec<String>,
 }
+
+/// The host capabilities this version offers to plugins.
+pub const PLUGIN_CAPABILITIES: [&str; 3] = ["log", "clock", "documents"];
 
 impl Default for PluginsConfig {
     fn default() -> Self {
@@ -264,6 +270,7 @@ impl Default for PluginsConfig {
             max_component_bytes: 8 << 20,
             sync_interval_ms: 5000,
             bundled: true,
+            capabilities: PLUGIN_CAPABILITIES.iter().map(|c| c.to_string()).collect(),
         }
     }
 }
@@ -584,6 +591,9 @@ impl Config {
         if let Some(v) = get("FLOWHOST_PLUGINS_BUNDLED") {
             plugins.bundled = parse("FLOWHOST_PLUGINS_BUNDLED", v)?;
         }
+        if let Some(v) = get("FLOWHOST_PLUGINS_CAPABILITIES") {
+            plugins.capabilities = v.split(',').map(|c| c.trim().to_owned()).filter(|c| !c.is_empty()).collect();
+        }
         if let Some(v) = get("FLOWHOST_LOG") {
             self.log.filter = v;
         }
@@ -697,6 +707,12 @@ impl Config {
                     format!("{value} is outside {}..={}", range.start(), range.end()),
                 ));
             }
+        }
+        if let Some(unknown) = plugins.capabilities.iter().find(|c| !PLUGIN_CAPABILITIES.contains(&c.as_str())) {
+            return Err(ConfigError::new(
+                "plugins.capabilities",
+                format!("unknown capability {unknown:?} (known: {})", PLUGIN_CAPABILITIES.join(", ")),
+            ));
         }
         for (setting, value) in
             [("mongodb.uri", &self.mongodb.uri), ("kafka.brokers", &self.kafka.brokers), ("nats.url", &self.nats.url)]
@@ -890,6 +906,11 @@ mod tests {
             assert!(error.setting.starts_with("plugins."), "{name}: {error}");
         }
         assert_eq!(load(&[("FLOWHOST_PLUGINS_FUEL", "lots")]).unwrap_err().setting, "FLOWHOST_PLUGINS_FUEL");
+        assert_eq!(load(&[]).unwrap().plugins.capabilities, ["log", "clock", "documents"]);
+        let config = load(&[("FLOWHOST_PLUGINS_CAPABILITIES", "log, clock")]).unwrap();
+        assert_eq!(config.plugins.capabilities, ["log", "clock"]);
+        let error = load(&[("FLOWHOST_PLUGINS_CAPABILITIES", "log,network")]).unwrap_err();
+        assert!(error.setting == "plugins.capabilities" && error.message.contains("network"), "{error}");
     }
 
     #[test]

@@ -37,6 +37,11 @@ impl Capability {
         }
     }
 
+    /// The capability called `name` in manifests and configuration.
+    pub fn from_name(name: &str) -> Option<Capability> {
+        Capability::ALL.into_iter().find(|capability| capability.name() == name)
+    }
+
     /// The capability whose WIT interface a component imports under `import`
     /// (e.g. `flowhost:plugin/log@0.1.0`).
     pub(crate) fn from_import(import: &str) -> Option<Capability> {
