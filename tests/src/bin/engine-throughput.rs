@@ -1,7 +1,8 @@
 //! Engine throughput end to end: N events already on a source topic, 10 rules on their event type, the engine
 //! started cold; measures consume + evaluate + publish + commit until every event is consumed and every output
 //! acknowledged. Runs on the embedded log, and on Kafka when `FLOWHOST_TEST_KAFKA_BROKERS` is set (the test
-//! servers' environment, see tests/scripts/servers.sh). Also prints the pure processing rate (no I/O).
+//! servers' environment, see tests/scripts/servers.sh). Also prints the pure processing rate (no I/O), natively
+//! and with the wasm `condition` node kind (on a hundredth of the events: it is about 500 times slower).
 //!
 //!     cargo run --release -p flowhost-tests --bin engine-throughput [-- EVENTS]
 
@@ -14,7 +15,7 @@ use flowhost_core::model::{EventSchema, FieldType, Rule, RuleConditions, RuleSou
 use flowhost_core::ports::{OutRecord, Ports, Record, Topics};
 use flowhost_core::SystemClock;
 use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
-use flowhost_engine::{process_batch, Engine, EngineMetrics, ExpressionMemo, RuleSet};
+use flowhost_engine::{process_batch, process_batch_with, Engine, EngineMetrics, ExpressionMemo, RuleSet, WasmNodes};
 use flowhost_tests::unique;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -131,9 +132,8 @@ async fn run_engine(label: &str, ports: Ports, events: usize) {
     );
 }
 
-fn pure_processing(events: usize) {
-    let set = RuleSet::build(rules("in", "out"), vec![], vec![], vec![schema()], &mut ExpressionMemo::default());
-    let batch: Vec<Record> = (0..events)
+fn consumed(events: usize) -> Vec<Record> {
+    (0..events)
         .map(|i| Record {
             topic: "in".into(),
             partition: 0,
@@ -143,7 +143,12 @@ fn pure_processing(events: usize) {
             headers: vec![],
             timestamp_ms: 0,
         })
-        .collect();
+        .collect()
+}
+
+fn pure_processing(events: usize) {
+    let set = RuleSet::build(rules("in", "out"), vec![], vec![], vec![schema()], &mut ExpressionMemo::default());
+    let batch = consumed(events);
     let metrics = EngineMetrics::unregistered();
     let started = Instant::now();
     let mut outputs = 0;
@@ -153,6 +158,34 @@ fn pure_processing(events: usize) {
     let elapsed = started.elapsed();
     println!(
         "| process_batch only (parse, 10 rules, map; no I/O) | {events} | {outputs} | - | {:.0} | {:.0} |",
+        events as f64 / elapsed.as_secs_f64(),
+        outputs as f64 / elapsed.as_secs_f64()
+    );
+}
+
+/// The same processing with conditions run by the bundled `condition` component (`engine.node_kinds = wasm`).
+async fn wasm_processing(ports: Ports, events: usize) {
+    let runtime = flowhost_runtime::Runtime::new(flowhost_runtime::RuntimeConfig::default()).unwrap();
+    let store = Arc::new(flowhost_components::ComponentStore::new(ports, runtime, Default::default()));
+    store.install_bundled(&flowhost_runtime_fixtures::bundled()).await.unwrap();
+    let nodes = WasmNodes::new(store, tokio::runtime::Handle::current());
+    let set = RuleSet::build(rules("in", "out"), vec![], vec![], vec![schema()], &mut ExpressionMemo::default());
+    let batch = consumed(events);
+    let native = process_batch(&set, &batch, "invalid", &EngineMetrics::unregistered()).records.len();
+    let (outputs, elapsed) = tokio::task::spawn_blocking(move || {
+        let metrics = EngineMetrics::unregistered();
+        let started = Instant::now();
+        let mut outputs = 0;
+        for chunk in batch.chunks(500) {
+            outputs += process_batch_with(&set, chunk, "invalid", &metrics, &nodes).unwrap().records.len();
+        }
+        (outputs, started.elapsed())
+    })
+    .await
+    .unwrap();
+    assert_eq!(outputs, native, "the wasm node kinds decide as the native ones");
+    println!(
+        "| process_batch with the wasm `condition` node kind (10 calls per event; no I/O) | {events} | {outputs} | - | {:.0} | {:.0} |",
         events as f64 / elapsed.as_secs_f64(),
         outputs as f64 / elapsed.as_secs_f64()
     );
@@ -175,6 +208,7 @@ async fn main() {
         cache: Arc::new(LocalCache::new(clock.clone())),
         clock: clock.clone(),
     };
+    wasm_processing(embedded.clone(), (events / 100).max(100)).await;
     run_engine("embedded (SQLite log)", embedded.clone(), events).await;
 
     if let Ok(brokers) = std::env::var("FLOWHOST_TEST_KAFKA_BROKERS") {
