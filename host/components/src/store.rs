@@ -302,7 +302,7 @@ impl ComponentStore {
             activated_at: iso_utc(self.ports.clock.now_ms()),
         };
         self.ports.documents.upsert(COMPONENT_ACTIVE, id, encode(&row)).await?;
-        self.write_loaded().active.insert(id.to_owned(), plugin);
+        self.swap_in(id, plugin);
         let previous_version = previous.map(|previous| previous.version);
         info!(plugin = %id, %version, previous = ?previous_version, "component version activated");
         let signal = serde_json::to_vec(&json!({ "id": id, "version": version })).unwrap_or_default();
@@ -412,7 +412,7 @@ impl ComponentStore {
             }
             match self.version(&row.id, &row.version).await {
                 Ok(plugin) => {
-                    self.write_loaded().active.insert(row.id.clone(), plugin);
+                    self.swap_in(&row.id, plugin);
                     info!(plugin = %row.id, version = %row.version, previous = ?current, "component version swapped in");
                 }
                 Err(error) => warn!(plugin = %row.id, version = %row.version, %error,
@@ -473,6 +473,17 @@ impl ComponentStore {
         .map_err(|error| PortError::Backend(format!("compiling a component failed: {error}")))?;
         let plugin = self.runtime.load_compiled(compiled?, &self.config.grants).await?;
         Ok((wasm, plugin))
+    }
+
+    /// Makes `plugin` the active version of `id` on this node. Of the other loaded versions of `id` only the one
+    /// it replaces stays loaded (a rollback is then instant); older ones are dropped once their calls in flight
+    /// end, and load again on demand (from the compile cache, in about a millisecond).
+    fn swap_in(&self, id: &str, plugin: Plugin) {
+        let mut loaded = self.write_loaded();
+        let keep =
+            [Some(plugin.manifest().version.clone()), loaded.active.get(id).map(|p| p.manifest().version.clone())];
+        loaded.versions.retain(|(plugin_id, version), _| plugin_id != id || keep.contains(&Some(version.clone())));
+        loaded.active.insert(id.to_owned(), plugin);
     }
 
     fn content_hash_of(&self, id: &str, version: &str) -> Option<String> {
