@@ -27,3 +27,15 @@ pub(crate) mod service {
         exports: { default: async },
     });
 }
+
+pub(crate) mod projector {
+    wasmtime::component::bindgen!({
+        path: "../../wit/flowhost-plugin",
+        world: "projector",
+        with: {
+            "flowhost:plugin/types": super::action::flowhost::plugin::types,
+            "flowhost:plugin/log": super::action::flowhost::plugin::log,
+        },
+        exports: { default: async },
+    });
+}

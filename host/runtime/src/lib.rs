@@ -42,6 +42,7 @@ mod host;
 mod limits;
 mod manifest;
 mod metrics;
+mod projector;
 mod runtime;
 
 pub use error::{InvokeError, LoadError, Outcome, RuntimeError};
@@ -49,4 +50,5 @@ pub use host::Capability;
 pub use limits::{Limits, PoolConfig, RuntimeConfig};
 pub use manifest::{Manifest, ManifestAction, ManifestDataSource, ManifestLimits};
 pub use metrics::RuntimeMetrics;
+pub use projector::Projector;
 pub use runtime::{Compiled, Plugin, Runtime};

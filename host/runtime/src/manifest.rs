@@ -16,7 +16,8 @@ pub struct Manifest {
     /// Host capabilities the plugin uses (`log`, `clock`).
     #[serde(default)]
     pub capabilities: Vec<String>,
-    /// The actions it offers.
+    /// The actions it offers (an action plugin must offer at least one; a projector offers none).
+    #[serde(default)]
     pub actions: Vec<ManifestAction>,
     /// The service the component belongs to in the component catalog (default: its `id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

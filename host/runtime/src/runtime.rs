@@ -12,7 +12,7 @@ use flowhost_core::digest::sha256_bytes_hex;
 use flowhost_core::ports::DocumentStore;
 use flowhost_core::{Clock, SystemClock};
 use sha2::Digest;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap, UpdateDeadline};
 
 use crate::bindings::action::flowhost::plugin::types::{Outcome, PluginError};
@@ -27,7 +27,16 @@ pub struct Runtime {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+impl Inner {
+    /// Counts and times a finished call of plugin `id`.
+    pub(crate) fn observe(&self, id: &str, result: &Result<String, InvokeError>, started: Instant) {
+        if let Some(metrics) = &self.metrics {
+            metrics.observe(id, result, started.elapsed());
+        }
+    }
+}
+
+pub(crate) struct Inner {
     engine: Engine,
     config: RuntimeConfig,
     clock: Arc<dyn Clock>,
@@ -184,7 +193,13 @@ impl Runtime {
         self.prepare(component, grants).await
     }
 
-    async fn prepare(&self, component: Component, grants: &[Capability]) -> Result<Plugin, LoadError> {
+    /// Checks the component's imports against `grants` and links them: the granted capabilities it imports, the
+    /// insecure seed, and traps for the rest of WASI.
+    pub(crate) fn link(
+        &self,
+        component: &Component,
+        grants: &[Capability],
+    ) -> Result<(InstancePre<HostState>, Vec<Capability>), LoadError> {
         let engine = &self.inner.engine;
         let mut imported = Vec::new();
         for (name, _) in component.component_type().imports(engine) {
@@ -218,35 +233,34 @@ impl Runtime {
             }
         }
         // What is left is WASI (and type-only interfaces): stubs that trap if called (see the crate docs).
-        linker.define_unknown_imports_as_traps(&component).map_err(|error| LoadError::Link(format!("{error:#}")))?;
-        let pre = linker.instantiate_pre(&component).map_err(|error| LoadError::Link(format!("{error:#}")))?;
-        // A component that also exports `data-sources` is a service plugin (`service-plugin` world).
-        let service = ServicePluginPre::new(pre.clone()).ok();
-        let pre = ActionPluginPre::new(pre).map_err(|error| LoadError::Link(format!("{error:#}")))?;
+        linker.define_unknown_imports_as_traps(component).map_err(|error| LoadError::Link(format!("{error:#}")))?;
+        let pre = linker.instantiate_pre(component).map_err(|error| LoadError::Link(format!("{error:#}")))?;
+        Ok((pre, imported))
+    }
 
-        let limits = &self.inner.config.limits;
+    /// A fresh store for reading a manifest, with the default limits.
+    pub(crate) fn loading_store(&self) -> Result<Store<HostState>, LoadError> {
         let loading = Identity { plugin: "(loading)".into(), scope: "(loading)".into() };
-        let mut store = new_store(&self.inner, loading, limits).map_err(LoadError::Manifest)?;
-        let instance = instantiate(&pre, &mut store, limits).await.map_err(LoadError::Manifest)?;
-        let text = match instance.call_manifest(&mut store).await {
-            Ok(text) => text,
-            Err(error) => return Err(LoadError::Manifest(classify(error, &store, limits))),
-        };
+        new_store(&self.inner, loading, &self.inner.config.limits).map_err(LoadError::Manifest)
+    }
+
+    /// Parses the text a `manifest` export returned and checks that it declares every imported capability;
+    /// returns it with the plugin's identity and limits (the defaults tightened by the manifest).
+    pub(crate) fn read_manifest(
+        &self,
+        text: wasmtime::Result<String>,
+        store: Store<HostState>,
+        imported: &[Capability],
+    ) -> Result<(Manifest, Identity, Limits), LoadError> {
+        let limits = &self.inner.config.limits;
+        let text = text.map_err(|error| LoadError::Manifest(classify(error, &store, limits)))?;
         drop(store);
         check_output(&text, limits).map_err(LoadError::Manifest)?;
         let manifest: Manifest =
             serde_json::from_str(&text).map_err(|error| LoadError::InvalidManifest(error.to_string()))?;
-        for capability in &imported {
+        for capability in imported {
             if !manifest.capabilities.iter().any(|declared| declared == capability.name()) {
                 return Err(LoadError::Undeclared { capability: capability.name().to_string() });
-            }
-        }
-        for source in &manifest.data_sources {
-            if service.is_none() {
-                return Err(LoadError::InvalidManifest(format!(
-                    "data source {:?} is declared but the component does not export `data-sources`",
-                    source.name
-                )));
             }
         }
         let identity = Identity {
@@ -257,6 +271,31 @@ impl Runtime {
             Some(asked) => limits.tightened_by(asked),
             None => limits.clone(),
         };
+        Ok((manifest, identity, limits))
+    }
+
+    async fn prepare(&self, component: Component, grants: &[Capability]) -> Result<Plugin, LoadError> {
+        let (pre, imported) = self.link(&component, grants)?;
+        // A component that also exports `data-sources` is a service plugin (`service-plugin` world).
+        let service = ServicePluginPre::new(pre.clone()).ok();
+        let pre = ActionPluginPre::new(pre).map_err(|error| LoadError::Link(format!("{error:#}")))?;
+
+        let mut store = self.loading_store()?;
+        let limits = &self.inner.config.limits;
+        let instance = instantiate(&pre, &mut store, limits).await.map_err(LoadError::Manifest)?;
+        let text = instance.call_manifest(&mut store).await;
+        let (manifest, identity, limits) = self.read_manifest(text, store, &imported)?;
+        if manifest.actions.is_empty() {
+            return Err(LoadError::InvalidManifest("the manifest declares no action".into()));
+        }
+        for source in &manifest.data_sources {
+            if service.is_none() {
+                return Err(LoadError::InvalidManifest(format!(
+                    "data source {:?} is declared but the component does not export `data-sources`",
+                    source.name
+                )));
+            }
+        }
         Ok(Plugin {
             inner: Arc::new(PluginInner {
                 runtime: self.inner.clone(),
@@ -268,6 +307,10 @@ impl Runtime {
                 limits,
             }),
         })
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
     }
 }
 
@@ -282,7 +325,7 @@ fn checked_payload(mut file: Vec<u8>) -> Option<Vec<u8>> {
 
 /// A compiled component, not yet linked: the output of [`Runtime::compile`]. Cheap to clone.
 #[derive(Clone)]
-pub struct Compiled(Component);
+pub struct Compiled(pub(crate) Component);
 
 /// A loaded component, ready to invoke. Cheap to clone; an invocation in flight keeps the version it started
 /// with alive.
@@ -371,9 +414,7 @@ impl Plugin {
     }
 
     fn observe(&self, result: &Result<String, InvokeError>, started: Instant) {
-        if let Some(metrics) = &self.inner.runtime.metrics {
-            metrics.observe(&self.inner.manifest.id, result, started.elapsed());
-        }
+        self.inner.runtime.observe(&self.inner.manifest.id, result, started);
     }
 
     async fn run_data_source(&self, name: &str, params: &[(String, String)]) -> Result<String, InvokeError> {
@@ -396,13 +437,13 @@ impl Plugin {
 
 /// Who a store runs for: `plugin` (`id@version`) tags log lines, `scope` (the id) scopes documents.
 #[derive(Clone)]
-struct Identity {
+pub(crate) struct Identity {
     plugin: Arc<str>,
     scope: Arc<str>,
 }
 
 /// Classifies a finished guest call and checks its output.
-fn finish(
+pub(crate) fn finish(
     result: wasmtime::Result<Result<String, PluginError>>,
     store: Store<HostState>,
     limits: &Limits,
@@ -436,7 +477,7 @@ async fn instantiate(
 }
 
 /// A fresh store with `limits`.
-fn new_store(runtime: &Inner, identity: Identity, limits: &Limits) -> Result<Store<HostState>, InvokeError> {
+pub(crate) fn new_store(runtime: &Inner, identity: Identity, limits: &Limits) -> Result<Store<HostState>, InvokeError> {
     let memory_bytes = limits.memory_bytes.min(runtime.config.pool.max_memory_bytes);
     let state = HostState {
         plugin: identity.plugin,
@@ -469,7 +510,7 @@ fn deadline_ticks(timeout: Duration, tick: Duration) -> u64 {
 }
 
 /// Turns a wasmtime failure into the class the engine acts on.
-fn classify(error: wasmtime::Error, store: &Store<HostState>, limits: &Limits) -> InvokeError {
+pub(crate) fn classify(error: wasmtime::Error, store: &Store<HostState>, limits: &Limits) -> InvokeError {
     // A refused memory growth comes first: a Rust guest then aborts, which would otherwise look like any trap.
     if store.data().limiter.hit {
         return InvokeError::MemoryLimit(store.data().limiter.memory_bytes);

@@ -230,6 +230,31 @@ async fn the_compile_cache_is_reused_and_damage_is_repaired() {
     assert_ne!(std::fs::read(cached).unwrap(), file, "the damaged entry was rewritten");
 }
 
+/// A projector folds records into a key's state in a fresh instance per call, and rejects what it refuses;
+/// an action plugin is not a projector and a projector is not an action plugin.
+#[tokio::test]
+async fn a_projector_folds_records_into_state_and_rejects_out_of_order_ones() {
+    let runtime = runtime();
+    let compiled = runtime.compile(&fixtures::bytes("visits")).expect("compile");
+    let visits = runtime.load_projector(compiled, &Capability::ALL).await.expect("load projector");
+    assert_eq!((visits.manifest().id.as_str(), visits.manifest().actions.len()), ("visits", 0));
+
+    let state = visits.project(None, r#"{"at_ms": 100}"#).await.expect("first visit");
+    assert_eq!(state, r#"{"visits":1,"last_ms":100}"#);
+    let state = visits.project(Some(&state), r#"{"at_ms": 250}"#).await.expect("second visit");
+    assert_eq!(state, r#"{"visits":2,"last_ms":250}"#);
+    let error = visits.project(Some(&state), r#"{"at_ms": 200}"#).await.unwrap_err();
+    assert!(matches!(&error, InvokeError::Permanent(m) if m.contains("older than the state")), "{error:?}");
+    let error = visits.project(None, "not json").await.unwrap_err();
+    assert!(matches!(&error, InvokeError::Permanent(m) if m.contains("bad record")), "{error:?}");
+
+    let error = runtime.load(&fixtures::bytes("visits"), &Capability::ALL).await.unwrap_err();
+    assert!(matches!(error, LoadError::Link(_)), "a projector has no invoke: {error:?}");
+    let noop = runtime.compile(&fixtures::bytes("noop")).unwrap();
+    let error = runtime.load_projector(noop, &Capability::ALL).await.unwrap_err();
+    assert!(matches!(error, LoadError::Link(_)), "an action plugin has no project: {error:?}");
+}
+
 /// The runtime reads a manifest's `config_schema` as given; judging it is the component catalog's job (an upload
 /// of this fixture is refused there, see tests/tests/plugins.rs).
 #[tokio::test]
@@ -313,8 +338,8 @@ async fn a_spinning_guest_does_not_hold_the_thread() {
 }
 
 /// The fixtures that have a test in this file; a new fixture without one fails here.
-const TESTED_FIXTURES: [&str; 9] =
-    ["spin", "balloon", "trap", "garbage", "caps", "sneaky", "greeter", "greeter-v2", "badschema"];
+const TESTED_FIXTURES: [&str; 10] =
+    ["spin", "balloon", "trap", "garbage", "caps", "sneaky", "greeter", "greeter-v2", "badschema", "visits"];
 
 #[test]
 fn every_fixture_has_a_test() {
