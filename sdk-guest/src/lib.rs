@@ -1,10 +1,11 @@
 //! `flowhost-sdk-guest`: write a Flowhost action or node kind in Rust and build it into a WebAssembly component
 //! (`cargo build --release --target wasm32-wasip2`) that the host's plugin runtime loads.
 //!
-//! The SDK hides the raw WIT bindings of `flowhost:plugin@0.1.0` (`wit/flowhost-plugin/`): a plugin declares a
-//! [`Manifest`], handles [`Call`]s with typed (serde) input and output, uses the host capabilities in [`log`] and
-//! [`clock`], and reports failures as an [`Error`] carrying the spec's [`Outcome`] class. One macro,
-//! [`export_plugin!`], exports it.
+//! The SDK hides the raw WIT bindings of `flowhost:plugin@0.1.0` (`wit/flowhost-plugin/`, the `service-plugin`
+//! world): a plugin declares a [`Manifest`] (actions with their `config_schema`, the node kinds it implements,
+//! its data sources, tighter limits), handles [`Call`]s with typed (serde) input and output, answers data sources
+//! with [`Plugin::data_source`], uses the host capabilities in [`log`], [`clock`] and [`documents`], and reports
+//! failures as an [`Error`] carrying the spec's [`Outcome`] class. One macro, [`export_plugin!`], exports it.
 //!
 //! ```ignore
 //! use flowhost_sdk_guest::{export_plugin, Action, Call, Error, Manifest, Output, Plugin};
