@@ -195,6 +195,10 @@ async fn bad_uploads_are_refused_with_clear_errors(backends: Backends) {
         let message = body["error"].as_str().unwrap_or_default();
         assert!(message.contains(needle), "{name}: {message:?} lacks {needle:?}");
     }
+    let url = host.url("/api/v1/plugins/caps/versions/0.1.0?activate=maybe");
+    let (status, body) = response_parts(host.http.put(url).body(fixtures::bytes("caps")).send().await.unwrap()).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().is_some_and(|e| e.contains("activate")), "the API's envelope: {body}");
     let (status, body) = host.call("GET", "/api/v1/plugins", None).await;
     assert_eq!((status, body), (200, json!([])), "nothing was stored");
     let (_, rows) = host.call("GET", "/api/v1/components", None).await;

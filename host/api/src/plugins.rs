@@ -8,6 +8,7 @@
 use std::time::Instant;
 
 use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -69,9 +70,10 @@ struct UploadQuery {
 async fn upload(
     State(state): State<SharedState>,
     Path((id, version)): Path<(String, String)>,
-    Query(query): Query<UploadQuery>,
+    query: Result<Query<UploadQuery>, QueryRejection>,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
     let store = store(&state)?;
     let wasm = read_limited(body, store.max_component_bytes()).await?;
     let prepared = store.prepare(&id, &version, wasm).await?;
