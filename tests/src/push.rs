@@ -56,7 +56,9 @@ pub fn callers_json() -> String {
 /// Configures the push-api role for tests: the policy above, a fresh VAPID pair, both interaction secrets,
 /// the editor token, the allowed target hosts and the tenants `tenant-a`, `tenant-b`.
 pub fn configure(config: &mut Config) {
-    let (public, private) = flowhost_push::vapid::generate().expect("VAPID keypair");
+    // One keypair per test process: every TestHost of every suite comes here.
+    static VAPID: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+    let (public, private) = VAPID.get_or_init(|| flowhost_push::vapid::generate().expect("VAPID keypair")).clone();
     let push = &mut config.push;
     push.callers_json = Some(Secret::new(callers_json()));
     push.vapid_public_key = Some(public);

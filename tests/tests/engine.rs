@@ -51,7 +51,9 @@ async fn wait_consumed(host: &TestHost, count: u64) {
 }
 
 async fn rules_route_events(backends: Backends) {
-    route_events(TestHost::start(backends).await).await
+    let host = TestHost::start(backends).await;
+    route_events(&host).await;
+    host.stop().await;
 }
 
 /// The same routing with conditions and mappings run by the bundled `condition` and `mapping` components.
@@ -61,11 +63,18 @@ async fn rules_route_events_through_the_node_kind_components(backends: Backends)
         config.plugins.bundled = true;
     })
     .await;
-    route_events(host).await;
+    route_events(&host).await;
+    // The events went through the components, not the native path.
+    for plugin in ["condition", "mapping"] {
+        let calls =
+            host.metric(&format!("flowhost_plugin_invocations_total{{plugin=\"{plugin}\",result=\"ok\"}}")).await;
+        assert!(calls > 0.0, "{plugin} was never invoked");
+    }
+    host.stop().await;
 }
 
-async fn route_events(host: TestHost) {
-    setup_schema(&host).await;
+async fn route_events(host: &TestHost) {
+    setup_schema(host).await;
     let (source, big, defaults) = (unique("deposits"), unique("big"), unique("default-out"));
     let put_default = json!({"default_output_topic": defaults});
     assert_eq!(host.call("PUT", &format!("/api/v1/event-sources/{source}"), Some(put_default)).await.0, 200);
@@ -112,7 +121,6 @@ async fn route_events(host: TestHost) {
 
     // Nothing else was published to the rule's topic (t2 was switched off for rule `big`).
     assert_eq!(host.read(&big, 2, host.quiet_period()).await.len(), 1);
-    host.stop().await;
 }
 
 async fn compiled_flow_routes_events(backends: Backends) {

@@ -11,6 +11,8 @@ use serde_json::json;
 /// A server process of this test, killed when dropped.
 struct Private {
     child: Child,
+    /// Its pid and log files; removed after the process is killed (fields drop after `Drop::drop`).
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Private {
@@ -54,7 +56,7 @@ async fn private_kafka() -> (Private, String) {
         .spawn()
         .unwrap();
     wait_for_port(port).await;
-    (Private { child }, format!("127.0.0.1:{port}"))
+    (Private { child, _dir: None }, format!("127.0.0.1:{port}"))
 }
 
 /// Creates a rule that passes every `deposit` event from a new source topic to a new output topic, and waits
@@ -84,8 +86,7 @@ async fn private_mongodb() -> (Private, String) {
         .spawn()
         .unwrap();
     wait_for_port(port).await;
-    std::mem::forget(dir); // the pid and log files live as long as the process
-    (Private { child }, format!("mongodb://127.0.0.1:{port}"))
+    (Private { child, _dir: Some(dir) }, format!("mongodb://127.0.0.1:{port}"))
 }
 
 /// With MongoDB frozen, the engine keeps running on the rules it has, the admin API answers 503 within a

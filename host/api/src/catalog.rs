@@ -281,7 +281,7 @@ async fn register(
     JsonBody(manifest): JsonBody<ServiceManifest>,
 ) -> Result<Json<Value>, ApiError> {
     register_manifest(&state.ports, manifest).await?;
-    Ok(Json(json!({ "status": "ok" })))
+    Ok(crate::v1::status_ok())
 }
 
 /// Registers a service manifest (checks, immutability, heartbeat): the body of `POST
@@ -298,10 +298,9 @@ pub(crate) async fn register_manifest(ports: &Ports, manifest: ServiceManifest) 
     let mut new_rows = Vec::new();
     let mut heartbeats = Vec::new();
     for row in rows {
-        match documents.get(COMPONENTS, &row.document_id()).await? {
+        match crate::v1::load::<ComponentManifestRow>(documents, COMPONENTS, &row.document_id()).await? {
             None => new_rows.push(row),
             Some(stored) => {
-                let stored: ComponentManifestRow = decode(COMPONENTS, stored)?;
                 if stored.content_hash != row.content_hash {
                     return Err(ApiError::conflict(format!(
                         "component {:?} version {:?} of service {:?} is already registered with different content; \

@@ -168,15 +168,7 @@ pub async fn serve(
     let main_app = if config.roles.contains(&Role::Admin) {
         let mut health_checks: Vec<flowhost_api::HealthCheck> = Vec::new();
         if let Some(state) = push.clone() {
-            health_checks.push(Arc::new(
-                move || {
-                    if state.healthy() {
-                        Ok(())
-                    } else {
-                        Err(flowhost_push::POLICY_CHECK)
-                    }
-                },
-            ));
+            health_checks.push(Arc::new(move || state.failing_checks().first().map_or(Ok(()), |check| Err(*check))));
         }
         let mut state = flowhost_api::AppState::new(ports.clone(), registry, health_checks);
         if let Some(store) = &components {
@@ -249,4 +241,19 @@ fn is_configuration_error(error: &anyhow::Error) -> bool {
         cause.downcast_ref::<flowhost_core::config::ConfigError>().is_some()
             || matches!(cause.downcast_ref::<flowhost_core::PortError>(), Some(flowhost_core::PortError::Invalid(_)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The configuration (flowhost-core) and the runtime name the capabilities in two places; they must agree,
+    /// or a configured grant would be dropped silently.
+    #[test]
+    fn configured_capability_names_are_the_runtimes() {
+        let configured: Vec<&str> = flowhost_core::config::PLUGIN_CAPABILITIES.to_vec();
+        let offered: Vec<&str> = Capability::ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(configured, offered);
+        assert!(configured.iter().all(|name| Capability::from_name(name).is_some()));
+    }
 }

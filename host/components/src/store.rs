@@ -216,16 +216,7 @@ impl ComponentStore {
             return Err(ComponentError::TooLarge { size: wasm.len(), limit: self.config.max_component_bytes });
         }
         let content_hash = sha256_bytes_hex(&wasm);
-        let stored: Option<VersionRow> = self.load_row(COMPONENT_VERSIONS, &version_key(id, version)).await?;
-        if let Some(stored) = &stored {
-            if stored.content_hash != content_hash {
-                return Err(ComponentError::Conflict {
-                    id: id.to_owned(),
-                    version: version.to_owned(),
-                    stored: stored.content_hash.clone(),
-                });
-            }
-        }
+        let unchanged = self.already_stored(id, version, &content_hash).await?;
         let (wasm, plugin) = self.compile_and_load(wasm).await?;
         let manifest = plugin.manifest();
         if manifest.id != id || manifest.version != version {
@@ -234,14 +225,22 @@ impl ComponentStore {
                 uploaded: format!("{id}@{version}"),
             });
         }
-        Ok(Prepared {
-            id: id.to_owned(),
-            version: version.to_owned(),
-            content_hash,
-            plugin,
-            unchanged: stored.is_some(),
-            wasm,
-        })
+        Ok(Prepared { id: id.to_owned(), version: version.to_owned(), content_hash, plugin, unchanged, wasm })
+    }
+
+    /// Whether `id@version` is stored with exactly these bytes; [`ComponentError::Conflict`] when it is stored
+    /// with others (versions are immutable).
+    async fn already_stored(&self, id: &str, version: &str, content_hash: &str) -> Result<bool, ComponentError> {
+        let stored: Option<VersionRow> = self.load_row(COMPONENT_VERSIONS, &version_key(id, version)).await?;
+        match stored {
+            None => Ok(false),
+            Some(stored) if stored.content_hash == content_hash => Ok(true),
+            Some(stored) => Err(ComponentError::Conflict {
+                id: id.to_owned(),
+                version: version.to_owned(),
+                stored: stored.content_hash,
+            }),
+        }
     }
 
     /// Stores a prepared upload (bytes first, then the version row) and, when `activate`, makes it the active
@@ -271,11 +270,7 @@ impl ComponentStore {
                 }
                 // Uploaded concurrently (another node or request): the same bytes are fine, others a conflict.
                 Err(PortError::Conflict(_)) => {
-                    let stored: Option<VersionRow> =
-                        self.load_row(COMPONENT_VERSIONS, &version_key(&id, &version)).await?;
-                    if let Some(stored) = stored.filter(|stored| stored.content_hash != content_hash) {
-                        return Err(ComponentError::Conflict { id, version, stored: stored.content_hash });
-                    }
+                    self.already_stored(&id, &version, &content_hash).await?;
                 }
                 Err(error) => return Err(error.into()),
             }
@@ -344,52 +339,17 @@ impl ComponentStore {
     /// Every stored plugin with its versions, sorted by id; versions by upload time.
     pub async fn list(&self) -> Result<Vec<ComponentSummary>, ComponentError> {
         let documents = &self.ports.documents;
-        let active: HashMap<String, ActiveRow> = documents
-            .list(COMPONENT_ACTIVE)
-            .await?
-            .into_iter()
-            .filter_map(|doc| serde_json::from_value::<ActiveRow>(doc).ok())
-            .map(|row| (row.id.clone(), row))
-            .collect();
-        let mut rows: Vec<VersionRow> = documents
-            .list(COMPONENT_VERSIONS)
-            .await?
-            .into_iter()
-            .filter_map(|doc| serde_json::from_value(doc).ok())
-            .collect();
-        rows.sort_by(|a, b| (&a.id, a.uploaded_ms, &a.version).cmp(&(&b.id, b.uploaded_ms, &b.version)));
-        let mut summaries: Vec<ComponentSummary> = Vec::new();
-        for row in rows {
-            let active_row = active.get(&row.id);
-            if summaries.last().is_none_or(|last| last.id != row.id) {
-                summaries.push(ComponentSummary {
-                    id: row.id.clone(),
-                    active_version: active_row.map(|a| a.version.clone()),
-                    activated_at: active_row.map(|a| a.activated_at.clone()),
-                    versions: Vec::new(),
-                });
-            }
-            let is_active = active_row.is_some_and(|a| a.version == row.version);
-            if let Some(summary) = summaries.last_mut() {
-                summary.versions.push(VersionSummary {
-                    version: row.version,
-                    content_hash: row.content_hash,
-                    size_bytes: row.size_bytes,
-                    uploaded_at: row.uploaded_at,
-                    manifest: row.manifest,
-                    active: is_active,
-                });
-            }
-        }
-        Ok(summaries)
+        let active = decode_rows::<ActiveRow>(COMPONENT_ACTIVE, documents.list(COMPONENT_ACTIVE).await?);
+        let versions = decode_rows(COMPONENT_VERSIONS, documents.list(COMPONENT_VERSIONS).await?);
+        Ok(summaries(versions, active))
     }
 
     /// One plugin's summary.
     pub async fn get(&self, id: &str) -> Result<ComponentSummary, ComponentError> {
-        self.list()
-            .await?
-            .into_iter()
-            .find(|summary| summary.id == id)
+        let active: Option<ActiveRow> = self.load_row(COMPONENT_ACTIVE, id).await?;
+        let found = self.ports.documents.find(COMPONENT_VERSIONS, "id", &json!(id)).await?;
+        summaries(decode_rows(COMPONENT_VERSIONS, found), active.into_iter().collect())
+            .pop()
             .ok_or_else(|| ComponentError::NotFound(format!("no plugin {id:?}")))
     }
 
@@ -397,14 +357,7 @@ impl ComponentStore {
     /// A version that fails to load keeps the previous one active here (logged); the next pass tries again.
     pub async fn sync(&self) -> Result<(), ComponentError> {
         let _guard = self.sync_lock.lock().await;
-        let rows: Vec<ActiveRow> = self
-            .ports
-            .documents
-            .list(COMPONENT_ACTIVE)
-            .await?
-            .into_iter()
-            .filter_map(|doc| serde_json::from_value(doc).ok())
-            .collect();
+        let rows: Vec<ActiveRow> = decode_rows(COMPONENT_ACTIVE, self.ports.documents.list(COMPONENT_ACTIVE).await?);
         for row in rows {
             let current = self.active(&row.id).map(|plugin| plugin.manifest().version.clone());
             if current.as_deref() == Some(row.version.as_str()) {
@@ -440,13 +393,15 @@ impl ComponentStore {
     pub async fn install_bundled(&self, components: &[(&str, &[u8])]) -> Result<Vec<(Plugin, String)>, ComponentError> {
         let mut installed = Vec::new();
         for (name, wasm) in components {
+            // Loaded once: its manifest names the version to install.
+            let content_hash = sha256_bytes_hex(wasm);
             let (wasm, plugin) = self.compile_and_load(wasm.to_vec()).await?;
             let Manifest { id, version, .. } = plugin.manifest().clone();
-            let prepared = self.prepare(&id, &version, wasm).await.map_err(|error| {
+            let unchanged = self.already_stored(&id, &version, &content_hash).await.inspect_err(|error| {
                 warn!(component = name, %error, "bundled component refused");
-                error
             })?;
-            let has_active = self.load_row::<ActiveRow>(COMPONENT_ACTIVE, &id).await?.is_some();
+            let prepared = Prepared { id, version, content_hash, plugin, unchanged, wasm };
+            let has_active = self.load_row::<ActiveRow>(COMPONENT_ACTIVE, &prepared.id).await?.is_some();
             installed.push((prepared.plugin.clone(), prepared.content_hash.clone()));
             let uploaded = self.commit(prepared, !has_active).await?;
             debug!(component = name, plugin = %uploaded.id, version = %uploaded.version, created = uploaded.created,
@@ -510,6 +465,48 @@ impl ComponentStore {
     fn write_loaded(&self) -> std::sync::RwLockWriteGuard<'_, Loaded> {
         self.loaded.write().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// Decodes stored rows; a row that does not decode is logged and skipped, never fatal to the others.
+fn decode_rows<T: serde::de::DeserializeOwned>(collection: &str, docs: Vec<Value>) -> Vec<T> {
+    docs.into_iter()
+        .filter_map(|doc| {
+            serde_json::from_value(doc)
+                .inspect_err(|error| warn!(collection, %error, "a stored row does not decode; skipped"))
+                .ok()
+        })
+        .collect()
+}
+
+/// Groups version rows into one summary per plugin (sorted by id; versions by upload time), marking the active
+/// version of each from `active`.
+fn summaries(mut rows: Vec<VersionRow>, active: Vec<ActiveRow>) -> Vec<ComponentSummary> {
+    let active: HashMap<String, ActiveRow> = active.into_iter().map(|row| (row.id.clone(), row)).collect();
+    rows.sort_by(|a, b| (&a.id, a.uploaded_ms, &a.version).cmp(&(&b.id, b.uploaded_ms, &b.version)));
+    let mut summaries: Vec<ComponentSummary> = Vec::new();
+    for row in rows {
+        let active_row = active.get(&row.id);
+        if summaries.last().is_none_or(|last| last.id != row.id) {
+            summaries.push(ComponentSummary {
+                id: row.id.clone(),
+                active_version: active_row.map(|a| a.version.clone()),
+                activated_at: active_row.map(|a| a.activated_at.clone()),
+                versions: Vec::new(),
+            });
+        }
+        let is_active = active_row.is_some_and(|a| a.version == row.version);
+        if let Some(summary) = summaries.last_mut() {
+            summary.versions.push(VersionSummary {
+                version: row.version,
+                content_hash: row.content_hash,
+                size_bytes: row.size_bytes,
+                uploaded_at: row.uploaded_at,
+                manifest: row.manifest,
+                active: is_active,
+            });
+        }
+    }
+    summaries
 }
 
 fn version_key(id: &str, version: &str) -> String {

@@ -589,10 +589,10 @@ impl Config {
             plugins.max_instances = parse("FLOWHOST_PLUGINS_MAX_INSTANCES", v)?;
         }
         if let Some(v) = get("FLOWHOST_PLUGINS_BUNDLED") {
-            plugins.bundled = parse("FLOWHOST_PLUGINS_BUNDLED", v)?;
+            plugins.bundled = parse_bool("FLOWHOST_PLUGINS_BUNDLED", &v)?;
         }
         if let Some(v) = get("FLOWHOST_PLUGINS_CAPABILITIES") {
-            plugins.capabilities = v.split(',').map(|c| c.trim().to_owned()).filter(|c| !c.is_empty()).collect();
+            plugins.capabilities = split_list(&v);
         }
         if let Some(v) = get("FLOWHOST_LOG") {
             self.log.filter = v;

@@ -241,12 +241,12 @@ async fn consume_loop(
             continue;
         }
         // The freshest rules, not the ones seen before the poll: a change that landed while waiting applies.
-        let (returned, outcome) = loop {
+        let outcome = loop {
             let set = rules.borrow().clone();
             let (returned, result) = process(set, batch, &config.invalid_events_topic, metrics, nodes).await;
             batch = returned;
             match result {
-                Ok(outcome) => break (batch, outcome),
+                Ok(outcome) => break outcome,
                 Err(failure) => {
                     metrics.errors.with_label_values(&["node_retry"]).inc();
                     warn!(?failure, "a node kind asks to retry; processing the batch again after a backoff");
@@ -256,7 +256,6 @@ async fn consume_loop(
                 }
             }
         };
-        let batch = returned;
         let output_topics: BTreeSet<String> = outcome.records.iter().map(|r| r.topic.clone()).collect();
         let mut create_backoff = Backoff::for_backend();
         while let Err(error) = known.ensure(ports, &output_topics).await {

@@ -81,7 +81,11 @@ impl Expression {
         }
         // Evaluate the parse-only tree: the checked one makes the interpreter consult the checker's reference
         // map at every node, which our plain variables never need (measured in benches/cel.rs).
-        let unchecked = env.parse_only(source).map_err(|e| vec![e.to_string()])?;
+        // Without a schema, `ast` is that tree already.
+        let unchecked = match schema {
+            Some(_) => env.parse_only(source).map_err(|e| vec![e.to_string()])?,
+            None => ast,
+        };
         let program = env.program(&unchecked).map_err(|e| vec![e.to_string()])?;
         Ok(Expression { program, types })
     }

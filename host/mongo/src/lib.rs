@@ -334,7 +334,6 @@ fn is_duplicate_key(error: &mongodb::error::Error) -> bool {
     }
 }
 
-/// Maps a driver error: network, server selection and pool failures are transient (`Unavailable`).
 /// Runs one port operation within `OPERATION_TIMEOUT`; an overrun is `Unavailable`, so callers retry or
 /// answer 503 instead of waiting forever.
 async fn bounded<T>(
@@ -350,6 +349,7 @@ async fn bounded<T>(
     }
 }
 
+/// Maps a driver error: network, server selection and pool failures are transient (`Unavailable`).
 fn map_error(error: mongodb::error::Error, context: &str) -> PortError {
     let transient = matches!(
         error.kind.as_ref(),

@@ -176,22 +176,15 @@ const TEMPLATE_FIELDS: [&str; 15] = [
 /// Checks a template URL field: placeholders must be declared; without placeholders the URL is checked now
 /// (the scheme, and the allowlist for navigation targets), with them after rendering.
 fn check_url(f: &mut Fields<'_>, field: &str, value: &str, declared: &HashSet<String>, target: Option<&TargetPolicy>) {
-    match used_placeholders(value) {
-        Err(message) => f.error(field, message),
-        Ok(used) if used.is_empty() => {
-            let result = match target {
-                Some(policy) => policy.check_target(value),
-                None => check_scheme(value).map(|_| ()),
-            };
-            if let Err(message) = result {
-                f.error(field, message);
-            }
-        }
-        Ok(used) => {
-            for name in used.into_iter().filter(|n| !declared.contains(*n)) {
-                f.error(field, format!("uses the undeclared placeholder {{{{{name}}}}}"));
-            }
-        }
+    if !used_placeholders(value).is_ok_and(|used| used.is_empty()) {
+        return check_text(f, field, value, declared);
+    }
+    let result = match target {
+        Some(policy) => policy.check_target(value),
+        None => check_scheme(value).map(|_| ()),
+    };
+    if let Err(message) = result {
+        f.error(field, message);
     }
 }
 

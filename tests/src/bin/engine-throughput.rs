@@ -10,11 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flowhost_core::collections::{RULES, SCHEMAS};
-use flowhost_core::config::EngineConfig;
+use flowhost_core::config::{Config, EngineConfig};
 use flowhost_core::model::{EventSchema, FieldType, Rule, RuleConditions, RuleSource, SourceType};
 use flowhost_core::ports::{OutRecord, Ports, Record, Topics};
-use flowhost_core::SystemClock;
-use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
 use flowhost_engine::{process_batch, process_batch_with, Engine, EngineMetrics, ExpressionMemo, RuleSet, WasmNodes};
 use flowhost_tests::unique;
 use serde_json::json;
@@ -164,10 +162,9 @@ fn pure_processing(events: usize) {
 }
 
 /// The same processing with conditions run by the bundled `condition` component (`engine.node_kinds = wasm`).
-async fn wasm_processing(ports: Ports, events: usize) {
-    let runtime = flowhost_runtime::Runtime::new(flowhost_runtime::RuntimeConfig::default()).unwrap();
-    let store = Arc::new(flowhost_components::ComponentStore::new(ports, runtime, Default::default()));
-    store.install_bundled(&flowhost_runtime_fixtures::bundled()).await.unwrap();
+/// The runtime and store are started as `serve` starts them (bundled plugins, compile cache, capabilities).
+async fn wasm_processing(config: &Config, ports: &Ports, events: usize) {
+    let store = flowhost::start_components(config, ports, &prometheus::Registry::new()).await.unwrap();
     let nodes = WasmNodes::new(store, tokio::runtime::Handle::current());
     let set = RuleSet::build(rules("in", "out"), vec![], vec![], vec![schema()], &mut ExpressionMemo::default());
     let batch = consumed(events);
@@ -199,16 +196,9 @@ async fn main() {
     pure_processing(events);
 
     let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(SystemClock);
-    let store = EmbeddedStore::open(dir.path(), 4, clock.clone()).unwrap();
-    let embedded = Ports {
-        documents: store.documents(),
-        topics: store.topics(),
-        subjects: Arc::new(LocalSubjects::new()),
-        cache: Arc::new(LocalCache::new(clock.clone())),
-        clock: clock.clone(),
-    };
-    wasm_processing(embedded.clone(), (events / 100).max(100)).await;
+    let config = Config { data_dir: dir.path().to_path_buf(), ..Config::default() };
+    let embedded = flowhost::connect(&config).await.unwrap();
+    wasm_processing(&config, &embedded, (events / 100).max(100)).await;
     run_engine("embedded (SQLite log)", embedded.clone(), events).await;
 
     if let Ok(brokers) = std::env::var("FLOWHOST_TEST_KAFKA_BROKERS") {
