@@ -90,7 +90,8 @@ impl TestHost {
         Self::start_on(config, ports).await
     }
 
-    async fn start_on(config: Config, ports: Ports) -> TestHost {
+    /// Starts with exactly `config` over `ports` (e.g. a port wrapped to inject faults).
+    pub async fn start_on(config: Config, ports: Ports) -> TestHost {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.api.port)).await.expect("bind");
         let base_url = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();

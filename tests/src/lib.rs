@@ -5,6 +5,7 @@
 mod both;
 pub mod cli;
 pub mod contract;
+pub mod faulty;
 pub mod host;
 pub mod push;
 pub mod servers;

@@ -158,7 +158,9 @@ fn plugin_commands_run_components_locally() {
     for (name, action, needle) in
         [("spin", "spin", "out of fuel"), ("trap", "panic", "trap"), ("noop", "nope", "unknown action")]
     {
-        let out = plugin(&["invoke", &component(name), action, "{}", "--timeout-ms", "300"], None);
+        // Fuel, not the clock, must stop the spinning guest: a generous deadline keeps a loaded machine from
+        // turning "out of fuel" into "timed out".
+        let out = plugin(&["invoke", &component(name), action, "{}", "--timeout-ms", "20000"], None);
         assert!(!out.status.success(), "{name}/{action} must fail");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(needle), "{name}/{action}: {stderr}");

@@ -2,19 +2,26 @@
 //! mapped and filtered by tenant overrides; records that are not events are moved, not lost; a restart resumes
 //! from the committed offsets without losing events; a change through the API is picked up at once.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flowhost_core::config::NodeKindsMode;
+use flowhost_core::config::{NodeKindsMode, Role};
+use flowhost_core::model::OutputMapping;
 use flowhost_core::ports::Record;
+use flowhost_engine::{CompiledRule, Engine, EngineMetrics, NodeFailure, NodeKinds};
 use flowhost_tests::host::{json_value, read_topic};
 use flowhost_tests::{on_both_backends, unique, Backends, TestHost};
+use serde_json::Map;
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 
 on_both_backends!(
     rules_route_events,
     rules_route_events_through_the_node_kind_components,
     compiled_flow_routes_events,
-    change_signal_applies_without_waiting_for_the_tick
+    change_signal_applies_without_waiting_for_the_tick,
+    one_records_failures_are_retried_alone_and_dead_lettered,
 );
 
 const WAIT: Duration = Duration::from_secs(45);
@@ -151,10 +158,13 @@ async fn compiled_flow_routes_events(backends: Backends) {
         ],
     )
     .await;
-    let vip_out = values(&host.read(&vip, 1, WAIT).await);
-    let std_out = values(&host.read(&standard, 1, WAIT).await);
-    assert_eq!(vip_out[0]["player"], "a");
-    assert_eq!(std_out[0]["player"], "b");
+    // Each event takes exactly one branch: the else branch misses what `big` matched, and the other way round.
+    // (Reading for a second record until the quiet period ends proves none arrives.)
+    let vip_out = values(&host.read(&vip, 2, host.quiet_period()).await);
+    let std_out = values(&host.read(&standard, 2, host.quiet_period()).await);
+    let players = |out: &[Value]| out.iter().map(|v| v["player"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    assert_eq!(players(&vip_out), ["a"]);
+    assert_eq!(players(&std_out), ["b"]);
     host.stop().await;
 }
 
@@ -163,8 +173,12 @@ async fn change_signal_applies_without_waiting_for_the_tick(backends: Backends) 
     let mut config = TestHost::config(backends, dir.path());
     config.engine.reload_interval_ms = 3_600_000;
     let host = TestHost::start_with(config).await;
-    // Let the first (immediate) reload pass, so only the change signal can load the rule.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Wait for the first (immediate) reload to pass, so only the change signal can load the rule.
+    let until = tokio::time::Instant::now() + WAIT;
+    while host.metric("flowhost_engine_rule_cache_reloads_total").await < 1.0 {
+        assert!(tokio::time::Instant::now() < until, "the engine never loaded its rules");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     setup_schema(&host).await;
     let (source, out) = (unique("in"), unique("out"));
     assert_eq!(host.call("POST", "/api/v1/triggers", Some(rule("r", &source, "amount > 1.0", &out))).await.0, 201);
@@ -212,4 +226,112 @@ async fn restart_resumes_from_committed_offsets_without_loss() {
         assert_eq!(read_topic(&host.ports, &out, 6, host.quiet_period()).await.len(), 5, "{backends:?}");
         host.stop().await;
     }
+}
+
+/// A condition node kind that decides by the event's `fail` field, the way a plugin's outcomes reach the
+/// engine: `retry:N` fails retryably on the first N calls for that event, `permanent` fails for good, `skip`
+/// asks to be skipped; anything else passes.
+#[derive(Default)]
+struct ScriptedCondition {
+    calls: Mutex<HashMap<String, u32>>,
+}
+
+impl NodeKinds for ScriptedCondition {
+    fn blocking(&self) -> bool {
+        false
+    }
+
+    fn condition(&self, _rule: &CompiledRule, fields: &Map<String, Value>) -> Result<bool, NodeFailure> {
+        let player = fields["player"].as_str().unwrap_or_default().to_owned();
+        let mut calls = self.calls.lock().unwrap();
+        let call = calls.entry(player).or_default();
+        *call += 1;
+        match fields.get("fail").and_then(Value::as_str) {
+            Some("permanent") => Err(NodeFailure::Permanent("the guest refused this event".into())),
+            Some("skip") => Err(NodeFailure::SkipForward("not for this node".into())),
+            Some(retry) if retry.starts_with("retry:") => {
+                let failures: u32 = retry["retry:".len()..].parse().unwrap();
+                if *call <= failures {
+                    Err(NodeFailure::Retryable(format!("call {call} of {failures} failing")))
+                } else {
+                    Ok(true)
+                }
+            }
+            _ => Ok(true),
+        }
+    }
+
+    fn mapping(&self, mapping: &OutputMapping, fields: &Map<String, Value>) -> Result<Value, NodeFailure> {
+        let _ = mapping;
+        Ok(Value::Object(fields.clone()))
+    }
+}
+
+/// A record whose node fails retryably is retried alone with the retry policy, while the records after it are
+/// published; one that fails for good, or runs out of attempts, goes to the dead-letter topic with headers
+/// naming its origin and cause; a skipped condition publishes nothing; every record is accounted for.
+async fn one_records_failures_are_retried_alone_and_dead_lettered(backends: Backends) {
+    let host = TestHost::start_configured(backends, None, |config| config.roles = vec![Role::Admin]).await;
+    setup_schema(&host).await;
+    let (source, out, dead) = (unique("in"), unique("out"), unique("dead"));
+    assert_eq!(host.call("POST", "/api/v1/triggers", Some(rule("r", &source, "true", &out))).await.0, 201);
+
+    let mut config = host.config.engine.clone();
+    config.dead_letter_topic = dead.clone();
+    config.retry.max_attempts = 3;
+    config.retry.initial_backoff_ms = 1000;
+    config.retry.backoff_factor = 2.0;
+    config.retry.max_backoff_ms = 2000;
+    let metrics = Arc::new(EngineMetrics::unregistered());
+    let engine = Engine::new(host.ports.clone(), config, host.config.topics.partitions, metrics.clone())
+        .with_nodes(Arc::new(ScriptedCondition::default()));
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(engine.run(shutdown.clone()));
+
+    let event =
+        |player: &str, fail: &str| json!({"event_type": "deposit", "amount": 1.0, "player": player, "fail": fail});
+    host.publish(
+        &source,
+        &[
+            event("first", ""),
+            event("slow", "retry:2"),
+            event("poison", "permanent"),
+            event("hopeless", "retry:9"),
+            event("skipper", "skip"),
+            event("last", ""),
+        ],
+    )
+    .await;
+
+    let outputs = values(&host.read(&out, 3, WAIT).await);
+    let players: Vec<&str> = outputs.iter().map(|v| v["player"].as_str().unwrap()).collect();
+    // The retried record did not hold back the ones after it: they were published before its retry succeeded.
+    assert_eq!(players, ["first", "last", "slow"]);
+
+    let letters = host.read(&dead, 3, host.quiet_period()).await;
+    assert_eq!(letters.len(), 2, "{:?}", values(&letters));
+    let header = |record: &Record, key: &str| String::from_utf8(record.header(key).unwrap().to_vec()).unwrap();
+    let by_player: HashMap<String, &Record> =
+        letters.iter().map(|r| (json_value(r)["player"].as_str().unwrap().to_owned(), r)).collect();
+    let poison = by_player["poison"];
+    assert_eq!(header(poison, "flowhost-dead-letter-reason"), "permanent");
+    assert_eq!(header(poison, "flowhost-attempts"), "1");
+    assert_eq!(header(poison, "flowhost-rule-id"), "r");
+    assert_eq!(header(poison, "flowhost-source-topic"), source);
+    assert!(header(poison, "flowhost-dead-letter-cause").contains("refused"));
+    assert_eq!(poison.key.as_deref(), Some(&b"k"[..]), "the key is kept");
+    let hopeless = by_player["hopeless"];
+    assert_eq!(header(hopeless, "flowhost-dead-letter-reason"), "exhausted");
+    assert_eq!(header(hopeless, "flowhost-attempts"), "3");
+    assert!(header(hopeless, "flowhost-dead-letter-cause").contains("call 3 of 9"));
+    assert!(header(hopeless, "flowhost-source-offset").parse::<i64>().is_ok());
+
+    assert_eq!(metrics.dead_letters.with_label_values(&["permanent"]).get(), 1);
+    assert_eq!(metrics.dead_letters.with_label_values(&["exhausted"]).get(), 1);
+    assert_eq!(metrics.retries.get(), 4, "slow: attempts 2 and 3; hopeless: attempts 2 and 3");
+    assert_eq!(metrics.skipped.with_label_values(&["skip_forward"]).get(), 1);
+    assert_eq!(host.read(&out, 4, host.quiet_period()).await.len(), 3, "nothing else was published");
+    shutdown.cancel();
+    running.await.unwrap();
+    host.stop().await;
 }

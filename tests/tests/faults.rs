@@ -103,6 +103,10 @@ async fn mongodb_outage_keeps_the_engine_running_and_the_api_bounded() {
 
     mongo.signal("STOP");
     assert_eq!(host.call("GET", "/health", None).await, (200, json!({"status": "ok"})));
+    // Readiness names the store that does not answer (its check gives up after two seconds).
+    let (status, ready) = host.call("GET", "/ready", None).await;
+    assert_eq!(status, 503, "{ready}");
+    assert!(ready["failing"].as_array().unwrap().contains(&json!("documents")), "{ready}");
     let started = std::time::Instant::now();
     let (status, body) = host.call("GET", "/api/v1/triggers", None).await;
     assert_eq!(status, 503, "{body}");

@@ -22,6 +22,7 @@ on_both_backends!(
     versions_and_the_active_one_survive_a_restart,
     documents_and_in_process_data_sources,
     the_engine_waits_for_a_missing_node_kind_and_loses_nothing,
+    a_failed_catalog_step_leaves_no_orphan_row_and_a_retry_completes,
 );
 
 async fn start(backends: Backends) -> TestHost {
@@ -328,9 +329,9 @@ async fn the_engine_waits_for_a_missing_node_kind_and_loses_nothing(backends: Ba
     host.wait_for_reload().await;
     host.publish(&source, &[json!({"event_type": "deposit", "amount": 150.0, "player": "p1"})]).await;
 
-    let retries = "flowhost_engine_errors_total{kind=\"node_retry\"}";
+    let waits = "flowhost_engine_errors_total{kind=\"node_unavailable\"}";
     let until = tokio::time::Instant::now() + Duration::from_secs(45);
-    while host.metric(retries).await < 1.0 {
+    while host.metric(waits).await < 1.0 {
         assert!(tokio::time::Instant::now() < until, "the engine never asked for the condition component");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -367,4 +368,34 @@ async fn an_activation_reaches_every_node() {
     }
     first.stop().await;
     second.stop().await;
+}
+
+/// The bytes and the version row are stored before the catalog row: when the catalog write fails the upload
+/// answers 503 and the catalog shows no row for a component it does not have; the same upload again completes.
+async fn a_failed_catalog_step_leaves_no_orphan_row_and_a_retry_completes(backends: Backends) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = TestHost::config(backends, dir.path());
+    let mut ports = flowhost::connect(&config).await.unwrap();
+    let faulty = flowhost_tests::faulty::FaultyDocuments::new(ports.documents.clone());
+    ports.documents = faulty.clone();
+    let host = TestHost::start_on(config, ports).await;
+    let catalog_has_greeter =
+        |rows: &Value| rows.as_array().unwrap().iter().any(|row| row["component_id"] == "greeter");
+
+    faulty.fail_writes(flowhost_core::collections::COMPONENTS, 1);
+    let (status, body) = upload(&host, "greeter", "0.1.0", fixtures::bytes("greeter")).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(!body.to_string().contains("injected"), "no backend text in the answer: {body}");
+    let (status, rows) = host.call("GET", "/api/v1/components", None).await;
+    assert_eq!(status, 200);
+    assert!(!catalog_has_greeter(&rows), "no catalog row after the failed step: {rows}");
+    let (status, stored) = host.call("GET", "/api/v1/plugins/greeter", None).await;
+    assert_eq!(status, 200, "the bytes and the version were stored first: {stored}");
+
+    let (status, body) = upload(&host, "greeter", "0.1.0", fixtures::bytes("greeter")).await;
+    assert_eq!(status, 200, "the retry completes the same version: {body}");
+    assert_eq!(body["active"], true, "{body}");
+    assert!(catalog_has_greeter(&host.call("GET", "/api/v1/components", None).await.1));
+    assert_eq!(greet_version(&host).await, "0.1.0");
+    host.stop().await;
 }

@@ -1,40 +1,35 @@
-//! The HTTP surface of the admin role: `/health`, `/metrics`, the flow runtime's administration API v1
-//! (spec 001), the component catalog and plugin administration (upload, activate, invoke). Only this crate knows HTTP. Handlers validate, talk to the documents port and announce changes
-//! on the subjects port so engines reload at once.
+//! The HTTP surface of the admin role: the flow runtime's administration API v1 (spec 001), the component
+//! catalog and plugin administration (upload, activate, invoke), behind the admin token when one is configured
+//! (`auth`). Handlers validate, talk to the documents port and announce changes on the subjects port so engines
+//! reload at once. [`AdminRole`] is the role `flowhost serve` composes; `/health`, `/ready` and `/metrics` are the
+//! listener's (`flowhost-role`).
 
+mod auth;
 mod catalog;
 mod error;
 mod json;
 mod plugins;
+mod role;
 mod v1;
 
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::Router;
 use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
+use flowhost_core::config::Secret;
 use flowhost_core::ports::Ports;
-use prometheus::{Encoder, Registry, TextEncoder};
-use serde_json::json;
 use tracing::warn;
 
+pub use auth::AdminToken;
 pub use error::ApiError;
-pub use plugins::register_in_catalog;
-
-/// A readiness check another role contributes to `/health`, so this crate needs no knowledge of that role:
-/// `Err(name)` makes `/health` answer 503 naming the failing check.
-pub type HealthCheck = Arc<dyn Fn() -> Result<(), &'static str> + Send + Sync>;
+pub use role::AdminRole;
 
 /// Everything the handlers need, passed as one value.
 #[derive(Clone)]
 pub struct AppState {
     pub ports: Ports,
-    pub registry: Registry,
-    /// Checks `/health` runs besides its own (e.g. the push-api role's caller policy).
-    pub health_checks: Vec<HealthCheck>,
     /// Outbound HTTP (the data-source proxy of the component catalog).
     pub http: reqwest::Client,
     /// Uploaded plugins; `None` answers the plugin routes with 503.
@@ -42,14 +37,14 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(ports: Ports, registry: Registry, health_checks: Vec<HealthCheck>) -> AppState {
+    pub fn new(ports: Ports) -> AppState {
         // The data-source proxy talks only to the endpoint a manifest names: a redirect is answered as an
         // upstream non-2xx (502), never followed to another host.
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
-        AppState { ports, registry, health_checks, http, components: None }
+        AppState { ports, http, components: None }
     }
 
     /// Serves the plugin routes (and in-process data sources) from `store`.
@@ -69,38 +64,23 @@ impl AppState {
     }
 }
 
-/// The router of the admin role; `max_body_bytes` caps every request body (413 beyond it).
-pub fn app(state: AppState, max_body_bytes: usize) -> Router {
+/// The routes of the admin role, every one behind the admin token when `token` is set; `max_body_bytes` caps
+/// every request body (413 beyond it). Without `/health`, `/ready`, `/metrics` and a fallback: the listener
+/// adds those (see [`fallback`]).
+pub fn app(state: AppState, max_body_bytes: usize, token: Option<&Secret>) -> Router {
     Router::new()
-        .route("/health", get(health))
-        .route("/metrics", get(metrics))
         .merge(v1::routes())
         .merge(catalog::routes())
         .merge(plugins::routes())
-        .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .route_layer(axum::middleware::from_fn_with_state(token.map(AdminToken::new), auth::require_admin_token))
         .with_state(Arc::new(state))
 }
 
-/// 200 `{ "status": "ok" }`, or 503 `{ "status": "unavailable", "failing": [names] }` when a contributed check
-/// fails.
-async fn health(State(state): State<Arc<AppState>>) -> axum::response::Response {
-    let failing: Vec<&'static str> = state.health_checks.iter().filter_map(|check| check().err()).collect();
-    if failing.is_empty() {
-        Json(json!({ "status": "ok" })).into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "unavailable", "failing": failing }))).into_response()
-    }
-}
-
-async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    let mut body = Vec::new();
-    if let Err(error) = TextEncoder::new().encode(&state.registry.gather(), &mut body) {
-        warn!(%error, "metrics encoding failed");
-        return ApiError::internal().into_response();
-    }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+/// The admin API's answer to an unknown route: 404 in its envelope.
+pub fn fallback() -> Router {
+    Router::new().fallback(not_found)
 }
 
 async fn not_found() -> ApiError {

@@ -1,9 +1,9 @@
 //! Plugin administration: operators upload WebAssembly components (`PUT /api/v1/plugins/{id}/versions/{version}`,
 //! the `.wasm` as the body), list them, activate a version (also a rollback), and invoke any action of any
-//! stored version directly, which is what Studio's "test this node" calls. An uploaded component is also
-//! registered in the component catalog (service = the manifest's `service`, or the plugin id), so Studio sees its
-//! actions, `config_schema`s and data sources like those of an HTTP service. See `flowhost-components` for the
-//! store itself.
+//! stored version directly, which is what Studio's "test this node" calls. The component store also registers an
+//! uploaded component in the component catalog (service = the manifest's `service`, or the plugin id), so Studio
+//! sees its actions, `config_schema`s and data sources like those of an HTTP service. See `flowhost-components`
+//! for the store itself.
 
 use std::time::Instant;
 
@@ -15,15 +15,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use flowhost_components::{ComponentError, ComponentStore};
-use flowhost_core::ports::Ports;
-use flowhost_runtime::{InvokeError, Plugin};
+use flowhost_runtime::InvokeError;
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tracing::{info, warn};
 
-use crate::catalog::{bad_gateway, register_manifest, ServiceManifest, RUNTIME_FIELD, WASM_RUNTIME};
+use crate::catalog::bad_gateway;
 use crate::error::ApiError;
 use crate::json::JsonBody;
 use crate::v1::SharedState;
@@ -51,9 +50,13 @@ impl From<ComponentError> for ApiError {
             ComponentError::InvalidName(_) | ComponentError::Mismatch { .. } => {
                 ApiError::bad_request(error.to_string())
             }
-            ComponentError::Invalid(_) => ApiError::bad_request(format!("component refused: {error}")),
+            ComponentError::Invalid(load) => {
+                warn!(error = %load, "component refused");
+                ApiError::bad_request(format!("component refused: {}", load.public_message()))
+            }
             ComponentError::Conflict { .. } => ApiError::conflict(error.to_string()),
             ComponentError::NotFound(_) => ApiError::not_found(error.to_string()),
+            ComponentError::Catalog(error) => error.into(),
             ComponentError::Storage(error) => error.into(),
         }
     }
@@ -77,7 +80,6 @@ async fn upload(
     let store = store(&state)?;
     let wasm = read_limited(body, store.max_component_bytes()).await?;
     let prepared = store.prepare(&id, &version, wasm).await?;
-    register_in_catalog(&state.ports, &prepared.plugin, &prepared.content_hash).await?;
     let manifest = serde_json::to_value(prepared.plugin.manifest()).unwrap_or(Value::Null);
     let uploaded = store.commit(prepared, query.activate.unwrap_or(true)).await?;
     info!(plugin = %uploaded.id, version = %uploaded.version, created = uploaded.created, active = uploaded.active,
@@ -106,36 +108,6 @@ async fn read_limited(body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
         return Err(ApiError::bad_request("the body must be the component (.wasm)"));
     }
     Ok(bytes)
-}
-
-/// Registers a component's manifest as a catalog row of its service (the manifest's `service`, or its id),
-/// marked `runtime: "wasm"` with the component's SHA-256 so the catalog's immutability check covers the bytes
-/// too. Registering the same component again is a heartbeat.
-pub async fn register_in_catalog(ports: &Ports, plugin: &Plugin, content_hash: &str) -> Result<(), ApiError> {
-    let manifest = plugin.manifest();
-    let data_sources: Vec<Value> = manifest
-        .data_sources
-        .iter()
-        .map(|source| json!({ "name": source.name, "path": format!("/{}", source.name), "params": source.params }))
-        .collect();
-    let service = json!({
-        "service": manifest.service.clone().unwrap_or_else(|| manifest.id.clone()),
-        "components": [{
-            "id": manifest.id,
-            "version": manifest.version,
-            "description": manifest.description,
-            "actions": manifest.actions,
-            "data_sources": data_sources,
-            "supports_nodes": manifest.node_kinds,
-            "service_sources": [],
-            RUNTIME_FIELD: WASM_RUNTIME,
-            "content_sha256": content_hash,
-        }],
-    });
-    let service: ServiceManifest = serde_json::from_value(service).map_err(|error| {
-        ApiError::bad_request(format!("the component's manifest does not fit the catalog: {error}"))
-    })?;
-    register_manifest(ports, service).await
 }
 
 async fn list(State(state): State<SharedState>) -> Result<Json<Value>, ApiError> {
@@ -210,7 +182,7 @@ async fn invoke(
         ))),
         Err(error) => {
             warn!(plugin = %id, %version, action = %body.action, %error, "test invocation failed");
-            Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string())
+            Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.public_message())
                 .with("outcome", json!(error.outcome().as_str()))
                 .with("kind", json!(error.kind()))
                 .with("plugin", json!(id))
@@ -236,7 +208,7 @@ pub(crate) async fn query_data_source(
         Ok(body) => Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response()),
         Err(error) => {
             warn!(component = %id, source, %error, "in-process data source failed");
-            Err(bad_gateway(format!("data source {source:?} of component {id:?} failed: {error}")))
+            Err(bad_gateway(format!("data source {source:?} of component {id:?} failed: {}", error.public_message())))
         }
     }
 }

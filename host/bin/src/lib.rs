@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use flowhost_components::{ComponentStore, StoreConfig};
-use flowhost_core::config::{Config, NodeKindsMode, PluginsConfig, Role};
+use flowhost_core::config::{Config, PluginsConfig, Role};
 use flowhost_core::ports::{Cache, DocumentStore, Ports, Subjects, Topics};
 use flowhost_core::{Clock, SystemClock};
 use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
-use flowhost_engine::{Engine, EngineMetrics, WasmNodes};
+use flowhost_role::{ListenerSet, RoleContext, RoleEntry};
 use flowhost_runtime::Capability;
 use futures::FutureExt;
 use tokio::net::TcpListener;
@@ -99,15 +99,7 @@ pub async fn start_components(
     };
     let store = Arc::new(ComponentStore::new(ports.clone(), runtime, store_config));
     if config.plugins.bundled {
-        let installed = store
-            .install_bundled(&flowhost_runtime_fixtures::bundled())
-            .await
-            .context("installing the bundled plugins")?;
-        for (plugin, content_hash) in installed {
-            flowhost_api::register_in_catalog(ports, &plugin, &content_hash)
-                .await
-                .map_err(|error| anyhow::anyhow!("registering {:?} in the catalog: {error:?}", plugin.manifest().id))?;
-        }
+        store.install_bundled(&flowhost_runtime_fixtures::bundled()).await.context("installing the bundled plugins")?;
     } else {
         store.sync().await.context("loading the active plugins")?;
     }
@@ -117,99 +109,74 @@ pub async fn start_components(
     Ok(store)
 }
 
-/// Runs the configured roles until `shutdown` is cancelled. The admin role serves on `listener` (bound by the
-/// caller, so tests can pass port 0); the push-api role's routes join it, or get their own listener on
-/// `push.listen` (`FLOWHOST_PUSH_API_LISTEN`). Either way every `/health` of the process answers 503 while the
-/// push caller policy is broken.
-pub async fn serve(
-    config: Config,
-    ports: Ports,
-    listener: TcpListener,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
+/// The role of each `--roles` name: adding a role is one crate implementing [`Role`] and one line here.
+///
+/// [`Role`]: flowhost_role::Role
+fn role_entry(role: Role) -> RoleEntry {
+    match role {
+        Role::Admin => RoleEntry::of::<flowhost_api::AdminRole>(),
+        Role::Engine => RoleEntry::of::<flowhost_engine::EngineRole>(),
+        Role::PushApi => RoleEntry::of::<flowhost_push::PushRole>(),
+    }
+}
+
+/// Runs the configured roles until `shutdown` is cancelled. `main` is the main listener, bound by the caller to
+/// `config.api_addr()` (tests pass port 0): listeners of roles configured to that address share it, and it
+/// always answers `/health`, `/ready` and `/metrics`; other addresses are bound here. A role whose task or
+/// listener ends stops the others.
+pub async fn serve(config: Config, ports: Ports, main: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
     let registry = prometheus::Registry::new();
-    let engine_metrics = Arc::new(EngineMetrics::register(&registry)?);
+    let entries: Vec<RoleEntry> = config.roles.iter().map(|role| role_entry(*role)).collect();
+    let mut services = axum::http::Extensions::new();
     let mut tasks = tokio::task::JoinSet::new();
-    let components = if config.roles.contains(&Role::Admin) || config.roles.contains(&Role::Engine) {
+    if entries.iter().any(|entry| entry.uses_components) {
         let store = start_components(&config, &ports, &registry).await?;
         tasks.spawn(store.clone().run_sync(shutdown.clone()).map(Ok));
-        Some(store)
-    } else {
-        None
-    };
-    if config.roles.contains(&Role::Engine) {
-        let mut engine = Engine::new(ports.clone(), config.engine.clone(), config.topics.partitions, engine_metrics);
-        if let (NodeKindsMode::Wasm, Some(store)) = (config.engine.node_kinds, &components) {
-            info!("the engine runs conditions and mappings through the condition and mapping components");
-            engine = engine.with_nodes(Arc::new(WasmNodes::new(store.clone(), tokio::runtime::Handle::current())));
-        }
-        let token = shutdown.clone();
-        tasks.spawn(async move {
-            engine.run(token).await;
-            Ok::<(), anyhow::Error>(())
-        });
+        services.insert(store);
     }
-    let push = if config.roles.contains(&Role::PushApi) {
-        let state = Arc::new(flowhost_push::PushState::from_config(&config, ports.clone())?);
-        let token = shutdown.clone();
-        tasks.spawn(flowhost_push::run_retention(state.clone(), token).map(Ok));
-        Some(state)
-    } else {
-        None
+    let context = RoleContext {
+        config: Arc::new(config.clone()),
+        ports: ports.clone(),
+        registry: registry.clone(),
+        services,
+        shutdown: shutdown.clone(),
     };
-    if let (Some(state), Some(addr)) = (&push, &config.push.listen) {
-        let push_listener = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr} (FLOWHOST_PUSH_API_LISTEN)"))?;
-        info!(addr = %push_listener.local_addr()?, "push API listening");
-        tasks.spawn(serve_app(push_listener, flowhost_push::standalone_router(state.clone()), shutdown.clone()));
+    let mut listeners = ListenerSet::default();
+    for entry in &entries {
+        let parts = (entry.build)(&context).await.with_context(|| format!("starting the {} role", entry.name))?;
+        listeners.add_role(parts.listeners, parts.liveness, parts.readiness);
+        for task in parts.tasks {
+            tasks.spawn(task);
+        }
     }
-    let push_on_main = push.as_ref().filter(|_| config.push.listen.is_none());
-    let main_app = if config.roles.contains(&Role::Admin) {
-        let mut health_checks: Vec<flowhost_api::HealthCheck> = Vec::new();
-        if let Some(state) = push.clone() {
-            health_checks.push(Arc::new(move || state.failing_checks().first().map_or(Ok(()), |check| Err(*check))));
-        }
-        let mut state = flowhost_api::AppState::new(ports.clone(), registry, health_checks);
-        if let Some(store) = &components {
-            state = state.with_components(store.clone());
-        }
-        let app = flowhost_api::app(state, config.api.max_body_bytes);
-        info!(addr = %listener.local_addr()?, push = push_on_main.is_some(), "administration API listening");
-        Some(match push_on_main {
-            Some(push) => app.merge(flowhost_push::router(push.clone())),
-            None => app,
-        })
-    } else if let Some(push) = push_on_main {
-        info!(addr = %listener.local_addr()?, "push API listening");
-        Some(flowhost_push::standalone_router(push.clone()))
-    } else {
-        None
-    };
-    if let Some(app) = main_app {
-        tasks.spawn(serve_app(listener, app, shutdown.clone()));
+    let (bound, serving) =
+        flowhost_role::serve_listeners(listeners, main, &config.api_addr(), registry, shutdown.clone()).await?;
+    for task in serving {
+        tasks.spawn(task);
     }
     info!(
         roles = ?config.roles,
+        listeners = ?bound.iter().map(|l| format!("{} {:?}", l.addr, l.names)).collect::<Vec<_>>(),
         documents = ports.documents.backend(),
         topics = ports.topics.backend(),
         subjects = ports.subjects.backend(),
         cache = ports.cache.backend(),
         "flowhost started"
     );
+    let mut outcome = Ok(());
     while let Some(result) = tasks.join_next().await {
-        result.context("a role task panicked")??;
+        let result = result.context("a role task panicked").and_then(|r| r);
+        if let Err(error) = result {
+            if outcome.is_ok() {
+                outcome = Err(error);
+            }
+        }
         if !shutdown.is_cancelled() {
-            // A role ended on its own (e.g. the listener failed): stop the others too.
+            // A role ended on its own (e.g. a listener failed): stop the others too.
             shutdown.cancel();
         }
     }
-    Ok(())
-}
-
-async fn serve_app(listener: TcpListener, app: axum::Router, shutdown: CancellationToken) -> anyhow::Result<()> {
-    axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await?;
-    Ok(())
+    outcome
 }
 
 /// Retries `connect` with backoff until it succeeds or `shutdown` fires, logging each failure: a backend

@@ -215,7 +215,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         signal_token.cancel();
     });
     let ports = flowhost::connect_with_retry(&config, &shutdown).await?;
-    let addr = format!("{}:{}", config.api.host, config.api.port);
+    let addr = config.api_addr();
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("cannot listen on {addr} (api.host / API_PORT)"))?;
@@ -310,6 +310,11 @@ async fn remote_plugin(config: &Config, command: PluginCommand) -> anyhow::Resul
             http.post(format!("{}/api/v1/plugins/{id}/invoke", base(&server))).json(&body)
         }
         PluginCommand::Manifest { .. } | PluginCommand::Invoke { .. } => unreachable!("local commands"),
+    };
+    // The same FLOWHOST_ADMIN_TOKEN the server checks authorizes the CLI.
+    let request = match &config.api.admin_token {
+        Some(token) => request.bearer_auth(token.expose()),
+        None => request,
     };
     let response = request.send().await.context("cannot reach the Flowhost server (--server / FLOWHOST_SERVER)")?;
     let status = response.status();

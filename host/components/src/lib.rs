@@ -2,12 +2,15 @@
 //! Flowhost; the store checks each one, keeps every version durably, activates one version per plugin and
 //! hot-swaps it on every node without a restart.
 //!
-//! - **Upload** ([`ComponentStore::prepare`] then [`ComponentStore::commit`], so the caller can register the
-//!   manifest in the component catalog in between): the size is checked, the component compiled (on a blocking
-//!   thread) and loaded by the runtime, which checks that its imports are satisfiable, granted and declared and
-//!   reads its manifest; the manifest's `id` and `version` must be the ones the upload names. Versions are
-//!   immutable: the same `(id, version)` with the same bytes (SHA-256) is accepted again as a no-op, with other
-//!   bytes refused ([`ComponentError::Conflict`]).
+//! - **Upload** ([`ComponentStore::prepare`] then [`ComponentStore::commit`]): the size is checked, the
+//!   component compiled (on a blocking thread) and loaded by the runtime, which checks that its imports are
+//!   satisfiable, granted and declared and reads its manifest; the manifest's `id` and `version` must be the ones
+//!   the upload names, and the component catalog must accept its manifest. Versions are immutable: the same
+//!   `(id, version)` with the same bytes (SHA-256) is accepted again as a no-op, with other bytes refused
+//!   ([`ComponentError::Conflict`]).
+//! - **One identity with the catalog**: a stored version is the catalog row `{service}/{id}/{version}`
+//!   ([`catalog_manifest`]), registered after the bytes and the version row, so a failed upload leaves no catalog
+//!   row without its component and a retried one completes the registration.
 //! - **Storage** is the documents port (SQLite by default, MongoDB when configured): version metadata in
 //!   `component_versions`, the bytes content-addressed in `component_blobs` (base64; a version's bytes are
 //!   written before its row, so a row always has its bytes), the active version per plugin in
@@ -22,5 +25,6 @@
 mod store;
 
 pub use store::{
-    Activation, ComponentError, ComponentStore, ComponentSummary, Prepared, StoreConfig, Uploaded, VersionSummary,
+    catalog_manifest, Activation, ComponentError, ComponentStore, ComponentSummary, Prepared, StoreConfig, Uploaded,
+    VersionSummary,
 };

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
+use flowhost_catalog::{Catalog, CatalogError, ServiceManifest, RUNTIME_FIELD, WASM_RUNTIME};
 use flowhost_core::collections::{COMPONENTS_CHANGED_SUBJECT, COMPONENT_ACTIVE, COMPONENT_BLOBS, COMPONENT_VERSIONS};
 use flowhost_core::digest::{iso_utc, sha256_bytes_hex};
 use flowhost_core::ports::{PortError, Ports, Wakeups};
@@ -64,6 +65,10 @@ pub enum ComponentError {
     /// No such plugin or version.
     #[error("{0}")]
     NotFound(String),
+    /// The component catalog refused the component's manifest (malformed for the catalog, or the same
+    /// `(service, component id, version)` registered with other content).
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
     /// The documents port failed.
     #[error(transparent)]
     Storage(#[from] PortError),
@@ -225,6 +230,8 @@ impl ComponentStore {
                 uploaded: format!("{id}@{version}"),
             });
         }
+        // The catalog would refuse it (its identity registered with other content): refuse before storing.
+        Catalog::new(&self.ports).check(&catalog_manifest(&plugin, &content_hash)?).await?;
         Ok(Prepared { id: id.to_owned(), version: version.to_owned(), content_hash, plugin, unchanged, wasm })
     }
 
@@ -243,8 +250,8 @@ impl ComponentStore {
         }
     }
 
-    /// Stores a prepared upload (bytes first, then the version row) and, when `activate`, makes it the active
-    /// version on every node.
+    /// Stores a prepared upload (bytes first, then the version row, then its component-catalog row) and, when
+    /// `activate`, makes it the active version on every node.
     pub async fn commit(&self, prepared: Prepared, activate: bool) -> Result<Uploaded, ComponentError> {
         let Prepared { id, version, content_hash, plugin, unchanged, wasm } = prepared;
         let documents = &self.ports.documents;
@@ -275,6 +282,9 @@ impl ComponentStore {
                 Err(error) => return Err(error.into()),
             }
         }
+        // After the bytes and the version row: a failure here leaves no catalog row without its component, and
+        // a retried upload (the same bytes) registers it then. Registering again is a heartbeat.
+        Catalog::new(&self.ports).register(catalog_manifest(&plugin, &content_hash)?).await?;
         self.write_loaded().versions.insert((id.clone(), version.clone()), (content_hash.clone(), plugin));
         if activate {
             self.activate(&id, &version).await?;
@@ -389,7 +399,8 @@ impl ComponentStore {
 
     /// Installs the components shipped with the binary: each is stored (when its version is new) and becomes
     /// active unless its plugin already has an active version (an operator's choice, kept across restarts).
-    /// Returns each installed component with its content hash (for the component catalog).
+    /// Each is registered in the component catalog like an upload. Returns each installed component with its
+    /// content hash.
     pub async fn install_bundled(&self, components: &[(&str, &[u8])]) -> Result<Vec<(Plugin, String)>, ComponentError> {
         let mut installed = Vec::new();
         for (name, wasm) in components {
@@ -511,6 +522,35 @@ fn summaries(mut rows: Vec<VersionRow>, active: Vec<ActiveRow>) -> Vec<Component
 
 fn version_key(id: &str, version: &str) -> String {
     format!("{id}/{version}")
+}
+
+/// The catalog manifest of a component: a row of its service (the manifest's `service`, or its id) with the
+/// same identity as the stored version, marked `runtime: "wasm"` with the component's SHA-256, so the catalog's
+/// immutability check covers the bytes too.
+pub fn catalog_manifest(plugin: &Plugin, content_hash: &str) -> Result<ServiceManifest, CatalogError> {
+    let manifest = plugin.manifest();
+    let data_sources: Vec<Value> = manifest
+        .data_sources
+        .iter()
+        .map(|source| json!({ "name": source.name, "path": format!("/{}", source.name), "params": source.params }))
+        .collect();
+    let service = json!({
+        "service": manifest.service.clone().unwrap_or_else(|| manifest.id.clone()),
+        "components": [{
+            "id": manifest.id,
+            "version": manifest.version,
+            "description": manifest.description,
+            "actions": manifest.actions,
+            "data_sources": data_sources,
+            "supports_nodes": manifest.node_kinds,
+            "service_sources": [],
+            RUNTIME_FIELD: WASM_RUNTIME,
+            "content_sha256": content_hash,
+        }],
+    });
+    serde_json::from_value(service).map_err(|error| {
+        CatalogError::Invalid(vec![format!("the component's manifest does not fit the catalog: {error}")])
+    })
 }
 
 fn encode<T: Serialize>(row: &T) -> Value {

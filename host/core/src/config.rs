@@ -117,11 +117,23 @@ pub struct ApiConfig {
     pub port: u16,
     /// Largest accepted request body in bytes (`FLOWHOST_API_MAX_BODY_BYTES`; default 1 MiB); larger -> 413.
     pub max_body_bytes: usize,
+    /// Bearer token every admin route requires (`FLOWHOST_ADMIN_TOKEN`); unset: the admin routes are open, and
+    /// a non-loopback `host` is refused unless `allow_unauthenticated` is true.
+    pub admin_token: Option<Secret>,
+    /// Accept an admin API without a token on a non-loopback address (`FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED`;
+    /// default false).
+    pub allow_unauthenticated: bool,
 }
 
 impl Default for ApiConfig {
     fn default() -> Self {
-        Self { host: "127.0.0.1".into(), port: 8787, max_body_bytes: 1024 * 1024 }
+        Self {
+            host: "127.0.0.1".into(),
+            port: 8787,
+            max_body_bytes: 1024 * 1024,
+            admin_token: None,
+            allow_unauthenticated: false,
+        }
     }
 }
 
@@ -200,6 +212,43 @@ pub struct EngineConfig {
     pub invalid_events_topic: String,
     /// How rule conditions and output mappings run (`FLOWHOST_ENGINE_NODE_KINDS`; default `native`).
     pub node_kinds: NodeKindsMode,
+    /// Where a record goes when a node fails on it for good or its retries are exhausted, with headers naming
+    /// its origin and the cause (`FLOWHOST_ENGINE_DEAD_LETTER_TOPIC`; default `flowhost.dead-letters`).
+    pub dead_letter_topic: String,
+    /// Retries of one record whose node failed with a retryable error.
+    pub retry: RetryPolicy,
+}
+
+/// How often and how patiently one record is retried (the spec's policy by default: 5 attempts, 2 s initial
+/// backoff, factor 3, 1 min cap).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (`FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS`; default 5, at least 1).
+    pub max_attempts: u32,
+    /// Delay before the second attempt (`FLOWHOST_ENGINE_RETRY_INITIAL_BACKOFF_MS`; default 2000).
+    pub initial_backoff_ms: u64,
+    /// Each next delay is this many times the last (`FLOWHOST_ENGINE_RETRY_BACKOFF_FACTOR`; default 3, at least 1).
+    pub backoff_factor: f64,
+    /// Longest delay (`FLOWHOST_ENGINE_RETRY_MAX_BACKOFF_MS`; default 60000).
+    pub max_backoff_ms: u64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self { max_attempts: 5, initial_backoff_ms: 2000, backoff_factor: 3.0, max_backoff_ms: 60_000 }
+    }
+}
+
+impl RetryPolicy {
+    /// The backoff between attempts of one record.
+    pub fn backoff(&self) -> crate::backoff::Backoff {
+        crate::backoff::Backoff::new(
+            std::time::Duration::from_millis(self.initial_backoff_ms),
+            self.backoff_factor,
+            std::time::Duration::from_millis(self.max_backoff_ms),
+        )
+    }
 }
 
 /// Where the engine runs rule conditions and output mappings.
@@ -222,6 +271,8 @@ impl Default for EngineConfig {
             batch_size: 500,
             invalid_events_topic: "flowhost.invalid-events".into(),
             node_kinds: NodeKindsMode::Native,
+            dead_letter_topic: "flowhost.dead-letters".into(),
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -449,6 +500,10 @@ fn split_list(value: &str) -> Vec<String> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
 }
 
+fn flowhost_topic_name(setting: &str, topic: &str) -> Result<(), ConfigError> {
+    crate::ports::check_topic_name(topic).map_err(|e| ConfigError::new(setting, e.to_string()))
+}
+
 fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
     match value.trim().to_ascii_lowercase().as_str() {
         "true" | "1" | "yes" | "on" => Ok(true),
@@ -507,6 +562,12 @@ impl Config {
         if let Some(v) = get("FLOWHOST_API_MAX_BODY_BYTES") {
             self.api.max_body_bytes = parse("FLOWHOST_API_MAX_BODY_BYTES", v)?;
         }
+        if let Some(v) = get("FLOWHOST_ADMIN_TOKEN") {
+            self.api.admin_token = Some(Secret::new(v));
+        }
+        if let Some(v) = get("FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED") {
+            self.api.allow_unauthenticated = parse_bool("FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED", &v)?;
+        }
         if let Some(v) = get("FLOWHOST_TOPIC_PARTITIONS") {
             self.topics.partitions = parse("FLOWHOST_TOPIC_PARTITIONS", v)?;
         }
@@ -552,6 +613,22 @@ impl Config {
         }
         if let Some(v) = get("FLOWHOST_ENGINE_INVALID_EVENTS_TOPIC") {
             self.engine.invalid_events_topic = v;
+        }
+        if let Some(v) = get("FLOWHOST_ENGINE_DEAD_LETTER_TOPIC") {
+            self.engine.dead_letter_topic = v;
+        }
+        let retry = &mut self.engine.retry;
+        if let Some(v) = get("FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS") {
+            retry.max_attempts = parse("FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS", v)?;
+        }
+        if let Some(v) = get("FLOWHOST_ENGINE_RETRY_INITIAL_BACKOFF_MS") {
+            retry.initial_backoff_ms = parse("FLOWHOST_ENGINE_RETRY_INITIAL_BACKOFF_MS", v)?;
+        }
+        if let Some(v) = get("FLOWHOST_ENGINE_RETRY_BACKOFF_FACTOR") {
+            retry.backoff_factor = parse("FLOWHOST_ENGINE_RETRY_BACKOFF_FACTOR", v)?;
+        }
+        if let Some(v) = get("FLOWHOST_ENGINE_RETRY_MAX_BACKOFF_MS") {
+            retry.max_backoff_ms = parse("FLOWHOST_ENGINE_RETRY_MAX_BACKOFF_MS", v)?;
         }
         if let Some(v) = get("FLOWHOST_ENGINE_NODE_KINDS") {
             self.engine.node_kinds = match v.trim() {
@@ -671,6 +748,13 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.engine.retry.max_attempts == 0 {
+            return Err(ConfigError::new("FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS", "must be at least 1"));
+        }
+        if !(self.engine.retry.backoff_factor >= 1.0 && self.engine.retry.backoff_factor.is_finite()) {
+            return Err(ConfigError::new("FLOWHOST_ENGINE_RETRY_BACKOFF_FACTOR", "must be a number of at least 1"));
+        }
+        flowhost_topic_name("FLOWHOST_ENGINE_DEAD_LETTER_TOPIC", &self.engine.dead_letter_topic)?;
         if self.roles.is_empty() {
             return Err(ConfigError::new("roles", "no role given"));
         }
@@ -765,6 +849,15 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// The main listener's address, `api.host:api.port` (the admin API's, and the push routes' by default).
+    pub fn api_addr(&self) -> String {
+        if self.api.host.contains(':') && !self.api.host.starts_with('[') {
+            format!("[{}]:{}", self.api.host, self.api.port)
+        } else {
+            format!("{}:{}", self.api.host, self.api.port)
+        }
     }
 
     /// The push settings that may come from the secret store, each the literal value when set, else the secret

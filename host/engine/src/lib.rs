@@ -6,26 +6,33 @@
 //! only after every output is acknowledged, so a crash replays, never drops. Records that are not events go to
 //! the invalid-events topic with headers naming their origin, counted and logged, without stopping the partition.
 
+mod delivery;
 mod metrics;
 mod nodes;
 mod process;
+mod role;
 mod rules;
+mod status;
 
 pub use metrics::EngineMetrics;
 pub use nodes::WasmNodes;
-pub use process::{process_batch, process_batch_with, BatchOutcome, NativeNodes, NodeFailure, NodeKinds};
+pub use process::{
+    dead_letter, process_batch, process_batch_with, BatchOutcome, Destinations, NativeNodes, NodeFailure, NodeKinds,
+    RetryRecord,
+};
+pub use role::EngineRole;
 pub use rules::{CompiledRule, ExpressionMemo, RuleSet};
+pub use status::EngineStatus;
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use delivery::Delivery;
 use flowhost_core::backoff::Backoff;
 use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
 use flowhost_core::config::EngineConfig;
-use flowhost_core::ports::{
-    next_positions, ConsumerConfig, PortError, Ports, Position, StartFrom, TopicConsumer, Topics, Wakeups,
-};
+use flowhost_core::ports::{next_positions, ConsumerConfig, Ports, Position, StartFrom, TopicConsumer, Wakeups};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -37,12 +44,18 @@ pub struct Engine {
     topic_partitions: i32,
     metrics: Arc<EngineMetrics>,
     nodes: Arc<dyn NodeKinds>,
+    status: Arc<EngineStatus>,
 }
 
 impl Engine {
     /// `topic_partitions`: partitions of source and output topics the engine creates when missing.
     pub fn new(ports: Ports, config: EngineConfig, topic_partitions: i32, metrics: Arc<EngineMetrics>) -> Engine {
-        Engine { ports, config, topic_partitions, metrics, nodes: Arc::new(NativeNodes) }
+        Engine { ports, config, topic_partitions, metrics, nodes: Arc::new(NativeNodes), status: Arc::default() }
+    }
+
+    /// What the engine's readiness checks read (rules loaded, source topics consumed).
+    pub fn status(&self) -> Arc<EngineStatus> {
+        self.status.clone()
     }
 
     /// Runs rule conditions and output mappings with `nodes` instead of natively.
@@ -58,11 +71,21 @@ impl Engine {
             self.ports.clone(),
             Duration::from_millis(self.config.reload_interval_ms),
             self.metrics.clone(),
+            self.status.clone(),
             rules_tx,
             shutdown.clone(),
         ));
-        let topics = KnownTopics { partitions: self.topic_partitions, created: HashSet::new() };
-        consume_loop(&self.ports, &self.config, topics, &self.metrics, &self.nodes, rules_rx, &shutdown).await;
+        let delivery = Arc::new(Delivery::new(
+            self.ports.topics.clone(),
+            self.topic_partitions,
+            self.nodes.clone(),
+            self.metrics.clone(),
+            &self.config,
+            rules_rx.clone(),
+        ));
+        let context =
+            LoopContext { ports: &self.ports, config: &self.config, metrics: &self.metrics, status: &self.status };
+        consume_loop(context, &delivery, rules_rx, &shutdown).await;
         let _ = reloader.await;
         info!("engine stopped");
     }
@@ -73,6 +96,7 @@ async fn reload_loop(
     ports: Ports,
     interval: Duration,
     metrics: Arc<EngineMetrics>,
+    status: Arc<EngineStatus>,
     rules: watch::Sender<Arc<RuleSet>>,
     shutdown: CancellationToken,
 ) {
@@ -88,36 +112,13 @@ async fn reload_loop(
                     warn!(rule_id, problem, "rule is inactive: its expression does not compile");
                 }
                 rules.send_replace(Arc::new(set));
+                status.rules_loaded();
             }
             Err(error) => {
                 metrics.errors.with_label_values(&["reload"]).inc();
                 warn!(%error, "rule reload failed; keeping the previous rules");
             }
         }
-    }
-}
-
-/// Topics this engine has made sure exist. A missing topic is created (idempotently) before the engine
-/// subscribes to it or publishes to it: Kafka consumers ignore topics that do not exist yet, and brokers may
-/// refuse to auto-create.
-struct KnownTopics {
-    partitions: i32,
-    created: HashSet<String>,
-}
-
-impl KnownTopics {
-    async fn ensure<'a>(
-        &mut self,
-        ports: &Ports,
-        topics: impl IntoIterator<Item = &'a String>,
-    ) -> Result<(), PortError> {
-        for topic in topics {
-            if !self.created.contains(topic) {
-                ports.topics.create_topic(topic, self.partitions).await?;
-                self.created.insert(topic.clone());
-            }
-        }
-        Ok(())
     }
 }
 
@@ -129,30 +130,6 @@ const PIPELINE_DEPTH: usize = 4;
 /// How long a stopping engine waits to commit what was already acknowledged.
 const SHUTDOWN_COMMIT_GRACE: Duration = Duration::from_secs(5);
 
-/// Processes `batch`: inline with non-blocking node kinds, on a blocking thread otherwise. Hands the batch
-/// back for its offsets (or another attempt).
-async fn process(
-    set: Arc<RuleSet>,
-    batch: Vec<flowhost_core::ports::Record>,
-    invalid_topic: &str,
-    metrics: &Arc<EngineMetrics>,
-    nodes: &Arc<dyn NodeKinds>,
-) -> (Vec<flowhost_core::ports::Record>, Result<BatchOutcome, NodeFailure>) {
-    if !nodes.blocking() {
-        let result = process_batch_with(&set, &batch, invalid_topic, metrics, nodes.as_ref());
-        return (batch, result);
-    }
-    let (topic, metrics, nodes) = (invalid_topic.to_owned(), metrics.clone(), nodes.clone());
-    let task = tokio::task::spawn_blocking(move || {
-        let result = process_batch_with(&set, &batch, &topic, &metrics, nodes.as_ref());
-        (batch, result)
-    });
-    match task.await {
-        Ok(done) => done,
-        Err(error) => std::panic::resume_unwind(error.into_panic()),
-    }
-}
-
 /// A batch being delivered: the task publishing its outputs (true once acknowledged, false on shutdown) and
 /// the offsets to commit after it.
 struct InFlight {
@@ -160,15 +137,21 @@ struct InFlight {
     positions: Vec<Position>,
 }
 
+/// What the consume loop reads besides its own state.
+struct LoopContext<'a> {
+    ports: &'a Ports,
+    config: &'a EngineConfig,
+    metrics: &'a Arc<EngineMetrics>,
+    status: &'a EngineStatus,
+}
+
 async fn consume_loop(
-    ports: &Ports,
-    config: &EngineConfig,
-    mut known: KnownTopics,
-    metrics: &Arc<EngineMetrics>,
-    nodes: &Arc<dyn NodeKinds>,
+    context: LoopContext<'_>,
+    delivery: &Arc<Delivery>,
     mut rules: watch::Receiver<Arc<RuleSet>>,
     shutdown: &CancellationToken,
 ) {
+    let LoopContext { ports, config, metrics, status } = context;
     let mut backoff = Backoff::for_backend();
     let mut consumer: Option<(BTreeSet<String>, Box<dyn TopicConsumer>)> = None;
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
@@ -194,9 +177,10 @@ async fn consume_loop(
             }
         }
         if consumer.is_none() {
-            if let Err(error) = known.ensure(ports, &topics).await {
+            if let Err(error) = delivery.known.ensure(ports.topics.as_ref(), &topics).await {
                 metrics.errors.with_label_values(&["create_topic"]).inc();
                 warn!(%error, "cannot create the source topics; retrying");
+                status.source_failed(&error);
                 sleep_or_shutdown(backoff.next_delay(), shutdown).await;
                 continue;
             }
@@ -213,6 +197,7 @@ async fn consume_loop(
                 Err(error) => {
                     metrics.errors.with_label_values(&["subscribe"]).inc();
                     warn!(%error, "cannot join the consumer group; retrying");
+                    status.source_failed(&error);
                     sleep_or_shutdown(backoff.next_delay(), shutdown).await;
                     continue;
                 }
@@ -228,11 +213,13 @@ async fn consume_loop(
             Err(error) => {
                 metrics.errors.with_label_values(&["poll"]).inc();
                 warn!(%error, "poll failed; retrying");
+                status.source_failed(&error);
                 sleep_or_shutdown(backoff.next_delay(), shutdown).await;
                 continue;
             }
         };
         backoff.reset();
+        status.source_ok();
         if batch.is_empty() {
             // Idle: finish what is in flight so its offsets are committed now, not at the next batch.
             if !settle(&mut in_flight, 0, active.as_mut(), metrics, shutdown).await {
@@ -243,29 +230,20 @@ async fn consume_loop(
         // The freshest rules, not the ones seen before the poll: a change that landed while waiting applies.
         let outcome = loop {
             let set = rules.borrow().clone();
-            let (returned, result) = process(set, batch, &config.invalid_events_topic, metrics, nodes).await;
+            let (returned, result) = delivery.process(set, batch, 1).await;
             batch = returned;
             match result {
                 Ok(outcome) => break outcome,
                 Err(failure) => {
-                    metrics.errors.with_label_values(&["node_retry"]).inc();
-                    warn!(?failure, "a node kind asks to retry; processing the batch again after a backoff");
+                    metrics.errors.with_label_values(&["node_unavailable"]).inc();
+                    warn!(?failure, "a node kind is unavailable; processing the batch again after a backoff");
                     if !sleep_or_shutdown(backoff.next_delay(), shutdown).await {
                         break 'main;
                     }
                 }
             }
         };
-        let output_topics: BTreeSet<String> = outcome.records.iter().map(|r| r.topic.clone()).collect();
-        let mut create_backoff = Backoff::for_backend();
-        while let Err(error) = known.ensure(ports, &output_topics).await {
-            metrics.errors.with_label_values(&["create_topic"]).inc();
-            warn!(%error, "cannot create an output topic; retrying (nothing is committed meanwhile)");
-            if !sleep_or_shutdown(create_backoff.next_delay(), shutdown).await {
-                break 'main;
-            }
-        }
-        let delivery = tokio::spawn(deliver(ports.topics.clone(), outcome, metrics.clone(), shutdown.clone()));
+        let delivery = tokio::spawn(delivery.clone().deliver(outcome, shutdown.clone()));
         in_flight.push_back(InFlight { delivery, positions: next_positions(&batch) });
         if !settle(&mut in_flight, PIPELINE_DEPTH - 1, active.as_mut(), metrics, shutdown).await {
             break 'main;
@@ -359,46 +337,8 @@ fn merge_positions(positions: Vec<Position>) -> Vec<Position> {
     furthest.into_iter().map(|((topic, partition), next_offset)| Position { topic, partition, next_offset }).collect()
 }
 
-/// Publishes a batch's outputs until acknowledged, retrying with backoff. Returns false when shut down first.
-async fn deliver(
-    topics: Arc<dyn Topics>,
-    outcome: BatchOutcome,
-    metrics: Arc<EngineMetrics>,
-    shutdown: CancellationToken,
-) -> bool {
-    if outcome.records.is_empty() {
-        return true;
-    }
-    let count = outcome.records.len() as u64;
-    let mut backoff = Backoff::for_backend();
-    loop {
-        let attempt = tokio::select! {
-            _ = shutdown.cancelled() => return false,
-            result = topics.publish(outcome.records.clone()) => result,
-        };
-        match attempt {
-            Ok(()) => {
-                metrics.published.inc_by(count - outcome.invalid);
-                return true;
-            }
-            Err(error) => {
-                metrics.errors.with_label_values(&["publish"]).inc();
-                warn!(%error, records = count, "publish failed; retrying the batch");
-                if let PortError::Invalid(_) = error {
-                    // A bad topic name cannot heal by waiting, but dropping would lose events: keep retrying
-                    // slowly so an operator can fix the rule while nothing is committed.
-                    warn!("a rule names an invalid output topic; fix the rule to let the partition continue");
-                }
-                if !sleep_or_shutdown(backoff.next_delay(), &shutdown).await {
-                    return false;
-                }
-            }
-        }
-    }
-}
-
 /// Sleeps unless shut down first; returns whether the engine should go on.
-async fn sleep_or_shutdown(delay: Duration, shutdown: &CancellationToken) -> bool {
+pub(crate) async fn sleep_or_shutdown(delay: Duration, shutdown: &CancellationToken) -> bool {
     tokio::select! {
         _ = shutdown.cancelled() => false,
         _ = tokio::time::sleep(delay) => true,

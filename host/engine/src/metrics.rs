@@ -11,6 +11,8 @@ pub struct EngineMetrics {
     pub skipped: IntCounterVec,
     pub invalid: IntCounterVec,
     pub errors: IntCounterVec,
+    pub dead_letters: IntCounterVec,
+    pub retries: IntCounter,
     pub rule_cache_reloads: IntCounter,
     pub rules_loaded: IntGauge,
 }
@@ -46,6 +48,17 @@ impl EngineMetrics {
                 ),
                 &["kind"],
             )?,
+            dead_letters: IntCounterVec::new(
+                Opts::new(
+                    "flowhost_engine_dead_letters_total",
+                    "Records moved to the dead-letter topic, by reason (permanent, exhausted)",
+                ),
+                &["reason"],
+            )?,
+            retries: IntCounter::new(
+                "flowhost_engine_record_retries_total",
+                "Attempts made again for one record after a retryable node failure",
+            )?,
             rule_cache_reloads: IntCounter::new(
                 "flowhost_engine_rule_cache_reloads_total",
                 "Successful rule-cache reloads",
@@ -58,6 +71,8 @@ impl EngineMetrics {
         registry.register(Box::new(metrics.skipped.clone()))?;
         registry.register(Box::new(metrics.invalid.clone()))?;
         registry.register(Box::new(metrics.errors.clone()))?;
+        registry.register(Box::new(metrics.dead_letters.clone()))?;
+        registry.register(Box::new(metrics.retries.clone()))?;
         registry.register(Box::new(metrics.rule_cache_reloads.clone()))?;
         registry.register(Box::new(metrics.rules_loaded.clone()))?;
         Ok(metrics)

@@ -45,17 +45,26 @@ impl WasmNodes {
         let plugin = self
             .store
             .active(kind)
-            .ok_or_else(|| NodeFailure::Retryable(format!("the {kind} node kind has no active component")))?;
+            .ok_or_else(|| NodeFailure::Unavailable(format!("the {kind} node kind has no active component")))?;
         let input = json!({ "config": config, "event": fields }).to_string();
         let output = self.handle.block_on(plugin.invoke(kind, &input)).map_err(|error| failure(kind, &error))?;
         serde_json::from_str(&output).map_err(|error| NodeFailure::Permanent(format!("{kind}: {error}")))
     }
 }
 
+/// How the engine treats a failed node-kind call: a guest's own permanent failure of a condition means "cannot
+/// decide this event" (no match, as a native evaluation error), of a mapping a dead letter; skip-forward is
+/// honoured; a full instance pool is the node kind being unavailable (the batch waits); a deadline or the
+/// guest's retryable failure retries the record; anything else the guest did (trap, fuel, memory, bad output)
+/// dead-letters it.
 fn failure(kind: &str, error: &InvokeError) -> NodeFailure {
-    match error.outcome() {
-        Outcome::Retryable => NodeFailure::Retryable(format!("{kind}: {error}")),
-        Outcome::Permanent | Outcome::SkipForward => NodeFailure::Permanent(format!("{kind}: {error}")),
+    let message = format!("{kind}: {error}");
+    match (error, error.outcome()) {
+        (InvokeError::Busy(_), _) => NodeFailure::Unavailable(message),
+        (InvokeError::Permanent(_), _) if kind == CONDITION_PLUGIN => NodeFailure::NoMatch(message),
+        (_, Outcome::SkipForward) => NodeFailure::SkipForward(message),
+        (_, Outcome::Retryable) => NodeFailure::Retryable(message),
+        (_, Outcome::Permanent) => NodeFailure::Permanent(message),
     }
 }
 

@@ -21,15 +21,23 @@ pub trait NodeKinds: Send + Sync {
     fn mapping(&self, mapping: &OutputMapping, fields: &Map<String, Value>) -> Result<Value, NodeFailure>;
 }
 
-/// Why a node kind gave no answer.
+/// Why a node kind gave no answer, and so what happens to the record (see the README's engine section).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeFailure {
-    /// It fails on this event for good: a condition does not match, a mapping produces no output (counted as
-    /// an error and logged).
+    /// A condition could not be evaluated on this event (a field missing or of another type): the rule does
+    /// not match, counted as an `eval` error. The same event always gives the same answer.
+    NoMatch(String),
+    /// The node asks to be skipped: a condition skipped means the rule does not apply to this event (counted
+    /// as `skipped{reason="skip_forward"}`); a mapping skipped lets the event through unmapped.
+    SkipForward(String),
+    /// The node fails on this record for good: the record goes to the dead-letter topic.
     Permanent(String),
-    /// It may work later (the runtime was busy, a component is not loaded yet): the whole batch is processed
-    /// again after a backoff, and nothing of it is published or committed meanwhile.
+    /// The node may succeed on this record later: the record alone is retried with the engine's retry policy
+    /// (and dead-lettered when its attempts are exhausted) while the other records go on.
     Retryable(String),
+    /// The node kind cannot run at all right now (no active component, no free instance): the whole batch
+    /// waits and is processed again after a backoff, as for a broker outage; nothing is dead-lettered.
+    Unavailable(String),
 }
 
 /// Conditions by the rule's compiled CEL expression, mappings by [`map_fields`]: no I/O, never retryable.
@@ -42,7 +50,7 @@ impl NodeKinds for NativeNodes {
     }
 
     fn condition(&self, rule: &CompiledRule, fields: &Map<String, Value>) -> Result<bool, NodeFailure> {
-        rule.expression.evaluate(fields).map_err(|error| NodeFailure::Permanent(error.to_string()))
+        rule.expression.evaluate(fields).map_err(|error| NodeFailure::NoMatch(error.to_string()))
     }
 
     fn mapping(&self, mapping: &OutputMapping, fields: &Map<String, Value>) -> Result<Value, NodeFailure> {
@@ -57,32 +65,68 @@ pub const SOURCE_TOPIC_HEADER: &str = "flowhost-source-topic";
 pub const SOURCE_PARTITION_HEADER: &str = "flowhost-source-partition";
 pub const SOURCE_OFFSET_HEADER: &str = "flowhost-source-offset";
 pub const INVALID_REASON_HEADER: &str = "flowhost-invalid-reason";
+/// Headers on a dead-lettered record (besides the source headers and the rule id): why (`permanent` or
+/// `exhausted`), the failure's message, and how many attempts were made.
+pub const DEAD_LETTER_REASON_HEADER: &str = "flowhost-dead-letter-reason";
+pub const DEAD_LETTER_CAUSE_HEADER: &str = "flowhost-dead-letter-cause";
+pub const ATTEMPTS_HEADER: &str = "flowhost-attempts";
 
 /// What one batch produces.
 #[derive(Debug, Default)]
 pub struct BatchOutcome {
-    /// Rule outputs and moved invalid records, in input order.
+    /// Rule outputs, moved invalid records and dead-lettered records, in input order.
     pub records: Vec<OutRecord>,
     /// How many of `records` are moved invalid records.
     pub invalid: u64,
+    /// How many of `records` are dead letters.
+    pub dead_letters: u64,
+    /// Records a node asked to retry: nothing of them is in `records`; the caller retries each on its own.
+    pub retries: Vec<RetryRecord>,
+}
+
+/// A record to process again: which rule's node asked, and why.
+#[derive(Debug, Clone)]
+pub struct RetryRecord {
+    pub record: Record,
+    pub rule_id: String,
+    pub cause: String,
+}
+
+/// Where records go besides the rules' outputs.
+#[derive(Debug, Clone, Copy)]
+pub struct Destinations<'a> {
+    /// Records that are not events.
+    pub invalid: &'a str,
+    /// Records a node failed on for good, or whose retries ran out.
+    pub dead_letters: &'a str,
+}
+
+impl Destinations<'_> {
+    /// For tests and benchmarks: both destinations the same topic.
+    pub fn only(topic: &str) -> Destinations<'_> {
+        Destinations { invalid: topic, dead_letters: topic }
+    }
 }
 
 /// Matches every record of `batch` against `rules` with the native node kinds.
 pub fn process_batch(rules: &RuleSet, batch: &[Record], invalid_topic: &str, metrics: &EngineMetrics) -> BatchOutcome {
-    match process_batch_with(rules, batch, invalid_topic, metrics, &NativeNodes) {
+    match process_batch_with(rules, batch, Destinations::only(invalid_topic), metrics, &NativeNodes, 1) {
         Ok(outcome) => outcome,
-        Err(_) => unreachable!("the native node kinds never ask for a retry"),
+        Err(_) => unreachable!("the native node kinds are always available"),
     }
 }
 
-/// Matches every record of `batch` against `rules`, running conditions and mappings with `nodes`. A
-/// [`NodeFailure::Retryable`] stops the batch: the caller processes it again later.
+/// Matches every record of `batch` against `rules`, running conditions and mappings with `nodes`; `attempt` is
+/// the how-manieth time these records are processed (for the dead-letter headers). A record is all or nothing:
+/// its outputs are kept only when every rule matching it ran, so a retried record never publishes twice. A
+/// [`NodeFailure::Unavailable`] stops the batch: the caller processes all of it again later.
 pub fn process_batch_with(
     rules: &RuleSet,
     batch: &[Record],
-    invalid_topic: &str,
+    to: Destinations<'_>,
     metrics: &EngineMetrics,
     nodes: &dyn NodeKinds,
+    attempt: u32,
 ) -> Result<BatchOutcome, NodeFailure> {
     let mut outcome = BatchOutcome::default();
     metrics.consumed.inc_by(batch.len() as u64);
@@ -92,58 +136,111 @@ pub fn process_batch_with(
             Err(error) => {
                 metrics.invalid.with_label_values(&[error.reason()]).inc();
                 warn!(topic = %record.topic, partition = record.partition, offset = record.offset, %error,
-                      invalid_topic, "record is not an event; moved to the invalid-events topic");
-                outcome.records.push(invalid_record(record, invalid_topic, error.reason()));
+                      invalid_topic = to.invalid, "record is not an event; moved to the invalid-events topic");
+                outcome.records.push(invalid_record(record, to.invalid, error.reason()));
                 outcome.invalid += 1;
                 continue;
             }
         };
-        for rule in rules.matching(&record.topic, &event.event_type) {
-            if !rule.enabled_for(event.tenant_id.as_deref()) {
-                metrics.skipped.with_label_values(&["tenant_disabled"]).inc();
-                continue;
+        match process_event(rules, record, &event, metrics, nodes) {
+            Ok(outputs) => outcome.records.extend(outputs),
+            Err((rule_id, NodeFailure::Retryable(cause))) => {
+                debug!(%rule_id, offset = record.offset, %cause, "a node asks to retry this record");
+                outcome.retries.push(RetryRecord { record: record.clone(), rule_id, cause });
             }
-            match nodes.condition(rule, &event.fields) {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(NodeFailure::Permanent(error)) => {
-                    metrics.errors.with_label_values(&["eval"]).inc();
-                    debug!(rule_id = %rule.rule.id, offset = record.offset, %error, "expression did not evaluate; no match");
-                    continue;
-                }
-                Err(retry) => return Err(retry),
+            Err((rule_id, NodeFailure::Permanent(cause))) => {
+                warn!(%rule_id, topic = %record.topic, partition = record.partition, offset = record.offset, %cause,
+                      "a node failed on this record for good; moved to the dead-letter topic");
+                metrics.dead_letters.with_label_values(&["permanent"]).inc();
+                outcome.records.push(dead_letter(record, to.dead_letters, &rule_id, "permanent", &cause, attempt));
+                outcome.dead_letters += 1;
             }
-            metrics.matched.inc();
-            let Some(topic) = &rule.output_topic else {
-                metrics.skipped.with_label_values(&["no_output_topic"]).inc();
-                warn!(rule_id = %rule.rule.id, source_topic = %record.topic,
-                      "rule matched but has no output_topic and its source topic has no default; skipped");
-                continue;
-            };
-            let value = match &rule.rule.output_mapping {
-                Some(mapping) => match nodes.mapping(mapping, &event.fields) {
-                    Ok(value) => serde_json::to_vec(&value).unwrap_or_default(),
-                    Err(NodeFailure::Permanent(error)) => {
-                        metrics.errors.with_label_values(&["mapping"]).inc();
-                        warn!(rule_id = %rule.rule.id, offset = record.offset, %error, "output mapping failed; no output");
-                        continue;
-                    }
-                    Err(retry) => return Err(retry),
-                },
-                None => record.value.clone(),
-            };
-            outcome.records.push(OutRecord {
-                topic: topic.clone(),
-                key: record.key.clone(),
-                value,
-                headers: vec![flowhost_core::ports::Header {
-                    key: RULE_ID_HEADER.to_owned(),
-                    value: rule.rule.id.as_bytes().to_vec(),
-                }],
-            });
+            Err((_, unavailable)) => return Err(unavailable),
         }
     }
     Ok(outcome)
+}
+
+/// The outputs of one event, or the rule and failure that stopped it (never `NoMatch` or `SkipForward`,
+/// which are handled here).
+fn process_event(
+    rules: &RuleSet,
+    record: &Record,
+    event: &Event,
+    metrics: &EngineMetrics,
+    nodes: &dyn NodeKinds,
+) -> Result<Vec<OutRecord>, (String, NodeFailure)> {
+    let mut outputs = Vec::new();
+    for rule in rules.matching(&record.topic, &event.event_type) {
+        if !rule.enabled_for(event.tenant_id.as_deref()) {
+            metrics.skipped.with_label_values(&["tenant_disabled"]).inc();
+            continue;
+        }
+        match nodes.condition(rule, &event.fields) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(NodeFailure::NoMatch(error)) => {
+                metrics.errors.with_label_values(&["eval"]).inc();
+                debug!(rule_id = %rule.rule.id, offset = record.offset, %error, "expression did not evaluate; no match");
+                continue;
+            }
+            Err(NodeFailure::SkipForward(reason)) => {
+                metrics.skipped.with_label_values(&["skip_forward"]).inc();
+                debug!(rule_id = %rule.rule.id, offset = record.offset, %reason, "condition skipped; rule not applied");
+                continue;
+            }
+            Err(failure) => return Err((rule.rule.id.clone(), failure)),
+        }
+        metrics.matched.inc();
+        let Some(topic) = &rule.output_topic else {
+            metrics.skipped.with_label_values(&["no_output_topic"]).inc();
+            warn!(rule_id = %rule.rule.id, source_topic = %record.topic,
+                  "rule matched but has no output_topic and its source topic has no default; skipped");
+            continue;
+        };
+        let value = match &rule.rule.output_mapping {
+            Some(mapping) => match nodes.mapping(mapping, &event.fields) {
+                Ok(value) => serde_json::to_vec(&value).unwrap_or_default(),
+                Err(NodeFailure::SkipForward(_)) => {
+                    metrics.skipped.with_label_values(&["skip_forward"]).inc();
+                    record.value.clone()
+                }
+                Err(NodeFailure::NoMatch(error)) => {
+                    metrics.errors.with_label_values(&["mapping"]).inc();
+                    warn!(rule_id = %rule.rule.id, offset = record.offset, %error, "output mapping failed; no output");
+                    continue;
+                }
+                Err(failure) => return Err((rule.rule.id.clone(), failure)),
+            },
+            None => record.value.clone(),
+        };
+        outputs.push(OutRecord {
+            topic: topic.clone(),
+            key: record.key.clone(),
+            value,
+            headers: vec![flowhost_core::ports::Header {
+                key: RULE_ID_HEADER.to_owned(),
+                value: rule.rule.id.as_bytes().to_vec(),
+            }],
+        });
+    }
+    Ok(outputs)
+}
+
+/// The dead letter of `record`: its key and value unchanged, headers naming where it came from, the rule whose
+/// node failed, why, and after how many attempts.
+pub fn dead_letter(record: &Record, topic: &str, rule_id: &str, reason: &str, cause: &str, attempts: u32) -> OutRecord {
+    // A guest's message could be large; the header keeps enough to diagnose.
+    let cause: String = cause.chars().take(512).collect();
+    let mut out = OutRecord::new(topic, record.value.clone());
+    out.key = record.key.clone();
+    out.with_header(SOURCE_TOPIC_HEADER, record.topic.as_bytes())
+        .with_header(SOURCE_PARTITION_HEADER, record.partition.to_string())
+        .with_header(SOURCE_OFFSET_HEADER, record.offset.to_string())
+        .with_header(RULE_ID_HEADER, rule_id)
+        .with_header(DEAD_LETTER_REASON_HEADER, reason)
+        .with_header(DEAD_LETTER_CAUSE_HEADER, cause)
+        .with_header(ATTEMPTS_HEADER, attempts.to_string())
 }
 
 /// `select` mode: only the listed fields, each copied from `source` to `target`; absent sources are omitted.

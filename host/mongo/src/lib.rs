@@ -362,7 +362,9 @@ fn map_error(error: mongodb::error::Error, context: &str) -> PortError {
     match error.kind.as_ref() {
         _ if transient => PortError::Unavailable(format!("{context}: {error}")),
         ErrorKind::InvalidArgument { .. } | ErrorKind::BsonSerialization(_) => {
-            PortError::Invalid(format!("{context}: {error}"))
+            // The driver's text describes its internals; callers may show an Invalid message to clients.
+            tracing::warn!(%error, context, "MongoDB refused the request");
+            PortError::Invalid(format!("{context}: MongoDB refused the value"))
         }
         _ => PortError::Backend(format!("{context}: {error}")),
     }

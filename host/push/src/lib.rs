@@ -4,8 +4,9 @@
 //! tokens, and the retention sweep of activity and events. It sees only the ports (`flowhost_core::Ports`),
 //! never a backend, and answers every error with the spec's envelope `{ "error": { code, message, details? } }`.
 //!
-//! `flowhost` composes it: [`router`] merges into the administration API's listener by default, or
-//! [`standalone_router`] (with its own `/health`) serves a separate address; [`run_retention`] runs beside it.
+//! [`PushRole`] is the role `flowhost serve` composes: its [`router`] shares the main listener by default or
+//! serves `FLOWHOST_PUSH_API_LISTEN`; [`run_retention`] runs beside it; a broken caller policy fails the
+//! process's `/health` (the liveness check [`POLICY_CHECK`]).
 
 mod auth;
 mod body;
@@ -15,6 +16,7 @@ mod platform;
 pub mod policy;
 pub mod records;
 mod retention;
+mod role;
 pub mod targets;
 mod templates;
 pub mod token;
@@ -24,20 +26,18 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Router;
 use flowhost_core::config::{Channel, Config, ConfigError, Secret};
 use flowhost_core::ports::Ports;
-use serde_json::json;
 use sha2::{Digest, Sha256};
 use tracing::{error, info, warn};
 
 pub use error::PushError;
 pub use policy::{CallerPolicy, PolicyError};
 pub use retention::{run_retention, sweep_once};
+pub use role::PushRole;
 pub use token::InteractionClaims;
 pub use vapid::VapidKeys;
 
@@ -211,22 +211,10 @@ pub fn router(state: Arc<PushState>) -> Router {
         .with_state(state)
 }
 
-/// [`router`] plus `GET /health` and a 404 fallback: for a separate listener (`FLOWHOST_PUSH_API_LISTEN`) or
-/// a process that runs push-api without admin.
-pub fn standalone_router(state: Arc<PushState>) -> Router {
-    let health_router = Router::new().route("/health", get(health)).with_state(state.clone());
-    router(state).merge(health_router).fallback(not_found)
-}
-
-/// `/health` of a standalone push listener: 200 `{ "status": "ok" }`, or 503
-/// `{ "status": "unavailable", "failing": ["push_caller_policy"] }` when the caller policy failed to load.
-pub async fn health(State(state): State<Arc<PushState>>) -> Response {
-    let failing = state.failing_checks();
-    if failing.is_empty() {
-        Json(json!({ "status": "ok" })).into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "unavailable", "failing": failing }))).into_response()
-    }
+/// The push service's answer to an unknown route: 404 in its envelope (used when its routes have a listener of
+/// their own).
+pub fn fallback() -> Router {
+    Router::new().fallback(not_found)
 }
 
 async fn method_not_allowed() -> PushError {

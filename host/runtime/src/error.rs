@@ -139,3 +139,32 @@ impl InvokeError {
         }
     }
 }
+
+impl LoadError {
+    /// The refusal as a client may see it: what is wrong, without wasmtime's error chain (compiler, linker and
+    /// trap texts go to the log; they describe host internals, not the upload).
+    pub fn public_message(&self) -> String {
+        match self {
+            LoadError::InvalidComponent(_) => {
+                "invalid component: the bytes are not a WebAssembly component this host can compile".to_owned()
+            }
+            LoadError::Link(_) => {
+                "cannot link the component: its exports do not match a flowhost:plugin world".to_owned()
+            }
+            LoadError::Manifest(error) => format!("reading the manifest failed: {}", error.public_message()),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl InvokeError {
+    /// The failure as a client may see it: the guest's own message for a failure it reported, the host's
+    /// classification otherwise, never wasmtime's trap text or backtrace (logged instead).
+    pub fn public_message(&self) -> String {
+        match self {
+            InvokeError::Trap(_) => "trap: the guest trapped (details in the server log)".to_owned(),
+            InvokeError::Busy(_) => "no free instance slot; retry later".to_owned(),
+            other => other.to_string(),
+        }
+    }
+}

@@ -333,10 +333,8 @@ async fn a_spinning_guest_does_not_hold_the_thread() {
     let (noop_result, noop_done) = quick.await.expect("join");
     assert_eq!(spin_result, Err(InvokeError::Timeout(500)));
     assert_eq!(noop_result, Ok("[7]".to_string()));
-    assert!(
-        noop_done < spin_done && noop_done < Duration::from_millis(250),
-        "noop finished at {noop_done:?}, the spinning guest at {spin_done:?}"
-    );
+    // On one thread, the quick call can only finish first if the spinning guest yielded at an epoch tick.
+    assert!(noop_done < spin_done, "noop finished at {noop_done:?}, the spinning guest at {spin_done:?}");
 }
 
 /// The fixtures that have a test in this file; a new fixture without one fails here.

@@ -13,7 +13,9 @@ use flowhost_core::collections::{RULES, SCHEMAS};
 use flowhost_core::config::{Config, EngineConfig};
 use flowhost_core::model::{EventSchema, FieldType, Rule, RuleConditions, RuleSource, SourceType};
 use flowhost_core::ports::{OutRecord, Ports, Record, Topics};
-use flowhost_engine::{process_batch, process_batch_with, Engine, EngineMetrics, ExpressionMemo, RuleSet, WasmNodes};
+use flowhost_engine::{
+    process_batch, process_batch_with, Destinations, Engine, EngineMetrics, ExpressionMemo, RuleSet, WasmNodes,
+};
 use flowhost_tests::unique;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -174,7 +176,8 @@ async fn wasm_processing(config: &Config, ports: &Ports, events: usize) {
         let started = Instant::now();
         let mut outputs = 0;
         for chunk in batch.chunks(500) {
-            outputs += process_batch_with(&set, chunk, "invalid", &metrics, &nodes).unwrap().records.len();
+            let to = Destinations::only("invalid");
+            outputs += process_batch_with(&set, chunk, to, &metrics, &nodes, 1).unwrap().records.len();
         }
         (outputs, started.elapsed())
     })

@@ -1,0 +1,207 @@
+//! Processing and delivering one consumed batch: [`Delivery::process`] turns records into outputs (on a
+//! blocking thread when the node kinds block), [`Delivery::deliver`] publishes them and then retries, one by
+//! one, the records a node asked to retry, under the engine's retry policy: each attempt after a backoff with
+//! the freshest rules; a success publishes that record's outputs, a permanent failure or the last attempt
+//! failing moves it to the dead-letter topic. The batch counts as delivered (its offsets may be committed) once
+//! every record is published or dead-lettered, so a slow record holds back the commit of its batch, never the
+//! processing of the batches after it (up to the engine's in-flight window).
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::{Arc, Mutex};
+
+use flowhost_core::backoff::Backoff;
+use flowhost_core::config::{EngineConfig, RetryPolicy};
+use flowhost_core::ports::{PortError, Record, Topics};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::process::{dead_letter, Destinations, RetryRecord};
+use crate::{process_batch_with, sleep_or_shutdown, BatchOutcome, EngineMetrics, NodeFailure, NodeKinds, RuleSet};
+
+/// Topics this engine has made sure exist. A missing topic is created (idempotently) before the engine
+/// subscribes to it or publishes to it: Kafka consumers ignore topics that do not exist yet, and brokers may
+/// refuse to auto-create.
+pub(crate) struct KnownTopics {
+    partitions: i32,
+    created: Mutex<HashSet<String>>,
+}
+
+impl KnownTopics {
+    pub(crate) fn new(partitions: i32) -> KnownTopics {
+        KnownTopics { partitions, created: Mutex::new(HashSet::new()) }
+    }
+
+    pub(crate) async fn ensure<'a>(
+        &self,
+        topics: &dyn Topics,
+        names: impl IntoIterator<Item = &'a String>,
+    ) -> Result<(), PortError> {
+        for topic in names {
+            if self.created.lock().unwrap_or_else(|p| p.into_inner()).contains(topic) {
+                continue;
+            }
+            topics.create_topic(topic, self.partitions).await?;
+            self.created.lock().unwrap_or_else(|p| p.into_inner()).insert(topic.clone());
+        }
+        Ok(())
+    }
+}
+
+/// Everything processing and delivering a batch needs, shared by the consume loop and its delivery tasks.
+pub(crate) struct Delivery {
+    pub(crate) topics: Arc<dyn Topics>,
+    pub(crate) known: KnownTopics,
+    pub(crate) nodes: Arc<dyn NodeKinds>,
+    pub(crate) metrics: Arc<EngineMetrics>,
+    pub(crate) invalid_topic: String,
+    pub(crate) dead_letter_topic: String,
+    pub(crate) retry: RetryPolicy,
+    /// The freshest rules, for each retry.
+    pub(crate) rules: watch::Receiver<Arc<RuleSet>>,
+}
+
+impl Delivery {
+    pub(crate) fn new(
+        topics: Arc<dyn Topics>,
+        partitions: i32,
+        nodes: Arc<dyn NodeKinds>,
+        metrics: Arc<EngineMetrics>,
+        config: &EngineConfig,
+        rules: watch::Receiver<Arc<RuleSet>>,
+    ) -> Delivery {
+        Delivery {
+            topics,
+            known: KnownTopics::new(partitions),
+            nodes,
+            metrics,
+            invalid_topic: config.invalid_events_topic.clone(),
+            dead_letter_topic: config.dead_letter_topic.clone(),
+            retry: config.retry.clone(),
+            rules,
+        }
+    }
+
+    /// Processes `batch` (attempt `attempt` of its records): inline with non-blocking node kinds, on a
+    /// blocking thread otherwise. Hands the batch back for its offsets (or another attempt).
+    pub(crate) async fn process(
+        self: &Arc<Self>,
+        set: Arc<RuleSet>,
+        batch: Vec<Record>,
+        attempt: u32,
+    ) -> (Vec<Record>, Result<BatchOutcome, NodeFailure>) {
+        if !self.nodes.blocking() {
+            let result = self.process_now(&set, &batch, attempt);
+            return (batch, result);
+        }
+        let this = self.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            let result = this.process_now(&set, &batch, attempt);
+            (batch, result)
+        });
+        match task.await {
+            Ok(done) => done,
+            Err(error) => std::panic::resume_unwind(error.into_panic()),
+        }
+    }
+
+    fn process_now(&self, set: &RuleSet, batch: &[Record], attempt: u32) -> Result<BatchOutcome, NodeFailure> {
+        let to = Destinations { invalid: &self.invalid_topic, dead_letters: &self.dead_letter_topic };
+        process_batch_with(set, batch, to, &self.metrics, self.nodes.as_ref(), attempt)
+    }
+
+    /// Publishes the batch's outputs, then settles its retried records; true once every record is
+    /// acknowledged (published or dead-lettered), false when shut down first.
+    pub(crate) async fn deliver(self: Arc<Self>, mut outcome: BatchOutcome, shutdown: CancellationToken) -> bool {
+        let retries = std::mem::take(&mut outcome.retries);
+        if !self.publish(outcome, &shutdown).await {
+            return false;
+        }
+        let settled = futures::future::join_all(
+            retries.into_iter().map(|retry| self.clone().retry_record(retry, shutdown.clone())),
+        )
+        .await;
+        settled.into_iter().all(|done| done)
+    }
+
+    /// Attempts 2.. of one record, each after the policy's backoff; the last failure dead-letters it.
+    async fn retry_record(self: Arc<Self>, retry: RetryRecord, shutdown: CancellationToken) -> bool {
+        let RetryRecord { record, mut rule_id, mut cause } = retry;
+        let mut backoff = self.retry.backoff();
+        let mut attempt = 1;
+        loop {
+            if attempt >= self.retry.max_attempts {
+                warn!(topic = %record.topic, partition = record.partition, offset = record.offset, attempts = attempt,
+                      %cause, "retries exhausted; moved to the dead-letter topic");
+                self.metrics.dead_letters.with_label_values(&["exhausted"]).inc();
+                let letter = dead_letter(&record, &self.dead_letter_topic, &rule_id, "exhausted", &cause, attempt);
+                let outcome = BatchOutcome { records: vec![letter], dead_letters: 1, ..BatchOutcome::default() };
+                return self.publish(outcome, &shutdown).await;
+            }
+            if !sleep_or_shutdown(backoff.next_delay(), &shutdown).await {
+                return false;
+            }
+            attempt += 1;
+            self.metrics.retries.inc();
+            let set = self.rules.borrow().clone();
+            let (_, result) = self.process(set, vec![record.clone()], attempt).await;
+            match result {
+                Ok(mut outcome) => match outcome.retries.pop() {
+                    Some(again) => (rule_id, cause) = (again.rule_id, again.cause),
+                    None => {
+                        info!(topic = %record.topic, offset = record.offset, attempt, "record succeeded on a retry");
+                        return self.publish(outcome, &shutdown).await;
+                    }
+                },
+                // The node kind is down as a whole: wait without spending the record's attempts.
+                Err(failure) => {
+                    warn!(?failure, offset = record.offset, "node kind unavailable while retrying a record");
+                    attempt -= 1;
+                }
+            }
+        }
+    }
+
+    /// Creates the topics of `outcome` and publishes its records until acknowledged (retrying with the
+    /// backend backoff, never dropping); false when shut down first.
+    async fn publish(&self, outcome: BatchOutcome, shutdown: &CancellationToken) -> bool {
+        if outcome.records.is_empty() {
+            return true;
+        }
+        let names: BTreeSet<String> = outcome.records.iter().map(|r| r.topic.clone()).collect();
+        let mut backoff = Backoff::for_backend();
+        while let Err(error) = self.known.ensure(self.topics.as_ref(), &names).await {
+            self.metrics.errors.with_label_values(&["create_topic"]).inc();
+            warn!(%error, "cannot create an output topic; retrying (nothing is committed meanwhile)");
+            if !sleep_or_shutdown(backoff.next_delay(), shutdown).await {
+                return false;
+            }
+        }
+        let count = outcome.records.len() as u64;
+        let mut backoff = Backoff::for_backend();
+        loop {
+            let attempt = tokio::select! {
+                _ = shutdown.cancelled() => return false,
+                result = self.topics.publish(outcome.records.clone()) => result,
+            };
+            match attempt {
+                Ok(()) => {
+                    self.metrics.published.inc_by(count - outcome.invalid - outcome.dead_letters);
+                    return true;
+                }
+                Err(error) => {
+                    self.metrics.errors.with_label_values(&["publish"]).inc();
+                    warn!(%error, records = count, "publish failed; retrying the batch");
+                    if let PortError::Invalid(_) = error {
+                        // A bad topic name cannot heal by waiting, but dropping would lose events: keep retrying
+                        // slowly so an operator can fix the rule while nothing is committed.
+                        warn!("a rule names an invalid output topic; fix the rule to let the partition continue");
+                    }
+                    if !sleep_or_shutdown(backoff.next_delay(), shutdown).await {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! [`PushRole`]: the web-push notification service's API as a role. Its routes share the main listener
+//! (`FLOWHOST_API_HOST` / `API_PORT`) unless `FLOWHOST_PUSH_API_LISTEN` gives them an address of their own; the
+//! retention sweep runs beside them. A caller policy that failed to load is a liveness failure
+//! ([`POLICY_CHECK`]): every `/health` of the process answers 503 until the operator fixes it, as the spec says.
+
+use std::sync::Arc;
+
+use flowhost_role::{Check, Listener, Role, RoleContext, RoleParts};
+use futures::FutureExt;
+
+use crate::{fallback, router, run_retention, PushState, POLICY_CHECK};
+
+/// The push-api role (see the module documentation).
+#[derive(Debug)]
+pub struct PushRole;
+
+#[async_trait::async_trait]
+impl Role for PushRole {
+    const NAME: &'static str = "push-api";
+    const CONFIG_SECTION: &'static str = "push";
+
+    async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
+        let config = &context.config;
+        let state = Arc::new(PushState::from_config(config, context.ports.clone())?);
+        let addr = config.push.listen.clone().unwrap_or_else(|| config.api_addr());
+        let listener =
+            Listener::new("push", addr, "FLOWHOST_PUSH_API_LISTEN", router(state.clone())).with_fallback(fallback());
+        let policy = state.clone();
+        Ok(RoleParts::default()
+            .listener(listener)
+            .task(run_retention(state, context.shutdown.clone()).map(Ok))
+            .liveness(Check::sync(POLICY_CHECK, move || policy.policy.as_ref().map(|_| ()).map_err(|e| e.to_string())))
+            .readiness(Check::documents(context.ports.documents.clone())))
+    }
+}

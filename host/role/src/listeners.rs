@@ -1,0 +1,259 @@
+//! The process's HTTP sockets: roles' [`Listener`]s grouped by address (equal addresses share one socket), each
+//! socket given `/health` and `/ready`, the main socket also `/metrics`, all served with the peer address
+//! available to handlers (`ConnectInfo<SocketAddr>`), until shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use prometheus::{Encoder, TextEncoder};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::check::{failing, Check};
+
+/// How `/health` and `/ready` answer on a socket. The flow runtime and the push service answer JSON
+/// (`{ "status": "ok" }`); the presence projector and the campaign API answer plain text (`ok`, `ready`,
+/// `not ready`), as their specification says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HealthStyle {
+    #[default]
+    Json,
+    Text,
+}
+
+/// An HTTP listener a role asks for.
+pub struct Listener {
+    /// Short name for logs and the README's listener table (`admin`, `push`, `gateway-edge`, ...).
+    pub name: &'static str,
+    /// The address to bind, as configured (or the default). Listeners with equal addresses share a socket.
+    pub addr: String,
+    /// The settings that set `addr`, for error messages (`"FLOWHOST_API_HOST / API_PORT"`).
+    pub settings: &'static str,
+    /// The role's routes, state applied, without `/health`, `/ready` or a fallback.
+    pub router: Router,
+    /// Answers requests no route of the socket matched (the role's 404 in its own error envelope). The first
+    /// listener of a socket that has one provides it.
+    pub fallback: Option<Router>,
+    pub health: HealthStyle,
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener").field("name", &self.name).field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+impl Listener {
+    pub fn new(name: &'static str, addr: impl Into<String>, settings: &'static str, router: Router) -> Listener {
+        Listener { name, addr: addr.into(), settings, router, fallback: None, health: HealthStyle::Json }
+    }
+
+    /// Sets the handler of unmatched requests (a router whose own fallback answers them).
+    pub fn with_fallback(mut self, fallback: Router) -> Listener {
+        self.fallback = Some(fallback);
+        self
+    }
+
+    pub fn with_health(mut self, health: HealthStyle) -> Listener {
+        self.health = health;
+        self
+    }
+}
+
+/// Everything the roles contributed, ready to bind: listeners with the readiness checks of their role, the
+/// process-wide liveness checks, and the readiness checks of roles without a listener (they apply everywhere).
+#[derive(Debug, Default)]
+pub struct ListenerSet {
+    listeners: Vec<(Listener, Vec<Check>)>,
+    liveness: Vec<Check>,
+    everywhere: Vec<Check>,
+}
+
+impl ListenerSet {
+    /// Adds one role's contribution.
+    pub fn add_role(&mut self, listeners: Vec<Listener>, liveness: Vec<Check>, readiness: Vec<Check>) {
+        self.liveness.extend(liveness);
+        if listeners.is_empty() {
+            self.everywhere.extend(readiness);
+            return;
+        }
+        for listener in listeners {
+            self.listeners.push((listener, readiness.clone()));
+        }
+    }
+}
+
+/// One bound socket: its address and the names of the listeners it serves.
+#[derive(Debug, Clone)]
+pub struct BoundListener {
+    pub addr: SocketAddr,
+    pub names: Vec<&'static str>,
+}
+
+struct Probes {
+    liveness: Vec<Check>,
+    readiness: Vec<Check>,
+    health: HealthStyle,
+}
+
+struct Socket {
+    addr: String,
+    settings: &'static str,
+    names: Vec<&'static str>,
+    router: Option<Router>,
+    fallback: Option<Router>,
+    readiness: Vec<Check>,
+    health: HealthStyle,
+}
+
+/// Binds every socket of `set` and serves them until `shutdown`. `main` is the already-bound socket of the
+/// main address (`main_addr`, the flow runtime's `api.host:api.port`): listeners configured to that address
+/// use it, and it serves `/health`, `/ready` and `/metrics` even when no role has routes there. Returns the
+/// bound sockets and the serving futures (one per socket).
+pub async fn serve_listeners(
+    set: ListenerSet,
+    main: TcpListener,
+    main_addr: &str,
+    registry: prometheus::Registry,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(Vec<BoundListener>, Vec<crate::Task>)> {
+    let ListenerSet { listeners, liveness, everywhere } = set;
+    let mut sockets: Vec<Socket> = vec![Socket {
+        addr: main_addr.to_owned(),
+        settings: "FLOWHOST_API_HOST / API_PORT",
+        names: Vec::new(),
+        router: None,
+        fallback: None,
+        readiness: Vec::new(),
+        health: HealthStyle::Json,
+    }];
+    for (listener, readiness) in listeners {
+        let index = match sockets.iter().position(|socket| socket.addr == listener.addr) {
+            Some(index) => index,
+            None => {
+                sockets.push(Socket {
+                    addr: listener.addr.clone(),
+                    settings: listener.settings,
+                    names: Vec::new(),
+                    router: None,
+                    fallback: None,
+                    readiness: Vec::new(),
+                    health: listener.health,
+                });
+                sockets.len() - 1
+            }
+        };
+        let socket = &mut sockets[index];
+        if socket.names.is_empty() {
+            socket.health = listener.health;
+            socket.settings = listener.settings;
+        }
+        socket.names.push(listener.name);
+        socket.router = Some(match socket.router.take() {
+            Some(router) => router.merge(listener.router),
+            None => listener.router,
+        });
+        if socket.fallback.is_none() {
+            socket.fallback = listener.fallback;
+        }
+        for check in readiness {
+            if !socket.readiness.iter().any(|known| known.name() == check.name()) {
+                socket.readiness.push(check);
+            }
+        }
+    }
+
+    let mut main = Some(main);
+    let mut bound = Vec::new();
+    let mut tasks: Vec<crate::Task> = Vec::new();
+    for (index, socket) in sockets.into_iter().enumerate() {
+        let tcp = match main.take().filter(|_| index == 0) {
+            Some(tcp) => tcp,
+            None => TcpListener::bind(&socket.addr)
+                .await
+                .with_context(|| format!("cannot listen on {} ({})", socket.addr, socket.settings))?,
+        };
+        let addr = tcp.local_addr()?;
+        let mut readiness = socket.readiness;
+        readiness.extend(everywhere.iter().cloned());
+        let probes = Arc::new(Probes { liveness: liveness.clone(), readiness, health: socket.health });
+        let mut router = Router::new().route("/health", get(health)).route("/ready", get(ready)).with_state(probes);
+        if index == 0 {
+            router = router.merge(Router::new().route("/metrics", get(metrics)).with_state(registry.clone()));
+        }
+        if let Some(routes) = socket.router {
+            router = router.merge(routes);
+        }
+        if let Some(fallback) = socket.fallback {
+            router = router.fallback_service(fallback);
+        }
+        info!(%addr, listeners = ?socket.names, "listening");
+        bound.push(BoundListener { addr, names: socket.names });
+        let token = shutdown.clone();
+        tasks.push(Box::pin(async move {
+            axum::serve(tcp, router.into_make_service_with_connect_info::<SocketAddr>())
+                .with_graceful_shutdown(token.cancelled_owned())
+                .await
+                .with_context(|| format!("serving {addr}"))
+        }));
+    }
+    Ok((bound, tasks))
+}
+
+async fn health(State(probes): State<Arc<Probes>>) -> Response {
+    let failing = failing(&probes.liveness, "health").await;
+    match (probes.health, failing.is_empty()) {
+        (HealthStyle::Json, true) => Json(json!({ "status": "ok" })).into_response(),
+        (HealthStyle::Json, false) => {
+            (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "unavailable", "failing": failing })))
+                .into_response()
+        }
+        (HealthStyle::Text, true) => "ok".into_response(),
+        (HealthStyle::Text, false) => {
+            (StatusCode::SERVICE_UNAVAILABLE, failing_header(&failing), "unavailable").into_response()
+        }
+    }
+}
+
+async fn ready(State(probes): State<Arc<Probes>>) -> Response {
+    let mut failing = failing(&probes.liveness, "ready").await;
+    for name in self::failing(&probes.readiness, "ready").await {
+        if !failing.contains(&name) {
+            failing.push(name);
+        }
+    }
+    match (probes.health, failing.is_empty()) {
+        (HealthStyle::Json, true) => Json(json!({ "status": "ready" })).into_response(),
+        (HealthStyle::Json, false) => {
+            (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "not_ready", "failing": failing })))
+                .into_response()
+        }
+        (HealthStyle::Text, true) => "ready".into_response(),
+        (HealthStyle::Text, false) => {
+            (StatusCode::SERVICE_UNAVAILABLE, failing_header(&failing), "not ready").into_response()
+        }
+    }
+}
+
+/// Plain-text probes keep the body the specification gives (`not ready`) and name the failing checks in a
+/// header.
+fn failing_header(failing: &[&'static str]) -> [(&'static str, String); 1] {
+    [("flowhost-failing-checks", failing.join(","))]
+}
+
+async fn metrics(State(registry): State<prometheus::Registry>) -> Response {
+    let mut body = Vec::new();
+    if let Err(error) = TextEncoder::new().encode(&registry.gather(), &mut body) {
+        warn!(%error, "metrics encoding failed");
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}

@@ -1,0 +1,181 @@
+//! The listener plumbing over real sockets on 127.0.0.1: shared and separate sockets, `/health` and `/ready`
+//! answering from the checks of the roles on each socket, the two health styles, the fallback, and the peer
+//! address reaching handlers.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::extract::ConnectInfo;
+use axum::routing::get;
+use axum::Router;
+use flowhost_role::{serve_listeners, Check, HealthStyle, Listener, ListenerSet};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+async fn free_addr() -> String {
+    let socket = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    socket.local_addr().unwrap().to_string()
+}
+
+async fn get_text(url: String) -> (u16, String, Option<String>) {
+    let response = reqwest::get(url).await.expect("request");
+    let status = response.status().as_u16();
+    let failing = response.headers().get("flowhost-failing-checks").map(|v| v.to_str().unwrap().to_owned());
+    (status, response.text().await.unwrap(), failing)
+}
+
+async fn get_json(url: String) -> (u16, Value) {
+    let (status, body, _) = get_text(url).await;
+    (status, serde_json::from_str(&body).unwrap_or(Value::String(body)))
+}
+
+fn flag_check(name: &'static str, flag: &Arc<AtomicBool>) -> Check {
+    let flag = flag.clone();
+    Check::sync(name, move || if flag.load(Ordering::SeqCst) { Ok(()) } else { Err(format!("{name} is down")) })
+}
+
+#[tokio::test]
+async fn sockets_are_shared_by_address_and_probe_their_own_roles() {
+    let main = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let main_addr = main.local_addr().unwrap().to_string();
+    let other_addr = free_addr().await;
+    let alive = Arc::new(AtomicBool::new(true));
+    let a_ready = Arc::new(AtomicBool::new(true));
+    let b_ready = Arc::new(AtomicBool::new(true));
+    let engine_ready = Arc::new(AtomicBool::new(true));
+
+    let mut set = ListenerSet::default();
+    let a = Router::new().route("/a", get(|| async { "a" }));
+    let fallback_a = Router::new().fallback(|| async { (axum::http::StatusCode::NOT_FOUND, "not found by a") });
+    set.add_role(
+        vec![Listener::new("a", main_addr.clone(), "A_ADDR", a).with_fallback(fallback_a)],
+        vec![flag_check("liveness", &alive)],
+        vec![flag_check("a_ready", &a_ready)],
+    );
+    let b = Router::new().route("/b", get(|| async { "b" }));
+    set.add_role(
+        vec![Listener::new("b", main_addr.clone(), "B_ADDR", b)],
+        vec![],
+        vec![flag_check("b_ready", &b_ready)],
+    );
+    let c = Router::new().route("/c", get(|| async { "c" }));
+    set.add_role(
+        vec![Listener::new("c", other_addr.clone(), "C_ADDR", c).with_health(HealthStyle::Text)],
+        vec![],
+        vec![],
+    );
+    // A role without a listener (the engine): its readiness applies to every socket.
+    set.add_role(vec![], vec![], vec![flag_check("engine", &engine_ready)]);
+
+    let shutdown = CancellationToken::new();
+    let (bound, tasks) =
+        serve_listeners(set, main, &main_addr, prometheus::Registry::new(), shutdown.clone()).await.unwrap();
+    assert_eq!(bound.len(), 2);
+    assert_eq!(bound[0].names, ["a", "b"]);
+    assert_eq!(bound[1].names, ["c"]);
+    let handles: Vec<_> = tasks.into_iter().map(tokio::spawn).collect();
+    let main_url = |path: &str| format!("http://{main_addr}{path}");
+    let other_url = |path: &str| format!("http://{other_addr}{path}");
+
+    // Routes of both roles on the main socket, one role's on the other; each socket's fallback.
+    assert_eq!(get_text(main_url("/a")).await.1, "a");
+    assert_eq!(get_text(main_url("/b")).await.1, "b");
+    assert_eq!(get_text(main_url("/c")).await.0, 404);
+    assert_eq!(get_text(main_url("/nope")).await, (404, "not found by a".to_owned(), None));
+    assert_eq!(get_text(other_url("/c")).await.1, "c");
+    assert_eq!(get_text(other_url("/a")).await.0, 404);
+    // /metrics only on the main socket.
+    assert_eq!(get_text(main_url("/metrics")).await.0, 200);
+    assert_eq!(get_text(other_url("/metrics")).await.0, 404);
+
+    assert_eq!(get_json(main_url("/health")).await, (200, json!({"status": "ok"})));
+    assert_eq!(get_json(main_url("/ready")).await, (200, json!({"status": "ready"})));
+    assert_eq!(get_text(other_url("/health")).await, (200, "ok".to_owned(), None));
+    assert_eq!(get_text(other_url("/ready")).await, (200, "ready".to_owned(), None));
+
+    // b's readiness fails the main socket only; the engine's fails both.
+    b_ready.store(false, Ordering::SeqCst);
+    assert_eq!(get_json(main_url("/ready")).await, (503, json!({"status": "not_ready", "failing": ["b_ready"]})));
+    assert_eq!(get_text(other_url("/ready")).await.0, 200);
+    engine_ready.store(false, Ordering::SeqCst);
+    assert_eq!(
+        get_json(main_url("/ready")).await,
+        (503, json!({"status": "not_ready", "failing": ["b_ready", "engine"]}))
+    );
+    assert_eq!(get_text(other_url("/ready")).await, (503, "not ready".to_owned(), Some("engine".to_owned())));
+    // Readiness never fails liveness.
+    assert_eq!(get_json(main_url("/health")).await.0, 200);
+
+    // A liveness failure fails /health (and /ready) everywhere.
+    alive.store(false, Ordering::SeqCst);
+    assert_eq!(get_json(main_url("/health")).await, (503, json!({"status": "unavailable", "failing": ["liveness"]})));
+    assert_eq!(get_text(other_url("/health")).await, (503, "unavailable".to_owned(), Some("liveness".to_owned())));
+
+    shutdown.cancel();
+    for handle in handles {
+        handle.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn handlers_see_the_peer_address() {
+    let main = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let main_addr = main.local_addr().unwrap().to_string();
+    let router =
+        Router::new().route("/peer", get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }));
+    let mut set = ListenerSet::default();
+    set.add_role(vec![Listener::new("peer", main_addr.clone(), "PEER_ADDR", router)], vec![], vec![]);
+    let shutdown = CancellationToken::new();
+    let (_, tasks) =
+        serve_listeners(set, main, &main_addr, prometheus::Registry::new(), shutdown.clone()).await.unwrap();
+    let handles: Vec<_> = tasks.into_iter().map(tokio::spawn).collect();
+
+    let (status, body, _) = get_text(format!("http://{main_addr}/peer")).await;
+    assert_eq!(status, 200);
+    let peer: SocketAddr = body.parse().expect("a socket address");
+    assert!(peer.ip().is_loopback(), "{peer}");
+    assert_ne!(peer.port(), 0);
+
+    shutdown.cancel();
+    for handle in handles {
+        handle.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_hung_check_fails_instead_of_hanging() {
+    let main = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let main_addr = main.local_addr().unwrap().to_string();
+    let mut set = ListenerSet::default();
+    set.add_role(vec![], vec![], vec![Check::new("hung", || std::future::pending())]);
+    let shutdown = CancellationToken::new();
+    let (_, tasks) =
+        serve_listeners(set, main, &main_addr, prometheus::Registry::new(), shutdown.clone()).await.unwrap();
+    let handles: Vec<_> = tasks.into_iter().map(tokio::spawn).collect();
+    assert_eq!(
+        get_json(format!("http://{main_addr}/ready")).await,
+        (503, json!({"status": "not_ready", "failing": ["hung"]}))
+    );
+    shutdown.cancel();
+    for handle in handles {
+        handle.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_taken_address_names_its_setting() {
+    let main = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let main_addr = main.local_addr().unwrap().to_string();
+    let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let taken_addr = taken.local_addr().unwrap().to_string();
+    let mut set = ListenerSet::default();
+    set.add_role(vec![Listener::new("x", taken_addr.clone(), "X_LISTEN", Router::new())], vec![], vec![]);
+    let error = serve_listeners(set, main, &main_addr, prometheus::Registry::new(), CancellationToken::new())
+        .await
+        .err()
+        .expect("the address is taken");
+    let message = format!("{error:#}");
+    assert!(message.contains(&taken_addr) && message.contains("X_LISTEN"), "{message}");
+}

@@ -1,0 +1,93 @@
+//! [`FaultyDocuments`]: the real documents port of a test host with failures injected on purpose, to check what
+//! a multi-step write leaves behind when a later step fails. Every call goes to the wrapped store unless a
+//! fault is armed for that operation and collection.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use flowhost_core::ports::{DocumentStore, PortError};
+use serde_json::Value;
+
+/// Wraps a documents port; [`FaultyDocuments::fail_writes`] makes the next writes to one collection fail with
+/// `PortError::Unavailable`, as an outage would.
+pub struct FaultyDocuments {
+    inner: Arc<dyn DocumentStore>,
+    collection: std::sync::Mutex<String>,
+    remaining: AtomicU32,
+}
+
+impl FaultyDocuments {
+    pub fn new(inner: Arc<dyn DocumentStore>) -> Arc<FaultyDocuments> {
+        Arc::new(FaultyDocuments {
+            inner,
+            collection: std::sync::Mutex::new(String::new()),
+            remaining: AtomicU32::new(0),
+        })
+    }
+
+    /// The next `count` writes (insert, replace, upsert) to `collection` fail.
+    pub fn fail_writes(&self, collection: &str, count: u32) {
+        *self.collection.lock().unwrap() = collection.to_owned();
+        self.remaining.store(count, Ordering::SeqCst);
+    }
+
+    fn fault(&self, collection: &str) -> Result<(), PortError> {
+        if *self.collection.lock().unwrap() != collection {
+            return Ok(());
+        }
+        let armed = self.remaining.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+        if armed {
+            Err(PortError::Unavailable(format!("injected failure writing to {collection}")))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[async_trait]
+impl DocumentStore for FaultyDocuments {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    async fn get(&self, collection: &str, id: &str) -> Result<Option<Value>, PortError> {
+        self.inner.get(collection, id).await
+    }
+    async fn list(&self, collection: &str) -> Result<Vec<Value>, PortError> {
+        self.inner.list(collection).await
+    }
+    async fn find(&self, collection: &str, field: &str, value: &Value) -> Result<Vec<Value>, PortError> {
+        self.inner.find(collection, field, value).await
+    }
+    async fn insert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError> {
+        self.fault(collection)?;
+        self.inner.insert(collection, id, doc).await
+    }
+    async fn replace(&self, collection: &str, id: &str, doc: Value) -> Result<bool, PortError> {
+        self.fault(collection)?;
+        self.inner.replace(collection, id, doc).await
+    }
+    async fn upsert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError> {
+        self.fault(collection)?;
+        self.inner.upsert(collection, id, doc).await
+    }
+    async fn upsert_expiring(
+        &self,
+        collection: &str,
+        id: &str,
+        doc: Value,
+        expires_at_ms: i64,
+    ) -> Result<(), PortError> {
+        self.fault(collection)?;
+        self.inner.upsert_expiring(collection, id, doc, expires_at_ms).await
+    }
+    async fn sweep_expired(&self, collection: &str, now_ms: i64) -> Result<u64, PortError> {
+        self.inner.sweep_expired(collection, now_ms).await
+    }
+    async fn delete(&self, collection: &str, id: &str) -> Result<bool, PortError> {
+        self.inner.delete(collection, id).await
+    }
+    async fn delete_where(&self, collection: &str, field: &str, value: &Value) -> Result<u64, PortError> {
+        self.inner.delete_where(collection, field, value).await
+    }
+}
