@@ -6,6 +6,7 @@ mod both;
 pub mod cli;
 pub mod contract;
 pub mod host;
+pub mod keyvault;
 pub mod push;
 pub mod servers;
 
