@@ -901,10 +901,8 @@ impl Config {
                 continue;
             }
             let Some(name) = (setting.secret_name)(self) else { continue };
-            let value = store
-                .get(&name)
-                .await
-                .map_err(|error| ConfigError::new(setting.setting, format!("secret {name:?}: {error}")))?;
+            // The store's errors name the secret already (and never its value).
+            let value = store.get(&name).await.map_err(|error| ConfigError::new(setting.setting, error.to_string()))?;
             (setting.fill)(self, value);
             resolved += 1;
         }
