@@ -180,7 +180,7 @@ pub struct NatsConfig {
 /// Redis address, resolved as the spec orders it: `FLOWHOST_REDIS_URL`, then `FLOWHOST_REDIS_URL_SECRET_NAME`,
 /// then host and password composition (`FLOWHOST_REDIS_HOST` / `_PASSWORD` win over their `_SECRET_NAME`
 /// variants; `FLOWHOST_REDIS_DB` supplies the database when the host carries none).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedisConfig {
     pub url: Option<String>,
@@ -190,6 +190,22 @@ pub struct RedisConfig {
     pub password: Option<Secret>,
     pub password_secret_name: Option<String>,
     pub db: Option<u32>,
+}
+
+/// A Redis URL may carry the password (`redis://:pw@host`), read from the secret store or not, so `Debug` shows
+/// only whether it is set.
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &self.url.as_ref().map(|_| "<redacted>"))
+            .field("url_secret_name", &self.url_secret_name)
+            .field("host", &self.host)
+            .field("host_secret_name", &self.host_secret_name)
+            .field("password", &self.password)
+            .field("password_secret_name", &self.password_secret_name)
+            .field("db", &self.db)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1315,6 +1331,9 @@ mod tests {
     fn a_redis_password_is_redacted() {
         let config = load(&[("FLOWHOST_REDIS_HOST", "h"), ("FLOWHOST_REDIS_PASSWORD", "hunter2")]).unwrap();
         assert!(!format!("{config:?}").contains("hunter2"));
+        let config = load(&[("FLOWHOST_REDIS_URL", "redis://:hunter2@h:6379")]).unwrap();
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("hunter2") && debug.contains("<redacted>"), "{debug}");
     }
 
     #[test]
