@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use flowhost_components::{ComponentStore, StoreConfig};
-use flowhost_core::config::{Config, PluginsConfig, Role};
+use flowhost_core::config::{Config, ConfigError, PluginsConfig, Role};
 use flowhost_core::ports::{Cache, DocumentStore, Ports, Subjects, Topics};
 use flowhost_core::{Clock, SystemClock};
 use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
@@ -16,6 +16,26 @@ use futures::FutureExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
+
+/// Fills every setting given only by its `*_SECRET_NAME` from Azure Key Vault (`KEY_VAULT_URL`, credentials
+/// from `env` as Azure's SDKs read them), before any port connects. Does nothing when no secret is pending;
+/// a failure is a `ConfigError` naming the setting (and never a value), so the start stops.
+pub async fn resolve_secrets(config: &mut Config, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+    let pending = config.pending_secrets();
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let Some(url) = config.key_vault_url.clone() else {
+        let setting = pending[0].0.setting;
+        return Err(ConfigError { setting: setting.to_owned(), message: "needs KEY_VAULT_URL".to_owned() }.into());
+    };
+    let vault = flowhost_keyvault::KeyVault::from_env(&url, env, Arc::new(SystemClock)).map_err(|error| {
+        ConfigError { setting: error.setting().unwrap_or("KEY_VAULT_URL").to_owned(), message: error.to_string() }
+    })?;
+    let read = config.resolve_secrets(&vault).await?;
+    info!(secrets = read, credential = vault.credential().kind(), "settings read from Key Vault");
+    Ok(())
+}
 
 /// Connects every port to the backend the configuration names (embedded when none is named).
 pub async fn connect(config: &Config) -> anyhow::Result<Ports> {

@@ -181,6 +181,7 @@ async fn run() -> anyhow::Result<()> {
                 config.roles = parse_roles(&roles).map_err(|e| anyhow::anyhow!("--roles: {e}"))?;
             }
             init_logging(&config);
+            flowhost::resolve_secrets(&mut config, &|name| std::env::var(name).ok()).await?;
             serve(config).await
         }
         Command::Plugin(command) => {
@@ -196,6 +197,7 @@ async fn run() -> anyhow::Result<()> {
             // A short session lets a one-off reader join its throw-away group in seconds (a group join takes
             // up to half the session timeout on some brokers); configured values win.
             config.kafka.properties.entry("session.timeout.ms".to_owned()).or_insert_with(|| "6000".to_owned());
+            flowhost::resolve_secrets(&mut config, &|name| std::env::var(name).ok()).await?;
             let ports = flowhost::connect(&config).await?;
             match command {
                 EventsCommand::Publish(args) => publish(&ports, args).await,

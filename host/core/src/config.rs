@@ -4,11 +4,17 @@
 //! A backend is chosen by configuring it: with `FLOWHOST_MONGODB_URI` documents live in MongoDB, with
 //! `FLOWHOST_KAFKA_BROKERS` topics live in Kafka, with `FLOWHOST_NATS_URL` subjects go through NATS and with a
 //! Redis URL (or host) the cache is Redis. Anything left unset uses the embedded default in `data_dir`.
+//!
+//! A setting listed in [`SECRET_SETTINGS`] may instead name a secret (`*_SECRET_NAME`, with `KEY_VAULT_URL`):
+//! loading only checks that the store's address is there; [`Config::resolve_secrets`] reads the values at
+//! start and fills the literals, so the rest of the process only ever sees literals.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+use crate::ports::SecretStore;
 
 /// A setting that could not be used; the message names it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -84,7 +90,8 @@ pub struct Config {
     pub log: LogConfig,
     pub push: PushConfig,
     pub plugins: PluginsConfig,
-    /// Secret store address (`KEY_VAULT_URL`); needed by every `*_SECRET_NAME` setting.
+    /// Secret store address (`KEY_VAULT_URL`, an Azure Key Vault `https://` URL); needed by every
+    /// `*_SECRET_NAME` setting.
     pub key_vault_url: Option<String>,
 }
 
@@ -120,6 +127,8 @@ pub struct ApiConfig {
     /// Bearer token every admin route requires (`FLOWHOST_ADMIN_TOKEN`); unset: the admin routes are open, and
     /// a non-loopback `host` is refused unless `allow_unauthenticated` is true.
     pub admin_token: Option<Secret>,
+    /// Secret-store name of the admin token (`FLOWHOST_ADMIN_TOKEN_SECRET_NAME`); the literal wins.
+    pub admin_token_secret_name: Option<String>,
     /// Accept an admin API without a token on a non-loopback address (`FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED`;
     /// default false).
     pub allow_unauthenticated: bool,
@@ -132,6 +141,7 @@ impl Default for ApiConfig {
             port: 8787,
             max_body_bytes: 1024 * 1024,
             admin_token: None,
+            admin_token_secret_name: None,
             allow_unauthenticated: false,
         }
     }
@@ -185,16 +195,32 @@ pub struct NatsConfig {
 /// Redis address, resolved as the spec orders it: `FLOWHOST_REDIS_URL`, then `FLOWHOST_REDIS_URL_SECRET_NAME`,
 /// then host and password composition (`FLOWHOST_REDIS_HOST` / `_PASSWORD` win over their `_SECRET_NAME`
 /// variants; `FLOWHOST_REDIS_DB` supplies the database when the host carries none).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedisConfig {
     pub url: Option<String>,
     pub url_secret_name: Option<String>,
     pub host: Option<String>,
     pub host_secret_name: Option<String>,
-    pub password: Option<String>,
+    pub password: Option<Secret>,
     pub password_secret_name: Option<String>,
     pub db: Option<u32>,
+}
+
+/// A Redis URL may carry the password (`redis://:pw@host`), read from the secret store or not, so `Debug` shows
+/// only whether it is set.
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &self.url.as_ref().map(|_| "<redacted>"))
+            .field("url_secret_name", &self.url_secret_name)
+            .field("host", &self.host)
+            .field("host_secret_name", &self.host_secret_name)
+            .field("password", &self.password)
+            .field("password_secret_name", &self.password_secret_name)
+            .field("db", &self.db)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -565,6 +591,9 @@ impl Config {
         if let Some(v) = get("FLOWHOST_ADMIN_TOKEN") {
             self.api.admin_token = Some(Secret::new(v));
         }
+        if let Some(v) = get("FLOWHOST_ADMIN_TOKEN_SECRET_NAME") {
+            self.api.admin_token_secret_name = Some(v);
+        }
         if let Some(v) = get("FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED") {
             self.api.allow_unauthenticated = parse_bool("FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED", &v)?;
         }
@@ -589,12 +618,14 @@ impl Config {
             ("FLOWHOST_REDIS_URL_SECRET_NAME", &mut redis.url_secret_name),
             ("FLOWHOST_REDIS_HOST", &mut redis.host),
             ("FLOWHOST_REDIS_HOST_SECRET_NAME", &mut redis.host_secret_name),
-            ("FLOWHOST_REDIS_PASSWORD", &mut redis.password),
             ("FLOWHOST_REDIS_PASSWORD_SECRET_NAME", &mut redis.password_secret_name),
         ] {
             if let Some(v) = get(name) {
                 *slot = Some(v);
             }
+        }
+        if let Some(v) = get("FLOWHOST_REDIS_PASSWORD") {
+            self.redis.password = Some(Secret::new(v));
         }
         if let Some(v) = get("FLOWHOST_REDIS_DB") {
             self.redis.db = Some(parse("FLOWHOST_REDIS_DB", v)?);
@@ -810,7 +841,25 @@ impl Config {
                 return Err(ConfigError::new("FLOWHOST_MONGODB_URI", "must start with mongodb:// or mongodb+srv://"));
             }
         }
-        self.redis_url()?;
+        let redis = &self.redis;
+        let no_host = redis.url.is_none()
+            && redis.url_secret_name.is_none()
+            && redis.host.is_none()
+            && redis.host_secret_name.is_none();
+        if no_host && (redis.password.is_some() || redis.password_secret_name.is_some() || redis.db.is_some()) {
+            return Err(ConfigError::new("FLOWHOST_REDIS_HOST", "a Redis password or db is set without a host"));
+        }
+        let pending = self.pending_secrets();
+        if let Some((setting, _)) = pending.first() {
+            // Values come at start (resolve_secrets, which validates again); only the store's address is
+            // needed now.
+            if self.key_vault_url.is_none() {
+                return Err(ConfigError::new(setting.setting, "needs KEY_VAULT_URL"));
+            }
+        } else {
+            self.redis_url()?;
+            self.push_secrets()?;
+        }
         self.validate_push()?;
         Ok(())
     }
@@ -841,8 +890,8 @@ impl Config {
         if previous.is_some_and(|p| p.expose().trim().is_empty()) {
             return Err(ConfigError::new("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS", "must not be empty"));
         }
-        let secrets = self.push_secrets()?;
-        if previous.is_some() && secrets.interaction_token_secret.is_none() {
+        let current = push.interaction_token_secret.is_some() || push.interaction_token_secret_secret_name.is_some();
+        if previous.is_some() && !current {
             return Err(ConfigError::new(
                 "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS",
                 "is set without FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET",
@@ -860,38 +909,33 @@ impl Config {
         }
     }
 
-    /// The push settings that may come from the secret store, each the literal value when set, else the secret
-    /// its `*_SECRET_NAME` names.
+    /// The push settings that may come from the secret store. Each is its literal value: at start
+    /// [`Config::resolve_secrets`] fills the literals left unset from the secrets their `*_SECRET_NAME` names,
+    /// so a name still unresolved here is an error naming it.
     pub fn push_secrets(&self) -> Result<PushSecrets, ConfigError> {
         let push = &self.push;
-        let secret = |literal: Option<&Secret>, name: &Option<String>, setting: &str| match (literal, name) {
-            (Some(value), _) => Ok(Some(value.clone())),
-            (None, Some(name)) => self.secret(setting, name).map(|v| Some(Secret::new(v))),
-            (None, None) => Ok(None),
-        };
         Ok(PushSecrets {
-            callers_json: secret(
+            callers_json: self.literal(
                 push.callers_json.as_ref(),
                 &push.callers_json_secret_name,
                 "FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME",
             )?,
-            vapid_public_key: secret(
-                push.vapid_public_key.clone().map(Secret::new).as_ref(),
+            vapid_public_key: self.literal(
+                push.vapid_public_key.as_ref(),
                 &push.vapid_public_key_secret_name,
                 "FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY_SECRET_NAME",
-            )?
-            .map(|s| s.expose().to_owned()),
-            vapid_private_key: secret(
+            )?,
+            vapid_private_key: self.literal(
                 push.vapid_private_key.as_ref(),
                 &push.vapid_private_key_secret_name,
                 "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME",
             )?,
-            interaction_token_secret: secret(
+            interaction_token_secret: self.literal(
                 push.interaction_token_secret.as_ref(),
                 &push.interaction_token_secret_secret_name,
                 "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME",
             )?,
-            editor_token: secret(
+            editor_token: self.literal(
                 push.editor_token.as_ref(),
                 &push.editor_token_secret_name,
                 "INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME",
@@ -899,36 +943,29 @@ impl Config {
         })
     }
 
-    /// The Redis URL to use, or `None` for the embedded cache.
+    /// The Redis URL to use, or `None` for the embedded cache, composed from the literals (see
+    /// [`RedisConfig`] for the order; [`Config::resolve_secrets`] filled the ones named in the secret store).
     pub fn redis_url(&self) -> Result<Option<String>, ConfigError> {
         let redis = &self.redis;
-        if let Some(url) = &redis.url {
+        let url = self.literal(redis.url.as_ref(), &redis.url_secret_name, "FLOWHOST_REDIS_URL_SECRET_NAME")?;
+        if let Some(url) = url {
             if !url.starts_with("redis://") && !url.starts_with("rediss://") {
-                return Err(ConfigError::new("FLOWHOST_REDIS_URL", "must start with redis:// or rediss://"));
+                let message = match &redis.url_secret_name {
+                    Some(_) => "must start with redis:// or rediss:// (so must the secret FLOWHOST_REDIS_URL_SECRET_NAME names)",
+                    None => "must start with redis:// or rediss://",
+                };
+                return Err(ConfigError::new("FLOWHOST_REDIS_URL", message));
             }
-            return Ok(Some(url.clone()));
+            return Ok(Some(url));
         }
-        if let Some(name) = &redis.url_secret_name {
-            return self.secret("FLOWHOST_REDIS_URL_SECRET_NAME", name).map(Some);
-        }
-        let host = match (&redis.host, &redis.host_secret_name) {
-            (Some(host), _) => Some(host.clone()),
-            (None, Some(name)) => Some(self.secret("FLOWHOST_REDIS_HOST_SECRET_NAME", name)?),
-            (None, None) => None,
-        };
+        let host = self.literal(redis.host.as_ref(), &redis.host_secret_name, "FLOWHOST_REDIS_HOST_SECRET_NAME")?;
         let Some(host) = host else {
-            if redis.password.is_some() || redis.password_secret_name.is_some() || redis.db.is_some() {
-                return Err(ConfigError::new("FLOWHOST_REDIS_HOST", "a Redis password or db is set without a host"));
-            }
             return Ok(None);
         };
-        let password = match (&redis.password, &redis.password_secret_name) {
-            (Some(password), _) => Some(password.clone()),
-            (None, Some(name)) => Some(self.secret("FLOWHOST_REDIS_PASSWORD_SECRET_NAME", name)?),
-            (None, None) => None,
-        };
+        let password =
+            self.literal(redis.password.as_ref(), &redis.password_secret_name, "FLOWHOST_REDIS_PASSWORD_SECRET_NAME")?;
         let host = host.trim_start_matches("redis://");
-        let auth = password.map(|p| format!(":{p}@")).unwrap_or_default();
+        let auth = password.map(|p| format!(":{}@", p.expose())).unwrap_or_default();
         let db = match redis.db {
             Some(db) if !host.contains('/') => format!("/{db}"),
             _ => String::new(),
@@ -936,18 +973,146 @@ impl Config {
         Ok(Some(format!("redis://{auth}{host}{db}")))
     }
 
-    /// Reads a secret from the secret store. No secret-store client ships yet, so a `*_SECRET_NAME` setting
-    /// fails at start with a message saying what to set instead (never a silent fallback).
-    fn secret(&self, setting: &str, _name: &str) -> Result<String, ConfigError> {
-        match &self.key_vault_url {
-            None => Err(ConfigError::new(setting, "needs KEY_VAULT_URL")),
-            Some(_) => Err(ConfigError::new(
-                setting,
-                "secret-store lookups are not available in this build; set the literal variable instead",
-            )),
+    /// A setting's literal value; an error naming `setting` when only its secret name is set (not resolved).
+    fn literal<T: Clone>(
+        &self,
+        literal: Option<&T>,
+        secret_name: &Option<String>,
+        setting: &str,
+    ) -> Result<Option<T>, ConfigError> {
+        match (literal, secret_name) {
+            (Some(value), _) => Ok(Some(value.clone())),
+            (None, Some(_)) => Err(self.unresolved(setting)),
+            (None, None) => Ok(None),
         }
     }
+
+    fn unresolved(&self, setting: &str) -> ConfigError {
+        match &self.key_vault_url {
+            None => ConfigError::new(setting, "needs KEY_VAULT_URL"),
+            Some(_) => ConfigError::new(setting, "is not resolved yet: the secret store is read at start"),
+        }
+    }
+
+    /// The settings whose value is still to be read from the secret store, in the spec's order, with the
+    /// secret name each one gives. A literal that is set wins, so its secret name is not listed; Redis host
+    /// and password are not listed when a Redis URL (literal or named) is configured.
+    pub fn pending_secrets(&self) -> Vec<(&'static SecretSetting, String)> {
+        SECRET_SETTINGS
+            .iter()
+            .filter(|setting| (setting.needed)(self))
+            .filter_map(|setting| (setting.secret_name)(self).map(|name| (setting, name)))
+            .collect()
+    }
+
+    /// Reads every pending secret (see [`Config::pending_secrets`]) from `store`, in order, fills its
+    /// literal, then validates again with the values. A failure names the `*_SECRET_NAME` setting and the
+    /// secret's name, never a value. Returns how many secrets were read.
+    pub async fn resolve_secrets(&mut self, store: &dyn SecretStore) -> Result<usize, ConfigError> {
+        let mut resolved = 0;
+        for setting in SECRET_SETTINGS {
+            // Asked again per setting: a Redis URL read from the store makes host and password unneeded.
+            if !(setting.needed)(self) {
+                continue;
+            }
+            let Some(name) = (setting.secret_name)(self) else { continue };
+            // The store's errors name the secret already (and never its value).
+            let value = store.get(&name).await.map_err(|error| ConfigError::new(setting.setting, error.to_string()))?;
+            (setting.fill)(self, value);
+            resolved += 1;
+        }
+        self.validate()?;
+        Ok(resolved)
+    }
 }
+
+/// One setting whose value may instead be named in the secret store: the literal wins when set, else the
+/// secret its `*_SECRET_NAME` names is read at start. [`SECRET_SETTINGS`] lists them all; a new one (e.g.
+/// presence's `DOCDB_URI_SECRET_NAME`) is one entry there.
+pub struct SecretSetting {
+    /// The literal's environment variable (`FLOWHOST_REDIS_URL`).
+    pub literal: &'static str,
+    /// The secret-name environment variable (`FLOWHOST_REDIS_URL_SECRET_NAME`).
+    pub setting: &'static str,
+    secret_name: fn(&Config) -> Option<String>,
+    /// Whether the value is still wanted: the literal is unset (and nothing earlier in the order made it moot).
+    needed: fn(&Config) -> bool,
+    fill: fn(&mut Config, Secret),
+}
+
+impl std::fmt::Debug for SecretSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretSetting").field("literal", &self.literal).field("setting", &self.setting).finish()
+    }
+}
+
+/// Every `*_SECRET_NAME` setting, in the spec's order (spec 001 item 8 for Redis: URL, then the URL's secret
+/// name, then host and password composition; spec 000 for the push settings).
+pub static SECRET_SETTINGS: &[SecretSetting] = &[
+    SecretSetting {
+        literal: "FLOWHOST_REDIS_URL",
+        setting: "FLOWHOST_REDIS_URL_SECRET_NAME",
+        secret_name: |c| c.redis.url_secret_name.clone(),
+        needed: |c| c.redis.url.is_none(),
+        fill: |c, v| c.redis.url = Some(v.expose().to_owned()),
+    },
+    SecretSetting {
+        literal: "FLOWHOST_REDIS_HOST",
+        setting: "FLOWHOST_REDIS_HOST_SECRET_NAME",
+        secret_name: |c| c.redis.host_secret_name.clone(),
+        needed: |c| c.redis.url.is_none() && c.redis.url_secret_name.is_none() && c.redis.host.is_none(),
+        fill: |c, v| c.redis.host = Some(v.expose().to_owned()),
+    },
+    SecretSetting {
+        literal: "FLOWHOST_REDIS_PASSWORD",
+        setting: "FLOWHOST_REDIS_PASSWORD_SECRET_NAME",
+        secret_name: |c| c.redis.password_secret_name.clone(),
+        needed: |c| c.redis.url.is_none() && c.redis.url_secret_name.is_none() && c.redis.password.is_none(),
+        fill: |c, v| c.redis.password = Some(v),
+    },
+    SecretSetting {
+        literal: "FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON",
+        setting: "FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME",
+        secret_name: |c| c.push.callers_json_secret_name.clone(),
+        needed: |c| c.push.callers_json.is_none(),
+        fill: |c, v| c.push.callers_json = Some(v),
+    },
+    SecretSetting {
+        literal: "FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY",
+        setting: "FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY_SECRET_NAME",
+        secret_name: |c| c.push.vapid_public_key_secret_name.clone(),
+        needed: |c| c.push.vapid_public_key.is_none(),
+        fill: |c, v| c.push.vapid_public_key = Some(v.expose().to_owned()),
+    },
+    SecretSetting {
+        literal: "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY",
+        setting: "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME",
+        secret_name: |c| c.push.vapid_private_key_secret_name.clone(),
+        needed: |c| c.push.vapid_private_key.is_none(),
+        fill: |c, v| c.push.vapid_private_key = Some(v),
+    },
+    SecretSetting {
+        literal: "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET",
+        setting: "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME",
+        secret_name: |c| c.push.interaction_token_secret_secret_name.clone(),
+        needed: |c| c.push.interaction_token_secret.is_none(),
+        fill: |c, v| c.push.interaction_token_secret = Some(v),
+    },
+    SecretSetting {
+        literal: "INAPP_EDITOR_API_AUTH_TOKEN",
+        setting: "INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME",
+        secret_name: |c| c.push.editor_token_secret_name.clone(),
+        needed: |c| c.push.editor_token.is_none(),
+        fill: |c, v| c.push.editor_token = Some(v),
+    },
+    SecretSetting {
+        literal: "FLOWHOST_ADMIN_TOKEN",
+        setting: "FLOWHOST_ADMIN_TOKEN_SECRET_NAME",
+        secret_name: |c| c.api.admin_token_secret_name.clone(),
+        needed: |c| c.api.admin_token.is_none(),
+        fill: |c, v| c.api.admin_token = Some(v),
+    },
+];
 
 #[cfg(test)]
 mod tests {
@@ -1099,10 +1264,6 @@ mod tests {
                 "FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME",
             ),
             (
-                vec![("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME", "vapid"), ("KEY_VAULT_URL", "https://vault")],
-                "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME",
-            ),
-            (
                 vec![("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME", "hmac")],
                 "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME",
             ),
@@ -1120,6 +1281,165 @@ mod tests {
         // The literal wins over the secret-store name, so no secret store is needed then.
         let config = load(&[("INAPP_EDITOR_API_AUTH_TOKEN", "t"), ("INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME", "n")]);
         assert_eq!(config.unwrap().push_secrets().unwrap().editor_token, Some(Secret::new("t")));
+    }
+
+    /// A secret store answering from a map, recording the names asked for: enough to pin the resolution order
+    /// (the real store is `flowhost-keyvault`, tested against a stand-in Key Vault in `tests/tests/secrets.rs`).
+    #[derive(Default)]
+    struct MapStore {
+        secrets: HashMap<String, String>,
+        asked: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl MapStore {
+        fn with(secrets: &[(&str, &str)]) -> Self {
+            Self { secrets: secrets.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..Self::default() }
+        }
+        fn asked(&self) -> Vec<String> {
+            self.asked.lock().unwrap().clone()
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl SecretStore for MapStore {
+        fn backend(&self) -> &'static str {
+            "map"
+        }
+        async fn get(&self, name: &str) -> Result<Secret, crate::ports::SecretError> {
+            self.asked.lock().unwrap().push(name.to_owned());
+            self.secrets
+                .get(name)
+                .map(|v| Secret::new(v.clone()))
+                .ok_or_else(|| crate::ports::SecretError::NotFound(name.to_owned()))
+        }
+    }
+
+    const VAULT: (&str, &str) = ("KEY_VAULT_URL", "https://vault.example");
+
+    #[tokio::test]
+    async fn a_literal_wins_over_its_secret_name() {
+        let mut config = load(&[
+            VAULT,
+            ("INAPP_EDITOR_API_AUTH_TOKEN", "literal"),
+            ("INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME", "editor"),
+            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME", "hmac"),
+        ])
+        .unwrap();
+        let pending: Vec<&str> = config.pending_secrets().iter().map(|(s, _)| s.setting).collect();
+        assert_eq!(pending, ["FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME"]);
+        let store = MapStore::with(&[("editor", "from-store"), ("hmac", "hmac-from-store")]);
+        assert_eq!(config.resolve_secrets(&store).await.unwrap(), 1);
+        assert_eq!(store.asked(), ["hmac"]);
+        let secrets = config.push_secrets().unwrap();
+        assert_eq!(secrets.editor_token, Some(Secret::new("literal")));
+        assert_eq!(secrets.interaction_token_secret, Some(Secret::new("hmac-from-store")));
+    }
+
+    #[tokio::test]
+    async fn every_push_secret_resolves_by_name() {
+        let mut config = load(&[
+            VAULT,
+            ("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME", "callers"),
+            ("FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY_SECRET_NAME", "vapid-public"),
+            ("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME", "vapid-private"),
+            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME", "hmac"),
+            ("INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME", "editor"),
+        ])
+        .unwrap();
+        // Before resolution the values are not there, and saying so names the setting.
+        assert_eq!(config.push_secrets().unwrap_err().setting, "FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME");
+        let store = MapStore::with(&[
+            ("callers", r#"{"callers":[]}"#),
+            ("vapid-public", "pub"),
+            ("vapid-private", "priv"),
+            ("hmac", "mac"),
+            ("editor", "ed"),
+        ]);
+        assert_eq!(config.resolve_secrets(&store).await.unwrap(), 5);
+        assert_eq!(store.asked(), ["callers", "vapid-public", "vapid-private", "hmac", "editor"]);
+        let secrets = config.push_secrets().unwrap();
+        assert_eq!(secrets.callers_json, Some(Secret::new(r#"{"callers":[]}"#)));
+        assert_eq!(secrets.vapid_public_key.as_deref(), Some("pub"));
+        assert_eq!(secrets.vapid_private_key, Some(Secret::new("priv")));
+        assert_eq!(secrets.interaction_token_secret, Some(Secret::new("mac")));
+        assert_eq!(secrets.editor_token, Some(Secret::new("ed")));
+        assert!(config.pending_secrets().is_empty());
+    }
+
+    #[tokio::test]
+    async fn redis_secret_names_follow_the_spec_order() {
+        // A literal URL wins over everything.
+        let config = load(&[
+            VAULT,
+            ("FLOWHOST_REDIS_URL", "redis://a:1"),
+            ("FLOWHOST_REDIS_URL_SECRET_NAME", "url"),
+            ("FLOWHOST_REDIS_HOST_SECRET_NAME", "host"),
+        ])
+        .unwrap();
+        assert!(config.pending_secrets().is_empty());
+        // The URL's secret name comes before host and password composition, which are then not read.
+        let mut config = load(&[
+            VAULT,
+            ("FLOWHOST_REDIS_URL_SECRET_NAME", "url"),
+            ("FLOWHOST_REDIS_HOST_SECRET_NAME", "host"),
+            ("FLOWHOST_REDIS_PASSWORD_SECRET_NAME", "password"),
+        ])
+        .unwrap();
+        let store = MapStore::with(&[("url", "redis://u:2"), ("host", "h:3"), ("password", "pw")]);
+        config.resolve_secrets(&store).await.unwrap();
+        assert_eq!(store.asked(), ["url"]);
+        assert_eq!(config.redis_url().unwrap().as_deref(), Some("redis://u:2"));
+        // A literal host wins over its name; the password comes from the store; the db is added.
+        let mut config = load(&[
+            VAULT,
+            ("FLOWHOST_REDIS_HOST", "h:4"),
+            ("FLOWHOST_REDIS_HOST_SECRET_NAME", "host"),
+            ("FLOWHOST_REDIS_PASSWORD_SECRET_NAME", "password"),
+            ("FLOWHOST_REDIS_DB", "2"),
+        ])
+        .unwrap();
+        config.resolve_secrets(&store).await.unwrap();
+        assert_eq!(store.asked(), ["url", "password"]);
+        assert_eq!(config.redis_url().unwrap().as_deref(), Some("redis://:pw@h:4/2"));
+        // Both from the store.
+        let mut config = load(&[
+            VAULT,
+            ("FLOWHOST_REDIS_HOST_SECRET_NAME", "host"),
+            ("FLOWHOST_REDIS_PASSWORD_SECRET_NAME", "password"),
+        ])
+        .unwrap();
+        config.resolve_secrets(&store).await.unwrap();
+        assert_eq!(config.redis_url().unwrap().as_deref(), Some("redis://:pw@h:3"));
+    }
+
+    #[tokio::test]
+    async fn a_failed_lookup_names_the_setting_and_the_secret_never_its_value() {
+        let mut config = load(&[VAULT, ("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME", "vapid")]).unwrap();
+        let error = config.resolve_secrets(&MapStore::default()).await.unwrap_err();
+        assert_eq!(error.setting, "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME");
+        assert!(error.message.contains("\"vapid\"") && error.message.contains("does not exist"), "{error}");
+        // A value that fails validation after resolution: the error names the setting, not the value.
+        let mut config = load(&[VAULT, ("FLOWHOST_REDIS_URL_SECRET_NAME", "url")]).unwrap();
+        let store = MapStore::with(&[("url", "http://user:hunter2@cache")]);
+        let error = config.resolve_secrets(&store).await.unwrap_err();
+        assert_eq!(error.setting, "FLOWHOST_REDIS_URL");
+        assert!(error.message.contains("FLOWHOST_REDIS_URL_SECRET_NAME"), "{error}");
+        assert!(!format!("{error} {error:?}").contains("hunter2"));
+        // Without KEY_VAULT_URL a secret name stops the load, as before.
+        let error = load(&[("FLOWHOST_REDIS_PASSWORD_SECRET_NAME", "pw"), ("FLOWHOST_REDIS_HOST", "h")]).unwrap_err();
+        assert_eq!(
+            (error.setting.as_str(), error.message.as_str()),
+            ("FLOWHOST_REDIS_PASSWORD_SECRET_NAME", "needs KEY_VAULT_URL")
+        );
+    }
+
+    #[test]
+    fn a_redis_password_is_redacted() {
+        let config = load(&[("FLOWHOST_REDIS_HOST", "h"), ("FLOWHOST_REDIS_PASSWORD", "hunter2")]).unwrap();
+        assert!(!format!("{config:?}").contains("hunter2"));
+        let config = load(&[("FLOWHOST_REDIS_URL", "redis://:hunter2@h:6379")]).unwrap();
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("hunter2") && debug.contains("<redacted>"), "{debug}");
     }
 
     #[test]

@@ -5,5 +5,6 @@
 
 pub mod cache;
 pub mod documents;
+pub mod secrets;
 pub mod subjects;
 pub mod topics;

@@ -4,6 +4,7 @@
 
 mod cache;
 mod documents;
+mod secrets;
 mod subjects;
 mod topics;
 
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 pub use cache::Cache;
 pub use documents::DocumentStore;
+pub use secrets::{SecretError, SecretStore};
 pub use subjects::{subject_matches, SubjectMessage, SubjectStream, Subjects, Wakeups};
 pub use topics::{
     check_topic_name, next_positions, partition_for_key, ConsumerConfig, Header, OutRecord, Position, Record,
