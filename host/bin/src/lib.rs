@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use flowhost_components::{ComponentStore, StoreConfig};
 use flowhost_core::config::{Config, NodeKindsMode, PluginsConfig, Role};
-use flowhost_core::ports::{Cache, DocumentStore, Ports, Subjects, Topics};
+use flowhost_core::ports::{Cache, DocumentStore, Ports, Subjects, Topics, WorkQueue};
 use flowhost_core::{Clock, SystemClock};
 use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
 use flowhost_engine::{Engine, EngineMetrics, WasmNodes};
@@ -59,7 +59,13 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
         Some(url) => Arc::new(flowhost_redis::RedisCache::connect(&url).await.context("connecting to Redis")?),
         None => Arc::new(LocalCache::new(clock.clone())),
     };
-    Ok(Ports { documents, topics, subjects, cache, clock })
+    let queue: Arc<dyn WorkQueue> = match &embedded {
+        Some(store) => store.queue(),
+        None => EmbeddedStore::open(&config.data_dir, config.topics.partitions, clock.clone())
+            .with_context(|| format!("opening the embedded store in {}", config.data_dir.display()))?
+            .queue(),
+    };
+    Ok(Ports { documents, topics, subjects, cache, queue, clock })
 }
 
 /// The plugin runtime's settings from the `[plugins]` configuration.

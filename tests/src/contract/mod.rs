@@ -5,5 +5,6 @@
 
 pub mod cache;
 pub mod documents;
+pub mod queue;
 pub mod subjects;
 pub mod topics;

@@ -4,6 +4,7 @@
 
 mod cache;
 mod documents;
+mod queue;
 mod subjects;
 mod topics;
 
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 pub use cache::Cache;
 pub use documents::DocumentStore;
+pub use queue::{check_queue_name, QueueMessage, QueueStats, WorkQueue};
 pub use subjects::{subject_matches, SubjectMessage, SubjectStream, Subjects, Wakeups};
 pub use topics::{
     check_topic_name, next_positions, partition_for_key, ConsumerConfig, Header, OutRecord, Position, Record,
@@ -49,6 +51,7 @@ pub struct Ports {
     pub topics: Arc<dyn Topics>,
     pub subjects: Arc<dyn Subjects>,
     pub cache: Arc<dyn Cache>,
+    pub queue: Arc<dyn WorkQueue>,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -59,6 +62,7 @@ impl std::fmt::Debug for Ports {
             .field("topics", &self.topics.backend())
             .field("subjects", &self.subjects.backend())
             .field("cache", &self.cache.backend())
+            .field("queue", &self.queue.backend())
             .finish()
     }
 }
