@@ -281,3 +281,12 @@ async fn queue_survives_reopen() {
     assert!(got.contains(&(leased_id, b"a".to_vec(), 2)), "{got:?}");
     assert!(!got.iter().any(|(id, _, _)| *id == acked_id), "an acked message never returns: {got:?}");
 }
+
+/// Not part of the shared suite: without Redis the composition keeps the work queue in the embedded store.
+#[tokio::test]
+async fn connect_keeps_the_queue_embedded_without_redis() {
+    let embedded = Embedded::open();
+    let config = flowhost_core::config::Config { data_dir: embedded.dir.clone(), ..Default::default() };
+    let ports = flowhost::connect(&config).await.expect("connect");
+    assert_eq!(ports.queue.backend(), "embedded");
+}

@@ -78,3 +78,13 @@ async fn queue_redelivery_after_consumer_dies() {
 async fn queue_ack_unknown_ids() {
     queue::ack_unknown_ids(redis_queue().await).await;
 }
+
+/// Not part of the shared suite: the composition puts the work queue on Redis when Redis is configured.
+#[tokio::test]
+async fn connect_puts_the_queue_on_redis() {
+    let dir = tempfile::tempdir().expect("temporary data directory");
+    let mut config = flowhost_core::config::Config { data_dir: dir.path().to_path_buf(), ..Default::default() };
+    config.redis.url = Some(servers::redis_url());
+    let ports = flowhost::connect(&config).await.expect("connect");
+    assert_eq!(ports.queue.backend(), "redis");
+}
