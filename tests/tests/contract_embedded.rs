@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use flowhost_core::ports::{Cache, DocumentStore, Subjects, Topics};
+use flowhost_core::ports::{Cache, DocumentStore, Subjects, Topics, WorkQueue};
 use flowhost_core::{Clock, ManualClock, SystemClock};
 use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
-use flowhost_tests::contract::{cache, documents, subjects, topics};
+use flowhost_tests::contract::{cache, documents, queue, subjects, topics};
 use flowhost_tests::unique;
 
 /// An embedded store in a fresh directory, removed when the check ends.
@@ -203,4 +203,90 @@ async fn cache_incr_counts() {
 async fn cache_incr_window() {
     let (cache, advance) = manual_cache();
     cache::incr_window(cache, advance).await;
+}
+
+// Work queue: on a manual clock, so visibility expires by moving the clock.
+
+/// A store on a manual clock in a fresh directory, the hook that moves the clock, and the directory.
+fn manual_queue_store(dir: &std::path::Path, clock: Arc<ManualClock>) -> EmbeddedStore {
+    EmbeddedStore::open(dir, 4, clock).expect("open the embedded store")
+}
+
+fn manual_queue() -> (Arc<dyn WorkQueue>, queue::Advance, Embedded) {
+    let embedded = Embedded::open();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let store = manual_queue_store(&embedded.dir, clock.clone());
+    let advance: queue::Advance = Arc::new(move |duration: std::time::Duration| {
+        clock.advance_ms(duration.as_millis() as i64);
+        Box::pin(async {})
+    });
+    (store.queue(), advance, embedded)
+}
+
+#[tokio::test]
+async fn queue_enqueue_lease_ack() {
+    let (work, _, _dir) = manual_queue();
+    queue::enqueue_lease_ack(work).await;
+}
+
+#[tokio::test]
+async fn queue_lease_max_and_batches() {
+    let (work, _, _dir) = manual_queue();
+    queue::lease_max_and_batches(work).await;
+}
+
+#[tokio::test]
+async fn queue_lease_exclusivity() {
+    let (work, _, _dir) = manual_queue();
+    queue::lease_exclusivity(work).await;
+}
+
+#[tokio::test]
+async fn queue_redelivery_after_consumer_dies() {
+    let (work, advance, _dir) = manual_queue();
+    queue::redelivery_after_consumer_dies(work, std::time::Duration::from_secs(30), advance).await;
+}
+
+#[tokio::test]
+async fn queue_ack_unknown_ids() {
+    let (work, _, _dir) = manual_queue();
+    queue::ack_unknown_ids(work).await;
+}
+
+/// Embedded only: the queue is the SQLite file, so messages, leases and counts survive closing and reopening
+/// it, and a lease taken before the restart still expires by the clock after it.
+#[tokio::test]
+async fn queue_survives_reopen() {
+    let embedded = Embedded::open();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let name = unique("q");
+    let visibility = std::time::Duration::from_secs(30);
+    let (leased_id, acked_id, waiting_id) = {
+        let work = manual_queue_store(&embedded.dir, clock.clone()).queue();
+        let ids = work.enqueue_batch(&name, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]).await.unwrap();
+        let leased = work.lease(&name, "w", 2, visibility).await.unwrap();
+        assert_eq!(leased.len(), 2);
+        work.ack(&name, std::slice::from_ref(&ids[1])).await.unwrap();
+        (ids[0].clone(), ids[1].clone(), ids[2].clone())
+    };
+    let work = manual_queue_store(&embedded.dir, clock.clone()).queue();
+    let stats = work.stats(&name).await.unwrap();
+    assert_eq!((stats.pending, stats.leased, stats.acknowledged), (2, 1, 1));
+    assert!(work.queues().await.unwrap().contains(&name));
+    let next = work.lease(&name, "w", 10, visibility).await.unwrap();
+    assert_eq!(next.iter().map(|m| (m.id.clone(), m.deliveries)).collect::<Vec<_>>(), vec![(waiting_id, 1)]);
+    clock.advance_ms(31_000);
+    let again = work.lease(&name, "w", 10, visibility).await.unwrap();
+    let got: Vec<_> = again.iter().map(|m| (m.id.clone(), m.payload.clone(), m.deliveries)).collect();
+    assert!(got.contains(&(leased_id, b"a".to_vec(), 2)), "{got:?}");
+    assert!(!got.iter().any(|(id, _, _)| *id == acked_id), "an acked message never returns: {got:?}");
+}
+
+/// Not part of the shared suite: without Redis the composition keeps the work queue in the embedded store.
+#[tokio::test]
+async fn connect_keeps_the_queue_embedded_without_redis() {
+    let embedded = Embedded::open();
+    let config = flowhost_core::config::Config { data_dir: embedded.dir.clone(), ..Default::default() };
+    let ports = flowhost::connect(&config).await.expect("connect");
+    assert_eq!(ports.queue.backend(), "embedded");
 }

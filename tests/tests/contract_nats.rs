@@ -1,10 +1,11 @@
-//! The subjects contract suite against the real NATS server (`FLOWHOST_TEST_NATS_URL`).
+//! The subjects and work queue (JetStream) contract suites against the real NATS server
+//! (`FLOWHOST_TEST_NATS_URL`).
 
 use std::sync::Arc;
 
-use flowhost_core::ports::{PortError, Subjects};
-use flowhost_nats::NatsSubjects;
-use flowhost_tests::contract::subjects;
+use flowhost_core::ports::{PortError, Subjects, WorkQueue};
+use flowhost_nats::{NatsQueue, NatsSubjects};
+use flowhost_tests::contract::{queue, subjects};
 use flowhost_tests::servers;
 
 async fn nats() -> Arc<dyn Subjects> {
@@ -54,4 +55,41 @@ async fn subscription_is_live_for_other_connections() {
 async fn unreachable_server_is_unavailable() {
     let result = NatsSubjects::connect("nats://127.0.0.1:9").await;
     assert!(matches!(result, Err(PortError::Unavailable(_))), "got {:?}", result.err());
+}
+
+async fn jetstream_queue() -> Arc<dyn WorkQueue> {
+    let queue = NatsQueue::connect(&servers::nats_url()).await.expect("connect to NATS");
+    assert_eq!(queue.backend(), "jetstream");
+    Arc::new(queue)
+}
+
+#[tokio::test]
+async fn queue_enqueue_lease_ack() {
+    queue::enqueue_lease_ack(jetstream_queue().await).await;
+}
+
+#[tokio::test]
+async fn queue_lease_max_and_batches() {
+    queue::lease_max_and_batches(jetstream_queue().await).await;
+}
+
+#[tokio::test]
+async fn queue_lease_exclusivity() {
+    queue::lease_exclusivity(jetstream_queue().await).await;
+}
+
+/// Visibility is the consumer's `ack_wait`, measured by the server, so the check polls for up to its bound.
+#[tokio::test]
+async fn queue_redelivery_after_consumer_dies() {
+    queue::redelivery_after_consumer_dies(
+        jetstream_queue().await,
+        std::time::Duration::from_secs(1),
+        queue::server_time(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn queue_ack_unknown_ids() {
+    queue::ack_unknown_ids(jetstream_queue().await).await;
 }

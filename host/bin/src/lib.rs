@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use flowhost_components::{ComponentStore, StoreConfig};
 use flowhost_core::config::{Config, ConfigError, PluginsConfig, Role};
-use flowhost_core::ports::{Cache, DocumentStore, Ports, Subjects, Topics};
+use flowhost_core::ports::{Cache, DocumentStore, Ports, Subjects, Topics, WorkQueue};
 use flowhost_core::{Clock, SystemClock};
 use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
 use flowhost_role::{ListenerSet, RoleContext, RoleEntry};
@@ -75,11 +75,23 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
         }
         None => Arc::new(LocalSubjects::new()),
     };
-    let cache: Arc<dyn Cache> = match config.redis_url()? {
-        Some(url) => Arc::new(flowhost_redis::RedisCache::connect(&url).await.context("connecting to Redis")?),
+    let redis_url = config.redis_url()?;
+    let cache: Arc<dyn Cache> = match &redis_url {
+        Some(url) => Arc::new(flowhost_redis::RedisCache::connect(url).await.context("connecting to Redis")?),
         None => Arc::new(LocalCache::new(clock.clone())),
     };
-    Ok(Ports { documents, topics, subjects, cache, clock })
+    // The work queue follows Redis (Streams), chosen over JetStream by the figures in README "Durable queue";
+    // without Redis it lives in the embedded store, opened here too when documents and topics are remote.
+    let queue: Arc<dyn WorkQueue> = match (&redis_url, &embedded) {
+        (Some(url), _) => {
+            Arc::new(flowhost_redis::RedisQueue::connect(url).await.context("connecting the work queue to Redis")?)
+        }
+        (None, Some(store)) => store.queue(),
+        (None, None) => EmbeddedStore::open(&config.data_dir, config.topics.partitions, clock.clone())
+            .with_context(|| format!("opening the embedded store in {}", config.data_dir.display()))?
+            .queue(),
+    };
+    Ok(Ports { documents, topics, subjects, cache, queue, clock })
 }
 
 /// The plugin runtime's settings from the `[plugins]` configuration.

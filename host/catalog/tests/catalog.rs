@@ -19,6 +19,7 @@ fn ports(dir: &std::path::Path, clock: Arc<ManualClock>) -> Ports {
         topics: store.topics(),
         subjects: Arc::new(LocalSubjects::new()),
         cache: Arc::new(LocalCache::new(clock.clone())),
+        queue: store.queue(),
         clock,
     }
 }

@@ -1,9 +1,10 @@
-//! The embedded defaults of every port, so `flowhost serve` needs no server: documents and topics in one
-//! SQLite file under the data directory (durable across restarts, shared safely with the `flowhost events`
+//! The embedded defaults of every port, so `flowhost serve` needs no server: documents, topics and the work
+//! queue in one SQLite file under the data directory (durable across restarts, shared safely with the `flowhost events`
 //! commands of another process), subjects and cache in process memory.
 
 mod cache;
 mod documents;
+mod queue;
 mod sqlite;
 mod subjects;
 mod topics;
@@ -11,21 +12,23 @@ mod topics;
 use std::path::Path;
 use std::sync::Arc;
 
-use flowhost_core::ports::{DocumentStore, PortError, Topics};
+use flowhost_core::ports::{DocumentStore, PortError, Topics, WorkQueue};
 use flowhost_core::Clock;
 
 pub use cache::LocalCache;
 pub use subjects::LocalSubjects;
 
 use documents::SqliteDocuments;
+use queue::SqliteQueue;
 use sqlite::Db;
 use topics::SqliteTopics;
 
-/// The SQLite file `flowhost.db` in the data directory, serving the documents and topics ports.
+/// The SQLite file `flowhost.db` in the data directory, serving the documents, topics and work queue ports.
 #[derive(Clone)]
 pub struct EmbeddedStore {
     documents: Arc<SqliteDocuments>,
     topics: Arc<SqliteTopics>,
+    queue: Arc<SqliteQueue>,
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -43,6 +46,7 @@ impl EmbeddedStore {
         let db = Db::open(&dir.join("flowhost.db"))?;
         Ok(EmbeddedStore {
             documents: Arc::new(SqliteDocuments::new(db.clone())),
+            queue: Arc::new(SqliteQueue::new(db.clone(), clock.clone())),
             topics: Arc::new(SqliteTopics::new(db, partitions, clock)),
         })
     }
@@ -53,5 +57,9 @@ impl EmbeddedStore {
 
     pub fn topics(&self) -> Arc<dyn Topics> {
         self.topics.clone()
+    }
+
+    pub fn queue(&self) -> Arc<dyn WorkQueue> {
+        self.queue.clone()
     }
 }

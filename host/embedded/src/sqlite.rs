@@ -37,6 +37,19 @@ CREATE TABLE IF NOT EXISTS group_offsets (
     next_offset INTEGER NOT NULL,
     PRIMARY KEY (grp, topic, partition)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS queue_messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    deliveries INTEGER NOT NULL,
+    leased_until_ms INTEGER,
+    consumer TEXT
+);
+CREATE INDEX IF NOT EXISTS queue_messages_queue ON queue_messages (queue, id);
+CREATE TABLE IF NOT EXISTS queue_counters (
+    queue TEXT PRIMARY KEY,
+    acknowledged INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
 ";
 
 /// Brings a file written by an older build up to the current schema. Each step checks before it changes, so it

@@ -1,6 +1,7 @@
 //! The NATS backend of the subjects port: [`NatsSubjects`] publishes and subscribes with core NATS (at-most-once,
 //! no JetStream) on one client connection, and maps received messages to [`SubjectMessage`]. A subscription is
 //! confirmed by a server round trip before `subscribe` returns, so a message published right after is delivered.
+//! [`NatsQueue`] is the work queue port on JetStream.
 
 use std::time::Duration;
 
@@ -8,6 +9,9 @@ use async_trait::async_trait;
 use flowhost_core::ports::{PortError, SubjectMessage, SubjectStream, Subjects};
 use futures::StreamExt;
 use tracing::{debug, warn};
+
+mod queue;
+pub use queue::NatsQueue;
 
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long `subscribe` waits for the server to confirm the subscription.
@@ -29,17 +33,7 @@ impl NatsSubjects {
     /// Connects to `url` (`nats://host:port`); fails with `Unavailable` when the server does not answer within
     /// a few seconds. The client reconnects by itself afterwards.
     pub async fn connect(url: &str) -> Result<NatsSubjects, PortError> {
-        let client = async_nats::ConnectOptions::new()
-            .name("flowhost")
-            .connection_timeout(CONNECTION_TIMEOUT)
-            .connect(url)
-            .await
-            .map_err(|error| {
-                warn!(%error, "connecting to NATS failed");
-                PortError::Unavailable(format!("connecting to NATS: {error}"))
-            })?;
-        debug!("connected to NATS");
-        Ok(NatsSubjects { client })
+        Ok(NatsSubjects { client: connect_client(url).await? })
     }
 
     /// Waits until the server has processed everything this connection sent so far: it delivers a message
@@ -63,6 +57,22 @@ impl NatsSubjects {
             }
         }
     }
+}
+
+/// A client of `url`; `Unavailable` when the server does not answer within a few seconds. The client
+/// reconnects by itself afterwards.
+pub(crate) async fn connect_client(url: &str) -> Result<async_nats::Client, PortError> {
+    let client = async_nats::ConnectOptions::new()
+        .name("flowhost")
+        .connection_timeout(CONNECTION_TIMEOUT)
+        .connect(url)
+        .await
+        .map_err(|error| {
+            warn!(%error, "connecting to NATS failed");
+            PortError::Unavailable(format!("connecting to NATS: {error}"))
+        })?;
+    debug!("connected to NATS");
+    Ok(client)
 }
 
 /// Subjects and patterns are non-empty dot-separated tokens without whitespace.

@@ -239,6 +239,7 @@ mod tests {
             topics: store.topics(),
             subjects: Arc::new(LocalSubjects::new()),
             cache: Arc::new(LocalCache::new(clock.clone())),
+            queue: store.queue(),
             clock,
         }
     }

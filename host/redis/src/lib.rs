@@ -1,7 +1,7 @@
 //! The Redis backend of the cache port: [`RedisCache`] keeps values and counters in one Redis database through a
 //! reconnecting [`ConnectionManager`], with expiry measured by Redis itself (`PX` on `SET`, a `SET NX PX` +
 //! `INCR` transaction for counter windows). Connection failures and timeouts surface as
-//! [`PortError::Unavailable`] so callers retry.
+//! [`PortError::Unavailable`] so callers retry. [`RedisQueue`] is the work queue port on Redis Streams.
 
 use std::time::Duration;
 
@@ -10,6 +10,9 @@ use flowhost_core::ports::{Cache, PortError};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Value};
 use tracing::{debug, warn};
+
+mod queue;
+pub use queue::RedisQueue;
 
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -30,24 +33,28 @@ impl std::fmt::Debug for RedisCache {
 impl RedisCache {
     /// Connects to `url` (`redis://host:port/db`) and verifies the connection with `PING`.
     pub async fn connect(url: &str) -> Result<RedisCache, PortError> {
-        let client =
-            redis::Client::open(url).map_err(|error| PortError::Invalid(format!("invalid Redis URL: {error}")))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(CONNECTION_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_number_of_retries(CONNECT_RETRIES);
-        let mut connection = ConnectionManager::new_with_config(client, config).await.map_err(|error| {
-            warn!(%error, "connecting to Redis failed");
-            map_error(error, "connecting to Redis")
-        })?;
-        let pong: String =
-            redis::cmd("PING").query_async(&mut connection).await.map_err(|error| map_error(error, "pinging Redis"))?;
-        if pong != "PONG" {
-            return Err(PortError::Backend(format!("Redis answered PING with {pong:?}")));
-        }
-        debug!("connected to Redis");
-        Ok(RedisCache { connection })
+        Ok(RedisCache { connection: connect_manager(url).await? })
     }
+}
+
+/// A reconnecting connection to `url` (`redis://host:port/db`), verified with `PING`.
+pub(crate) async fn connect_manager(url: &str) -> Result<ConnectionManager, PortError> {
+    let client = redis::Client::open(url).map_err(|error| PortError::Invalid(format!("invalid Redis URL: {error}")))?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(CONNECTION_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_number_of_retries(CONNECT_RETRIES);
+    let mut connection = ConnectionManager::new_with_config(client, config).await.map_err(|error| {
+        warn!(%error, "connecting to Redis failed");
+        map_error(error, "connecting to Redis")
+    })?;
+    let pong: String =
+        redis::cmd("PING").query_async(&mut connection).await.map_err(|error| map_error(error, "pinging Redis"))?;
+    if pong != "PONG" {
+        return Err(PortError::Backend(format!("Redis answered PING with {pong:?}")));
+    }
+    debug!("connected to Redis");
+    Ok(connection)
 }
 
 /// Redis refuses a zero expiry; the shortest window it accepts is one millisecond.
@@ -121,7 +128,7 @@ impl Cache for RedisCache {
 }
 
 /// Connection, I/O and timeout failures are transient (`Unavailable`); server replies are `Backend` errors.
-fn map_error(error: RedisError, command: &str) -> PortError {
+pub(crate) fn map_error(error: RedisError, command: &str) -> PortError {
     if error.is_io_error() || error.is_timeout() || error.is_connection_dropped() || error.is_connection_refusal() {
         PortError::Unavailable(format!("Redis {command}: {error}"))
     } else {

@@ -5,6 +5,7 @@
 
 pub mod cache;
 pub mod documents;
+pub mod queue;
 pub mod secrets;
 pub mod subjects;
 pub mod topics;

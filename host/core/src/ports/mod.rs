@@ -4,6 +4,7 @@
 
 mod cache;
 mod documents;
+mod queue;
 mod secrets;
 mod subjects;
 mod topics;
@@ -12,6 +13,7 @@ use std::sync::Arc;
 
 pub use cache::Cache;
 pub use documents::DocumentStore;
+pub use queue::{check_queue_name, QueueMessage, QueueStats, WorkQueue};
 pub use secrets::{SecretError, SecretStore};
 pub use subjects::{subject_matches, SubjectMessage, SubjectStream, Subjects, Wakeups};
 pub use topics::{
@@ -51,6 +53,7 @@ pub struct Ports {
     pub topics: Arc<dyn Topics>,
     pub subjects: Arc<dyn Subjects>,
     pub cache: Arc<dyn Cache>,
+    pub queue: Arc<dyn WorkQueue>,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -61,6 +64,7 @@ impl std::fmt::Debug for Ports {
             .field("topics", &self.topics.backend())
             .field("subjects", &self.subjects.backend())
             .field("cache", &self.cache.backend())
+            .field("queue", &self.queue.backend())
             .finish()
     }
 }
