@@ -359,7 +359,8 @@ fn merge_positions(positions: Vec<Position>) -> Vec<Position> {
     furthest.into_iter().map(|((topic, partition), next_offset)| Position { topic, partition, next_offset }).collect()
 }
 
-/// Publishes a batch's outputs until acknowledged, retrying with backoff. Returns false when shut down first.
+/// Publishes a batch's outputs until acknowledged, retrying with backoff; every attempt lends the same records
+/// (no copy per attempt). Returns false when shut down first.
 async fn deliver(
     topics: Arc<dyn Topics>,
     outcome: BatchOutcome,
@@ -374,7 +375,7 @@ async fn deliver(
     loop {
         let attempt = tokio::select! {
             _ = shutdown.cancelled() => return false,
-            result = topics.publish(outcome.records.clone()) => result,
+            result = topics.publish(&outcome.records) => result,
         };
         match attempt {
             Ok(()) => {
