@@ -172,8 +172,9 @@ impl TestHost {
     }
 
     pub async fn publish(&self, topic: &str, values: &[Value]) {
-        let records = values.iter().map(|v| OutRecord::new(topic, v.to_string()).with_key("k")).collect();
-        self.ports.topics.publish(records).await.expect("publish");
+        let records: Vec<OutRecord> =
+            values.iter().map(|v| OutRecord::new(topic, v.to_string()).with_key("k")).collect();
+        self.ports.topics.publish(&records).await.expect("publish");
     }
 
     /// Reads `topic` from the beginning in a fresh group until `count` records arrived or `deadline` passed.

@@ -154,6 +154,30 @@ async fn topics_poll_respects_max_and_timeout() {
     topics::poll_respects_max_and_timeout(embedded.topics()).await;
 }
 
+#[tokio::test]
+async fn topics_exists_create_and_publish_by_slice() {
+    let embedded = Embedded::open();
+    topics::exists_create_and_publish_by_slice(embedded.topics()).await;
+}
+
+#[tokio::test]
+async fn topics_lag_before_and_after_commit() {
+    let embedded = Embedded::open();
+    topics::lag_before_and_after_commit(embedded.topics()).await;
+}
+
+#[tokio::test]
+async fn topics_paused_partition_while_another_flows() {
+    let embedded = Embedded::open();
+    topics::paused_partition_while_another_flows(embedded.topics()).await;
+}
+
+#[tokio::test]
+async fn topics_marked_positions_committed_on_close() {
+    let embedded = Embedded::open();
+    topics::marked_positions_committed_on_close(embedded.topics()).await;
+}
+
 // Subjects.
 
 #[tokio::test]
@@ -174,6 +198,21 @@ async fn subjects_tail_wildcard() {
 #[tokio::test]
 async fn subjects_every_subscriber_receives() {
     subjects::every_subscriber_receives(local_subjects()).await;
+}
+
+#[tokio::test]
+async fn subjects_request_reply_round_trip() {
+    subjects::request_reply_round_trip(local_subjects()).await;
+}
+
+#[tokio::test]
+async fn subjects_request_timeout_and_no_responders() {
+    subjects::request_timeout_and_no_responders(local_subjects()).await;
+}
+
+#[tokio::test]
+async fn subjects_queue_group_delivers_each_message_once() {
+    subjects::queue_group_delivers_each_message_once(local_subjects()).await;
 }
 
 // Cache.

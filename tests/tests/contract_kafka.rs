@@ -51,3 +51,23 @@ async fn latest_skips_older_records() {
 async fn poll_respects_max_and_timeout() {
     topics::poll_respects_max_and_timeout(kafka()).await;
 }
+
+#[tokio::test]
+async fn exists_create_and_publish_by_slice() {
+    topics::exists_create_and_publish_by_slice(kafka()).await;
+}
+
+#[tokio::test]
+async fn lag_before_and_after_commit() {
+    topics::lag_before_and_after_commit(kafka()).await;
+}
+
+#[tokio::test]
+async fn paused_partition_while_another_flows() {
+    topics::paused_partition_while_another_flows(kafka()).await;
+}
+
+#[tokio::test]
+async fn marked_positions_committed_on_close() {
+    topics::marked_positions_committed_on_close(kafka()).await;
+}

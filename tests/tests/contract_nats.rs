@@ -34,6 +34,21 @@ async fn every_subscriber_receives() {
     subjects::every_subscriber_receives(nats().await).await;
 }
 
+#[tokio::test]
+async fn request_reply_round_trip() {
+    subjects::request_reply_round_trip(nats().await).await;
+}
+
+#[tokio::test]
+async fn request_timeout_and_no_responders() {
+    subjects::request_timeout_and_no_responders(nats().await).await;
+}
+
+#[tokio::test]
+async fn queue_group_delivers_each_message_once() {
+    subjects::queue_group_delivers_each_message_once(nats().await).await;
+}
+
 /// Not part of the shared suite: messages published on another connection reach a subscription as soon as
 /// `subscribe` has returned (the subscription is registered with the server, not only queued locally).
 #[tokio::test]

@@ -207,12 +207,12 @@ async fn restart_resumes_from_committed_offsets_without_loss() {
         let ports = host.ports.clone();
         host.stop().await;
 
-        ports.topics.publish(vec![]).await.unwrap();
+        ports.topics.publish(&[]).await.unwrap();
         let records: Vec<_> = [event(4), event(5)]
             .iter()
             .map(|v| flowhost_core::ports::OutRecord::new(&source, v.to_string()).with_key("k"))
             .collect();
-        ports.topics.publish(records).await.unwrap();
+        ports.topics.publish(&records).await.unwrap();
         drop(ports);
 
         let host = TestHost::start_with(config).await;

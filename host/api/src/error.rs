@@ -58,7 +58,7 @@ impl From<PortError> for ApiError {
         match e {
             PortError::Conflict(id) => ApiError::conflict(format!("{id} already exists")),
             PortError::Invalid(message) => ApiError::bad_request(message),
-            PortError::Unavailable(_) => {
+            PortError::Unavailable(_) | PortError::Timeout(_) | PortError::NoResponders(_) => {
                 error!(error = %e, "storage unavailable");
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "storage is unavailable; retry later")
             }

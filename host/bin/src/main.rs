@@ -363,7 +363,7 @@ async fn publish(ports: &flowhost_core::Ports, args: PublishArgs) -> anyhow::Res
         })
         .collect();
     let count = records.len();
-    ports.topics.publish(records).await.with_context(|| format!("publishing to {}", args.topic))?;
+    ports.topics.publish(&records).await.with_context(|| format!("publishing to {}", args.topic))?;
     eprintln!("published {count} record(s) to {}", args.topic);
     Ok(())
 }

@@ -4,18 +4,19 @@
 //!
 //! Consumers of one group in this process split the partitions between them (member rank modulo member
 //! count), re-reading the group's committed offsets whenever the assignment changes, as Kafka does on a
-//! rebalance. Another process sharing the file (the `flowhost events` commands) sees the same log; consumers
+//! rebalance: a member that loses partitions first commits what it marked in them (on its next poll), and
+//! paused partitions are skipped by the read. Another process sharing the file (the `flowhost events` commands) sees the same log; consumers
 //! wake at once for writes of their own process and within `CROSS_PROCESS_POLL` for writes of another.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use flowhost_core::ports::{
-    check_topic_name, partition_for_key, ConsumerConfig, Header, OutRecord, PortError, Position, Record, StartFrom,
-    TopicConsumer, Topics,
+    check_topic_name, merge_marks, partition_for_key, ConsumerConfig, Header, OutRecord, PartitionLag, PortError,
+    Position, Record, StartFrom, TopicConsumer, Topics,
 };
 use flowhost_core::Clock;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -107,13 +108,19 @@ impl Topics for SqliteTopics {
         "embedded"
     }
 
-    async fn publish(&self, records: Vec<OutRecord>) -> Result<(), PortError> {
+    async fn publish(&self, records: &[OutRecord]) -> Result<(), PortError> {
         if records.is_empty() {
             return Ok(());
         }
-        for record in &records {
+        for record in records {
             check_topic_name(&record.topic)?;
         }
+        // The write runs on the blocking pool, which needs owned rows: one copy per call, already in the
+        // stored form (headers encoded).
+        let rows: Vec<(String, Option<Vec<u8>>, Vec<u8>, Vec<u8>)> = records
+            .iter()
+            .map(|r| (r.topic.clone(), r.key.clone(), r.value.clone(), encode_headers(&r.headers)))
+            .collect();
         let default_partitions = self.inner.default_partitions;
         let now = self.inner.clock.now_ms();
         let first_slot = self.inner.round_robin.fetch_add(records.len() as u64, Ordering::Relaxed);
@@ -128,31 +135,23 @@ impl Topics for SqliteTopics {
                         "INSERT INTO records (topic, partition, offset, key, value, headers, timestamp_ms)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                     )?;
-                    for (i, record) in records.iter().enumerate() {
-                        let count = match partitions.get(&record.topic) {
+                    for (i, (topic, key, value, headers)) in rows.iter().enumerate() {
+                        let count = match partitions.get(topic) {
                             Some(n) => *n,
                             None => {
-                                let n = ensure_topic(&tx, &record.topic, default_partitions)?;
-                                partitions.insert(record.topic.clone(), n);
+                                let n = ensure_topic(&tx, topic, default_partitions)?;
+                                partitions.insert(topic.clone(), n);
                                 n
                             }
                         };
-                        let partition = partition_for_key(record.key.as_deref(), count, first_slot + i as u64);
-                        let slot = (record.topic.clone(), partition);
+                        let partition = partition_for_key(key.as_deref(), count, first_slot + i as u64);
+                        let slot = (topic.clone(), partition);
                         let offset = match next.get(&slot) {
                             Some(o) => *o,
-                            None => end_offset(&tx, &record.topic, partition)?,
+                            None => end_offset(&tx, topic, partition)?,
                         };
                         next.insert(slot, offset + 1);
-                        insert.execute(params![
-                            record.topic,
-                            partition,
-                            offset,
-                            record.key,
-                            record.value,
-                            encode_headers(&record.headers),
-                            now
-                        ])?;
+                        insert.execute(params![topic, partition, offset, key, value, headers, now])?;
                     }
                 }
                 tx.commit()
@@ -162,10 +161,46 @@ impl Topics for SqliteTopics {
         Ok(())
     }
 
-    async fn create_topic(&self, topic: &str, partitions: i32) -> Result<(), PortError> {
+    /// One file holds one copy: the replication factor has nothing to choose here.
+    async fn create_topic_replicated(
+        &self,
+        topic: &str,
+        partitions: i32,
+        _replication_factor: Option<i16>,
+    ) -> Result<(), PortError> {
         check_topic_name(topic)?;
         let (topic, partitions) = (topic.to_owned(), partitions.max(1));
         self.inner.db.call(move |c| ensure_topic(c, &topic, partitions).map(|_| ())).await
+    }
+
+    async fn exists(&self, topic: &str) -> Result<bool, PortError> {
+        let topic = topic.to_owned();
+        self.inner
+            .db
+            .call(move |c| c.prepare_cached("SELECT 1 FROM topics WHERE name = ?1")?.exists(params![topic]))
+            .await
+    }
+
+    /// An unknown topic has no partitions, so no lag. The log is never truncated, so a group that never
+    /// committed is behind by the whole partition.
+    async fn lag(&self, group: &str, topic: &str) -> Result<Vec<PartitionLag>, PortError> {
+        let (group, topic) = (group.to_owned(), topic.to_owned());
+        self.inner
+            .db
+            .call(move |c| {
+                let partitions: Option<i32> = c
+                    .query_row("SELECT partitions FROM topics WHERE name = ?1", params![topic], |r| r.get(0))
+                    .optional()?;
+                let mut lags = Vec::new();
+                for partition in 0..partitions.unwrap_or(0) {
+                    let end = end_offset(c, &topic, partition)?;
+                    let committed = committed_offset(c, &group, &topic, partition)?;
+                    let lag = (end - committed.unwrap_or(0)).max(0);
+                    lags.push(PartitionLag { partition, committed, end, lag });
+                }
+                Ok(lags)
+            })
+            .await
     }
 
     async fn consumer(&self, config: ConsumerConfig) -> Result<Box<dyn TopicConsumer>, PortError> {
@@ -180,7 +215,15 @@ impl Topics for SqliteTopics {
             .entry(config.group.clone())
             .or_default()
             .push(member);
-        Ok(Box::new(SqliteConsumer { inner: self.inner.clone(), config, member, positions: HashMap::new() }))
+        Ok(Box::new(SqliteConsumer {
+            inner: self.inner.clone(),
+            config,
+            member,
+            positions: HashMap::new(),
+            paused: HashSet::new(),
+            marks: BTreeMap::new(),
+            closed: false,
+        }))
     }
 }
 
@@ -190,10 +233,56 @@ struct SqliteConsumer {
     member: u64,
     /// In-memory read positions of the partitions currently assigned to this member.
     positions: HashMap<(String, i32), i64>,
+    /// Assigned partitions `poll` skips.
+    paused: HashSet<(String, i32)>,
+    /// Positions marked done and not committed yet: committed on revoke and on `close`.
+    marks: BTreeMap<(String, i32), i64>,
+    closed: bool,
+}
+
+fn committed_offset(c: &Connection, group: &str, topic: &str, partition: i32) -> Result<Option<i64>, rusqlite::Error> {
+    c.query_row(
+        "SELECT next_offset FROM group_offsets WHERE grp = ?1 AND topic = ?2 AND partition = ?3",
+        params![group, topic, partition],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
+fn store_offsets(c: &mut Connection, group: &str, positions: &[Position]) -> Result<(), rusqlite::Error> {
+    let tx = c.transaction()?;
+    {
+        let mut upsert = tx.prepare_cached(
+            "INSERT INTO group_offsets (grp, topic, partition, next_offset) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (grp, topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
+        )?;
+        for p in positions {
+            upsert.execute(params![group, p.topic, p.partition, p.next_offset])?;
+        }
+    }
+    tx.commit()
+}
+
+fn marks_to_positions(marks: &BTreeMap<(String, i32), i64>) -> Vec<Position> {
+    marks
+        .iter()
+        .map(|((topic, partition), next_offset)| Position {
+            topic: topic.clone(),
+            partition: *partition,
+            next_offset: *next_offset,
+        })
+        .collect()
 }
 
 impl Drop for SqliteConsumer {
     fn drop(&mut self) {
+        self.leave();
+    }
+}
+
+impl SqliteConsumer {
+    /// Leaves the group (idempotent): the other members take over this member's partitions on their next poll.
+    fn leave(&mut self) {
         let mut members = self.inner.members.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(list) = members.get_mut(&self.config.group) {
             list.retain(|m| *m != self.member);
@@ -202,9 +291,14 @@ impl Drop for SqliteConsumer {
             }
         }
     }
-}
 
-impl SqliteConsumer {
+    fn check_open(&self) -> Result<(), PortError> {
+        if self.closed {
+            return Err(PortError::Invalid(format!("the consumer of group {:?} is closed", self.config.group)));
+        }
+        Ok(())
+    }
+
     /// (rank, member count) of this consumer in its group.
     fn rank(&self) -> (usize, usize) {
         let members = self.inner.members.lock().unwrap_or_else(|p| p.into_inner());
@@ -221,7 +315,9 @@ impl SqliteConsumer {
         let start = self.config.start;
         let default_partitions = self.inner.default_partitions;
         let mut positions = std::mem::take(&mut self.positions);
-        let (positions, records) = self
+        let marks = self.marks.clone();
+        let paused = self.paused.clone();
+        let (positions, records, assigned) = self
             .inner
             .db
             .call(move |c| {
@@ -234,17 +330,17 @@ impl SqliteConsumer {
                 let assigned: Vec<(String, i32)> =
                     assigned.into_iter().enumerate().filter(|(i, _)| i % members == rank).map(|(_, p)| p).collect();
                 positions.retain(|slot, _| assigned.contains(slot));
+                // Partitions this member lost: commit what it marked there before anyone reads on.
+                let revoked: BTreeMap<(String, i32), i64> =
+                    marks.into_iter().filter(|(slot, _)| !assigned.contains(slot)).collect();
+                if !revoked.is_empty() {
+                    store_offsets(c, &group, &marks_to_positions(&revoked))?;
+                }
                 for (topic, partition) in &assigned {
                     if positions.contains_key(&(topic.clone(), *partition)) {
                         continue;
                     }
-                    let committed: Option<i64> = c
-                        .query_row(
-                            "SELECT next_offset FROM group_offsets WHERE grp = ?1 AND topic = ?2 AND partition = ?3",
-                            params![group, topic, partition],
-                            |r| r.get(0),
-                        )
-                        .optional()?;
+                    let committed = committed_offset(c, &group, topic, *partition)?;
                     let position = match (committed, start) {
                         (Some(offset), _) => offset,
                         (None, StartFrom::Earliest) => 0,
@@ -260,6 +356,9 @@ impl SqliteConsumer {
                 for (topic, partition) in &assigned {
                     if records.len() >= max {
                         break;
+                    }
+                    if paused.contains(&(topic.clone(), *partition)) {
+                        continue;
                     }
                     let position = positions[&(topic.clone(), *partition)];
                     let rows =
@@ -280,10 +379,12 @@ impl SqliteConsumer {
                         records.push(record);
                     }
                 }
-                Ok((positions, records))
+                Ok((positions, records, assigned))
             })
             .await?;
         self.positions = positions;
+        self.marks.retain(|slot, _| assigned.contains(slot));
+        self.paused.retain(|slot| assigned.contains(slot));
         Ok(records)
     }
 }
@@ -291,6 +392,7 @@ impl SqliteConsumer {
 #[async_trait]
 impl TopicConsumer for SqliteConsumer {
     async fn poll(&mut self, max: usize, timeout: Duration) -> Result<Vec<Record>, PortError> {
+        self.check_open()?;
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let inner = self.inner.clone();
@@ -311,24 +413,49 @@ impl TopicConsumer for SqliteConsumer {
         if positions.is_empty() {
             return Ok(());
         }
+        self.check_open()?;
         let group = self.config.group.clone();
-        let positions = positions.to_vec();
-        self.inner
-            .db
-            .call(move |c| {
-                let tx = c.transaction()?;
-                {
-                    let mut upsert = tx.prepare_cached(
-                        "INSERT INTO group_offsets (grp, topic, partition, next_offset) VALUES (?1, ?2, ?3, ?4)
-                         ON CONFLICT (grp, topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
-                    )?;
-                    for p in &positions {
-                        upsert.execute(params![group, p.topic, p.partition, p.next_offset])?;
-                    }
-                }
-                tx.commit()
-            })
-            .await
+        let owned = positions.to_vec();
+        self.inner.db.call(move |c| store_offsets(c, &group, &owned)).await?;
+        // A mark at or before what was just committed must not move the commit back on close.
+        for p in positions {
+            let slot = (p.topic.clone(), p.partition);
+            if self.marks.get(&slot).is_some_and(|marked| *marked <= p.next_offset) {
+                self.marks.remove(&slot);
+            }
+        }
+        Ok(())
+    }
+
+    async fn pause(&mut self, topic: &str, partition: i32) -> Result<(), PortError> {
+        self.check_open()?;
+        self.paused.insert((topic.to_owned(), partition));
+        Ok(())
+    }
+
+    /// The read position of the partition stayed where the last returned record left it, so reading simply
+    /// goes on from there.
+    async fn resume(&mut self, topic: &str, partition: i32) -> Result<(), PortError> {
+        self.check_open()?;
+        self.paused.remove(&(topic.to_owned(), partition));
+        Ok(())
+    }
+
+    fn mark(&mut self, positions: &[Position]) {
+        merge_marks(&mut self.marks, positions);
+    }
+
+    async fn close(&mut self) -> Result<(), PortError> {
+        self.check_open()?;
+        let marked = marks_to_positions(&self.marks);
+        if !marked.is_empty() {
+            let group = self.config.group.clone();
+            self.inner.db.call(move |c| store_offsets(c, &group, &marked)).await?;
+            self.marks.clear();
+        }
+        self.closed = true;
+        self.leave();
+        Ok(())
     }
 }
 

@@ -163,7 +163,8 @@ impl Delivery {
     }
 
     /// Creates the topics of `outcome` and publishes its records until acknowledged (retrying with the
-    /// backend backoff, never dropping); false when shut down first.
+    /// backend backoff, never dropping; every attempt lends the same records, no copy per attempt); false when
+    /// shut down first.
     async fn publish(&self, outcome: BatchOutcome, shutdown: &CancellationToken) -> bool {
         if outcome.records.is_empty() {
             return true;
@@ -182,7 +183,7 @@ impl Delivery {
         loop {
             let attempt = tokio::select! {
                 _ = shutdown.cancelled() => return false,
-                result = self.topics.publish(outcome.records.clone()) => result,
+                result = self.topics.publish(&outcome.records) => result,
             };
             match attempt {
                 Ok(()) => {

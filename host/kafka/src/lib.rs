@@ -1,21 +1,23 @@
 //! The Kafka backend of the topics port: [`KafkaTopics`] publishes with an idempotent `acks=all` producer,
 //! creates topics with the admin API, and hands out consumer-group members ([`TopicConsumer`]) that never
-//! auto-commit, so progress is stored only by an explicit `commit`. Built on `rdkafka` (librdkafka); broker and
+//! auto-commit, so progress is stored only by an explicit `commit` (or by the member itself for what it
+//! `mark`ed, when its partitions are revoked and on `close`, from a [`ConsumerContext`] rebalance hook). Built on `rdkafka` (librdkafka); broker and
 //! timeout failures surface as [`PortError::Unavailable`] so callers retry.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use flowhost_core::ports::{
-    ConsumerConfig, Header, OutRecord, PortError, Position, Record, StartFrom, TopicConsumer, Topics,
+    merge_marks, ConsumerConfig, Header, OutRecord, PartitionLag, PortError, Position, Record, StartFrom,
+    TopicConsumer, Topics,
 };
 use futures::{FutureExt, StreamExt};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
@@ -26,6 +28,8 @@ use tracing::{debug, warn};
 const QUEUE_FULL_PATIENCE: Duration = Duration::from_secs(30);
 /// How long the admin API waits for a topic creation.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a metadata, offset or watermark query waits for the brokers.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Topics on a Kafka cluster (any broker speaking the Kafka protocol).
 ///
@@ -44,7 +48,8 @@ pub struct KafkaTopics {
     brokers: String,
     properties: BTreeMap<String, String>,
     producer: FutureProducer,
-    admin: AdminClient<DefaultClientContext>,
+    /// Shared with the blocking threads that run metadata queries.
+    admin: Arc<AdminClient<DefaultClientContext>>,
 }
 
 impl std::fmt::Debug for KafkaTopics {
@@ -78,7 +83,12 @@ impl KafkaTopics {
         let admin: AdminClient<DefaultClientContext> = client_config(brokers, &[], properties)
             .create()
             .map_err(|error| config_error(error, "creating the Kafka admin client"))?;
-        Ok(KafkaTopics { brokers: brokers.to_owned(), properties: properties.clone(), producer, admin })
+        Ok(KafkaTopics {
+            brokers: brokers.to_owned(),
+            properties: properties.clone(),
+            producer,
+            admin: Arc::new(admin),
+        })
     }
 
     /// Enqueues one record in librdkafka, waiting while its local queue is full.
@@ -129,10 +139,11 @@ impl Topics for KafkaTopics {
         "kafka"
     }
 
-    async fn publish(&self, records: Vec<OutRecord>) -> Result<(), PortError> {
+    /// librdkafka copies each payload into its queue when it is enqueued, so the borrowed batch is read in place.
+    async fn publish(&self, records: &[OutRecord]) -> Result<(), PortError> {
         // Enqueue everything first (in order, so records of one key stay ordered), then await every delivery.
         let mut deliveries = Vec::with_capacity(records.len());
-        for record in &records {
+        for record in records {
             deliveries.push(self.enqueue(record).await?);
         }
         for (record, outcome) in records.iter().zip(futures::future::join_all(deliveries).await) {
@@ -153,15 +164,24 @@ impl Topics for KafkaTopics {
         Ok(())
     }
 
-    async fn create_topic(&self, topic: &str, partitions: i32) -> Result<(), PortError> {
+    async fn create_topic_replicated(
+        &self,
+        topic: &str,
+        partitions: i32,
+        replication_factor: Option<i16>,
+    ) -> Result<(), PortError> {
         if topic.is_empty() {
             return Err(PortError::Invalid("the topic name is empty".into()));
         }
         if partitions < 1 {
             return Err(PortError::Invalid(format!("topic {topic:?} needs at least one partition")));
         }
-        // Replication factor -1: the broker's `default.replication.factor` (KIP-464).
-        let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1));
+        if replication_factor.is_some_and(|factor| factor < 1) {
+            return Err(PortError::Invalid(format!("topic {topic:?} needs a replication factor of at least 1")));
+        }
+        // No factor: -1, the broker's `default.replication.factor` (KIP-464).
+        let factor = replication_factor.map_or(-1, i32::from);
+        let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(factor));
         let options = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
         let results = self
             .admin
@@ -183,6 +203,67 @@ impl Topics for KafkaTopics {
         Ok(())
     }
 
+    /// Asks for the metadata of every topic: asking for one by name may create it on brokers that auto-create.
+    async fn exists(&self, topic: &str) -> Result<bool, PortError> {
+        let admin = Arc::clone(&self.admin);
+        let name = topic.to_owned();
+        let metadata = tokio::task::spawn_blocking(move || admin.inner().fetch_metadata(None, QUERY_TIMEOUT))
+            .await
+            .map_err(|error| PortError::Backend(format!("Kafka metadata task failed: {error}")))?
+            .map_err(|error| map_error(&error, &format!("looking up topic {topic:?}")))?;
+        Ok(metadata.topics().iter().any(|t| t.name() == name && t.error().is_none()))
+    }
+
+    /// The end of each partition is its high watermark. A group that never committed is behind from the low
+    /// watermark (the oldest record kept). The group's offsets are read by a member that never joins it.
+    async fn lag(&self, group: &str, topic: &str) -> Result<Vec<PartitionLag>, PortError> {
+        if group.is_empty() || topic.is_empty() {
+            return Err(PortError::Invalid("lag needs a group and a topic".into()));
+        }
+        let reader: BaseConsumer = client_config(
+            &self.brokers,
+            &[("group.id", group), ("enable.auto.commit", "false"), ("allow.auto.create.topics", "false")],
+            &self.properties,
+        )
+        .create()
+        .map_err(|error| config_error(error, "creating the Kafka offsets reader"))?;
+        let (group, topic) = (group.to_owned(), topic.to_owned());
+        tokio::task::spawn_blocking(move || -> Result<Vec<PartitionLag>, PortError> {
+            let context = format!("reading the lag of group {group:?} on {topic:?}");
+            let metadata =
+                reader.fetch_metadata(Some(&topic), QUERY_TIMEOUT).map_err(|error| map_error(&error, &context))?;
+            let Some(described) = metadata.topics().iter().find(|t| t.name() == topic && t.error().is_none()) else {
+                return Ok(Vec::new());
+            };
+            let mut partitions: Vec<i32> = described.partitions().iter().map(|p| p.id()).collect();
+            partitions.sort_unstable();
+            let mut wanted = TopicPartitionList::new();
+            for partition in &partitions {
+                wanted.add_partition(&topic, *partition);
+            }
+            let committed =
+                reader.committed_offsets(wanted, QUERY_TIMEOUT).map_err(|error| map_error(&error, &context))?;
+            let mut lags = Vec::with_capacity(partitions.len());
+            for partition in partitions {
+                let (low, end) = reader
+                    .fetch_watermarks(&topic, partition, QUERY_TIMEOUT)
+                    .map_err(|error| map_error(&error, &context))?;
+                let committed = committed.find_partition(&topic, partition).and_then(|elem| {
+                    if let Offset::Offset(n) = elem.offset() {
+                        Some(n)
+                    } else {
+                        None
+                    }
+                });
+                let lag = (end - committed.unwrap_or(low)).max(0);
+                lags.push(PartitionLag { partition, committed, end, lag });
+            }
+            Ok(lags)
+        })
+        .await
+        .map_err(|error| PortError::Backend(format!("Kafka lag task failed: {error}")))?
+    }
+
     async fn consumer(&self, config: ConsumerConfig) -> Result<Box<dyn TopicConsumer>, PortError> {
         if config.group.is_empty() {
             return Err(PortError::Invalid("the consumer group is empty".into()));
@@ -194,7 +275,9 @@ impl Topics for KafkaTopics {
             StartFrom::Earliest => "earliest",
             StartFrom::Latest => "latest",
         };
-        let consumer: StreamConsumer = client_config(
+        let state = Arc::new(Mutex::new(MemberState::default()));
+        let context = MemberContext { state: Arc::clone(&state), group: config.group.clone() };
+        let consumer: StreamConsumer<MemberContext> = client_config(
             &self.brokers,
             &[
                 ("group.id", config.group.as_str()),
@@ -204,29 +287,127 @@ impl Topics for KafkaTopics {
             ],
             &self.properties,
         )
-        .create()
+        .create_with_context(context)
         .map_err(|error| config_error(error, "creating the Kafka consumer"))?;
         let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
         consumer
             .subscribe(&topics)
             .map_err(|error| map_error(&error, &format!("subscribing group {:?}", config.group)))?;
         debug!(group = config.group.as_str(), topics = ?config.topics, "Kafka consumer subscribed");
-        Ok(Box::new(KafkaConsumer { consumer: Some(Arc::new(consumer)), group: config.group }))
+        Ok(Box::new(KafkaConsumer { consumer: Some(Arc::new(consumer)), group: config.group, state }))
     }
 }
 
-/// One member of a consumer group; leaves the group when dropped.
-struct KafkaConsumer {
-    /// Always `Some` until dropped; taken by `Drop` to close the member off the async threads.
-    consumer: Option<Arc<StreamConsumer>>,
+/// What a member shares with its rebalance hook.
+#[derive(Default)]
+struct MemberState {
+    /// Positions marked done and not committed yet.
+    marks: BTreeMap<(String, i32), i64>,
+    /// Partitions paused by the caller.
+    paused: HashSet<(String, i32)>,
+    /// Per paused partition, the first offset `poll` held back (librdkafka may have fetched it before the
+    /// pause took effect): `resume` seeks back there so nothing is skipped.
+    held_back: HashMap<(String, i32), i64>,
+}
+
+fn lock(state: &Mutex<MemberState>) -> std::sync::MutexGuard<'_, MemberState> {
+    state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn offsets_of(marks: &BTreeMap<(String, i32), i64>) -> TopicPartitionList {
+    let mut offsets = TopicPartitionList::new();
+    for ((topic, partition), next_offset) in marks {
+        // Only fails for an invalid offset, which a mark (a next offset >= 0) is not.
+        let _ = offsets.add_partition_offset(topic, *partition, Offset::Offset(*next_offset));
+    }
+    offsets
+}
+
+/// The rebalance hook of a member: before partitions are revoked (a rebalance, or the member closing), commit
+/// what was marked in them, so their next owner resumes after it. It runs inside librdkafka's poll, on the
+/// thread polling the consumer.
+struct MemberContext {
+    state: Arc<Mutex<MemberState>>,
     group: String,
 }
 
+impl ClientContext for MemberContext {}
+
+impl ConsumerContext for MemberContext {
+    fn pre_rebalance(&self, base_consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let Rebalance::Revoke(revoked) = rebalance else {
+            return;
+        };
+        let marked = {
+            let mut state = lock(&self.state);
+            let mut marked = BTreeMap::new();
+            for elem in revoked.elements() {
+                let slot = (elem.topic().to_owned(), elem.partition());
+                if let Some(next_offset) = state.marks.remove(&slot) {
+                    marked.insert(slot.clone(), next_offset);
+                }
+                state.paused.remove(&slot);
+                state.held_back.remove(&slot);
+            }
+            marked
+        };
+        if marked.is_empty() {
+            return;
+        }
+        match base_consumer.commit(&offsets_of(&marked), CommitMode::Sync) {
+            Ok(()) => debug!(group = self.group.as_str(), partitions = marked.len(), "committed marks on revoke"),
+            // The next owner reads these records again: at-least-once still holds.
+            Err(error) => warn!(%error, group = self.group.as_str(), "committing marks on revoke failed"),
+        }
+    }
+}
+
+/// One member of a consumer group; leaves the group when dropped or closed.
+struct KafkaConsumer {
+    /// `Some` until closed or dropped; taken to close the member off the async threads.
+    consumer: Option<Arc<StreamConsumer<MemberContext>>>,
+    group: String,
+    state: Arc<Mutex<MemberState>>,
+}
+
 impl KafkaConsumer {
-    fn member(&self) -> Result<&Arc<StreamConsumer>, PortError> {
+    fn member(&self) -> Result<&Arc<StreamConsumer<MemberContext>>, PortError> {
         self.consumer
             .as_ref()
-            .ok_or_else(|| PortError::Backend(format!("the consumer of group {:?} is closed", self.group)))
+            .ok_or_else(|| PortError::Invalid(format!("the consumer of group {:?} is closed", self.group)))
+    }
+
+    /// Commits `offsets` synchronously on a blocking thread (it waits for the broker's answer).
+    async fn commit_offsets(&self, offsets: TopicPartitionList) -> Result<(), PortError> {
+        let consumer = Arc::clone(self.member()?);
+        let result = tokio::task::spawn_blocking(move || consumer.commit(&offsets, CommitMode::Sync))
+            .await
+            .map_err(|error| PortError::Backend(format!("Kafka commit task failed: {error}")))?;
+        result.map_err(|error| {
+            warn!(%error, group = self.group.as_str(), "Kafka commit failed");
+            map_error(&error, &format!("committing group {:?}", self.group))
+        })
+    }
+
+    fn one_partition(topic: &str, partition: i32) -> TopicPartitionList {
+        let mut list = TopicPartitionList::new();
+        list.add_partition(topic, partition);
+        list
+    }
+
+    /// Whether `record` may be returned; holds back (and remembers) records of paused partitions.
+    fn admit(&self, record: &Record) -> bool {
+        let mut state = lock(&self.state);
+        if state.paused.is_empty() {
+            return true;
+        }
+        let slot = (record.topic.clone(), record.partition);
+        if !state.paused.contains(&slot) {
+            return true;
+        }
+        let first = state.held_back.entry(slot).or_insert(record.offset);
+        *first = (*first).min(record.offset);
+        false
     }
 }
 
@@ -266,7 +447,12 @@ impl TopicConsumer for KafkaConsumer {
         while records.is_empty() {
             match tokio::time::timeout_at(deadline, stream.next()).await {
                 Err(_) | Ok(None) => break,
-                Ok(Some(Ok(message))) => records.push(detach(&message)),
+                Ok(Some(Ok(message))) => {
+                    let record = detach(&message);
+                    if self.admit(&record) {
+                        records.push(record);
+                    }
+                }
                 Ok(Some(Err(error))) => {
                     warn!(%error, group = self.group.as_str(), "Kafka consumer error");
                     if matches!(error, KafkaError::MessageConsumptionFatal(_)) {
@@ -285,7 +471,12 @@ impl TopicConsumer for KafkaConsumer {
         // Then take what is already fetched, without waiting.
         while records.len() < max {
             match stream.next().now_or_never() {
-                Some(Some(Ok(message))) => records.push(detach(&message)),
+                Some(Some(Ok(message))) => {
+                    let record = detach(&message);
+                    if self.admit(&record) {
+                        records.push(record);
+                    }
+                }
                 Some(Some(Err(error))) => {
                     warn!(%error, group = self.group.as_str(), "Kafka consumer error");
                     break;
@@ -306,15 +497,72 @@ impl TopicConsumer for KafkaConsumer {
                 .add_partition_offset(&position.topic, position.partition, Offset::Offset(position.next_offset))
                 .map_err(|error| PortError::Invalid(format!("commit position {position:?}: {error}")))?;
         }
-        // A synchronous commit blocks on the broker's answer: keep it off the async worker threads.
+        self.commit_offsets(offsets).await?;
+        // A mark at or before what was just committed must not move the commit back later.
+        let mut state = lock(&self.state);
+        for p in positions {
+            let slot = (p.topic.clone(), p.partition);
+            if state.marks.get(&slot).is_some_and(|marked| *marked <= p.next_offset) {
+                state.marks.remove(&slot);
+            }
+        }
+        Ok(())
+    }
+
+    async fn pause(&mut self, topic: &str, partition: i32) -> Result<(), PortError> {
+        let consumer = self.member()?;
+        consumer
+            .pause(&Self::one_partition(topic, partition))
+            .map_err(|error| map_error(&error, &format!("pausing {topic:?}/{partition}")))?;
+        lock(&self.state).paused.insert((topic.to_owned(), partition));
+        Ok(())
+    }
+
+    async fn resume(&mut self, topic: &str, partition: i32) -> Result<(), PortError> {
         let consumer = Arc::clone(self.member()?);
-        let result = tokio::task::spawn_blocking(move || consumer.commit(&offsets, CommitMode::Sync))
-            .await
-            .map_err(|error| PortError::Backend(format!("Kafka commit task failed: {error}")))?;
-        result.map_err(|error| {
-            warn!(%error, group = self.group.as_str(), "Kafka commit failed");
-            map_error(&error, &format!("committing group {:?}", self.group))
-        })
+        let slot = (topic.to_owned(), partition);
+        let held_back = {
+            let mut state = lock(&self.state);
+            state.paused.remove(&slot);
+            state.held_back.remove(&slot)
+        };
+        if let Some(offset) = held_back {
+            // Records were fetched and held back while paused: read again from the first of them.
+            let (topic, context) = (topic.to_owned(), format!("resuming {topic:?}/{partition}"));
+            let seek = consumer.clone();
+            tokio::task::spawn_blocking(move || seek.seek(&topic, partition, Offset::Offset(offset), QUERY_TIMEOUT))
+                .await
+                .map_err(|error| PortError::Backend(format!("Kafka seek task failed: {error}")))?
+                .map_err(|error| map_error(&error, &context))?;
+        }
+        consumer
+            .resume(&Self::one_partition(topic, partition))
+            .map_err(|error| map_error(&error, &format!("resuming {topic:?}/{partition}")))
+    }
+
+    fn mark(&mut self, positions: &[Position]) {
+        merge_marks(&mut lock(&self.state).marks, positions);
+    }
+
+    async fn close(&mut self) -> Result<(), PortError> {
+        self.member()?;
+        let marked = std::mem::take(&mut lock(&self.state).marks);
+        let mut committed = Ok(());
+        if !marked.is_empty() {
+            committed = self.commit_offsets(offsets_of(&marked)).await;
+            if committed.is_err() {
+                // Give the revoke hook, which runs while the member leaves below, a second chance.
+                lock(&self.state).marks = marked;
+            }
+        }
+        if let Some(consumer) = self.consumer.take() {
+            // Leaving the group blocks until librdkafka confirms; the revoke hook runs meanwhile.
+            tokio::task::spawn_blocking(move || drop(consumer))
+                .await
+                .map_err(|error| PortError::Backend(format!("Kafka close task failed: {error}")))?;
+            debug!(group = self.group.as_str(), "Kafka consumer closed");
+        }
+        committed
     }
 }
 

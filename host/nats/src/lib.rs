@@ -1,10 +1,13 @@
 //! The NATS backend of the subjects port: [`NatsSubjects`] publishes and subscribes with core NATS (at-most-once,
-//! no JetStream) on one client connection, and maps received messages to [`SubjectMessage`]. A subscription is
+//! no JetStream) on one client connection, and maps received messages to [`SubjectMessage`]. Queue groups and
+//! request/reply are NATS's own (the server picks the member; the client's muxed inbox carries replies, and
+//! the server's "no responders" status tells an unanswered subject from a slow answer). A subscription is
 //! confirmed by a server round trip before `subscribe` returns, so a message published right after is delivered.
 //! [`NatsQueue`] is the work queue port on JetStream.
 
 use std::time::Duration;
 
+use async_nats::RequestErrorKind;
 use async_trait::async_trait;
 use flowhost_core::ports::{PortError, SubjectMessage, SubjectStream, Subjects};
 use futures::StreamExt;
@@ -109,9 +112,49 @@ impl Subjects for NatsSubjects {
             PortError::Unavailable(format!("subscribing to {pattern:?}: {error}"))
         })?;
         self.round_trip().await?;
-        Ok(subscriber
-            .map(|message| SubjectMessage { subject: message.subject.to_string(), payload: message.payload.to_vec() })
-            .boxed())
+        Ok(subscriber.map(to_message).boxed())
+    }
+
+    async fn queue_subscribe(&self, pattern: &str, group: &str) -> Result<SubjectStream, PortError> {
+        validate(pattern, true)?;
+        if group.is_empty() || group.chars().any(char::is_whitespace) {
+            return Err(PortError::Invalid(format!("invalid queue group {group:?}")));
+        }
+        let subscriber = self.client.queue_subscribe(pattern.to_owned(), group.to_owned()).await.map_err(|error| {
+            warn!(%error, pattern, group, "NATS queue subscribe failed");
+            PortError::Unavailable(format!("subscribing to {pattern:?} in group {group:?}: {error}"))
+        })?;
+        self.round_trip().await?;
+        Ok(subscriber.map(to_message).boxed())
+    }
+
+    async fn request(&self, subject: &str, payload: Vec<u8>, timeout: Duration) -> Result<SubjectMessage, PortError> {
+        validate(subject, false)?;
+        let request = async_nats::Request::new().payload(payload.into()).timeout(Some(timeout));
+        match self.client.send_request(subject.to_owned(), request).await {
+            Ok(message) => Ok(to_message(message)),
+            Err(error) => Err(match error.kind() {
+                RequestErrorKind::TimedOut => PortError::Timeout(format!("no reply to {subject:?} within {timeout:?}")),
+                RequestErrorKind::NoResponders => {
+                    PortError::NoResponders(format!("no subscription answers {subject:?}"))
+                }
+                RequestErrorKind::InvalidSubject | RequestErrorKind::MaxPayloadExceeded => {
+                    PortError::Invalid(format!("request to {subject:?}: {error}"))
+                }
+                RequestErrorKind::Other => {
+                    warn!(%error, subject, "NATS request failed");
+                    PortError::Unavailable(format!("request to {subject:?}: {error}"))
+                }
+            }),
+        }
+    }
+}
+
+fn to_message(message: async_nats::Message) -> SubjectMessage {
+    SubjectMessage {
+        subject: message.subject.to_string(),
+        payload: message.payload.to_vec(),
+        reply: message.reply.map(|reply| reply.to_string()),
     }
 }
 

@@ -90,7 +90,7 @@ async fn fill(topics: &dyn Topics, source: &str, events: usize) -> u64 {
             })
             .collect();
         expected += process_batch(&set, &as_consumed, "invalid", &EngineMetrics::unregistered()).records.len() as u64;
-        topics.publish(records).await.expect("fill the source topic");
+        topics.publish(&records).await.expect("fill the source topic");
     }
     expected
 }

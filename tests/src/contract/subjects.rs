@@ -1,11 +1,13 @@
 //! The subjects port contract: a subscription receives messages published after `subscribe` returns on its exact
 //! subject, on one token for `*` and on one or more trailing tokens for `>`, with subject and payload intact, and
-//! nothing from subjects that do not match; every subscriber of a subject gets its own copy.
+//! nothing from subjects that do not match; every subscriber of a subject gets its own copy, except members of
+//! one queue group, which share one; a request gets the first reply, or a timeout or "no responders" error.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flowhost_core::ports::{SubjectMessage, SubjectStream, Subjects};
+use flowhost_core::ports::{PortError, SubjectMessage, SubjectStream, Subjects};
 use futures::StreamExt;
 
 use crate::unique;
@@ -57,8 +59,8 @@ pub async fn exact_subject(subjects: Arc<dyn Subjects>) {
     .await;
     subjects.publish(&pattern, vec![0, 159, 255, 10]).await.expect("publish bytes");
 
-    assert_eq!(next(&mut stream).await, SubjectMessage { subject: pattern.clone(), payload: b"first".to_vec() });
-    assert_eq!(next(&mut stream).await, SubjectMessage { subject: pattern.clone(), payload: vec![0, 159, 255, 10] });
+    assert_eq!(next(&mut stream).await, SubjectMessage::new(pattern.clone(), b"first".to_vec()));
+    assert_eq!(next(&mut stream).await, SubjectMessage::new(pattern.clone(), vec![0, 159, 255, 10]));
     assert_quiet(&mut stream, &pattern).await;
 }
 
@@ -122,4 +124,74 @@ pub async fn every_subscriber_receives(subjects: Arc<dyn Subjects>) {
     assert_eq!(next(&mut exact).await.payload, b"ping");
     assert_eq!(next(&mut wildcard).await.payload, b"ping");
     assert_quiet(&mut exact, &subject).await;
+}
+
+/// A request reaches a subscriber with a reply subject; what the subscriber publishes there is the answer.
+pub async fn request_reply_round_trip(subjects: Arc<dyn Subjects>) {
+    let subject = format!("{}.rpc", root());
+    let mut service = subjects.subscribe(&subject).await.expect("subscribe");
+    let responder = {
+        let subjects = Arc::clone(&subjects);
+        tokio::spawn(async move {
+            let request = next(&mut service).await;
+            let reply = request.reply.clone().expect("a request carries a reply subject");
+            let mut answer = request.payload.clone();
+            answer.extend_from_slice(b" pong");
+            subjects.publish(&reply, answer).await.expect("respond");
+            request
+        })
+    };
+    let answer = subjects.request(&subject, b"ping".to_vec(), ARRIVAL).await.expect("request answered");
+    assert_eq!(answer.payload, b"ping pong");
+    let request = responder.await.expect("responder");
+    assert_eq!((request.subject, request.payload), (subject, b"ping".to_vec()));
+}
+
+/// A request nobody subscribes to fails at once with `NoResponders`; one whose subscriber stays silent fails with
+/// `Timeout` once its timeout passes. Both are transient.
+pub async fn request_timeout_and_no_responders(subjects: Arc<dyn Subjects>) {
+    let subject = format!("{}.silent", root());
+    let nobody = subjects.request(&subject, b"anyone?".to_vec(), ARRIVAL).await;
+    assert!(matches!(nobody, Err(PortError::NoResponders(_))), "no subscriber: {nobody:?}");
+
+    let mut silent = subjects.subscribe(&subject).await.expect("subscribe");
+    let timed_out = subjects.request(&subject, b"hello?".to_vec(), Duration::from_millis(300)).await;
+    assert!(matches!(timed_out, Err(PortError::Timeout(_))), "a silent subscriber: {timed_out:?}");
+    assert!(timed_out.unwrap_err().is_transient());
+    assert_eq!(next(&mut silent).await.payload, b"hello?", "the silent subscriber did get the request");
+}
+
+/// Each message on a queue group's subject goes to exactly one of its members (counted across members), and
+/// more than one member takes part; a plain subscription beside the group still gets every message.
+pub async fn queue_group_delivers_each_message_once(subjects: Arc<dyn Subjects>) {
+    let root = root();
+    let pattern = format!("{root}.jobs.*");
+    let mut members = Vec::new();
+    for _ in 0..3 {
+        members.push(subjects.queue_subscribe(&pattern, "workers").await.expect("queue subscribe"));
+    }
+    let mut watcher = subjects.subscribe(&pattern).await.expect("subscribe");
+    const COUNT: usize = 60;
+    for i in 0..COUNT {
+        subjects.publish(&format!("{root}.jobs.{i}"), i.to_string().into_bytes()).await.expect("publish");
+    }
+
+    let mut seen = Vec::new();
+    let mut per_member = Vec::new();
+    for member in &mut members {
+        let mut got = 0;
+        while let Ok(Some(message)) = tokio::time::timeout(QUIET, member.next()).await {
+            seen.push(String::from_utf8(message.payload).expect("utf-8"));
+            got += 1;
+        }
+        per_member.push(got);
+    }
+    let distinct: BTreeSet<&String> = seen.iter().collect();
+    assert_eq!(seen.len(), COUNT, "each message reaches exactly one member; per member {per_member:?}");
+    assert_eq!(distinct.len(), COUNT, "no message reaches two members");
+    assert!(per_member.iter().filter(|n| **n > 0).count() > 1, "the group shares the work: {per_member:?}");
+    for _ in 0..COUNT {
+        next(&mut watcher).await;
+    }
+    assert_quiet(&mut watcher, &pattern).await;
 }

@@ -1,7 +1,8 @@
 //! The topics port contract: records come back with keys, values and headers intact; a key always lands in one
 //! partition, in order; progress is durable only through `commit`, so a new member of a group resumes after the
 //! committed offsets and receives again whatever was not committed; groups are independent; a new group can start
-//! at the end of the log.
+//! at the end of the log; `exists` and `lag` report the log without changing it; a paused partition holds back
+//! while the others flow; positions marked done are committed when the member closes.
 //!
 //! Every wait is patient: against Kafka a consumer's first poll includes the group join, which can take seconds
 //! (on the tansu broker about half of `session.timeout.ms`), so reads loop until the expected records arrive or
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flowhost_core::ports::{
-    next_positions, ConsumerConfig, Header, OutRecord, Position, Record, StartFrom, TopicConsumer, Topics,
+    next_positions, ConsumerConfig, Header, OutRecord, PartitionLag, Position, Record, StartFrom, TopicConsumer, Topics,
 };
 
 use crate::unique;
@@ -79,7 +80,7 @@ async fn publish_each(topics: &Arc<dyn Topics>, topic: &str, prefix: &str, n: us
     let mut published = Vec::new();
     for i in 0..n {
         let value = format!("{prefix}-{i}");
-        topics.publish(vec![OutRecord::new(topic, value.clone())]).await.expect("publish");
+        topics.publish(&[OutRecord::new(topic, value.clone())]).await.expect("publish");
         published.push(value);
     }
     published
@@ -103,7 +104,7 @@ pub async fn publish_and_consume_round_trip(topics: Arc<dyn Topics>) {
         );
     }
     out.push(OutRecord::new(&topic, b"no key \x00\xff".to_vec()));
-    topics.publish(out.clone()).await.expect("publish");
+    topics.publish(&out).await.expect("publish");
 
     let mut consumer = consumer(&topics, &unique("g"), &topic, StartFrom::Earliest).await;
     let records = poll_until(consumer.as_mut(), out.len()).await;
@@ -139,8 +140,8 @@ pub async fn same_key_same_partition_in_order(topics: Arc<dyn Topics>) {
     }
     // Two publishes: order must also hold across calls.
     let second = out.split_off(15);
-    topics.publish(out).await.expect("publish first half");
-    topics.publish(second).await.expect("publish second half");
+    topics.publish(&out).await.expect("publish first half");
+    topics.publish(&second).await.expect("publish second half");
 
     let mut consumer = consumer(&topics, &unique("g"), &topic, StartFrom::Earliest).await;
     let records = poll_until(consumer.as_mut(), 30).await;
@@ -199,7 +200,7 @@ pub async fn uncommitted_records_are_redelivered(topics: Arc<dyn Topics>) {
     let group = unique("g");
     let out: Vec<OutRecord> =
         (0..4).map(|i| OutRecord::new(&topic, format!("v{i}")).with_key(format!("k{i}"))).collect();
-    topics.publish(out).await.expect("publish");
+    topics.publish(&out).await.expect("publish");
 
     let mut first = consumer(&topics, &group, &topic, StartFrom::Earliest).await;
     let read = poll_until(first.as_mut(), 4).await;
@@ -220,7 +221,7 @@ pub async fn groups_are_independent(topics: Arc<dyn Topics>) {
     let out: Vec<OutRecord> =
         (0..6).map(|i| OutRecord::new(&topic, format!("v{i}")).with_key(format!("k{}", i % 3))).collect();
     let expected: Vec<String> = (0..6).map(|i| format!("v{i}")).collect();
-    topics.publish(out).await.expect("publish");
+    topics.publish(&out).await.expect("publish");
 
     let (group_one, group_two) = (unique("g1"), unique("g2"));
     let mut one = consumer(&topics, &group_one, &topic, StartFrom::Earliest).await;
@@ -261,7 +262,7 @@ pub async fn latest_skips_older_records(topics: Arc<dyn Topics>) {
     let mut round = 0;
     while received.is_empty() && Instant::now() < deadline {
         let value = format!("new-{round}");
-        topics.publish(vec![OutRecord::new(&topic, value.clone())]).await.expect("publish newer");
+        topics.publish(&[OutRecord::new(&topic, value.clone())]).await.expect("publish newer");
         newer.push(value);
         round += 1;
         received.extend(poll_once(late.as_mut(), 100, Duration::from_millis(700)).await);
@@ -309,4 +310,147 @@ pub async fn poll_respects_max_and_timeout(topics: Arc<dyn Topics>) {
     assert!(empty.is_empty(), "nothing left to read, got {:?}", values(&empty));
     assert!(waited >= Duration::from_millis(300), "an idle poll waits for its timeout, returned after {waited:?}");
     assert!(waited < Duration::from_secs(5), "an idle poll returns after its timeout, took {waited:?}");
+}
+
+/// `exists` never creates a topic; `create_topic_replicated` creates one with the asked partitions (a factor of 1
+/// fits every cluster, even a single broker); publishing lends the batch, so the same slice can be published again
+/// (a retry) and both copies arrive.
+pub async fn exists_create_and_publish_by_slice(topics: Arc<dyn Topics>) {
+    let topic = unique("t-exists");
+    assert!(!topics.exists(&topic).await.expect("exists"), "a topic nobody created does not exist");
+    assert!(!topics.exists(&topic).await.expect("exists again"), "asking does not create it");
+    topics.create_topic_replicated(&topic, 3, Some(1)).await.expect("create with partitions and a factor");
+    assert!(topics.exists(&topic).await.expect("exists after create"));
+    let partitions: Vec<i32> =
+        topics.lag(&unique("g"), &topic).await.expect("lag").iter().map(|l| l.partition).collect();
+    assert_eq!(partitions, vec![0, 1, 2], "the topic has the partitions it was created with");
+
+    let batch: Vec<OutRecord> =
+        (0..3).map(|i| OutRecord::new(&topic, format!("s{i}")).with_key(format!("k{i}"))).collect();
+    topics.publish(&batch).await.expect("publish the slice");
+    topics.publish(&batch).await.expect("publish the same slice again");
+    assert_eq!(batch[2].value, b"s2", "the caller keeps its batch");
+    let mut member = consumer(&topics, &unique("g"), &topic, StartFrom::Earliest).await;
+    let mut got = poll_until(member.as_mut(), 6).await;
+    got.extend(poll_quiet(member.as_mut()).await);
+    assert_eq!(sorted_values(&got), vec!["s0", "s0", "s1", "s1", "s2", "s2"], "both publishes arrive whole");
+}
+
+/// Per partition, `lag` reports the group's committed offset (none before a commit), the end of the log and the
+/// difference; a commit moves exactly the partitions it names; a topic that does not exist has no partitions.
+///
+/// Records are published one per call: tansu reports a partition's end as its last batch's base offset + 1
+/// (shared/infra/README.md), which is the true end only when every batch holds one record.
+pub async fn lag_before_and_after_commit(topics: Arc<dyn Topics>) {
+    let topic = unique("t-lag");
+    topics.create_topic(&topic, 2).await.expect("create topic");
+    let group = unique("g");
+    for i in 0..6 {
+        let record = OutRecord::new(&topic, format!("l{i}")).with_key(format!("key-{i}"));
+        topics.publish(&[record]).await.expect("publish");
+    }
+    let mut member = consumer(&topics, &group, &topic, StartFrom::Earliest).await;
+    let records = poll_until(member.as_mut(), 6).await;
+    assert_eq!(records.len(), 6, "every record arrives: {:?}", values(&records));
+    // The end of each partition, from what was read.
+    let mut ends: BTreeMap<i32, i64> = BTreeMap::from([(0, 0), (1, 0)]);
+    for r in &records {
+        let end = ends.entry(r.partition).or_default();
+        *end = (*end).max(r.offset + 1);
+    }
+    let expect = |committed: &BTreeMap<i32, i64>| -> Vec<PartitionLag> {
+        ends.iter()
+            .map(|(partition, end)| {
+                let done = committed.get(partition).copied();
+                PartitionLag { partition: *partition, committed: done, end: *end, lag: end - done.unwrap_or(0) }
+            })
+            .collect()
+    };
+    assert_eq!(topics.lag(&group, &topic).await.expect("lag"), expect(&BTreeMap::new()), "before any commit");
+
+    // Commit all of one partition and nothing of the other.
+    let busiest = *ends.iter().max_by_key(|(_, end)| **end).expect("two partitions").0;
+    let done: Vec<Position> = next_positions(&records).into_iter().filter(|p| p.partition == busiest).collect();
+    member.commit(&done).await.expect("commit one partition");
+    let committed = BTreeMap::from([(busiest, ends[&busiest])]);
+    assert_eq!(topics.lag(&group, &topic).await.expect("lag"), expect(&committed), "after committing one partition");
+
+    member.commit(&next_positions(&records)).await.expect("commit everything");
+    let lags = topics.lag(&group, &topic).await.expect("lag");
+    assert_eq!(lags.len(), 2);
+    assert!(lags.iter().all(|l| l.lag == 0), "nothing left after committing everything: {lags:?}");
+    assert!(topics.lag(&group, &unique("t-none")).await.expect("lag of a missing topic").is_empty());
+}
+
+/// While one partition is paused, records of the other keep arriving and none of the paused one does; after
+/// `resume` the paused partition continues right after the last record read from it, in order, with nothing lost.
+pub async fn paused_partition_while_another_flows(topics: Arc<dyn Topics>) {
+    let topic = unique("t-pause");
+    topics.create_topic(&topic, 2).await.expect("create topic");
+    let mut member = consumer(&topics, &unique("g"), &topic, StartFrom::Earliest).await;
+    // Learn one key per partition (the backend's partitioner decides), reading as we go.
+    let mut key_of: BTreeMap<i32, Vec<u8>> = BTreeMap::new();
+    let mut read: Vec<Record> = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    let mut i = 0;
+    while key_of.len() < 2 {
+        assert!(Instant::now() < deadline, "records did not reach both partitions: {:?}", values(&read));
+        let record = OutRecord::new(&topic, format!("warm-{i}")).with_key(format!("key-{i}"));
+        topics.publish(&[record]).await.expect("publish");
+        i += 1;
+        let batch = poll_until(member.as_mut(), 1).await;
+        for r in &batch {
+            key_of.entry(r.partition).or_insert_with(|| r.key.clone().expect("keyed"));
+        }
+        read.extend(batch);
+    }
+    let before = read.iter().filter(|r| r.partition == 0).map(|r| r.offset).max().expect("partition 0 was read");
+
+    member.pause(&topic, 0).await.expect("pause partition 0");
+    let (mut held, mut flowing) = (Vec::new(), Vec::new());
+    for n in 0..3 {
+        let (h, f) = (format!("held-{n}"), format!("flow-{n}"));
+        topics.publish(&[OutRecord::new(&topic, h.clone()).with_key(key_of[&0].clone())]).await.expect("publish");
+        topics.publish(&[OutRecord::new(&topic, f.clone()).with_key(key_of[&1].clone())]).await.expect("publish");
+        held.push(h);
+        flowing.push(f);
+    }
+    let mut during = poll_until(member.as_mut(), 3).await;
+    during.extend(poll_quiet(member.as_mut()).await);
+    assert_eq!(values(&during), flowing, "only the flowing partition's records arrive while the other is paused");
+
+    member.resume(&topic, 0).await.expect("resume partition 0");
+    let mut after = poll_until(member.as_mut(), 3).await;
+    after.extend(poll_quiet(member.as_mut()).await);
+    assert_eq!(values(&after), held, "the paused partition continues with what it held, in order");
+    assert!(after.iter().all(|r| r.partition == 0));
+    assert_eq!(after[0].offset, before + 1, "resumes right after the last record read before the pause");
+}
+
+/// Positions marked done are committed by `close` (the furthest mark per partition): the group's next member
+/// resumes right after them. Marking alone commits nothing, and a closed member cannot be used again.
+pub async fn marked_positions_committed_on_close(topics: Arc<dyn Topics>) {
+    let topic = unique("t-mark");
+    topics.create_topic(&topic, 1).await.expect("create topic");
+    let group = unique("g");
+    let published = publish_each(&topics, &topic, "m", 5).await;
+
+    let mut first = consumer(&topics, &group, &topic, StartFrom::Earliest).await;
+    let records = poll_until(first.as_mut(), 5).await;
+    assert_eq!(values(&records), published);
+    first.mark(&next_positions(&records[..1]));
+    first.mark(&next_positions(&records[..3]));
+    first.mark(&next_positions(&records[..2]));
+    let lags = topics.lag(&group, &topic).await.expect("lag");
+    assert!(lags.iter().all(|l| l.committed.is_none()), "marking alone commits nothing: {lags:?}");
+    first.close().await.expect("close commits the marks");
+    assert!(first.poll(10, Duration::from_millis(10)).await.is_err(), "a closed member cannot poll");
+
+    let lags = topics.lag(&group, &topic).await.expect("lag");
+    assert_eq!(lags[0].committed, Some(records[2].offset + 1), "the furthest mark is committed");
+    let mut second = consumer(&topics, &group, &topic, StartFrom::Earliest).await;
+    let mut resumed = poll_until(second.as_mut(), 2).await;
+    resumed.extend(poll_quiet(second.as_mut()).await);
+    assert_eq!(values(&resumed), published[3..], "the next member resumes after the marked positions");
+    second.close().await.expect("close without marks");
 }

@@ -17,13 +17,14 @@ pub use queue::{check_queue_name, QueueMessage, QueueStats, WorkQueue};
 pub use secrets::{SecretError, SecretStore};
 pub use subjects::{subject_matches, SubjectMessage, SubjectStream, Subjects, Wakeups};
 pub use topics::{
-    check_topic_name, next_positions, partition_for_key, ConsumerConfig, Header, OutRecord, Position, Record,
-    StartFrom, TopicConsumer, Topics,
+    check_topic_name, merge_marks, next_positions, partition_for_key, ConsumerConfig, Header, OutRecord, PartitionLag,
+    Position, Record, StartFrom, TopicConsumer, Topics,
 };
 
 use crate::clock::Clock;
 
-/// How a port call failed. `Unavailable` is transient (retry with backoff); the others are not.
+/// How a port call failed. `Unavailable`, `Timeout` and `NoResponders` are transient (retry with backoff); the
+/// others are not.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PortError {
     /// A document or resource with this identity already exists.
@@ -38,11 +39,17 @@ pub enum PortError {
     /// Anything else the backend reported.
     #[error("backend error: {0}")]
     Backend(String),
+    /// A request (subjects `request`) got no reply within its timeout; a responder may still answer later.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// A request (subjects `request`) found no subscriber to answer it.
+    #[error("no responders: {0}")]
+    NoResponders(String),
 }
 
 impl PortError {
     pub fn is_transient(&self) -> bool {
-        matches!(self, PortError::Unavailable(_))
+        matches!(self, PortError::Unavailable(_) | PortError::Timeout(_) | PortError::NoResponders(_))
     }
 }
 

@@ -1,4 +1,7 @@
-//! The subjects port: fire-and-forget messages on NATS-style subjects (`a.b.c`, wildcards `*` and `>`).
+//! The subjects port: fire-and-forget messages on NATS-style subjects (`a.b.c`, wildcards `*` and `>`), queue
+//! groups (one member of a group gets each message) and request/reply with a timeout.
+
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -10,6 +13,14 @@ use super::PortError;
 pub struct SubjectMessage {
     pub subject: String,
     pub payload: Vec<u8>,
+    /// Where the sender of a `request` waits for the answer: respond with `publish(reply, ...)`.
+    pub reply: Option<String>,
+}
+
+impl SubjectMessage {
+    pub fn new(subject: impl Into<String>, payload: impl Into<Vec<u8>>) -> Self {
+        Self { subject: subject.into(), payload: payload.into(), reply: None }
+    }
 }
 
 /// A live subscription; dropping it unsubscribes.
@@ -25,6 +36,15 @@ pub trait Subjects: Send + Sync + 'static {
     /// Subscribes to a subject or a pattern with `*` (one token) and `>` (one or more trailing tokens).
     /// Messages published after this returns are delivered.
     async fn subscribe(&self, pattern: &str) -> Result<SubjectStream, PortError>;
+
+    /// Subscribes as a member of queue group `group`: each matching message goes to one member of the group
+    /// (plain subscribers still get their copy). Members of one group should use the same pattern.
+    async fn queue_subscribe(&self, pattern: &str, group: &str) -> Result<SubjectStream, PortError>;
+
+    /// Publishes `payload` with a fresh reply subject and waits for the first answer. Fails with
+    /// `PortError::NoResponders` when no subscription matches `subject`, and `PortError::Timeout` when none
+    /// answers within `timeout`.
+    async fn request(&self, subject: &str, payload: Vec<u8>, timeout: Duration) -> Result<SubjectMessage, PortError>;
 }
 
 /// Wake-ups of a reconcile loop: every `interval`, and at once whenever a message arrives on a subject (a change

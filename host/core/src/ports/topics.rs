@@ -79,17 +79,47 @@ pub struct ConsumerConfig {
     pub start: StartFrom,
 }
 
+/// The consumer lag of one partition for one group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionLag {
+    pub partition: i32,
+    /// The group's committed next offset; `None` when the group never committed in this partition.
+    pub committed: Option<i64>,
+    /// The end of the log: the offset the next published record gets.
+    pub end: i64,
+    /// Records between the committed offset (or the start of the log) and the end.
+    pub lag: i64,
+}
+
 /// A durable log.
 #[async_trait]
 pub trait Topics: Send + Sync + 'static {
     fn backend(&self) -> &'static str;
 
     /// Appends the records and returns once every one is acknowledged (durable); on error, any subset may
-    /// have been written, so callers retry the whole batch (at-least-once).
-    async fn publish(&self, records: Vec<OutRecord>) -> Result<(), PortError>;
+    /// have been written, so callers retry the whole batch (at-least-once). The records are borrowed, so a
+    /// retry hands the same batch again without copying it.
+    async fn publish(&self, records: &[OutRecord]) -> Result<(), PortError>;
 
-    /// Creates a topic if it does not exist (idempotent).
-    async fn create_topic(&self, topic: &str, partitions: i32) -> Result<(), PortError>;
+    /// Creates a topic with `partitions` if it does not exist (idempotent). `replication_factor` is the number of
+    /// copies the cluster keeps (`None`: the broker's default); the embedded log keeps one copy and ignores it.
+    async fn create_topic_replicated(
+        &self,
+        topic: &str,
+        partitions: i32,
+        replication_factor: Option<i16>,
+    ) -> Result<(), PortError>;
+
+    /// Creates a topic with the backend's default replication (idempotent).
+    async fn create_topic(&self, topic: &str, partitions: i32) -> Result<(), PortError> {
+        self.create_topic_replicated(topic, partitions, None).await
+    }
+
+    /// Whether `topic` exists. Never creates it.
+    async fn exists(&self, topic: &str) -> Result<bool, PortError>;
+
+    /// Per partition of `topic`, how far `group` is behind the end of the log, by partition number.
+    async fn lag(&self, group: &str, topic: &str) -> Result<Vec<PartitionLag>, PortError>;
 
     /// Joins `config.group` on `config.topics`; reading resumes after the group's committed offsets.
     async fn consumer(&self, config: ConsumerConfig) -> Result<Box<dyn TopicConsumer>, PortError>;
@@ -97,13 +127,40 @@ pub trait Topics: Send + Sync + 'static {
 
 /// One member of a consumer group. Polling advances an in-memory position; only `commit` makes progress
 /// durable, so a consumer that stops before committing sees the same records again on its next start.
+///
+/// `mark` is the lazy alternative to `commit`: it remembers positions that are done, and the member commits them
+/// itself when it loses those partitions (a rebalance) and on `close`, so the next owner resumes after them.
 #[async_trait]
 pub trait TopicConsumer: Send {
-    /// Up to `max` records, waiting at most `timeout` for the first one; an empty batch on timeout.
+    /// Up to `max` records, waiting at most `timeout` for the first one; an empty batch on timeout. Records of
+    /// paused partitions are not returned.
     async fn poll(&mut self, max: usize, timeout: Duration) -> Result<Vec<Record>, PortError>;
 
     /// Stores the group's next offsets for the given partitions.
     async fn commit(&mut self, positions: &[Position]) -> Result<(), PortError>;
+
+    /// Stops returning records of one assigned partition while the others keep flowing (e.g. its downstream
+    /// store is failing). A pause lasts until `resume` or until the partition is revoked.
+    async fn pause(&mut self, topic: &str, partition: i32) -> Result<(), PortError>;
+
+    /// Returns records of a paused partition again, from right after the last one `poll` returned.
+    async fn resume(&mut self, topic: &str, partition: i32) -> Result<(), PortError>;
+
+    /// Remembers positions as done (per partition the furthest wins) without committing them now; they are
+    /// committed when their partition is revoked and on `close`.
+    fn mark(&mut self, positions: &[Position]);
+
+    /// Commits what was marked and leaves the group. Later calls fail. Dropping without `close` leaves the
+    /// group too, but commits nothing (a drop cannot wait for the broker).
+    async fn close(&mut self) -> Result<(), PortError>;
+}
+
+/// Merges `positions` into `marks`, keeping the furthest next offset per partition: what `mark` stores.
+pub fn merge_marks(marks: &mut BTreeMap<(String, i32), i64>, positions: &[Position]) {
+    for p in positions {
+        let entry = marks.entry((p.topic.clone(), p.partition)).or_insert(p.next_offset);
+        *entry = (*entry).max(p.next_offset);
+    }
 }
 
 /// The positions to commit after processing `records`: per partition, the highest offset plus one.
