@@ -1,5 +1,5 @@
 //! The embedded defaults of every port, so `flowhost serve` needs no server: documents and topics in one
-//! SQLite file under the data directory (durable across restarts, shared safely with the `flowhost events`
+//! SQLite file under the data directory (other logical document databases in `documents-<name>.db` beside it) (durable across restarts, shared safely with the `flowhost events`
 //! commands of another process), subjects and cache in process memory.
 
 mod cache;
@@ -17,7 +17,7 @@ use flowhost_core::Clock;
 pub use cache::LocalCache;
 pub use subjects::LocalSubjects;
 
-use documents::SqliteDocuments;
+use documents::{Databases, SqliteDocuments};
 use sqlite::Db;
 use topics::SqliteTopics;
 
@@ -42,7 +42,7 @@ impl EmbeddedStore {
             .map_err(|e| PortError::Invalid(format!("cannot create data directory {}: {e}", dir.display())))?;
         let db = Db::open(&dir.join("flowhost.db"))?;
         Ok(EmbeddedStore {
-            documents: Arc::new(SqliteDocuments::new(db.clone())),
+            documents: Arc::new(SqliteDocuments::new(db.clone(), Databases::new(dir.to_path_buf()))),
             topics: Arc::new(SqliteTopics::new(db, partitions, clock)),
         })
     }

@@ -10,7 +10,7 @@ mod topics;
 use std::sync::Arc;
 
 pub use cache::Cache;
-pub use documents::DocumentStore;
+pub use documents::{check_path, Direction, DocumentStore, Filter, IndexSpec, Page, Query, Versioned};
 pub use subjects::{subject_matches, SubjectMessage, SubjectStream, Subjects, Wakeups};
 pub use topics::{
     check_topic_name, next_positions, partition_for_key, ConsumerConfig, Header, OutRecord, Position, Record,
