@@ -16,6 +16,7 @@ use flowhost_core::Clock;
 
 pub use cache::LocalCache;
 pub use subjects::LocalSubjects;
+pub use topics::Retention;
 
 use documents::{Databases, SqliteDocuments};
 use sqlite::Db;
@@ -49,6 +50,12 @@ impl EmbeddedStore {
 
     pub fn documents(&self) -> Arc<dyn DocumentStore> {
         self.documents.clone()
+    }
+
+    /// Deletes the log records `retention` no longer keeps (see [`Retention`]); returns how many. The caller
+    /// runs it periodically.
+    pub async fn apply_topic_retention(&self, retention: Retention) -> Result<u64, PortError> {
+        self.topics.apply_retention(retention).await
     }
 
     pub fn topics(&self) -> Arc<dyn Topics> {
