@@ -32,6 +32,9 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
     } else {
         None
     };
+    if let (None, Some(store)) = (&config.kafka.brokers, &embedded) {
+        spawn_topic_retention(store.clone(), &config.topics);
+    }
     let documents: Arc<dyn DocumentStore> = match (&config.mongodb.uri, &embedded) {
         (Some(uri), _) => Arc::new(
             flowhost_mongo::MongoDocuments::connect(uri, &config.mongodb.database)
@@ -60,6 +63,32 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
         None => Arc::new(LocalCache::new(clock.clone())),
     };
     Ok(Ports { documents, topics, subjects, cache, clock })
+}
+
+/// How often the embedded log applies its retention.
+const RETENTION_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Applies the embedded log's retention (`[topics] retention_ms`/`retention_bytes`, 0 = no limit) every
+/// minute for as long as the runtime lives; a failure is logged and retried on the next tick.
+fn spawn_topic_retention(store: EmbeddedStore, topics: &flowhost_core::config::TopicsConfig) {
+    let retention = flowhost_embedded::Retention {
+        max_age_ms: (topics.retention_ms > 0).then_some(topics.retention_ms),
+        max_bytes: (topics.retention_bytes > 0).then_some(topics.retention_bytes),
+    };
+    if retention.max_age_ms.is_none() && retention.max_bytes.is_none() {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(RETENTION_INTERVAL);
+        loop {
+            ticks.tick().await;
+            match store.apply_topic_retention(retention).await {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(deleted, "embedded log retention deleted records"),
+                Err(error) => tracing::warn!(%error, "embedded log retention failed; retrying next minute"),
+            }
+        }
+    });
 }
 
 /// The plugin runtime's settings from the `[plugins]` configuration.

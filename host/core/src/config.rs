@@ -131,11 +131,17 @@ pub struct TopicsConfig {
     /// Partitions of the topics Flowhost creates when they are missing, on either backend: the embedded log's
     /// topics and the engine's source and output topics (`FLOWHOST_TOPIC_PARTITIONS`; default 4).
     pub partitions: i32,
+    /// Embedded log only: records older than this many milliseconds are deleted by the periodic retention pass
+    /// (`FLOWHOST_TOPICS_RETENTION_MS`; default 7 days; 0 keeps records regardless of age).
+    pub retention_ms: i64,
+    /// Embedded log only: the oldest records beyond this many bytes per partition are deleted
+    /// (`FLOWHOST_TOPICS_RETENTION_BYTES`; default 1 GiB; 0 keeps records regardless of size).
+    pub retention_bytes: i64,
 }
 
 impl Default for TopicsConfig {
     fn default() -> Self {
-        Self { partitions: 4 }
+        Self { partitions: 4, retention_ms: 7 * 24 * 60 * 60 * 1000, retention_bytes: 1 << 30 }
     }
 }
 
@@ -510,6 +516,12 @@ impl Config {
         if let Some(v) = get("FLOWHOST_TOPIC_PARTITIONS") {
             self.topics.partitions = parse("FLOWHOST_TOPIC_PARTITIONS", v)?;
         }
+        if let Some(v) = get("FLOWHOST_TOPICS_RETENTION_MS") {
+            self.topics.retention_ms = parse("FLOWHOST_TOPICS_RETENTION_MS", v)?;
+        }
+        if let Some(v) = get("FLOWHOST_TOPICS_RETENTION_BYTES") {
+            self.topics.retention_bytes = parse("FLOWHOST_TOPICS_RETENTION_BYTES", v)?;
+        }
         if let Some(v) = get("FLOWHOST_MONGODB_URI") {
             self.mongodb.uri = Some(v);
         }
@@ -676,6 +688,9 @@ impl Config {
         }
         if self.api.max_body_bytes == 0 {
             return Err(ConfigError::new("api.max_body_bytes", "must be positive"));
+        }
+        if self.topics.retention_ms < 0 || self.topics.retention_bytes < 0 {
+            return Err(ConfigError::new("topics.retention_ms", "retention settings must not be negative"));
         }
         if !(1..=1024).contains(&self.topics.partitions) {
             return Err(ConfigError::new("topics.partitions", "must be between 1 and 1024"));
