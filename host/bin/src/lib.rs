@@ -60,7 +60,7 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
     };
     let cache: Arc<dyn Cache> = match config.redis_url()? {
         Some(url) => Arc::new(flowhost_redis::RedisCache::connect(&url).await.context("connecting to Redis")?),
-        None => Arc::new(LocalCache::new(clock.clone())),
+        None => Arc::new(LocalCache::with_max_entries(clock.clone(), config.cache.max_entries)),
     };
     Ok(Ports { documents, topics, subjects, cache, clock })
 }

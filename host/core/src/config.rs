@@ -80,6 +80,7 @@ pub struct Config {
     pub kafka: KafkaConfig,
     pub nats: NatsConfig,
     pub redis: RedisConfig,
+    pub cache: CacheConfig,
     pub engine: EngineConfig,
     pub log: LogConfig,
     pub push: PushConfig,
@@ -98,6 +99,7 @@ impl Default for Config {
             mongodb: MongoConfig::default(),
             kafka: KafkaConfig::default(),
             nats: NatsConfig::default(),
+            cache: CacheConfig::default(),
             redis: RedisConfig::default(),
             engine: EngineConfig::default(),
             log: LogConfig::default(),
@@ -189,6 +191,21 @@ pub struct RedisConfig {
     pub password: Option<String>,
     pub password_secret_name: Option<String>,
     pub db: Option<u32>,
+}
+
+/// The embedded (in-process) cache, used when no Redis is configured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Most entries the embedded cache holds; a full cache evicts expired entries first, then the least
+    /// recently used (`FLOWHOST_CACHE_MAX_ENTRIES`; default 100000).
+    pub max_entries: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self { max_entries: 100_000 }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -516,6 +533,9 @@ impl Config {
         if let Some(v) = get("FLOWHOST_TOPIC_PARTITIONS") {
             self.topics.partitions = parse("FLOWHOST_TOPIC_PARTITIONS", v)?;
         }
+        if let Some(v) = get("FLOWHOST_CACHE_MAX_ENTRIES") {
+            self.cache.max_entries = parse("FLOWHOST_CACHE_MAX_ENTRIES", v)?;
+        }
         if let Some(v) = get("FLOWHOST_TOPICS_RETENTION_MS") {
             self.topics.retention_ms = parse("FLOWHOST_TOPICS_RETENTION_MS", v)?;
         }
@@ -688,6 +708,9 @@ impl Config {
         }
         if self.api.max_body_bytes == 0 {
             return Err(ConfigError::new("api.max_body_bytes", "must be positive"));
+        }
+        if self.cache.max_entries == 0 {
+            return Err(ConfigError::new("cache.max_entries", "must be at least 1"));
         }
         if self.topics.retention_ms < 0 || self.topics.retention_bytes < 0 {
             return Err(ConfigError::new("topics.retention_ms", "retention settings must not be negative"));
