@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use flowhost_core::ports::{DocumentStore, PortError};
+use flowhost_core::ports::{DocumentStore, IndexSpec, Page, PortError, Query, Versioned};
 use serde_json::Value;
 
 /// Wraps a documents port; [`FaultyDocuments::fail_writes`] makes the next writes to one collection fail with
@@ -55,6 +55,28 @@ impl DocumentStore for FaultyDocuments {
     }
     async fn list(&self, collection: &str) -> Result<Vec<Value>, PortError> {
         self.inner.list(collection).await
+    }
+    async fn query(&self, collection: &str, query: &Query) -> Result<Page, PortError> {
+        self.inner.query(collection, query).await
+    }
+    async fn get_versioned(&self, collection: &str, id: &str) -> Result<Option<Versioned>, PortError> {
+        self.inner.get_versioned(collection, id).await
+    }
+    async fn replace_if_version(
+        &self,
+        collection: &str,
+        id: &str,
+        expected: u64,
+        doc: Value,
+    ) -> Result<Option<u64>, PortError> {
+        self.fault(collection)?;
+        self.inner.replace_if_version(collection, id, expected, doc).await
+    }
+    async fn ensure_index(&self, collection: &str, index: &IndexSpec) -> Result<(), PortError> {
+        self.inner.ensure_index(collection, index).await
+    }
+    async fn database(&self, name: &str) -> Result<Arc<dyn DocumentStore>, PortError> {
+        self.inner.database(name).await
     }
     async fn find(&self, collection: &str, field: &str, value: &Value) -> Result<Vec<Value>, PortError> {
         self.inner.find(collection, field, value).await

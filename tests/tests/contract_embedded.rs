@@ -95,6 +95,36 @@ async fn documents_numbers_round_trip() {
 }
 
 #[tokio::test]
+async fn documents_query_filters() {
+    let embedded = Embedded::open();
+    documents::query_filters(embedded.documents()).await;
+}
+
+#[tokio::test]
+async fn documents_query_sort_and_page() {
+    let embedded = Embedded::open();
+    documents::query_sort_and_page(embedded.documents()).await;
+}
+
+#[tokio::test]
+async fn documents_versioned_replace() {
+    let embedded = Embedded::open();
+    documents::versioned_replace(embedded.documents()).await;
+}
+
+#[tokio::test]
+async fn documents_unique_and_compound_indexes() {
+    let embedded = Embedded::open();
+    documents::unique_and_compound_indexes(embedded.documents()).await;
+}
+
+#[tokio::test]
+async fn documents_databases_are_separate() {
+    let embedded = Embedded::open();
+    documents::databases_are_separate(embedded.documents()).await;
+}
+
+#[tokio::test]
 async fn documents_expiring_documents() {
     let embedded = Embedded::open();
     documents::expiring_documents(embedded.documents()).await;

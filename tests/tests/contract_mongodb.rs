@@ -47,6 +47,31 @@ async fn numbers_round_trip() {
 }
 
 #[tokio::test]
+async fn query_filters() {
+    documents::query_filters(store().await).await;
+}
+
+#[tokio::test]
+async fn query_sort_and_page() {
+    documents::query_sort_and_page(store().await).await;
+}
+
+#[tokio::test]
+async fn versioned_replace() {
+    documents::versioned_replace(store().await).await;
+}
+
+#[tokio::test]
+async fn unique_and_compound_indexes() {
+    documents::unique_and_compound_indexes(store().await).await;
+}
+
+#[tokio::test]
+async fn databases_are_separate() {
+    documents::databases_are_separate(store().await).await;
+}
+
+#[tokio::test]
 async fn expiring_documents() {
     documents::expiring_documents(store().await).await;
 }

@@ -52,6 +52,9 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
     } else {
         None
     };
+    if let (None, Some(store)) = (&config.kafka.brokers, &embedded) {
+        spawn_topic_retention(store.clone(), &config.topics);
+    }
     let documents: Arc<dyn DocumentStore> = match (&config.mongodb.uri, &embedded) {
         (Some(uri), _) => Arc::new(
             flowhost_mongo::MongoDocuments::connect(uri, &config.mongodb.database)
@@ -78,7 +81,7 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
     let redis_url = config.redis_url()?;
     let cache: Arc<dyn Cache> = match &redis_url {
         Some(url) => Arc::new(flowhost_redis::RedisCache::connect(url).await.context("connecting to Redis")?),
-        None => Arc::new(LocalCache::new(clock.clone())),
+        None => Arc::new(LocalCache::with_max_entries(clock.clone(), config.cache.max_entries)),
     };
     // The work queue follows Redis (Streams), chosen over JetStream by the figures in README "Durable queue";
     // without Redis it lives in the embedded store, opened here too when documents and topics are remote.
@@ -92,6 +95,32 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
             .queue(),
     };
     Ok(Ports { documents, topics, subjects, cache, queue, clock })
+}
+
+/// How often the embedded log applies its retention.
+const RETENTION_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Applies the embedded log's retention (`[topics] retention_ms`/`retention_bytes`, 0 = no limit) every
+/// minute for as long as the runtime lives; a failure is logged and retried on the next tick.
+fn spawn_topic_retention(store: EmbeddedStore, topics: &flowhost_core::config::TopicsConfig) {
+    let retention = flowhost_embedded::Retention {
+        max_age_ms: (topics.retention_ms > 0).then_some(topics.retention_ms),
+        max_bytes: (topics.retention_bytes > 0).then_some(topics.retention_bytes),
+    };
+    if retention.max_age_ms.is_none() && retention.max_bytes.is_none() {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(RETENTION_INTERVAL);
+        loop {
+            ticks.tick().await;
+            match store.apply_topic_retention(retention).await {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(deleted, "embedded log retention deleted records"),
+                Err(error) => tracing::warn!(%error, "embedded log retention failed; retrying next minute"),
+            }
+        }
+    });
 }
 
 /// The plugin runtime's settings from the `[plugins]` configuration.

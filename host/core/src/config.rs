@@ -86,6 +86,7 @@ pub struct Config {
     pub kafka: KafkaConfig,
     pub nats: NatsConfig,
     pub redis: RedisConfig,
+    pub cache: CacheConfig,
     pub engine: EngineConfig,
     pub log: LogConfig,
     pub push: PushConfig,
@@ -105,6 +106,7 @@ impl Default for Config {
             mongodb: MongoConfig::default(),
             kafka: KafkaConfig::default(),
             nats: NatsConfig::default(),
+            cache: CacheConfig::default(),
             redis: RedisConfig::default(),
             engine: EngineConfig::default(),
             log: LogConfig::default(),
@@ -153,11 +155,17 @@ pub struct TopicsConfig {
     /// Partitions of the topics Flowhost creates when they are missing, on either backend: the embedded log's
     /// topics and the engine's source and output topics (`FLOWHOST_TOPIC_PARTITIONS`; default 4).
     pub partitions: i32,
+    /// Embedded log only: records older than this many milliseconds are deleted by the periodic retention pass
+    /// (`FLOWHOST_TOPICS_RETENTION_MS`; default 7 days; 0 keeps records regardless of age).
+    pub retention_ms: i64,
+    /// Embedded log only: the oldest records beyond this many bytes per partition are deleted
+    /// (`FLOWHOST_TOPICS_RETENTION_BYTES`; default 1 GiB; 0 keeps records regardless of size).
+    pub retention_bytes: i64,
 }
 
 impl Default for TopicsConfig {
     fn default() -> Self {
-        Self { partitions: 4 }
+        Self { partitions: 4, retention_ms: 7 * 24 * 60 * 60 * 1000, retention_bytes: 1 << 30 }
     }
 }
 
@@ -220,6 +228,21 @@ impl std::fmt::Debug for RedisConfig {
             .field("password_secret_name", &self.password_secret_name)
             .field("db", &self.db)
             .finish()
+    }
+}
+
+/// The embedded (in-process) cache, used when no Redis is configured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Most entries the embedded cache holds; a full cache evicts expired entries first, then the least
+    /// recently used (`FLOWHOST_CACHE_MAX_ENTRIES`; default 100000).
+    pub max_entries: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self { max_entries: 100_000 }
     }
 }
 
@@ -600,6 +623,15 @@ impl Config {
         if let Some(v) = get("FLOWHOST_TOPIC_PARTITIONS") {
             self.topics.partitions = parse("FLOWHOST_TOPIC_PARTITIONS", v)?;
         }
+        if let Some(v) = get("FLOWHOST_CACHE_MAX_ENTRIES") {
+            self.cache.max_entries = parse("FLOWHOST_CACHE_MAX_ENTRIES", v)?;
+        }
+        if let Some(v) = get("FLOWHOST_TOPICS_RETENTION_MS") {
+            self.topics.retention_ms = parse("FLOWHOST_TOPICS_RETENTION_MS", v)?;
+        }
+        if let Some(v) = get("FLOWHOST_TOPICS_RETENTION_BYTES") {
+            self.topics.retention_bytes = parse("FLOWHOST_TOPICS_RETENTION_BYTES", v)?;
+        }
         if let Some(v) = get("FLOWHOST_MONGODB_URI") {
             self.mongodb.uri = Some(v);
         }
@@ -791,6 +823,12 @@ impl Config {
         }
         if self.api.max_body_bytes == 0 {
             return Err(ConfigError::new("api.max_body_bytes", "must be positive"));
+        }
+        if self.cache.max_entries == 0 {
+            return Err(ConfigError::new("cache.max_entries", "must be at least 1"));
+        }
+        if self.topics.retention_ms < 0 || self.topics.retention_bytes < 0 {
+            return Err(ConfigError::new("topics.retention_ms", "retention settings must not be negative"));
         }
         if !(1..=1024).contains(&self.topics.partitions) {
             return Err(ConfigError::new("topics.partitions", "must be between 1 and 1024"));

@@ -1,22 +1,65 @@
-//! The documents port on SQLite: one row per document, the body as JSON text, field lookups through
-//! `json_extract`, and an optional expiry instant (`expires_at_ms`, NULL for permanent documents) that
-//! `sweep_expired` deletes by. Reads do not filter on expiry: the store has no clock, the caller's sweep decides.
+//! The documents port on SQLite: one row per document, the body as JSON text, a store-managed `version`
+//! (1 on creation, +1 on every write) and an optional expiry instant (`expires_at_ms`, NULL for permanent
+//! documents) that `sweep_expired` deletes by. Reads do not filter on expiry: the store has no clock, the
+//! caller's sweep decides.
+//!
+//! Queries compile to SQL over `json_extract`. SQLite compares values by storage class (every number sorts
+//! below every text), so each comparison is guarded by `json_type` to keep JSON types apart: `"5"` never
+//! equals or exceeds `5`, and arrays and objects match nothing. Field paths are checked identifiers, so they
+//! (and the collection name, quoted) are written into the SQL as literals: that lets the planner match the
+//! expression indexes `ensure_index` creates, which are partial indexes on one collection
+//! (`WHERE collection = '<name>'`) so a unique index constrains only its own collection.
+//!
+//! Reads go to the reader pool (see `sqlite.rs`) and do not wait for writers; logical databases are separate
+//! SQLite files beside the main one, so their writes do not contend for the same write lock either.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use flowhost_core::model::is_identifier;
-use flowhost_core::ports::{DocumentStore, PortError};
-use rusqlite::{params, types::Value as SqlValue, OptionalExtension};
+use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, Page, PortError, Query, Versioned};
+use rusqlite::{params, params_from_iter, types::Value as SqlValue, OptionalExtension};
 use serde_json::Value;
 
 use crate::sqlite::Db;
 
+/// The logical databases of one data directory, opened once each and shared by every handle.
+pub(crate) struct Databases {
+    dir: PathBuf,
+    opened: Mutex<HashMap<String, Arc<SqliteDocuments>>>,
+}
+
+impl Databases {
+    pub(crate) fn new(dir: PathBuf) -> Arc<Databases> {
+        Arc::new(Databases { dir, opened: Mutex::new(HashMap::new()) })
+    }
+
+    /// The database `name`, in the file `documents-<name>.db` of the data directory.
+    fn open(self: &Arc<Self>, name: &str) -> Result<Arc<SqliteDocuments>, PortError> {
+        if !is_identifier(name) {
+            return Err(PortError::Invalid(format!("database name {name:?} is not an identifier")));
+        }
+        let mut opened = self.opened.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(store) = opened.get(name) {
+            return Ok(store.clone());
+        }
+        let db = Db::open(&self.dir.join(format!("documents-{name}.db")))?;
+        let store = Arc::new(SqliteDocuments::new(db, self.clone()));
+        opened.insert(name.to_owned(), store.clone());
+        Ok(store)
+    }
+}
+
 pub(crate) struct SqliteDocuments {
     db: Db,
+    databases: Arc<Databases>,
 }
 
 impl SqliteDocuments {
-    pub(crate) fn new(db: Db) -> Self {
-        Self { db }
+    pub(crate) fn new(db: Db, databases: Arc<Databases>) -> Self {
+        Self { db, databases }
     }
 }
 
@@ -24,38 +67,138 @@ fn parse(body: String) -> Result<Value, rusqlite::Error> {
     serde_json::from_str(&body).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
 }
 
-/// The JSON path and the SQL value `json_extract` yields for a field equality lookup.
-fn field_filter(field: &str, value: &Value) -> Result<(String, SqlValue), PortError> {
+/// The collection as a quoted SQL literal (for partial-index matching; see the module docs).
+fn collection_literal(collection: &str) -> Result<String, PortError> {
+    if collection.is_empty() || collection.contains('\0') {
+        return Err(PortError::Invalid(format!("invalid collection name {collection:?}")));
+    }
+    Ok(format!("'{}'", collection.replace('\'', "''")))
+}
+
+/// `json_extract(body, '$.a.b')` for a checked path; the exact text the expression indexes use.
+fn extract(path: &str) -> String {
+    format!("json_extract(body, '$.{path}')")
+}
+
+fn number(value: &serde_json::Number) -> SqlValue {
+    match value.as_i64() {
+        Some(i) => SqlValue::Integer(i),
+        None => SqlValue::Real(value.as_f64().unwrap_or(f64::NAN)),
+    }
+}
+
+/// One type-guarded comparison of the field at `path` with a scalar, appending its parameter. The comparison
+/// comes first so the (index-usable) value test filters before the type test runs.
+fn compare(path: &str, operator: &str, value: &Value, parameters: &mut Vec<SqlValue>) -> String {
+    let kind = format!("json_type(body, '$.{path}')");
+    match value {
+        Value::Bool(b) if operator == "=" => format!("{kind} = '{b}'"),
+        Value::String(s) => {
+            parameters.push(SqlValue::Text(s.clone()));
+            format!("({} {operator} ? AND {kind} = 'text')", extract(path))
+        }
+        Value::Number(n) => {
+            parameters.push(number(n));
+            format!("({} {operator} ? AND {kind} IN ('integer', 'real'))", extract(path))
+        }
+        // `Query::validate` refused everything else.
+        _ => "0".to_owned(),
+    }
+}
+
+/// The WHERE clause (without the collection term) and its parameters.
+fn conditions(query: &Query) -> (String, Vec<SqlValue>) {
+    let mut parameters = Vec::new();
+    let mut terms = Vec::new();
+    for (path, filter) in &query.filters {
+        let term = match filter {
+            Filter::Eq(value) => compare(path, "=", value, &mut parameters),
+            Filter::In(values) if values.is_empty() => "0".to_owned(),
+            Filter::In(values) => {
+                let alternatives: Vec<String> =
+                    values.iter().map(|value| compare(path, "=", value, &mut parameters)).collect();
+                format!("({})", alternatives.join(" OR "))
+            }
+            Filter::Gt(value) => compare(path, ">", value, &mut parameters),
+            Filter::Gte(value) => compare(path, ">=", value, &mut parameters),
+            Filter::Lt(value) => compare(path, "<", value, &mut parameters),
+            Filter::Lte(value) => compare(path, "<=", value, &mut parameters),
+        };
+        terms.push(term);
+    }
+    let clause = terms.iter().map(|term| format!(" AND {term}")).collect::<String>();
+    (clause, parameters)
+}
+
+fn order_by(query: &Query) -> String {
+    let mut keys: Vec<String> = query
+        .sort
+        .iter()
+        .map(|(path, direction)| {
+            format!("{} {}", extract(path), if *direction == Direction::Asc { "ASC" } else { "DESC" })
+        })
+        .collect();
+    keys.push("id ASC".to_owned());
+    keys.join(", ")
+}
+
+/// The top-level field equality of `find`/`delete_where` as a query, with their validation.
+fn field_query(field: &str, value: &Value) -> Result<Query, PortError> {
     if !is_identifier(field) {
         return Err(PortError::Invalid(format!("field name {field:?} is not an identifier")));
     }
-    let sql_value = match value {
-        Value::String(s) => SqlValue::Text(s.clone()),
-        Value::Bool(b) => SqlValue::Integer(i64::from(*b)),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => SqlValue::Integer(i),
-            None => SqlValue::Real(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        other => return Err(PortError::Invalid(format!("cannot look documents up by {other}"))),
-    };
-    Ok((format!("$.{field}"), sql_value))
+    let query = Query::new().eq(field, value.clone());
+    query.validate()?;
+    Ok(query)
 }
 
 impl SqliteDocuments {
-    /// Inserts or overwrites a document with the given expiry (`None`: permanent).
+    /// Inserts or overwrites a document with the given expiry (`None`: permanent), counting the version up.
     async fn write(&self, collection: &str, id: &str, doc: Value, expires_at_ms: Option<i64>) -> Result<(), PortError> {
         let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
         self.db
             .call(move |c| {
                 c.execute(
-                    "INSERT INTO documents (collection, id, body, expires_at_ms) VALUES (?1, ?2, ?3, ?4)
+                    "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, ?4, 1)
                      ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body,
-                         expires_at_ms = excluded.expires_at_ms",
+                         expires_at_ms = excluded.expires_at_ms, version = version + 1",
                     params![collection, id, body, expires_at_ms],
                 )
             })
             .await?;
         Ok(())
+    }
+
+    /// Runs the query; `count` says whether to compute the total (`list`/`find` do not need it, and on an
+    /// unindexed filter counting costs a second scan).
+    async fn run_query(&self, collection: &str, query: &Query, count: bool) -> Result<Page, PortError> {
+        query.validate()?;
+        let literal = collection_literal(collection)?;
+        let (clause, parameters) = conditions(query);
+        let count_sql = format!("SELECT COUNT(*) FROM documents WHERE collection = {literal}{clause}");
+        let limit = query.limit.map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
+        let offset = i64::try_from(query.offset).unwrap_or(i64::MAX);
+        let page_sql = format!(
+            "SELECT body FROM documents WHERE collection = {literal}{clause} ORDER BY {} LIMIT {limit} OFFSET {offset}",
+            order_by(query)
+        );
+        self.db
+            .read(move |c| {
+                // One read transaction: the count and the page see the same snapshot.
+                let transaction = c.transaction()?;
+                let total: i64 = transaction
+                    .prepare_cached(&count_sql)?
+                    .query_row(params_from_iter(&parameters), |row| row.get(0))?;
+                let items = {
+                    let mut statement = transaction.prepare_cached(&page_sql)?;
+                    let rows = statement.query_map(params_from_iter(&parameters), |row| row.get::<_, String>(0))?;
+                    rows.map(|body| parse(body?)).collect::<Result<Vec<_>, _>>()?
+                };
+                transaction.finish()?;
+                let total = if count { total as u64 } else { items.len() as u64 };
+                Ok(Page { items, total })
+            })
+            .await
     }
 }
 
@@ -66,61 +209,44 @@ impl DocumentStore for SqliteDocuments {
     }
 
     async fn get(&self, collection: &str, id: &str) -> Result<Option<Value>, PortError> {
+        Ok(self.get_versioned(collection, id).await?.map(|versioned| versioned.body))
+    }
+
+    async fn get_versioned(&self, collection: &str, id: &str) -> Result<Option<Versioned>, PortError> {
         let (collection, id) = (collection.to_owned(), id.to_owned());
         self.db
-            .call(move |c| {
-                let body: Option<String> = c
-                    .query_row(
-                        "SELECT body FROM documents WHERE collection = ?1 AND id = ?2",
-                        params![collection, id],
-                        |row| row.get(0),
-                    )
+            .read(move |c| {
+                let row: Option<(String, i64)> = c
+                    .prepare_cached("SELECT body, version FROM documents WHERE collection = ?1 AND id = ?2")?
+                    .query_row(params![collection, id], |row| Ok((row.get(0)?, row.get(1)?)))
                     .optional()?;
-                body.map(parse).transpose()
+                row.map(|(body, version)| Ok(Versioned { version: version as u64, body: parse(body)? })).transpose()
             })
             .await
     }
 
     async fn list(&self, collection: &str) -> Result<Vec<Value>, PortError> {
-        let collection = collection.to_owned();
-        self.db
-            .call(move |c| {
-                let mut statement = c.prepare_cached("SELECT body FROM documents WHERE collection = ?1 ORDER BY id")?;
-                let rows = statement.query_map(params![collection], |row| row.get::<_, String>(0))?;
-                rows.map(|body| parse(body?)).collect()
-            })
-            .await
+        Ok(self.run_query(collection, &Query::new(), false).await?.items)
+    }
+
+    async fn query(&self, collection: &str, query: &Query) -> Result<Page, PortError> {
+        self.run_query(collection, query, true).await
     }
 
     async fn find(&self, collection: &str, field: &str, value: &Value) -> Result<Vec<Value>, PortError> {
-        let (path, sql_value) = field_filter(field, value)?;
-        let collection = collection.to_owned();
-        self.db
-            .call(move |c| {
-                let mut statement = c.prepare_cached(
-                    "SELECT body FROM documents WHERE collection = ?1 AND json_extract(body, ?2) = ?3 ORDER BY id",
-                )?;
-                let rows = statement.query_map(params![collection, path, sql_value], |row| row.get::<_, String>(0))?;
-                rows.map(|body| parse(body?)).collect()
-            })
-            .await
+        Ok(self.run_query(collection, &field_query(field, value)?, false).await?.items)
     }
 
     async fn insert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError> {
         let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
-        let conflict_id = id.clone();
-        let inserted = self
-            .db
+        self.db
             .call(move |c| {
                 c.execute(
-                    "INSERT INTO documents (collection, id, body) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+                    "INSERT INTO documents (collection, id, body, version) VALUES (?1, ?2, ?3, 1)",
                     params![collection, id, body],
                 )
             })
             .await?;
-        if inserted == 0 {
-            return Err(PortError::Conflict(conflict_id));
-        }
         Ok(())
     }
 
@@ -130,12 +256,62 @@ impl DocumentStore for SqliteDocuments {
             .db
             .call(move |c| {
                 c.execute(
-                    "UPDATE documents SET body = ?3, expires_at_ms = NULL WHERE collection = ?1 AND id = ?2",
+                    "UPDATE documents SET body = ?3, expires_at_ms = NULL, version = version + 1
+                     WHERE collection = ?1 AND id = ?2",
                     params![collection, id, body],
                 )
             })
             .await?;
         Ok(changed > 0)
+    }
+
+    async fn replace_if_version(
+        &self,
+        collection: &str,
+        id: &str,
+        expected: u64,
+        doc: Value,
+    ) -> Result<Option<u64>, PortError> {
+        let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
+        let expected = i64::try_from(expected).unwrap_or(i64::MAX);
+        self.db
+            .call(move |c| {
+                // One statement: the version check and the write cannot be split by another writer.
+                let version: Option<i64> = c
+                    .prepare_cached(
+                        "UPDATE documents SET body = ?3, expires_at_ms = NULL, version = version + 1
+                         WHERE collection = ?1 AND id = ?2 AND version = ?4 RETURNING version",
+                    )?
+                    .query_row(params![collection, id, body, expected], |row| row.get(0))
+                    .optional()?;
+                Ok(version.map(|version| version as u64))
+            })
+            .await
+    }
+
+    async fn ensure_index(&self, collection: &str, index: &IndexSpec) -> Result<(), PortError> {
+        index.validate()?;
+        let literal = collection_literal(collection)?;
+        let hex: String = collection.bytes().map(|b| format!("{b:02x}")).collect();
+        let keys: Vec<String> = index
+            .fields
+            .iter()
+            .map(|(path, direction)| {
+                format!("{}{}", extract(path), if *direction == Direction::Desc { " DESC" } else { "" })
+            })
+            .collect();
+        let sql = format!(
+            "CREATE {}INDEX IF NOT EXISTS \"doc_{hex}_{}\" ON documents ({}) WHERE collection = {literal}",
+            if index.unique { "UNIQUE " } else { "" },
+            index.name(),
+            keys.join(", ")
+        );
+        self.db.call(move |c| c.execute_batch(&sql)).await
+    }
+
+    async fn database(&self, name: &str) -> Result<Arc<dyn DocumentStore>, PortError> {
+        let store: Arc<dyn DocumentStore> = self.databases.open(name)?;
+        Ok(store)
     }
 
     async fn upsert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError> {
@@ -178,17 +354,34 @@ impl DocumentStore for SqliteDocuments {
     }
 
     async fn delete_where(&self, collection: &str, field: &str, value: &Value) -> Result<u64, PortError> {
-        let (path, sql_value) = field_filter(field, value)?;
-        let collection = collection.to_owned();
-        let deleted = self
-            .db
-            .call(move |c| {
-                c.execute(
-                    "DELETE FROM documents WHERE collection = ?1 AND json_extract(body, ?2) = ?3",
-                    params![collection, path, sql_value],
-                )
-            })
-            .await?;
+        let query = field_query(field, value)?;
+        let literal = collection_literal(collection)?;
+        let (clause, parameters) = conditions(&query);
+        let sql = format!("DELETE FROM documents WHERE collection = {literal}{clause}");
+        let deleted = self.db.call(move |c| c.execute(&sql, params_from_iter(&parameters))).await?;
         Ok(deleted as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Comparisons carry a `json_type` guard so numbers and strings never compare with each other.
+    #[test]
+    fn conditions_guard_json_types() {
+        let query = Query::new()
+            .eq("a.b", json!("x"))
+            .filter("n", Filter::Gt(json!(3)))
+            .filter("k", Filter::In(vec![json!(1), json!("1")]))
+            .eq("flag", json!(true));
+        let (clause, parameters) = conditions(&query);
+        assert!(clause.contains("json_extract(body, '$.a.b') = ? AND json_type(body, '$.a.b') = 'text'"));
+        assert!(clause.contains("json_extract(body, '$.n') > ? AND json_type(body, '$.n') IN ('integer', 'real')"));
+        assert!(clause.contains("json_type(body, '$.flag') = 'true'"));
+        assert_eq!(parameters.len(), 4);
+        assert_eq!(collection_literal("it's").unwrap(), "'it''s'");
+        assert!(field_query("a.b", &json!(1)).is_err(), "find keeps comparing top-level fields only");
     }
 }

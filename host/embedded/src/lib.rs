@@ -1,5 +1,6 @@
 //! The embedded defaults of every port, so `flowhost serve` needs no server: documents, topics and the work
-//! queue in one SQLite file under the data directory (durable across restarts, shared safely with the `flowhost events`
+//! queue in one SQLite file under the data directory (other logical document databases in `documents-<name>.db`
+//! beside it) (durable across restarts, shared safely with the `flowhost events`
 //! commands of another process), subjects and cache in process memory.
 
 mod cache;
@@ -17,8 +18,9 @@ use flowhost_core::Clock;
 
 pub use cache::LocalCache;
 pub use subjects::LocalSubjects;
+pub use topics::Retention;
 
-use documents::SqliteDocuments;
+use documents::{Databases, SqliteDocuments};
 use queue::SqliteQueue;
 use sqlite::Db;
 use topics::SqliteTopics;
@@ -45,7 +47,7 @@ impl EmbeddedStore {
             .map_err(|e| PortError::Invalid(format!("cannot create data directory {}: {e}", dir.display())))?;
         let db = Db::open(&dir.join("flowhost.db"))?;
         Ok(EmbeddedStore {
-            documents: Arc::new(SqliteDocuments::new(db.clone())),
+            documents: Arc::new(SqliteDocuments::new(db.clone(), Databases::new(dir.to_path_buf()))),
             queue: Arc::new(SqliteQueue::new(db.clone(), clock.clone())),
             topics: Arc::new(SqliteTopics::new(db, partitions, clock)),
         })
@@ -53,6 +55,12 @@ impl EmbeddedStore {
 
     pub fn documents(&self) -> Arc<dyn DocumentStore> {
         self.documents.clone()
+    }
+
+    /// Deletes the log records `retention` no longer keeps (see [`Retention`]); returns how many. The caller
+    /// runs it periodically.
+    pub async fn apply_topic_retention(&self, retention: Retention) -> Result<u64, PortError> {
+        self.topics.apply_retention(retention).await
     }
 
     pub fn topics(&self) -> Arc<dyn Topics> {

@@ -1,12 +1,20 @@
-//! The shared SQLite connection: WAL mode, a busy timeout so two processes can share the file, and the
-//! schema. Calls run on tokio's blocking pool so async callers never block a runtime thread.
+//! The SQLite file: one writer connection and a pool of read-only reader connections, all in WAL mode with a
+//! busy timeout so two processes can share the file, and the schema. WAL lets readers read the last committed
+//! state while the writer writes, so reads go to the pool and never queue behind a write; writes (and reads that
+//! must see their own uncommitted work) use the writer. Calls run on tokio's blocking pool so async callers
+//! never block a runtime thread.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flowhost_core::ports::PortError;
-use rusqlite::Connection;
+use rusqlite::{Connection, OpenFlags};
+
+/// How many read-only connections serve reads. A few cover the blocking pool's concurrent readers on small
+/// machines; each costs a file handle and a page cache.
+const READERS: usize = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS documents (
@@ -66,14 +74,29 @@ fn migrate(connection: &Connection) -> Result<(), rusqlite::Error> {
             Err(error) => return Err(error),
         }
     }
+    // Store-managed document versions (documents port `replace_if_version`): rows written before count as 1.
+    let has_version: bool =
+        connection.prepare("SELECT 1 FROM pragma_table_info('documents') WHERE name = 'version'")?.exists([])?;
+    if !has_version {
+        match connection.execute_batch("ALTER TABLE documents ADD COLUMN version INTEGER NOT NULL DEFAULT 1") {
+            Ok(()) => {}
+            Err(error) if error.to_string().contains("duplicate column") => {}
+            Err(error) => return Err(error),
+        }
+    }
     connection.execute_batch(
         "CREATE INDEX IF NOT EXISTS documents_expiry ON documents (collection, expires_at_ms)
          WHERE expires_at_ms IS NOT NULL",
     )
 }
 
+/// The writer connection and the reader pool of one file.
 #[derive(Clone)]
-pub(crate) struct Db(Arc<Mutex<Connection>>);
+pub(crate) struct Db {
+    writer: Arc<Mutex<Connection>>,
+    readers: Arc<[Mutex<Connection>]>,
+    next_reader: Arc<AtomicUsize>,
+}
 
 pub(crate) fn backend_error(error: rusqlite::Error) -> PortError {
     match error {
@@ -81,6 +104,13 @@ pub(crate) fn backend_error(error: rusqlite::Error) -> PortError {
             if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) =>
         {
             PortError::Unavailable(format!("embedded store busy: {error}"))
+        }
+        // A unique index (documents port `ensure_index`) refused the write.
+        rusqlite::Error::SqliteFailure(e, _)
+            if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                || e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
+        {
+            PortError::Conflict(format!("a unique index refused the write: {error}"))
         }
         other => PortError::Backend(format!("embedded store: {other}")),
     }
@@ -94,18 +124,57 @@ impl Db {
         connection.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;").map_err(backend_error)?;
         connection.execute_batch(SCHEMA).map_err(backend_error)?;
         migrate(&connection).map_err(backend_error)?;
-        Ok(Db(Arc::new(Mutex::new(connection))))
+        // Readers open after the schema exists; read-only and `query_only` so a bug cannot write through them.
+        let readers = (0..READERS)
+            .map(|_| {
+                let reader = Connection::open_with_flags(
+                    path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+                )
+                .map_err(|e| PortError::Backend(format!("cannot open {} for reading: {e}", path.display())))?;
+                reader.busy_timeout(Duration::from_secs(10)).map_err(backend_error)?;
+                reader.execute_batch("PRAGMA query_only = ON;").map_err(backend_error)?;
+                Ok(Mutex::new(reader))
+            })
+            .collect::<Result<Vec<_>, PortError>>()?;
+        Ok(Db {
+            writer: Arc::new(Mutex::new(connection)),
+            readers: readers.into(),
+            next_reader: Arc::new(AtomicUsize::new(0)),
+        })
     }
 
-    /// Runs `f` with the connection on the blocking pool.
+    /// Runs `f` with the writer connection on the blocking pool.
     pub(crate) async fn call<T, F>(&self, f: F) -> Result<T, PortError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
-        let connection = self.0.clone();
+        let connection = self.writer.clone();
         tokio::task::spawn_blocking(move || {
             let mut guard = connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            f(&mut guard).map_err(backend_error)
+        })
+        .await
+        .map_err(|e| PortError::Backend(format!("embedded store task failed: {e}")))?
+    }
+
+    /// Runs a read on a reader connection: the first idle one, else the next in turn (waiting for it). It sees
+    /// every write committed before it starts, and never waits for the writer.
+    pub(crate) async fn read<T, F>(&self, f: F) -> Result<T, PortError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    {
+        let readers = self.readers.clone();
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        tokio::task::spawn_blocking(move || {
+            let count = readers.len();
+            let idle = (0..count).find_map(|i| readers[(start + i) % count].try_lock().ok());
+            let mut guard = match idle {
+                Some(guard) => guard,
+                None => readers[start % count].lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
+            };
             f(&mut guard).map_err(backend_error)
         })
         .await
@@ -139,7 +208,7 @@ mod tests {
         }
         for _ in 0..2 {
             let db = Db::open(&path).unwrap();
-            let connection = db.0.lock().unwrap();
+            let connection = db.writer.lock().unwrap();
             let (body, expiry): (String, Option<i64>) = connection
                 .query_row("SELECT body, expires_at_ms FROM documents WHERE id = 'r1'", [], |row| {
                     Ok((row.get(0)?, row.get(1)?))

@@ -57,6 +57,85 @@ impl SqliteTopics {
     }
 }
 
+/// How long and how much of each partition the embedded log keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Records older than this (by their timestamp) are deleted; `None` keeps them by age.
+    pub max_age_ms: Option<i64>,
+    /// Oldest records beyond this many bytes (key + value + headers) per partition are deleted.
+    pub max_bytes: Option<i64>,
+}
+
+impl Default for Retention {
+    /// 7 days and 1 GiB per partition.
+    fn default() -> Self {
+        Retention { max_age_ms: Some(7 * 24 * 60 * 60 * 1000), max_bytes: Some(1 << 30) }
+    }
+}
+
+impl SqliteTopics {
+    /// Deletes the records `retention` no longer keeps, measuring age by the injected clock; returns how many.
+    ///
+    /// Offsets are never renumbered, so committed offsets stay valid: a group whose offset fell behind
+    /// retention reads from the oldest kept record (its fetch is `offset >= committed`). The newest record of
+    /// each partition is always kept, because the next offset is derived from it.
+    pub(crate) async fn apply_retention(&self, retention: Retention) -> Result<u64, PortError> {
+        let now = self.inner.clock.now_ms();
+        self.inner
+            .db
+            .call(move |c| {
+                let transaction = c.transaction()?;
+                let partitions: Vec<(String, i32)> = transaction
+                    .prepare("SELECT DISTINCT topic, partition FROM records")?
+                    .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                    .collect::<Result<_, _>>()?;
+                let mut deleted = 0u64;
+                for (topic, partition) in partitions {
+                    let newest: i64 = transaction.query_row(
+                        "SELECT MAX(offset) FROM records WHERE topic = ?1 AND partition = ?2",
+                        params![topic, partition],
+                        |row| row.get(0),
+                    )?;
+                    // The first offset to keep by age, then by size; the later of the two wins.
+                    let mut keep_from = i64::MIN;
+                    if let Some(age) = retention.max_age_ms {
+                        let by_age: Option<i64> = transaction.query_row(
+                            "SELECT MIN(offset) FROM records WHERE topic = ?1 AND partition = ?2 AND timestamp_ms >= ?3",
+                            params![topic, partition, now.saturating_sub(age)],
+                            |row| row.get(0),
+                        )?;
+                        keep_from = keep_from.max(by_age.unwrap_or(newest));
+                    }
+                    if let Some(bytes) = retention.max_bytes {
+                        // The newest offset whose running size (newest first) exceeds the budget is the last one
+                        // to drop.
+                        let over: Option<i64> = transaction
+                            .query_row(
+                                "SELECT offset FROM (SELECT offset, SUM(length(value) + COALESCE(length(key), 0)
+                                     + COALESCE(length(headers), 0)) OVER (ORDER BY offset DESC) AS running
+                                     FROM records WHERE topic = ?1 AND partition = ?2)
+                                 WHERE running > ?3 ORDER BY offset DESC LIMIT 1",
+                                params![topic, partition, bytes],
+                                |row| row.get(0),
+                            )
+                            .optional()?;
+                        if let Some(over) = over {
+                            keep_from = keep_from.max(over + 1);
+                        }
+                    }
+                    let keep_from = keep_from.min(newest);
+                    deleted += transaction.execute(
+                        "DELETE FROM records WHERE topic = ?1 AND partition = ?2 AND offset < ?3",
+                        params![topic, partition, keep_from],
+                    )? as u64;
+                }
+                transaction.commit()?;
+                Ok(deleted)
+            })
+            .await
+    }
+}
+
 /// The partition count of `topic`, creating it with `default` partitions when it does not exist.
 fn ensure_topic(c: &Connection, topic: &str, default: i32) -> Result<i32, rusqlite::Error> {
     if let Some(n) =
@@ -462,6 +541,54 @@ impl TopicConsumer for SqliteConsumer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flowhost_core::ports::{next_positions, ConsumerConfig, OutRecord, StartFrom, Topics};
+    use flowhost_core::ManualClock;
+
+    fn record(topic: &str, value: &[u8]) -> OutRecord {
+        OutRecord { topic: topic.into(), key: None, value: value.to_vec(), headers: vec![] }
+    }
+
+    /// Age and size retention delete the oldest records by the injected clock, keep the newest record, and a
+    /// group whose committed offset fell behind resumes at the oldest kept record with offsets unchanged.
+    #[tokio::test]
+    async fn retention_by_age_and_size_keeps_offsets_valid() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let clock = Arc::new(ManualClock::new(1_000));
+        let db = Db::open(&dir.path().join("t.db")).expect("open");
+        let topics = SqliteTopics::new(db, 1, clock.clone());
+        topics.publish(&[record("t", b"0123456789"), record("t", b"0123456789")]).await.unwrap();
+        let mut group = topics
+            .consumer(ConsumerConfig { group: "g".into(), topics: vec!["t".into()], start: StartFrom::Earliest })
+            .await
+            .unwrap();
+        let first = group.poll(1, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(first[0].offset, 0);
+        group.commit(&next_positions(&first)).await.unwrap();
+        drop(group);
+        clock.advance_ms(10_000);
+        topics.publish(&[record("t", b"0123456789"), record("t", b"0123456789")]).await.unwrap();
+
+        let age = Retention { max_age_ms: Some(5_000), max_bytes: None };
+        assert_eq!(topics.apply_retention(age).await.unwrap(), 2, "the two old records go");
+        let size = Retention { max_age_ms: None, max_bytes: Some(15) };
+        assert_eq!(topics.apply_retention(size).await.unwrap(), 1, "only the newest 10 bytes fit in 15");
+        let everything = Retention { max_age_ms: Some(0), max_bytes: Some(0) };
+        clock.advance_ms(1);
+        assert_eq!(topics.apply_retention(everything).await.unwrap(), 0, "the newest record always stays");
+
+        let mut group = topics
+            .consumer(ConsumerConfig { group: "g".into(), topics: vec!["t".into()], start: StartFrom::Earliest })
+            .await
+            .unwrap();
+        let resumed = group.poll(10, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(resumed.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![3]);
+        topics.publish(&[record("t", b"x")]).await.unwrap();
+        assert_eq!(
+            group.poll(10, Duration::from_secs(5)).await.unwrap()[0].offset,
+            4,
+            "offsets continue after retention"
+        );
+    }
 
     #[test]
     fn headers_round_trip() {

@@ -6,13 +6,23 @@
 //! Expiring documents carry a BSON date in the hidden field `_expires_at`, covered by a TTL index
 //! (`expireAfterSeconds: 0`, created once per collection on first use) so MongoDB removes them on its own, while
 //! `sweep_expired` deletes by the caller's clock so an injected clock works in tests.
+//!
+//! Versions live in the hidden field `_version` (stripped from reads). `replace_if_version` is one `replaceOne`
+//! filtered on `{_id, _version}`, which MongoDB applies atomically to the one document. Plain `replace` and
+//! `upsert` cannot increment inside a replacement, so they read the version and write with that version as the
+//! filter, retrying when another writer moved it (a compare-and-set loop on one document). Documents written
+//! before versions existed have no `_version` and read as version 0.
+//!
+//! Queries become native filters (`$in`, `$gt`...; MongoDB's comparisons are already type-bracketed, so
+//! numbers and strings do not compare with each other), `sort` with `_id` as the tie-breaker, `skip`/`limit`,
+//! and `count_documents` for the total; `ensure_index` is `createIndexes` with a name derived from the spec.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use flowhost_core::ports::{DocumentStore, PortError};
+use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, Page, PortError, Query, Versioned};
 use futures::TryStreamExt;
 use mongodb::bson::{doc, Bson, Document};
 use mongodb::error::{ErrorKind, WriteFailure};
@@ -35,6 +45,10 @@ const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 const EXPIRES_AT: &str = "_expires_at";
 /// Name of the TTL index on [`EXPIRES_AT`].
 const EXPIRY_INDEX: &str = "flowhost_expiry";
+/// The hidden field holding a document's version; stripped from every read.
+const VERSION: &str = "_version";
+/// How often `replace`/`upsert` retry their compare-and-set before reporting the document as too contended.
+const WRITE_ATTEMPTS: usize = 64;
 
 /// JSON documents in the collections of one MongoDB database.
 ///
@@ -43,6 +57,7 @@ const EXPIRY_INDEX: &str = "flowhost_expiry";
 /// back. Lists and queries are sorted by `_id`.
 #[derive(Clone)]
 pub struct MongoDocuments {
+    client: Client,
     database: Database,
     /// Collections whose TTL index this process already ensured.
     expiry_indexed: Arc<Mutex<HashSet<String>>>,
@@ -80,7 +95,7 @@ impl MongoDocuments {
             map_error(error, "pinging MongoDB")
         })?;
         debug!(database = database.name(), "connected to MongoDB");
-        Ok(MongoDocuments { database, expiry_indexed: Arc::default() })
+        Ok(MongoDocuments { client, database, expiry_indexed: Arc::default() })
     }
 
     /// The `expireAfterSeconds` of the collection's TTL index on the expiry field, if there is one (for
@@ -125,6 +140,58 @@ impl MongoDocuments {
         Ok(self.database.collection::<Document>(name))
     }
 
+    /// The stored version of a document (0 for one written before versions existed), or `None` if absent.
+    async fn current_version(&self, collection: &Collection<Document>, id: &str) -> Result<Option<u64>, PortError> {
+        let found = collection
+            .find_one(doc! { "_id": id })
+            .projection(doc! { VERSION: 1 })
+            .await
+            .map_err(|error| map_error(error, "reading a document version"))?;
+        Ok(found.map(|document| version_of(&document)))
+    }
+
+    /// Stores `document` (already in stored form) with the next version, creating it only when `create`.
+    /// Returns whether something was written (false: absent and not `create`).
+    async fn write_next_version(
+        &self,
+        collection: &str,
+        id: &str,
+        mut document: Document,
+        create: bool,
+    ) -> Result<bool, PortError> {
+        let collection = self.collection(collection)?;
+        for _ in 0..WRITE_ATTEMPTS {
+            match self.current_version(&collection, id).await? {
+                None if !create => return Ok(false),
+                None => {
+                    document.insert(VERSION, 1_i64);
+                    match collection.insert_one(document.clone()).await {
+                        Ok(_) => return Ok(true),
+                        // Either another writer created the id (loop: now it is a replacement) or a unique
+                        // index refused the body (the next round finds no document again and says so).
+                        Err(error) if is_duplicate_key(&error) => {
+                            if self.current_version(&collection, id).await?.is_none() {
+                                return Err(unique_conflict(id));
+                            }
+                        }
+                        Err(error) => return Err(map_error(error, "writing a document")),
+                    }
+                }
+                Some(version) => {
+                    document.insert(VERSION, (version + 1) as i64);
+                    let result = collection
+                        .replace_one(version_filter(id, version), document.clone())
+                        .await
+                        .map_err(|error| write_error(error, id, "writing a document"))?;
+                    if result.matched_count > 0 {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        Err(PortError::Unavailable(format!("document {id:?} changed on every one of {WRITE_ATTEMPTS} attempts")))
+    }
+
     async fn find_sorted(&self, collection: &str, filter: Document, context: &str) -> Result<Vec<Value>, PortError> {
         let cursor = self
             .collection(collection)?
@@ -155,6 +222,104 @@ impl DocumentStore for MongoDocuments {
         .await
     }
 
+    async fn get_versioned(&self, collection: &str, id: &str) -> Result<Option<Versioned>, PortError> {
+        bounded("get_versioned", async {
+            let found = self
+                .collection(collection)?
+                .find_one(doc! { "_id": id })
+                .await
+                .map_err(|error| map_error(error, "reading a document"))?;
+            Ok(found.map(|document| Versioned { version: version_of(&document), body: to_json(document) }))
+        })
+        .await
+    }
+
+    async fn replace_if_version(
+        &self,
+        collection: &str,
+        id: &str,
+        expected: u64,
+        doc: Value,
+    ) -> Result<Option<u64>, PortError> {
+        bounded("replace_if_version", async {
+            let mut document = to_stored(id, doc)?;
+            document.insert(VERSION, (expected + 1) as i64);
+            let result = self
+                .collection(collection)?
+                .replace_one(version_filter(id, expected), document)
+                .await
+                .map_err(|error| write_error(error, id, "replacing a document"))?;
+            Ok((result.matched_count > 0).then_some(expected + 1))
+        })
+        .await
+    }
+
+    async fn query(&self, collection: &str, query: &Query) -> Result<Page, PortError> {
+        bounded("query", async {
+            query.validate()?;
+            let filter = query_filter(query)?;
+            let collection = self.collection(collection)?;
+            let total = collection
+                .count_documents(filter.clone())
+                .await
+                .map_err(|error| map_error(error, "counting documents"))?;
+            let mut sort = Document::new();
+            for (path, direction) in &query.sort {
+                sort.insert(path.as_str(), if *direction == Direction::Asc { 1 } else { -1 });
+            }
+            sort.insert("_id", 1);
+            let mut find = collection.find(filter).sort(sort);
+            if query.offset > 0 {
+                find = find.skip(query.offset);
+            }
+            if let Some(limit) = query.limit {
+                if limit == 0 {
+                    return Ok(Page { items: Vec::new(), total });
+                }
+                find = find.limit(i64::try_from(limit).unwrap_or(i64::MAX));
+            }
+            let cursor = find.await.map_err(|error| map_error(error, "querying documents"))?;
+            let documents: Vec<Document> =
+                cursor.try_collect().await.map_err(|error| map_error(error, "querying documents"))?;
+            Ok(Page { items: documents.into_iter().map(to_json).collect(), total })
+        })
+        .await
+    }
+
+    async fn ensure_index(&self, collection: &str, index: &IndexSpec) -> Result<(), PortError> {
+        bounded("ensure_index", async {
+            index.validate()?;
+            let mut keys = Document::new();
+            for (path, direction) in &index.fields {
+                keys.insert(path.as_str(), if *direction == Direction::Asc { 1 } else { -1 });
+            }
+            let model = IndexModel::builder()
+                .keys(keys)
+                .options(IndexOptions::builder().name(index.name()).unique(index.unique).build())
+                .build();
+            match self.collection(collection)?.create_index(model).await {
+                Ok(_) => Ok(()),
+                Err(error) if is_duplicate_key(&error) => Err(PortError::Conflict(format!(
+                    "collection {collection:?} already holds duplicates for the unique index {}",
+                    index.name()
+                ))),
+                Err(error) => Err(map_error(error, "creating an index")),
+            }
+        })
+        .await
+    }
+
+    async fn database(&self, name: &str) -> Result<Arc<dyn DocumentStore>, PortError> {
+        if !flowhost_core::model::is_identifier(name) {
+            return Err(PortError::Invalid(format!("database name {name:?} is not an identifier")));
+        }
+        Ok(Arc::new(MongoDocuments {
+            client: self.client.clone(),
+            database: self.client.database(name),
+            expiry_indexed: Arc::default(),
+        }))
+    }
+
     async fn list(&self, collection: &str) -> Result<Vec<Value>, PortError> {
         bounded("list", async { self.find_sorted(collection, Document::new(), "listing documents").await }).await
     }
@@ -169,11 +334,12 @@ impl DocumentStore for MongoDocuments {
 
     async fn insert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError> {
         bounded("insert", async {
-            let document = to_stored(id, doc)?;
+            let mut document = to_stored(id, doc)?;
+            document.insert(VERSION, 1_i64);
             match self.collection(collection)?.insert_one(document).await {
                 Ok(_) => Ok(()),
                 Err(error) if is_duplicate_key(&error) => {
-                    Err(PortError::Conflict(format!("document {id:?} already exists in {collection:?}")))
+                    Err(PortError::Conflict(format!("document {id:?} or a unique field exists in {collection:?}")))
                 }
                 Err(error) => Err(map_error(error, "inserting a document")),
             }
@@ -182,26 +348,12 @@ impl DocumentStore for MongoDocuments {
     }
 
     async fn replace(&self, collection: &str, id: &str, doc: Value) -> Result<bool, PortError> {
-        bounded("replace", async {
-            let document = to_stored(id, doc)?;
-            let result = self
-                .collection(collection)?
-                .replace_one(doc! { "_id": id }, document)
-                .await
-                .map_err(|error| map_error(error, "replacing a document"))?;
-            Ok(result.matched_count > 0)
-        })
-        .await
+        bounded("replace", async { self.write_next_version(collection, id, to_stored(id, doc)?, false).await }).await
     }
 
     async fn upsert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError> {
         bounded("upsert", async {
-            let document = to_stored(id, doc)?;
-            self.collection(collection)?
-                .replace_one(doc! { "_id": id }, document)
-                .upsert(true)
-                .await
-                .map_err(|error| map_error(error, "upserting a document"))?;
+            self.write_next_version(collection, id, to_stored(id, doc)?, true).await?;
             Ok(())
         })
         .await
@@ -217,13 +369,8 @@ impl DocumentStore for MongoDocuments {
         bounded("upsert_expiring", async {
             let mut document = to_stored(id, doc)?;
             document.insert(EXPIRES_AT, mongodb::bson::DateTime::from_millis(expires_at_ms));
-            let collection = self.collection(collection)?;
-            self.ensure_expiry_index(&collection).await;
-            collection
-                .replace_one(doc! { "_id": id }, document)
-                .upsert(true)
-                .await
-                .map_err(|error| map_error(error, "upserting an expiring document"))?;
+            self.ensure_expiry_index(&self.collection(collection)?).await;
+            self.write_next_version(collection, id, document, true).await?;
             Ok(())
         })
         .await
@@ -291,6 +438,80 @@ fn equality_filter(field: &str, value: &Value) -> Result<Document, PortError> {
     Ok(filter)
 }
 
+/// The filter of a query: one operator document per path (`{ path: value }` for a lone equality, which the
+/// compatible test server handles best), repeated operators on a path in `$and`, and a `$nor` excluding arrays
+/// at every filtered path (a plain condition would also match an array containing the value).
+fn query_filter(query: &Query) -> Result<Document, PortError> {
+    let mut per_path: Vec<(String, Document)> = Vec::new();
+    let mut extra: Vec<Document> = Vec::new();
+    for (path, filter) in &query.filters {
+        let (operator, value) = match filter {
+            Filter::Eq(value) => ("$eq", json_to_bson(value)?),
+            Filter::In(values) => ("$in", Bson::Array(values.iter().map(json_to_bson).collect::<Result<Vec<_>, _>>()?)),
+            Filter::Gt(value) => ("$gt", json_to_bson(value)?),
+            Filter::Gte(value) => ("$gte", json_to_bson(value)?),
+            Filter::Lt(value) => ("$lt", json_to_bson(value)?),
+            Filter::Lte(value) => ("$lte", json_to_bson(value)?),
+        };
+        match per_path.iter_mut().find(|(p, _)| p == path) {
+            Some((_, operators)) if !operators.contains_key(operator) => {
+                operators.insert(operator, value);
+            }
+            Some(_) => extra.push(doc! { path.as_str(): { operator: value } }),
+            None => per_path.push((path.clone(), doc! { operator: value })),
+        }
+    }
+    let mut filter = Document::new();
+    let mut arrays = Vec::new();
+    for (path, operators) in per_path {
+        arrays.push(doc! { path.as_str(): { "$type": "array" } });
+        if operators.len() == 1 && operators.contains_key("$eq") {
+            filter.insert(path, operators.get("$eq").cloned().unwrap_or(Bson::Null));
+        } else {
+            filter.insert(path, operators);
+        }
+    }
+    if !extra.is_empty() {
+        filter.insert("$and", extra);
+    }
+    if !arrays.is_empty() {
+        filter.insert("$nor", arrays);
+    }
+    Ok(filter)
+}
+
+/// Matches the document at exactly `version` (0: a document written before versions existed).
+fn version_filter(id: &str, version: u64) -> Document {
+    if version == 0 {
+        doc! { "_id": id, VERSION: { "$exists": false } }
+    } else {
+        doc! { "_id": id, VERSION: version as i64 }
+    }
+}
+
+fn version_of(document: &Document) -> u64 {
+    match document.get(VERSION) {
+        Some(Bson::Int64(v)) => *v as u64,
+        Some(Bson::Int32(v)) => *v as u64,
+        Some(Bson::Double(v)) => *v as u64,
+        _ => 0,
+    }
+}
+
+fn unique_conflict(id: &str) -> PortError {
+    PortError::Conflict(format!("a unique index refused document {id:?}"))
+}
+
+/// A write's error: a duplicate key (only a secondary unique index can cause one on a replacement) is a
+/// conflict.
+fn write_error(error: mongodb::error::Error, id: &str, context: &str) -> PortError {
+    if is_duplicate_key(&error) {
+        unique_conflict(id)
+    } else {
+        map_error(error, context)
+    }
+}
+
 fn json_to_bson(value: &Value) -> Result<Bson, PortError> {
     mongodb::bson::to_bson(value)
         .map_err(|error| PortError::Invalid(format!("value cannot be stored in MongoDB: {error}")))
@@ -304,6 +525,11 @@ fn to_stored(id: &str, body: Value) -> Result<Document, PortError> {
     if fields.contains_key("_id") {
         return Err(PortError::Invalid(format!(
             "document {id:?} has a top-level `_id` field, which MongoDB reserves for the id"
+        )));
+    }
+    if fields.contains_key(VERSION) {
+        return Err(PortError::Invalid(format!(
+            "document {id:?} has a top-level `{VERSION}` field, which the store reserves for versions"
         )));
     }
     if fields.contains_key(EXPIRES_AT) {
@@ -323,6 +549,7 @@ fn to_stored(id: &str, body: Value) -> Result<Document, PortError> {
 fn to_json(mut document: Document) -> Value {
     document.remove("_id");
     document.remove(EXPIRES_AT);
+    document.remove(VERSION);
     Bson::Document(document).into_relaxed_extjson()
 }
 

@@ -1,10 +1,12 @@
 //! The documents port contract: ids are separate from bodies, `insert` conflicts on an existing id, `replace`
 //! refuses a missing id, lists and finds are sorted by id, `find`/`delete_where` compare one top-level field, and
-//! JSON numbers come back as the kind they went in (integer or float).
+//! JSON numbers come back as the kind they went in (integer or float). Queries filter on nested paths with
+//! type-strict comparisons, sort with the id as tie-breaker and page with a total; versions make exactly one of
+//! two concurrent compare-and-replaces win; unique and compound indexes; logical databases are separate.
 
 use std::sync::Arc;
 
-use flowhost_core::ports::{DocumentStore, PortError};
+use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, PortError, Query};
 use serde_json::{json, Value};
 
 use crate::unique;
@@ -222,4 +224,199 @@ pub async fn expiring_documents(store: Arc<dyn DocumentStore>) {
     assert_eq!(store.get(&other, "soon").await.expect("get"), Some(json!({ "id": "soon", "v": 9 })));
     assert_eq!(store.sweep_expired(&other, t + 5000).await.expect("sweep other"), 1);
     assert_eq!(store.sweep_expired(&fresh_collection(), MUCH_LATER_MS).await.expect("sweep empty"), 0);
+}
+
+fn ids(items: &[Value]) -> Vec<String> {
+    items.iter().map(|item| item["id"].as_str().expect("every test document has an id").to_owned()).collect()
+}
+
+/// Seeds documents for the query checks: nested `player.country`, numbers in `amount`, strings in `game`, and
+/// a document whose `amount` is the string `"50"` (which no numeric comparison may match).
+async fn seed_events(store: &Arc<dyn DocumentStore>, collection: &str) {
+    let rows = [
+        ("e1", "de", 10, "slots"),
+        ("e2", "fr", 50, "poker"),
+        ("e3", "de", 50, "live"),
+        ("e4", "it", 90, "slots"),
+        ("e5", "de", 120, "poker"),
+    ];
+    for (id, country, amount, game) in rows {
+        let body = json!({ "id": id, "player": { "country": country }, "amount": amount, "game": game });
+        store.insert(collection, id, body).await.expect("insert");
+    }
+    store
+        .insert(collection, "e6", json!({ "id": "e6", "player": { "country": "de" }, "amount": "50", "game": "x" }))
+        .await
+        .expect("insert");
+}
+
+/// Equality on a nested path, `in` on strings and numbers, and ranges on numbers and strings, never across JSON
+/// types; several filters combine with AND.
+pub async fn query_filters(store: Arc<dyn DocumentStore>) {
+    let collection = fresh_collection();
+    seed_events(&store, &collection).await;
+    let page = store.query(&collection, &Query::new().eq("player.country", json!("de"))).await.expect("nested eq");
+    assert_eq!(ids(&page.items), ["e1", "e3", "e5", "e6"]);
+    assert_eq!(page.total, 4);
+
+    let numbers = Query::new().eq("amount", json!(50));
+    assert_eq!(ids(&store.query(&collection, &numbers).await.expect("eq").items), ["e2", "e3"], "\"50\" is not 50");
+
+    let within = Query::new().filter("game", Filter::In(vec![json!("poker"), json!("live")]));
+    assert_eq!(ids(&store.query(&collection, &within).await.expect("in").items), ["e2", "e3", "e5"]);
+    let in_numbers = Query::new().filter("amount", Filter::In(vec![json!(10), json!(120), json!(7)]));
+    assert_eq!(ids(&store.query(&collection, &in_numbers).await.expect("in numbers").items), ["e1", "e5"]);
+    let empty_in = Query::new().filter("amount", Filter::In(vec![]));
+    assert_eq!(store.query(&collection, &empty_in).await.expect("empty in").total, 0);
+
+    let range = Query::new().filter("amount", Filter::Gte(json!(50))).filter("amount", Filter::Lt(json!(120)));
+    assert_eq!(ids(&store.query(&collection, &range).await.expect("range").items), ["e2", "e3", "e4"]);
+    let above = Query::new().filter("amount", Filter::Gt(json!(90)));
+    assert_eq!(ids(&store.query(&collection, &above).await.expect("gt").items), ["e5"]);
+    let strings = Query::new().filter("game", Filter::Lte(json!("poker")));
+    assert_eq!(ids(&store.query(&collection, &strings).await.expect("string range").items), ["e2", "e3", "e5"]);
+
+    let both = Query::new().eq("player.country", json!("de")).filter("amount", Filter::Gt(json!(20)));
+    assert_eq!(ids(&store.query(&collection, &both).await.expect("and").items), ["e3", "e5"]);
+
+    let bad = store.query(&collection, &Query::new().eq("a..b", json!(1))).await;
+    assert!(matches!(bad, Err(PortError::Invalid(_))), "a malformed path is invalid, got {bad:?}");
+}
+
+/// Sorting ascending and descending with ties broken by id ascending, then limit/offset with the total of all
+/// matches.
+pub async fn query_sort_and_page(store: Arc<dyn DocumentStore>) {
+    let collection = fresh_collection();
+    seed_events(&store, &collection).await;
+    let numeric = Query::new().filter("amount", Filter::Gte(json!(0)));
+
+    let ascending = numeric.clone().sort("amount", Direction::Asc);
+    assert_eq!(ids(&store.query(&collection, &ascending).await.expect("asc").items), ["e1", "e2", "e3", "e4", "e5"]);
+    let descending = numeric.clone().sort("amount", Direction::Desc);
+    assert_eq!(
+        ids(&store.query(&collection, &descending).await.expect("desc").items),
+        ["e5", "e4", "e2", "e3", "e1"],
+        "ties (e2, e3 at 50) stay in id order when descending"
+    );
+    let two_keys = numeric.clone().sort("player.country", Direction::Desc).sort("amount", Direction::Desc);
+    assert_eq!(
+        ids(&store.query(&collection, &two_keys).await.expect("two keys").items),
+        ["e4", "e2", "e5", "e3", "e1"]
+    );
+
+    let page = store.query(&collection, &ascending.clone().offset(1).limit(2)).await.expect("page");
+    assert_eq!(ids(&page.items), ["e2", "e3"]);
+    assert_eq!(page.total, 5, "total counts every match, not the page");
+    let past_end = store.query(&collection, &ascending.clone().offset(4).limit(10)).await.expect("last page");
+    assert_eq!((ids(&past_end.items), past_end.total), (vec!["e5".to_owned()], 5));
+    let nothing = store.query(&collection, &ascending.offset(9)).await.expect("beyond");
+    assert_eq!((nothing.items.len(), nothing.total), (0, 5));
+
+    let all = store.query(&collection, &Query::new()).await.expect("everything");
+    assert_eq!(
+        (ids(&all.items), all.total),
+        (vec!["e1", "e2", "e3", "e4", "e5", "e6"].into_iter().map(String::from).collect(), 6)
+    );
+}
+
+/// Versions: 1 on insert, +1 on every write; a stale `replace_if_version` stores nothing; two concurrent
+/// replacements of the same version: exactly one wins. The body stays as given.
+pub async fn versioned_replace(store: Arc<dyn DocumentStore>) {
+    let collection = fresh_collection();
+    store.insert(&collection, "p", json!({ "state": "online" })).await.expect("insert");
+    let first = store.get_versioned(&collection, "p").await.expect("get").expect("exists");
+    assert_eq!((first.version, first.body), (1, json!({ "state": "online" })));
+
+    let two = store.replace_if_version(&collection, "p", 1, json!({ "state": "away" })).await.expect("cas");
+    assert_eq!(two, Some(2));
+    let stale = store.replace_if_version(&collection, "p", 1, json!({ "state": "stale" })).await.expect("stale");
+    assert_eq!(stale, None, "a stale version must not write");
+    assert_eq!(store.get(&collection, "p").await.expect("get"), Some(json!({ "state": "away" })));
+
+    store.upsert(&collection, "p", json!({ "state": "busy" })).await.expect("upsert");
+    assert_eq!(store.get_versioned(&collection, "p").await.expect("get").expect("exists").version, 3);
+    assert!(store.replace(&collection, "p", json!({ "state": "idle" })).await.expect("replace"));
+    assert_eq!(store.get_versioned(&collection, "p").await.expect("get").expect("exists").version, 4);
+    store.upsert(&collection, "new", json!({ "state": "x" })).await.expect("upsert new");
+    assert_eq!(store.get_versioned(&collection, "new").await.expect("get").expect("exists").version, 1);
+    let missing = store.replace_if_version(&collection, "absent", 1, json!({})).await.expect("missing");
+    assert_eq!(missing, None);
+    assert_eq!(store.get_versioned(&collection, "absent").await.expect("get"), None);
+
+    for round in 0..5 {
+        let id = format!("race{round}");
+        store.insert(&collection, &id, json!({ "winner": null })).await.expect("insert");
+        let (a, b) = tokio::join!(
+            store.replace_if_version(&collection, &id, 1, json!({ "winner": "a" })),
+            store.replace_if_version(&collection, &id, 1, json!({ "winner": "b" })),
+        );
+        let (a, b) = (a.expect("writer a"), b.expect("writer b"));
+        assert!(a.is_some() != b.is_some(), "exactly one of two concurrent replacements wins: {a:?} {b:?}");
+        let winner = if a.is_some() { "a" } else { "b" };
+        let stored = store.get_versioned(&collection, &id).await.expect("get").expect("exists");
+        assert_eq!((stored.version, stored.body), (2, json!({ "winner": winner })));
+    }
+}
+
+/// A unique index refuses a duplicate on insert, replace and upsert (`Conflict`), ensuring it again is a no-op,
+/// and it constrains only its own collection; a compound unique index refuses only the full combination.
+pub async fn unique_and_compound_indexes(store: Arc<dyn DocumentStore>) {
+    let collection = fresh_collection();
+    let unique = IndexSpec { fields: vec![("email".into(), Direction::Asc)], unique: true };
+    store.ensure_index(&collection, &unique).await.expect("ensure");
+    store.ensure_index(&collection, &unique).await.expect("ensure again is a no-op");
+    store.insert(&collection, "u1", json!({ "email": "a@x" })).await.expect("first");
+    let duplicate = store.insert(&collection, "u2", json!({ "email": "a@x" })).await;
+    assert!(matches!(duplicate, Err(PortError::Conflict(_))), "duplicate insert: {duplicate:?}");
+    assert_eq!(store.get(&collection, "u2").await.expect("get"), None);
+    store.insert(&collection, "u2", json!({ "email": "b@x" })).await.expect("distinct value");
+    let replaced = store.replace(&collection, "u2", json!({ "email": "a@x" })).await;
+    assert!(matches!(replaced, Err(PortError::Conflict(_))), "duplicate replace: {replaced:?}");
+    let upserted = store.upsert(&collection, "u3", json!({ "email": "a@x" })).await;
+    assert!(matches!(upserted, Err(PortError::Conflict(_))), "duplicate upsert: {upserted:?}");
+    assert_eq!(store.get(&collection, "u2").await.expect("get"), Some(json!({ "email": "b@x" })));
+    assert_eq!(store.get(&collection, "u3").await.expect("get"), None);
+
+    let other = fresh_collection();
+    store.insert(&other, "o1", json!({ "email": "a@x" })).await.expect("another collection");
+    store.insert(&other, "o2", json!({ "email": "a@x" })).await.expect("no index there");
+
+    let compound = fresh_collection();
+    let spec = IndexSpec {
+        fields: vec![("flow.id".into(), Direction::Asc), ("version".into(), Direction::Desc)],
+        unique: true,
+    };
+    store.ensure_index(&compound, &spec).await.expect("compound");
+    store.ensure_index(&compound, &spec).await.expect("compound again");
+    store.insert(&compound, "a", json!({ "flow": { "id": "f" }, "version": 1 })).await.expect("a");
+    store.insert(&compound, "b", json!({ "flow": { "id": "f" }, "version": 2 })).await.expect("b");
+    store.insert(&compound, "c", json!({ "flow": { "id": "g" }, "version": 1 })).await.expect("c");
+    let clash = store.insert(&compound, "d", json!({ "flow": { "id": "f" }, "version": 2 })).await;
+    assert!(matches!(clash, Err(PortError::Conflict(_))), "full combination clash: {clash:?}");
+    let plain = IndexSpec { fields: vec![("status".into(), Direction::Asc)], unique: false };
+    store.ensure_index(&compound, &plain).await.expect("non-unique");
+    store.ensure_index(&compound, &plain).await.expect("non-unique again");
+    let page = store
+        .query(&compound, &Query::new().eq("flow.id", json!("f")).sort("version", Direction::Desc))
+        .await
+        .expect("query over the index");
+    assert_eq!(page.items[0]["version"], json!(2));
+    assert_eq!(page.total, 2);
+}
+
+/// The same collection and id in two logical databases are two documents; `database` of the same name twice is
+/// the same data.
+pub async fn databases_are_separate(store: Arc<dyn DocumentStore>) {
+    let collection = fresh_collection();
+    let name = unique("db").replace('-', "_");
+    let presence = store.database(&name).await.expect("database");
+    store.insert(&collection, "x", json!({ "in": "main" })).await.expect("main");
+    presence.insert(&collection, "x", json!({ "in": "other" })).await.expect("other");
+    assert_eq!(store.get(&collection, "x").await.expect("get"), Some(json!({ "in": "main" })));
+    assert_eq!(presence.get(&collection, "x").await.expect("get"), Some(json!({ "in": "other" })));
+    let again = store.database(&name).await.expect("database again");
+    assert_eq!(again.get(&collection, "x").await.expect("get"), Some(json!({ "in": "other" })));
+    assert_eq!(store.list(&collection).await.expect("list").len(), 1);
+    let bad = store.database("no-dashes").await;
+    assert!(matches!(bad, Err(PortError::Invalid(_))), "database names are identifiers: {:?}", bad.err());
 }

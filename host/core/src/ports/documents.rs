@@ -1,12 +1,165 @@
-//! The documents port: JSON documents in named collections, keyed by a string id.
+//! The documents port: JSON documents in named collections, keyed by a string id, with the query value
+//! ([`Query`]: filters on dotted field paths, sort, limit/offset, a total count), store-managed versions for
+//! compare-and-replace, secondary indexes ([`IndexSpec`]) and logical databases.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
 
 use super::PortError;
+use crate::model::is_identifier;
+
+/// Ascending or descending, for a sort key or an index field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Asc,
+    Desc,
+}
+
+/// One comparison on a field. Values are scalars: `Eq` and `In` take strings, numbers and booleans; the
+/// ranges take numbers or strings. Comparisons never cross JSON types: `"5"` neither equals nor exceeds `5`,
+/// and a field holding an array or object matches nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Filter {
+    Eq(Value),
+    /// Equal to any of the values (an empty list matches nothing).
+    In(Vec<Value>),
+    Gt(Value),
+    Gte(Value),
+    Lt(Value),
+    Lte(Value),
+}
+
+/// A query on one collection: every filter must hold (AND); documents are ordered by the sort keys, then by
+/// id ascending as the tie-breaker (no sort keys: by id); `offset` documents are skipped and at most `limit`
+/// returned. Field paths are dot-separated identifiers (`"player.country"`) reaching into nested objects.
+///
+/// Sort keys should name fields holding one JSON type (numbers or strings); a document missing a sort field
+/// sorts first ascending and last descending on both backends.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Query {
+    pub filters: Vec<(String, Filter)>,
+    pub sort: Vec<(String, Direction)>,
+    pub limit: Option<u64>,
+    pub offset: u64,
+}
+
+impl Query {
+    pub fn new() -> Query {
+        Query::default()
+    }
+
+    pub fn filter(mut self, path: &str, filter: Filter) -> Query {
+        self.filters.push((path.to_owned(), filter));
+        self
+    }
+
+    pub fn eq(self, path: &str, value: Value) -> Query {
+        self.filter(path, Filter::Eq(value))
+    }
+
+    pub fn sort(mut self, path: &str, direction: Direction) -> Query {
+        self.sort.push((path.to_owned(), direction));
+        self
+    }
+
+    pub fn limit(mut self, limit: u64) -> Query {
+        self.limit = Some(limit);
+        self
+    }
+
+    pub fn offset(mut self, offset: u64) -> Query {
+        self.offset = offset;
+        self
+    }
+
+    /// Checks every path and value, so both backends refuse the same queries with `PortError::Invalid`.
+    pub fn validate(&self) -> Result<(), PortError> {
+        for (path, filter) in &self.filters {
+            check_path(path)?;
+            match filter {
+                Filter::Eq(value) => check_scalar(value)?,
+                Filter::In(values) => values.iter().try_for_each(check_scalar)?,
+                Filter::Gt(value) | Filter::Gte(value) | Filter::Lt(value) | Filter::Lte(value) => {
+                    if !(value.is_number() || value.is_string()) {
+                        return Err(PortError::Invalid(format!("a range on {path:?} compares a number or string")));
+                    }
+                }
+            }
+        }
+        self.sort.iter().try_for_each(|(path, _)| check_path(path))
+    }
+}
+
+/// A dotted path of identifiers: `status`, `player.country`.
+pub fn check_path(path: &str) -> Result<(), PortError> {
+    if path.split('.').all(is_identifier) {
+        Ok(())
+    } else {
+        Err(PortError::Invalid(format!("field path {path:?} is not dot-separated identifiers")))
+    }
+}
+
+fn check_scalar(value: &Value) -> Result<(), PortError> {
+    match value {
+        Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(()),
+        other => Err(PortError::Invalid(format!("cannot compare documents with {other}"))),
+    }
+}
+
+/// One page of a query: the matching bodies in order, and how many documents matched before limit/offset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    pub items: Vec<Value>,
+    pub total: u64,
+}
+
+/// A document body with its store-managed version (see [`DocumentStore::replace_if_version`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Versioned {
+    pub version: u64,
+    pub body: Value,
+}
+
+/// A secondary index on a collection: the fields (dotted paths) in order, and whether the combination must be
+/// unique. A document missing an indexed field is not constrained by a unique index on the embedded store
+/// (SQLite NULLs are distinct), while MongoDB indexes it as `null` (one such document allowed): give unique
+/// fields to every document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexSpec {
+    pub fields: Vec<(String, Direction)>,
+    pub unique: bool,
+}
+
+impl IndexSpec {
+    pub fn validate(&self) -> Result<(), PortError> {
+        if self.fields.is_empty() {
+            return Err(PortError::Invalid("an index needs at least one field".into()));
+        }
+        self.fields.iter().try_for_each(|(path, _)| check_path(path))
+    }
+
+    /// A stable name derived from the fields and uniqueness, so ensuring the same index twice is a no-op.
+    pub fn name(&self) -> String {
+        let mut name = String::from(if self.unique { "ux" } else { "ix" });
+        for (path, direction) in &self.fields {
+            name.push('_');
+            name.push_str(&path.replace('.', "__"));
+            name.push_str(if *direction == Direction::Asc { "_1" } else { "_d" });
+        }
+        name
+    }
+}
 
 /// A store of JSON documents. Every operation is atomic on one document; there are no multi-document
 /// transactions (real MongoDB refuses them without a replica set). Lists are sorted by id.
+///
+/// **Versions.** The store numbers every document's writes: `insert` (and an `upsert` creating the document)
+/// stores version 1, and every later `replace`, `upsert` or successful `replace_if_version` adds one. The
+/// version lives beside the body, never inside it. [`get_versioned`](DocumentStore::get_versioned) reads body
+/// and version together; [`replace_if_version`](DocumentStore::replace_if_version) writes only while the stored
+/// version is still the expected one, atomically, so of two writers holding the same version exactly one wins.
 ///
 /// The store keeps the document body as given; the id is passed separately and is not injected into the body.
 ///
@@ -25,6 +178,32 @@ pub trait DocumentStore: Send + Sync + 'static {
 
     /// Every document of the collection, sorted by id.
     async fn list(&self, collection: &str) -> Result<Vec<Value>, PortError>;
+
+    /// The documents matching `query`, ordered and paged as it says, with the count of all matches.
+    async fn query(&self, collection: &str, query: &Query) -> Result<Page, PortError>;
+
+    /// The body and its version; `None` when the id does not exist.
+    async fn get_versioned(&self, collection: &str, id: &str) -> Result<Option<Versioned>, PortError>;
+
+    /// Replaces the document only if its stored version is `expected`; returns the new version, or `None` (and
+    /// stores nothing) when the document is missing or another write got there first. A unique-index violation
+    /// is `PortError::Conflict`.
+    async fn replace_if_version(
+        &self,
+        collection: &str,
+        id: &str,
+        expected: u64,
+        doc: Value,
+    ) -> Result<Option<u64>, PortError>;
+
+    /// Creates the index if it does not exist (idempotent). A unique index makes `insert`, `replace` and
+    /// `upsert` of a duplicate combination fail with `PortError::Conflict`; creating it over existing duplicates
+    /// fails the same way.
+    async fn ensure_index(&self, collection: &str, index: &IndexSpec) -> Result<(), PortError>;
+
+    /// The store of another logical database (a name of letters, digits and underscores): its collections are
+    /// separate from this store's, so the same collection and id in two databases are two documents.
+    async fn database(&self, name: &str) -> Result<Arc<dyn DocumentStore>, PortError>;
 
     /// Documents whose top-level `field` equals `value` (a string, number or boolean), sorted by id.
     async fn find(&self, collection: &str, field: &str, value: &Value) -> Result<Vec<Value>, PortError>;
