@@ -123,13 +123,16 @@ pub trait Role: Send + 'static {
     async fn build(context: &RoleContext) -> anyhow::Result<RoleParts>;
 }
 
+/// What building a role returns, boxed so role constructors fit in one table.
+pub type BuildFuture<'a> = Pin<Box<dyn Future<Output = anyhow::Result<RoleParts>> + Send + 'a>>;
+
 /// A role's constructor, as a value: what `serve` keeps in its table of roles.
 #[derive(Clone, Copy)]
 pub struct RoleEntry {
     pub name: &'static str,
     pub config_section: &'static str,
     pub uses_components: bool,
-    pub build: for<'a> fn(&'a RoleContext) -> Pin<Box<dyn Future<Output = anyhow::Result<RoleParts>> + Send + 'a>>,
+    pub build: for<'a> fn(&'a RoleContext) -> BuildFuture<'a>,
 }
 
 impl std::fmt::Debug for RoleEntry {

@@ -149,7 +149,7 @@ async fn a_hung_check_fails_instead_of_hanging() {
     let main = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let main_addr = main.local_addr().unwrap().to_string();
     let mut set = ListenerSet::default();
-    set.add_role(vec![], vec![], vec![Check::new("hung", || std::future::pending())]);
+    set.add_role(vec![], vec![], vec![Check::new("hung", std::future::pending)]);
     let shutdown = CancellationToken::new();
     let (_, tasks) =
         serve_listeners(set, main, &main_addr, prometheus::Registry::new(), shutdown.clone()).await.unwrap();
