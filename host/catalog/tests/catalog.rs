@@ -7,21 +7,13 @@ use std::time::Duration;
 use flowhost_catalog::{subscribe, Catalog, CatalogError, ManifestChanged, ServiceManifest};
 use flowhost_core::ports::Ports;
 use flowhost_core::{Clock, ManualClock};
-use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
+use flowhost_embedded::EmbeddedStore;
 use futures::StreamExt;
 use serde_json::json;
 
 fn ports(dir: &std::path::Path, clock: Arc<ManualClock>) -> Ports {
     let clock: Arc<dyn Clock> = clock;
-    let store = EmbeddedStore::open(dir, 1, clock.clone()).unwrap();
-    Ports {
-        documents: store.documents(),
-        topics: store.topics(),
-        subjects: Arc::new(LocalSubjects::new()),
-        cache: Arc::new(LocalCache::new(clock.clone())),
-        queue: store.queue(),
-        clock,
-    }
+    EmbeddedStore::open(dir, 1, clock.clone()).unwrap().ports(clock)
 }
 
 fn manifest(version: &str, actions: serde_json::Value) -> ServiceManifest {

@@ -13,7 +13,7 @@ mod topics;
 use std::path::Path;
 use std::sync::Arc;
 
-use flowhost_core::ports::{DocumentStore, PortError, Topics, WorkQueue};
+use flowhost_core::ports::{DocumentStore, PortError, Ports, Topics, WorkQueue};
 use flowhost_core::Clock;
 
 pub use cache::LocalCache;
@@ -51,6 +51,20 @@ impl EmbeddedStore {
             queue: Arc::new(SqliteQueue::new(db.clone(), clock.clone())),
             topics: Arc::new(SqliteTopics::new(db, partitions, clock)),
         })
+    }
+
+    /// Every port embedded: this store's documents, log and queue, in-process subjects and a cache timed by
+    /// `clock` (the one the store was opened with). For tests and tools that need a whole `Ports` without a
+    /// server.
+    pub fn ports(&self, clock: Arc<dyn Clock>) -> Ports {
+        Ports {
+            documents: self.documents(),
+            topics: self.topics(),
+            subjects: Arc::new(LocalSubjects::new()),
+            cache: Arc::new(LocalCache::new(clock.clone())),
+            queue: self.queue(),
+            clock,
+        }
     }
 
     pub fn documents(&self) -> Arc<dyn DocumentStore> {

@@ -229,19 +229,11 @@ async fn not_found() -> PushError {
 mod tests {
     use super::*;
     use flowhost_core::ManualClock;
-    use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
+    use flowhost_embedded::EmbeddedStore;
 
     fn ports(dir: &std::path::Path) -> Ports {
         let clock: Arc<dyn flowhost_core::Clock> = Arc::new(ManualClock::new(0));
-        let store = EmbeddedStore::open(dir, 1, clock.clone()).unwrap();
-        Ports {
-            documents: store.documents(),
-            topics: store.topics(),
-            subjects: Arc::new(LocalSubjects::new()),
-            cache: Arc::new(LocalCache::new(clock.clone())),
-            queue: store.queue(),
-            clock,
-        }
+        EmbeddedStore::open(dir, 1, clock.clone()).unwrap().ports(clock)
     }
 
     fn state(edit: impl FnOnce(&mut Config)) -> Result<PushState, ConfigError> {
