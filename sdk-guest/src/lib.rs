@@ -1,11 +1,17 @@
 //! `flowhost-sdk-guest`: write a Flowhost action or node kind in Rust and build it into a WebAssembly component
 //! (`cargo build --release --target wasm32-wasip2`) that the host's plugin runtime loads.
 //!
-//! The SDK hides the raw WIT bindings of `flowhost:plugin@0.1.0` (`wit/flowhost-plugin/`, the `service-plugin`
+//! The SDK hides the raw WIT bindings of `flowhost:plugin@0.2.0` (`wit/flowhost-plugin-0.2.0/`, the `plugin`
 //! world): a plugin declares a [`Manifest`] (actions with their `config_schema`, the node kinds it implements,
-//! its data sources, tighter limits), handles [`Call`]s with typed (serde) input and output, answers data sources
-//! with [`Plugin::data_source`], uses the host capabilities in [`log`], [`clock`] and [`documents`], and reports
-//! failures as an [`Error`] carrying the spec's [`Outcome`] class. One macro, [`export_plugin!`], exports it.
+//! its data sources, tighter limits), handles [`Call`]s with typed (serde) input and output and the
+//! [`Context`] of the invocation, answers data sources with [`Plugin::data_source`], implements node kinds with
+//! [`Plugin::prepare`] (the configuration once, then [`Prepared::evaluate`] for every event of a batch), uses
+//! the host capabilities in [`log`], [`clock`] and [`documents`], and reports failures as an [`Error`] carrying
+//! the spec's [`Outcome`] class. One macro, [`export_plugin!`], exports it.
+//!
+//! Ordinary crates work in a plugin: the host gives guests WASI with clocks, random numbers, and stdout and
+//! stderr into the plugin's log (`println!`, `chrono`, `rand`, `uuid`, the default panic hook); there are no
+//! files, no environment and no network.
 //!
 //! ```ignore
 //! use flowhost_sdk_guest::{export_plugin, Action, Call, Error, Manifest, Output, Plugin};
@@ -42,10 +48,10 @@ use serde::Serialize;
 #[allow(missing_docs)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit/flowhost-plugin",
-        world: "service-plugin",
+        path: "../wit/flowhost-plugin-0.2.0",
+        world: "plugin",
         pub_export_macro: true,
-        export_macro_name: "__export_service_plugin",
+        export_macro_name: "__export_plugin",
         default_bindings_module: "flowhost_sdk_guest::bindings",
     });
 }
@@ -269,17 +275,60 @@ impl Output {
     }
 }
 
-/// One invocation: the action's name and its JSON input.
+/// Who and what an invocation runs for, as the host passes it (WIT `invocation-context`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Context {
+    /// The tenant the event belongs to.
+    pub tenant_id: Option<String>,
+    /// The flow the node belongs to.
+    pub flow_id: Option<String>,
+    /// The flow run this invocation is a step of.
+    pub run_id: Option<String>,
+    /// The node that invokes the plugin.
+    pub node_id: Option<String>,
+    /// The same for every attempt of the same step: do side effects once per key.
+    pub idempotency_key: String,
+    /// 1 for the first attempt, 2 for the first retry, ...
+    pub attempt: u32,
+    /// When the host stops the invocation, in milliseconds since the Unix epoch.
+    pub deadline_ms: u64,
+}
+
+impl From<wit::InvocationContext> for Context {
+    fn from(context: wit::InvocationContext) -> Self {
+        Context {
+            tenant_id: context.tenant_id,
+            flow_id: context.flow_id,
+            run_id: context.run_id,
+            node_id: context.node_id,
+            idempotency_key: context.idempotency_key,
+            attempt: context.attempt,
+            deadline_ms: context.deadline_ms,
+        }
+    }
+}
+
+/// One invocation: the action's name, its JSON input and its [`Context`].
 #[derive(Debug, Clone)]
 pub struct Call {
     action: String,
     input: String,
+    context: Context,
 }
 
 impl Call {
     /// A call of `action` with the JSON text `input` (the host builds these; tests of a plugin may too).
     pub fn new(action: impl Into<String>, input: impl Into<String>) -> Self {
-        Self { action: action.into(), input: input.into() }
+        Self { action: action.into(), input: input.into(), context: Context::default() }
+    }
+    /// This call with `context`.
+    pub fn with_context(mut self, context: Context) -> Self {
+        self.context = context;
+        self
+    }
+    /// Who and what the call runs for.
+    pub fn context(&self) -> &Context {
+        &self.context
     }
     /// The action's name.
     pub fn action(&self) -> &str {
@@ -310,12 +359,31 @@ impl Call {
     }
 }
 
-/// A plugin: its manifest and its actions. Export it with [`export_plugin!`].
+/// A node's configuration prepared by [`Plugin::prepare`]: evaluates the events of a batch one by one.
+pub trait Prepared {
+    /// Evaluates one event (its fields as JSON text) for `context`: the node kind's JSON output (`condition`:
+    /// `{"pass": bool}`, `mapping`: `{"event": {...}}`) or a classified error of this event alone.
+    fn evaluate(&self, context: &Context, event: &str) -> Result<Output, Error>;
+}
+
+/// A plugin: its manifest, its actions, data sources and node kinds. Export it with [`export_plugin!`]. Every
+/// method but [`Plugin::manifest`] has a default that answers "not offered".
 pub trait Plugin {
     /// The manifest the host reads when loading the component.
     fn manifest() -> Manifest;
-    /// Runs one action.
-    fn invoke(call: Call) -> Result<Output, Error>;
+    /// Runs one action. By default a plugin has none (a node-kind plugin needs only [`Plugin::prepare`]).
+    fn invoke(call: Call) -> Result<Output, Error> {
+        Err(call.unknown_action())
+    }
+    /// Prepares node kind `kind` (declared with [`Manifest::node_kind`]) with its JSON `config`, once per batch
+    /// of events; an error fails every event of the batch. By default a plugin implements no node kind.
+    ///
+    /// A node kind is also callable as an action named after it, with the input `{"config": ..., "event": ...}`
+    /// (the SDK prepares and evaluates it), so operators can try one with the invoke route.
+    fn prepare(kind: &str, config: &str) -> Result<Box<dyn Prepared>, Error> {
+        let _ = config;
+        Err(Error::permanent(format!("this plugin implements no node kind {kind:?}")))
+    }
     /// Answers the data source `name` (declared with [`Manifest::data_source`]) for the query `params`.
     /// By default a plugin has none.
     fn data_source(name: &str, params: &[(String, String)]) -> Result<Output, Error> {
@@ -416,19 +484,57 @@ pub mod documents {
 #[doc(hidden)]
 pub mod __private {
     use super::*;
+    use crate::bindings::exports::flowhost::plugin::node_kinds as wit_nodes;
 
     pub fn manifest<P: Plugin>() -> String {
         P::manifest().to_json()
     }
 
-    pub fn invoke<P: Plugin>(action: String, input: String) -> Result<String, wit::PluginError> {
-        silence_panics();
-        P::invoke(Call { action, input }).map(Output::into_string).map_err(to_wit)
+    pub fn invoke<P: Plugin>(
+        context: wit::InvocationContext,
+        action: String,
+        input: String,
+    ) -> Result<String, wit::PluginError> {
+        let context = Context::from(context);
+        if P::manifest().node_kinds.iter().any(|kind| *kind == action) {
+            return invoke_node_kind::<P>(&context, &action, &input).map(Output::into_string).map_err(to_wit);
+        }
+        P::invoke(Call { action, input, context }).map(Output::into_string).map_err(to_wit)
+    }
+
+    /// A node kind called as an action: `{"config": ..., "event": ...}`, prepared and evaluated once.
+    fn invoke_node_kind<P: Plugin>(context: &Context, kind: &str, input: &str) -> Result<Output, Error> {
+        #[derive(serde::Deserialize)]
+        struct NodeInput {
+            config: Box<serde_json::value::RawValue>,
+            event: Box<serde_json::value::RawValue>,
+        }
+        let input: NodeInput = serde_json::from_str(input)
+            .map_err(|error| Error::permanent(format!("invalid input for {kind}: {error}")))?;
+        P::prepare(kind, input.config.get())?.evaluate(context, input.event.get())
     }
 
     pub fn data_source<P: Plugin>(name: String, params: Vec<(String, String)>) -> Result<String, wit::PluginError> {
-        silence_panics();
         P::data_source(&name, &params).map(Output::into_string).map_err(to_wit)
+    }
+
+    /// The resource behind WIT `prepared-node`.
+    pub struct PreparedNode(Box<dyn Prepared>);
+
+    pub fn prepare<P: Plugin>(kind: String, config: String) -> Result<wit_nodes::PreparedNode, wit::PluginError> {
+        P::prepare(&kind, &config).map(|prepared| wit_nodes::PreparedNode::new(PreparedNode(prepared))).map_err(to_wit)
+    }
+
+    impl wit_nodes::GuestPreparedNode for PreparedNode {
+        fn evaluate(&self, events: Vec<wit_nodes::NodeEvent>) -> Vec<Result<String, wit::PluginError>> {
+            events
+                .into_iter()
+                .map(|node_event| {
+                    let context = Context::from(node_event.context);
+                    self.0.evaluate(&context, &node_event.event).map(Output::into_string).map_err(to_wit)
+                })
+                .collect()
+        }
     }
 
     fn to_wit(error: Error) -> wit::PluginError {
@@ -440,13 +546,6 @@ pub mod __private {
             },
             message: error.message,
         }
-    }
-
-    /// The default panic hook writes to WASI stderr, which the host does not grant; a panic then traps on that
-    /// call. A silent hook lets it reach the abort, which the host reports as a trap of the invocation.
-    fn silence_panics() {
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| std::panic::set_hook(Box::new(|_| {})));
     }
 }
 
@@ -462,13 +561,14 @@ macro_rules! export_plugin {
                 $crate::__private::manifest::<$plugin>()
             }
             fn invoke(
+                context: $crate::bindings::flowhost::plugin::types::InvocationContext,
                 action: ::std::string::String,
                 input: ::std::string::String,
             ) -> ::std::result::Result<
                 ::std::string::String,
                 $crate::bindings::flowhost::plugin::types::PluginError,
             > {
-                $crate::__private::invoke::<$plugin>(action, input)
+                $crate::__private::invoke::<$plugin>(context, action, input)
             }
         }
 
@@ -484,7 +584,21 @@ macro_rules! export_plugin {
             }
         }
 
-        $crate::bindings::__export_service_plugin!(__FlowhostPluginExport with_types_in $crate::bindings);
+        impl $crate::bindings::exports::flowhost::plugin::node_kinds::Guest for __FlowhostPluginExport {
+            type PreparedNode = $crate::__private::PreparedNode;
+
+            fn prepare(
+                kind: ::std::string::String,
+                config: ::std::string::String,
+            ) -> ::std::result::Result<
+                $crate::bindings::exports::flowhost::plugin::node_kinds::PreparedNode,
+                $crate::bindings::flowhost::plugin::types::PluginError,
+            > {
+                $crate::__private::prepare::<$plugin>(kind, config)
+            }
+        }
+
+        $crate::bindings::__export_plugin!(__FlowhostPluginExport with_types_in $crate::bindings);
     };
 }
 

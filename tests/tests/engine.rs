@@ -9,7 +9,7 @@ use std::time::Duration;
 use flowhost_core::config::{NodeKindsMode, Role};
 use flowhost_core::model::OutputMapping;
 use flowhost_core::ports::Record;
-use flowhost_engine::{CompiledRule, Engine, EngineMetrics, NodeFailure, NodeKinds};
+use flowhost_engine::{CompiledRule, Engine, EngineMetrics, NodeFailure, NodeInput, NodeKinds};
 use flowhost_tests::host::{json_value, read_topic};
 use flowhost_tests::{on_both_backends, unique, Backends, TestHost};
 use serde_json::Map;
@@ -236,12 +236,8 @@ struct ScriptedCondition {
     calls: Mutex<HashMap<String, u32>>,
 }
 
-impl NodeKinds for ScriptedCondition {
-    fn blocking(&self) -> bool {
-        false
-    }
-
-    fn condition(&self, _rule: &CompiledRule, fields: &Map<String, Value>) -> Result<bool, NodeFailure> {
+impl ScriptedCondition {
+    fn condition(&self, fields: &Map<String, Value>) -> Result<bool, NodeFailure> {
         let player = fields["player"].as_str().unwrap_or_default().to_owned();
         let mut calls = self.calls.lock().unwrap();
         let call = calls.entry(player).or_default();
@@ -260,10 +256,21 @@ impl NodeKinds for ScriptedCondition {
             _ => Ok(true),
         }
     }
+}
 
-    fn mapping(&self, mapping: &OutputMapping, fields: &Map<String, Value>) -> Result<Value, NodeFailure> {
-        let _ = mapping;
-        Ok(Value::Object(fields.clone()))
+#[async_trait::async_trait]
+impl NodeKinds for ScriptedCondition {
+    async fn conditions(&self, _rule: &CompiledRule, events: &[NodeInput<'_>]) -> Vec<Result<bool, NodeFailure>> {
+        events.iter().map(|input| self.condition(&input.event.fields)).collect()
+    }
+
+    async fn mappings(
+        &self,
+        _rule: &CompiledRule,
+        _mapping: &OutputMapping,
+        events: &[NodeInput<'_>],
+    ) -> Vec<Result<Value, NodeFailure>> {
+        events.iter().map(|input| Ok(Value::Object(input.event.fields.clone()))).collect()
     }
 }
 

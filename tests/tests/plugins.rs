@@ -69,8 +69,8 @@ async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
         .iter()
         .map(|p| (p["id"].as_str().unwrap().to_owned(), p["active_version"].as_str().unwrap_or("-").to_owned()))
         .collect();
-    for id in ["condition", "mapping", "noop"] {
-        assert!(active.iter().any(|(found, version)| found == id && version == "0.1.0"), "{id}: {active:?}");
+    for (id, expected) in [("condition", "0.2.0"), ("mapping", "0.2.0"), ("noop", "0.1.0")] {
+        assert!(active.iter().any(|(found, version)| found == id && version == expected), "{id}: {active:?}");
     }
     // The condition node kind asks for tighter limits than the host's defaults in its manifest.
     let condition = plugins.as_array().unwrap().iter().find(|p| p["id"] == "condition").unwrap();
@@ -92,6 +92,12 @@ async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
     assert!(body["duration_us"].as_u64().is_some(), "{body}");
     let counted = host.metric("flowhost_plugin_invocations_total{plugin=\"condition\",result=\"ok\"}").await;
     assert_eq!(counted, 1.0, "invocations are counted on /metrics");
+
+    // An earlier binary's bundle activated an older mapping: this binary's bundled version replaces it on start
+    // (an operator's activation would be kept).
+    let older = json!({"id": "mapping", "version": "0.1.0", "content_hash": "older", "activated_at": "2026-01-01T00:00:00Z",
+                       "by_bundle": true});
+    host.ports.documents.upsert(flowhost_core::collections::COMPONENT_ACTIVE, "mapping", older).await.unwrap();
 
     // A restart installs nothing twice and keeps them active; its compile cache spares compiling them again.
     host.stop().await;

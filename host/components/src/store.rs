@@ -151,6 +151,10 @@ struct ActiveRow {
     version: String,
     content_hash: String,
     activated_at: String,
+    /// Activated by installing the components shipped with the binary, not by an operator: a newer binary's
+    /// bundled version then replaces it. Rows written before this field existed read as an operator's choice.
+    #[serde(default)]
+    by_bundle: bool,
 }
 
 /// The plugins this node has loaded.
@@ -296,6 +300,11 @@ impl ComponentStore {
     /// Makes `version` the active version of plugin `id` (a rollback when it is an older one): loads it if
     /// needed, records it, swaps it in on this node and tells the other nodes.
     pub async fn activate(&self, id: &str, version: &str) -> Result<Activation, ComponentError> {
+        self.activate_as(id, version, false).await
+    }
+
+    /// [`ComponentStore::activate`], recording whether the binary's bundled components chose the version.
+    async fn activate_as(&self, id: &str, version: &str, by_bundle: bool) -> Result<Activation, ComponentError> {
         let plugin = self.version(id, version).await?;
         // Not while a reconcile runs: it may have read the previous active row and would swap it back in.
         let _guard = self.sync_lock.lock().await;
@@ -305,6 +314,7 @@ impl ComponentStore {
             version: version.to_owned(),
             content_hash: self.content_hash_of(id, version).unwrap_or_default(),
             activated_at: iso_utc(self.ports.clock.now_ms()),
+            by_bundle,
         };
         self.ports.documents.upsert(COMPONENT_ACTIVE, id, encode(&row)).await?;
         self.swap_in(id, plugin);
@@ -398,7 +408,8 @@ impl ComponentStore {
     }
 
     /// Installs the components shipped with the binary: each is stored (when its version is new) and becomes
-    /// active unless its plugin already has an active version (an operator's choice, kept across restarts).
+    /// active unless an operator chose the active version of its plugin (kept across restarts and upgrades); a
+    /// version that an earlier binary's bundle activated is replaced by this binary's.
     /// Each is registered in the component catalog like an upload. Returns each installed component with its
     /// content hash.
     pub async fn install_bundled(&self, components: &[(&str, &[u8])]) -> Result<Vec<(Plugin, String)>, ComponentError> {
@@ -412,9 +423,15 @@ impl ComponentStore {
                 warn!(component = name, %error, "bundled component refused");
             })?;
             let prepared = Prepared { id, version, content_hash, plugin, unchanged, wasm };
-            let has_active = self.load_row::<ActiveRow>(COMPONENT_ACTIVE, &prepared.id).await?.is_some();
+            let activate = match self.load_row::<ActiveRow>(COMPONENT_ACTIVE, &prepared.id).await? {
+                None => true,
+                Some(active) => active.by_bundle && active.version != prepared.version,
+            };
             installed.push((prepared.plugin.clone(), prepared.content_hash.clone()));
-            let uploaded = self.commit(prepared, !has_active).await?;
+            let uploaded = self.commit(prepared, false).await?;
+            if activate {
+                self.activate_as(&uploaded.id, &uploaded.version, true).await?;
+            }
             debug!(component = name, plugin = %uploaded.id, version = %uploaded.version, created = uploaded.created,
                    "bundled component installed");
         }

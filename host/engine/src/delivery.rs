@@ -1,5 +1,5 @@
-//! Processing and delivering one consumed batch: [`Delivery::process`] turns records into outputs (on a
-//! blocking thread when the node kinds block), [`Delivery::deliver`] publishes them and then retries, one by
+//! Processing and delivering one consumed batch: [`Delivery::process`] turns records into outputs,
+//! [`Delivery::deliver`] publishes them and then retries, one by
 //! one, the records a node asked to retry, under the engine's retry policy: each attempt after a backoff with
 //! the freshest rules; a success publishes that record's outputs, a permanent failure or the last attempt
 //! failing moves it to the dead-letter topic. The batch counts as delivered (its offsets may be committed) once
@@ -82,32 +82,17 @@ impl Delivery {
         }
     }
 
-    /// Processes `batch` (attempt `attempt` of its records): inline with non-blocking node kinds, on a
-    /// blocking thread otherwise. Hands the batch back for its offsets (or another attempt).
+    /// Processes `batch` (attempt `attempt` of its records) and hands it back for its offsets (or another
+    /// attempt). The node kinds are async: a wasm node kind yields to the executor while it runs.
     pub(crate) async fn process(
         self: &Arc<Self>,
         set: Arc<RuleSet>,
         batch: Vec<Record>,
         attempt: u32,
     ) -> (Vec<Record>, Result<BatchOutcome, NodeFailure>) {
-        if !self.nodes.blocking() {
-            let result = self.process_now(&set, &batch, attempt);
-            return (batch, result);
-        }
-        let this = self.clone();
-        let task = tokio::task::spawn_blocking(move || {
-            let result = this.process_now(&set, &batch, attempt);
-            (batch, result)
-        });
-        match task.await {
-            Ok(done) => done,
-            Err(error) => std::panic::resume_unwind(error.into_panic()),
-        }
-    }
-
-    fn process_now(&self, set: &RuleSet, batch: &[Record], attempt: u32) -> Result<BatchOutcome, NodeFailure> {
         let to = Destinations { invalid: &self.invalid_topic, dead_letters: &self.dead_letter_topic };
-        process_batch_with(set, batch, to, &self.metrics, self.nodes.as_ref(), attempt)
+        let result = process_batch_with(&set, &batch, to, &self.metrics, self.nodes.as_ref(), attempt).await;
+        (batch, result)
     }
 
     /// Publishes the batch's outputs, then settles its retried records; true once every record is

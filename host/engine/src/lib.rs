@@ -17,8 +17,8 @@ mod status;
 pub use metrics::EngineMetrics;
 pub use nodes::WasmNodes;
 pub use process::{
-    dead_letter, process_batch, process_batch_with, BatchOutcome, Destinations, NativeNodes, NodeFailure, NodeKinds,
-    RetryRecord,
+    dead_letter, process_batch, process_batch_with, BatchOutcome, Destinations, NativeNodes, NodeFailure, NodeInput,
+    NodeKinds, RetryRecord,
 };
 pub use role::EngineRole;
 pub use rules::{CompiledRule, ExpressionMemo, RuleSet};

@@ -1,20 +1,21 @@
 //! [`WasmNodes`]: rule conditions and output mappings run by the bundled (or an operator's newer) `condition`
 //! and `mapping` node-kind components through the plugin runtime, instead of natively. Each call takes the
-//! plugin's active version at that moment, so a hot-swapped node kind applies from the next call on.
+//! plugin's active version at that moment, so a hot-swapped node kind applies from the next batch on.
 //!
-//! A component invocation is tens of microseconds against well under a microsecond natively (see the README's
-//! benchmark table), so this mode is for deployments that want operator-replaceable node kinds, not for peak
-//! throughput; the default stays native.
+//! A call is one rule's node over every event of a batch it applies to: a `flowhost:plugin@0.2.0` node kind
+//! prepares the rule's configuration (compiles the CEL expression) once and evaluates all the events in one
+//! instance; an older component is invoked once per event (see `Plugin::evaluate`). Every event carries its
+//! invocation context: the tenant, the rule's flow, the rule as the node, the record's position as the
+//! idempotency key, and the attempt. The README's benchmark table has the figures against the native node kinds.
 
 use std::sync::Arc;
 
 use flowhost_components::ComponentStore;
 use flowhost_core::model::OutputMapping;
-use flowhost_runtime::{InvokeError, Outcome};
-use serde_json::{json, Map, Value};
-use tokio::runtime::Handle;
+use flowhost_runtime::{InvocationContext, InvokeError, NodeEvent, Outcome};
+use serde_json::{json, Value};
 
-use crate::process::{NodeFailure, NodeKinds};
+use crate::process::{NodeFailure, NodeInput, NodeKinds};
 use crate::CompiledRule;
 
 /// The plugin id (and action) of the condition node kind.
@@ -22,11 +23,9 @@ pub const CONDITION_PLUGIN: &str = "condition";
 /// The plugin id (and action) of the mapping node kind.
 pub const MAPPING_PLUGIN: &str = "mapping";
 
-/// Node kinds run by components (see the module documentation). Calls block the calling thread, which must be
-/// a blocking one (`tokio::task::spawn_blocking`), on the runtime `handle`.
+/// Node kinds run by components (see the module documentation).
 pub struct WasmNodes {
     store: Arc<ComponentStore>,
-    handle: Handle,
 }
 
 impl std::fmt::Debug for WasmNodes {
@@ -36,19 +35,53 @@ impl std::fmt::Debug for WasmNodes {
 }
 
 impl WasmNodes {
-    pub fn new(store: Arc<ComponentStore>, handle: Handle) -> WasmNodes {
-        WasmNodes { store, handle }
+    pub fn new(store: Arc<ComponentStore>) -> WasmNodes {
+        WasmNodes { store }
     }
 
-    /// Invokes node kind `kind` with `{ config, event }` and returns its JSON output.
-    fn invoke(&self, kind: &str, config: Value, fields: &Map<String, Value>) -> Result<Value, NodeFailure> {
-        let plugin = self
-            .store
-            .active(kind)
-            .ok_or_else(|| NodeFailure::Unavailable(format!("the {kind} node kind has no active component")))?;
-        let input = json!({ "config": config, "event": fields }).to_string();
-        let output = self.handle.block_on(plugin.invoke(kind, &input)).map_err(|error| failure(kind, &error))?;
-        serde_json::from_str(&output).map_err(|error| NodeFailure::Permanent(format!("{kind}: {error}")))
+    /// Evaluates node kind `kind` configured with `config` for `rule` on `events`: one JSON output per event.
+    async fn evaluate(
+        &self,
+        kind: &str,
+        rule: &CompiledRule,
+        config: &Value,
+        events: &[NodeInput<'_>],
+    ) -> Vec<Result<Value, NodeFailure>> {
+        let Some(plugin) = self.store.active(kind) else {
+            let failure = NodeFailure::Unavailable(format!("the {kind} node kind has no active component"));
+            return events.iter().map(|_| Err(failure.clone())).collect();
+        };
+        let node_events: Vec<NodeEvent> = events
+            .iter()
+            .map(|input| NodeEvent {
+                context: context(rule, input),
+                // The record's value is the event's fields: a JSON object (it parsed as one).
+                event: String::from_utf8_lossy(&input.record.value).into_owned(),
+            })
+            .collect();
+        plugin
+            .evaluate(kind, &config.to_string(), &node_events)
+            .await
+            .into_iter()
+            .map(|result| {
+                let output = result.map_err(|error| failure(kind, &error))?;
+                serde_json::from_str(&output).map_err(|error| NodeFailure::Permanent(format!("{kind}: {error}")))
+            })
+            .collect()
+    }
+}
+
+/// The invocation context of a rule's node for one record: the idempotency key is the record's position and
+/// the rule, the same on every attempt.
+fn context(rule: &CompiledRule, input: &NodeInput<'_>) -> InvocationContext {
+    let record = input.record;
+    InvocationContext {
+        tenant_id: input.event.tenant_id.clone(),
+        flow_id: rule.rule.flow_id.clone(),
+        run_id: None,
+        node_id: Some(rule.rule.id.clone()),
+        idempotency_key: format!("{}/{}/{}/{}", record.topic, record.partition, record.offset, rule.rule.id),
+        attempt: input.attempt,
     }
 }
 
@@ -68,26 +101,38 @@ fn failure(kind: &str, error: &InvokeError) -> NodeFailure {
     }
 }
 
+#[async_trait::async_trait]
 impl NodeKinds for WasmNodes {
-    fn blocking(&self) -> bool {
-        true
-    }
-
-    fn condition(&self, rule: &CompiledRule, fields: &Map<String, Value>) -> Result<bool, NodeFailure> {
+    async fn conditions(&self, rule: &CompiledRule, events: &[NodeInput<'_>]) -> Vec<Result<bool, NodeFailure>> {
         let config = json!({ "expression": rule.rule.conditions.expression });
-        let output = self.invoke(CONDITION_PLUGIN, config, fields)?;
-        output
-            .get("pass")
-            .and_then(Value::as_bool)
-            .ok_or_else(|| NodeFailure::Permanent(format!("condition: expected {{\"pass\": bool}}, got {output}")))
+        let outputs = self.evaluate(CONDITION_PLUGIN, rule, &config, events).await;
+        outputs
+            .into_iter()
+            .map(|output| {
+                let output = output?;
+                output.get("pass").and_then(Value::as_bool).ok_or_else(|| {
+                    NodeFailure::Permanent(format!("condition: expected {{\"pass\": bool}}, got {output}"))
+                })
+            })
+            .collect()
     }
 
-    fn mapping(&self, mapping: &OutputMapping, fields: &Map<String, Value>) -> Result<Value, NodeFailure> {
+    async fn mappings(
+        &self,
+        rule: &CompiledRule,
+        mapping: &OutputMapping,
+        events: &[NodeInput<'_>],
+    ) -> Vec<Result<Value, NodeFailure>> {
         let config = serde_json::to_value(mapping).unwrap_or(Value::Null);
-        let mut output = self.invoke(MAPPING_PLUGIN, config, fields)?;
-        output
-            .get_mut("event")
-            .map(Value::take)
-            .ok_or_else(|| NodeFailure::Permanent(format!("mapping: expected {{\"event\": ...}}, got {output}")))
+        let outputs = self.evaluate(MAPPING_PLUGIN, rule, &config, events).await;
+        outputs
+            .into_iter()
+            .map(|output| {
+                let mut output = output?;
+                output.get_mut("event").map(Value::take).ok_or_else(|| {
+                    NodeFailure::Permanent(format!("mapping: expected {{\"event\": ...}}, got {output}"))
+                })
+            })
+            .collect()
     }
 }

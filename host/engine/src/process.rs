@@ -2,6 +2,8 @@
 //! I/O with the native node kinds, so it is benchmarked and tested without any backend; the conditions and
 //! mappings run through a [`NodeKinds`] (native, or the node-kind components of the plugin runtime).
 
+use std::sync::Arc;
+
 use flowhost_core::envelope::Event;
 use flowhost_core::model::{MappingMode, OutputMapping};
 use flowhost_core::ports::{OutRecord, Record};
@@ -10,15 +12,30 @@ use tracing::{debug, warn};
 
 use crate::{CompiledRule, EngineMetrics, RuleSet};
 
-/// Runs a matched rule's condition and output mapping. [`NativeNodes`] evaluates them in process (the default);
-/// `WasmNodes` runs them through the `condition` and `mapping` node-kind components of the plugin runtime.
+/// One event of a batch as a node kind sees it: the record it came from, the parsed event, and the attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeInput<'a> {
+    pub record: &'a Record,
+    pub event: &'a Event,
+    /// The how-manieth time this record is processed (1 first).
+    pub attempt: u32,
+}
+
+/// Runs the rules' conditions and output mappings, a batch at a time: one call per rule per batch with every
+/// event of the batch that rule applies to, and exactly one answer per event, in order. [`NativeNodes`]
+/// evaluates them in process (the default); `WasmNodes` runs them through the `condition` and `mapping`
+/// node-kind components of the plugin runtime (one instance per call).
+#[async_trait::async_trait]
 pub trait NodeKinds: Send + Sync {
-    /// Whether the calls block the thread (then the engine processes batches on a blocking thread).
-    fn blocking(&self) -> bool;
-    /// Whether `rule`'s expression holds for the event's `fields`.
-    fn condition(&self, rule: &CompiledRule, fields: &Map<String, Value>) -> Result<bool, NodeFailure>;
-    /// The output value `mapping` makes of the event's `fields`.
-    fn mapping(&self, mapping: &OutputMapping, fields: &Map<String, Value>) -> Result<Value, NodeFailure>;
+    /// Whether `rule`'s expression holds for each of `events`.
+    async fn conditions(&self, rule: &CompiledRule, events: &[NodeInput<'_>]) -> Vec<Result<bool, NodeFailure>>;
+    /// The output value `mapping` (of `rule`) makes of each of `events`.
+    async fn mappings(
+        &self,
+        rule: &CompiledRule,
+        mapping: &OutputMapping,
+        events: &[NodeInput<'_>],
+    ) -> Vec<Result<Value, NodeFailure>>;
 }
 
 /// Why a node kind gave no answer, and so what happens to the record (see the README's engine section).
@@ -44,17 +61,24 @@ pub enum NodeFailure {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NativeNodes;
 
+#[async_trait::async_trait]
 impl NodeKinds for NativeNodes {
-    fn blocking(&self) -> bool {
-        false
+    async fn conditions(&self, rule: &CompiledRule, events: &[NodeInput<'_>]) -> Vec<Result<bool, NodeFailure>> {
+        events
+            .iter()
+            .map(|input| {
+                rule.expression.evaluate(&input.event.fields).map_err(|error| NodeFailure::NoMatch(error.to_string()))
+            })
+            .collect()
     }
 
-    fn condition(&self, rule: &CompiledRule, fields: &Map<String, Value>) -> Result<bool, NodeFailure> {
-        rule.expression.evaluate(fields).map_err(|error| NodeFailure::NoMatch(error.to_string()))
-    }
-
-    fn mapping(&self, mapping: &OutputMapping, fields: &Map<String, Value>) -> Result<Value, NodeFailure> {
-        Ok(map_fields(mapping, fields))
+    async fn mappings(
+        &self,
+        _rule: &CompiledRule,
+        mapping: &OutputMapping,
+        events: &[NodeInput<'_>],
+    ) -> Vec<Result<Value, NodeFailure>> {
+        events.iter().map(|input| Ok(map_fields(mapping, &input.event.fields))).collect()
     }
 }
 
@@ -110,17 +134,37 @@ impl Destinations<'_> {
 
 /// Matches every record of `batch` against `rules` with the native node kinds.
 pub fn process_batch(rules: &RuleSet, batch: &[Record], invalid_topic: &str, metrics: &EngineMetrics) -> BatchOutcome {
-    match process_batch_with(rules, batch, Destinations::only(invalid_topic), metrics, &NativeNodes, 1) {
-        Ok(outcome) => outcome,
-        Err(_) => unreachable!("the native node kinds are always available"),
+    let processing = process_batch_with(rules, batch, Destinations::only(invalid_topic), metrics, &NativeNodes, 1);
+    match futures::FutureExt::now_or_never(processing) {
+        Some(Ok(outcome)) => outcome,
+        // The native node kinds never wait and are always available.
+        Some(Err(_)) | None => unreachable!("the native node kinds answer at once"),
     }
 }
 
-/// Matches every record of `batch` against `rules`, running conditions and mappings with `nodes`; `attempt` is
-/// the how-manieth time these records are processed (for the dead-letter headers). A record is all or nothing:
-/// its outputs are kept only when every rule matching it ran, so a retried record never publishes twice. A
-/// [`NodeFailure::Unavailable`] stops the batch: the caller processes all of it again later.
-pub fn process_batch_with(
+/// The events of a batch one rule applies to, and what its nodes answered for each.
+struct RuleBatch<'r> {
+    rule: &'r CompiledRule,
+    /// Indices into the batch, in order.
+    members: Vec<usize>,
+    conditions: Vec<Result<bool, NodeFailure>>,
+    /// Per member: the mapping's answer, when the condition passed and the rule maps its output.
+    mapped: Vec<Option<Result<Value, NodeFailure>>>,
+}
+
+/// What became of one (record, rule) pair.
+enum Step {
+    Output(OutRecord),
+    Nothing,
+    Failed(NodeFailure),
+}
+
+/// Matches every record of `batch` against `rules`, running conditions and mappings with `nodes` a rule at a
+/// time over the whole batch; `attempt` is the how-manieth time these records are processed (for the
+/// dead-letter headers). A record is all or nothing: its outputs are kept only when every rule matching it ran,
+/// so a retried record never publishes twice. A [`NodeFailure::Unavailable`] stops the batch: the caller
+/// processes all of it again later.
+pub async fn process_batch_with(
     rules: &RuleSet,
     batch: &[Record],
     to: Destinations<'_>,
@@ -128,103 +172,152 @@ pub fn process_batch_with(
     nodes: &dyn NodeKinds,
     attempt: u32,
 ) -> Result<BatchOutcome, NodeFailure> {
-    let mut outcome = BatchOutcome::default();
     metrics.consumed.inc_by(batch.len() as u64);
-    for record in batch {
-        let event = match Event::parse(&record.value) {
-            Ok(event) => event,
-            Err(error) => {
-                metrics.invalid.with_label_values(&[error.reason()]).inc();
-                warn!(topic = %record.topic, partition = record.partition, offset = record.offset, %error,
-                      invalid_topic = to.invalid, "record is not an event; moved to the invalid-events topic");
-                outcome.records.push(invalid_record(record, to.invalid, error.reason()));
-                outcome.invalid += 1;
+    let events: Vec<Result<Event, flowhost_core::envelope::EnvelopeError>> =
+        batch.iter().map(|record| Event::parse(&record.value)).collect();
+
+    // Which rules apply to which events: one group per rule, and per record its (group, position) pairs in the
+    // rules' order.
+    let mut groups: Vec<RuleBatch<'_>> = Vec::new();
+    // Keyed by the rule's address (as a number: a pointer is not `Send`), unique while `rules` is borrowed.
+    let mut group_of: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    let mut plans: Vec<Vec<(usize, usize)>> = vec![Vec::new(); batch.len()];
+    for (index, (record, event)) in batch.iter().zip(&events).enumerate() {
+        let Ok(event) = event else { continue };
+        for rule in rules.matching(&record.topic, &event.event_type) {
+            if !rule.enabled_for(event.tenant_id.as_deref()) {
+                metrics.skipped.with_label_values(&["tenant_disabled"]).inc();
                 continue;
             }
-        };
-        match process_event(rules, record, &event, metrics, nodes) {
-            Ok(outputs) => outcome.records.extend(outputs),
-            Err((rule_id, NodeFailure::Retryable(cause))) => {
+            let group = *group_of.entry(Arc::as_ptr(rule) as usize).or_insert_with(|| {
+                groups.push(RuleBatch { rule, members: Vec::new(), conditions: Vec::new(), mapped: Vec::new() });
+                groups.len() - 1
+            });
+            plans[index].push((group, groups[group].members.len()));
+            groups[group].members.push(index);
+        }
+    }
+
+    let input = |index: usize| NodeInput {
+        record: &batch[index],
+        event: events[index].as_ref().expect("grouped records are events"),
+        attempt,
+    };
+    for group in &mut groups {
+        let inputs: Vec<NodeInput<'_>> = group.members.iter().map(|&index| input(index)).collect();
+        group.conditions = nodes.conditions(group.rule, &inputs).await;
+        group.mapped = vec![None; group.members.len()];
+        let (Some(mapping), Some(_)) = (&group.rule.rule.output_mapping, &group.rule.output_topic) else { continue };
+        let passed: Vec<usize> =
+            (0..group.members.len()).filter(|&position| matches!(group.conditions[position], Ok(true))).collect();
+        if passed.is_empty() {
+            continue;
+        }
+        let inputs: Vec<NodeInput<'_>> = passed.iter().map(|&position| input(group.members[position])).collect();
+        let answers = nodes.mappings(group.rule, mapping, &inputs).await;
+        for (position, answer) in passed.into_iter().zip(answers) {
+            group.mapped[position] = Some(answer);
+        }
+    }
+
+    let mut outcome = BatchOutcome::default();
+    for (index, record) in batch.iter().enumerate() {
+        if let Err(error) = &events[index] {
+            metrics.invalid.with_label_values(&[error.reason()]).inc();
+            warn!(topic = %record.topic, partition = record.partition, offset = record.offset, %error,
+                  invalid_topic = to.invalid, "record is not an event; moved to the invalid-events topic");
+            outcome.records.push(invalid_record(record, to.invalid, error.reason()));
+            outcome.invalid += 1;
+            continue;
+        }
+        let mut outputs = Vec::new();
+        let mut failed = None;
+        for &(group, position) in &plans[index] {
+            let group = &mut groups[group];
+            let condition = std::mem::replace(&mut group.conditions[position], Ok(false));
+            let mapped = group.mapped[position].take();
+            match step(group.rule, record, condition, mapped, metrics) {
+                Step::Output(output) => outputs.push(output),
+                Step::Nothing => {}
+                Step::Failed(failure) => {
+                    failed = Some((group.rule.rule.id.clone(), failure));
+                    break;
+                }
+            }
+        }
+        match failed {
+            None => outcome.records.extend(outputs),
+            Some((rule_id, NodeFailure::Retryable(cause))) => {
                 debug!(%rule_id, offset = record.offset, %cause, "a node asks to retry this record");
                 outcome.retries.push(RetryRecord { record: record.clone(), rule_id, cause });
             }
-            Err((rule_id, NodeFailure::Permanent(cause))) => {
+            Some((rule_id, NodeFailure::Permanent(cause))) => {
                 warn!(%rule_id, topic = %record.topic, partition = record.partition, offset = record.offset, %cause,
                       "a node failed on this record for good; moved to the dead-letter topic");
                 metrics.dead_letters.with_label_values(&["permanent"]).inc();
                 outcome.records.push(dead_letter(record, to.dead_letters, &rule_id, "permanent", &cause, attempt));
                 outcome.dead_letters += 1;
             }
-            Err((_, unavailable)) => return Err(unavailable),
+            Some((_, unavailable)) => return Err(unavailable),
         }
     }
     Ok(outcome)
 }
 
-/// The outputs of one event, or the rule and failure that stopped it (never `NoMatch` or `SkipForward`,
-/// which are handled here).
-fn process_event(
-    rules: &RuleSet,
+/// The output of one rule for one record, given its condition's and mapping's answers (never `NoMatch` or
+/// `SkipForward` as a failure: those are handled here).
+fn step(
+    rule: &CompiledRule,
     record: &Record,
-    event: &Event,
+    condition: Result<bool, NodeFailure>,
+    mapped: Option<Result<Value, NodeFailure>>,
     metrics: &EngineMetrics,
-    nodes: &dyn NodeKinds,
-) -> Result<Vec<OutRecord>, (String, NodeFailure)> {
-    let mut outputs = Vec::new();
-    for rule in rules.matching(&record.topic, &event.event_type) {
-        if !rule.enabled_for(event.tenant_id.as_deref()) {
-            metrics.skipped.with_label_values(&["tenant_disabled"]).inc();
-            continue;
+) -> Step {
+    match condition {
+        Ok(true) => {}
+        Ok(false) => return Step::Nothing,
+        Err(NodeFailure::NoMatch(error)) => {
+            metrics.errors.with_label_values(&["eval"]).inc();
+            debug!(rule_id = %rule.rule.id, offset = record.offset, %error, "expression did not evaluate; no match");
+            return Step::Nothing;
         }
-        match nodes.condition(rule, &event.fields) {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(NodeFailure::NoMatch(error)) => {
-                metrics.errors.with_label_values(&["eval"]).inc();
-                debug!(rule_id = %rule.rule.id, offset = record.offset, %error, "expression did not evaluate; no match");
-                continue;
-            }
-            Err(NodeFailure::SkipForward(reason)) => {
-                metrics.skipped.with_label_values(&["skip_forward"]).inc();
-                debug!(rule_id = %rule.rule.id, offset = record.offset, %reason, "condition skipped; rule not applied");
-                continue;
-            }
-            Err(failure) => return Err((rule.rule.id.clone(), failure)),
+        Err(NodeFailure::SkipForward(reason)) => {
+            metrics.skipped.with_label_values(&["skip_forward"]).inc();
+            debug!(rule_id = %rule.rule.id, offset = record.offset, %reason, "condition skipped; rule not applied");
+            return Step::Nothing;
         }
-        metrics.matched.inc();
-        let Some(topic) = &rule.output_topic else {
-            metrics.skipped.with_label_values(&["no_output_topic"]).inc();
-            warn!(rule_id = %rule.rule.id, source_topic = %record.topic,
-                  "rule matched but has no output_topic and its source topic has no default; skipped");
-            continue;
-        };
-        let value = match &rule.rule.output_mapping {
-            Some(mapping) => match nodes.mapping(mapping, &event.fields) {
-                Ok(value) => serde_json::to_vec(&value).unwrap_or_default(),
-                Err(NodeFailure::SkipForward(_)) => {
-                    metrics.skipped.with_label_values(&["skip_forward"]).inc();
-                    record.value.clone()
-                }
-                Err(NodeFailure::NoMatch(error)) => {
-                    metrics.errors.with_label_values(&["mapping"]).inc();
-                    warn!(rule_id = %rule.rule.id, offset = record.offset, %error, "output mapping failed; no output");
-                    continue;
-                }
-                Err(failure) => return Err((rule.rule.id.clone(), failure)),
-            },
-            None => record.value.clone(),
-        };
-        outputs.push(OutRecord {
-            topic: topic.clone(),
-            key: record.key.clone(),
-            value,
-            headers: vec![flowhost_core::ports::Header {
-                key: RULE_ID_HEADER.to_owned(),
-                value: rule.rule.id.as_bytes().to_vec(),
-            }],
-        });
+        Err(failure) => return Step::Failed(failure),
     }
-    Ok(outputs)
+    metrics.matched.inc();
+    let Some(topic) = &rule.output_topic else {
+        metrics.skipped.with_label_values(&["no_output_topic"]).inc();
+        warn!(rule_id = %rule.rule.id, source_topic = %record.topic,
+              "rule matched but has no output_topic and its source topic has no default; skipped");
+        return Step::Nothing;
+    };
+    let value = match mapped {
+        Some(Ok(value)) => serde_json::to_vec(&value).unwrap_or_default(),
+        Some(Err(NodeFailure::SkipForward(_))) => {
+            metrics.skipped.with_label_values(&["skip_forward"]).inc();
+            record.value.clone()
+        }
+        Some(Err(NodeFailure::NoMatch(error))) => {
+            metrics.errors.with_label_values(&["mapping"]).inc();
+            warn!(rule_id = %rule.rule.id, offset = record.offset, %error, "output mapping failed; no output");
+            return Step::Nothing;
+        }
+        Some(Err(failure)) => return Step::Failed(failure),
+        None => record.value.clone(),
+    };
+    Step::Output(OutRecord {
+        topic: topic.clone(),
+        key: record.key.clone(),
+        value,
+        headers: vec![flowhost_core::ports::Header {
+            key: RULE_ID_HEADER.to_owned(),
+            value: rule.rule.id.as_bytes().to_vec(),
+        }],
+    })
 }
 
 /// The dead letter of `record`: its key and value unchanged, headers naming where it came from, the rule whose

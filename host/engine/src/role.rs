@@ -29,7 +29,7 @@ impl Role for EngineRole {
             (config.engine.node_kinds, context.service::<Arc<flowhost_components::ComponentStore>>())
         {
             info!("the engine runs conditions and mappings through the condition and mapping components");
-            engine = engine.with_nodes(Arc::new(WasmNodes::new(store, tokio::runtime::Handle::current())));
+            engine = engine.with_nodes(Arc::new(WasmNodes::new(store)));
         }
         let status = engine.status();
         let sources = status.clone();

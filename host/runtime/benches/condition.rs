@@ -2,7 +2,8 @@
 //! event, evaluated natively by `flowhost_expr` (as the rule engine does: compiled once, then evaluated per event)
 //! and by the `condition` component (a fresh instance per call that parses the expression, converts the JSON
 //! input and evaluates). Also the native compile + evaluate per call, the cost the component pays inside, and the
-//! `noop` component as the floor of an invocation. Prints a table; asserts nothing but the result.
+//! `noop` component as the floor of an invocation, and the batch contract (`Plugin::evaluate`: one instance and one
+//! `prepare` per batch) at several batch sizes. Prints a table; asserts nothing but the result.
 
 mod support;
 
@@ -10,7 +11,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use flowhost_expr::Expression;
-use flowhost_runtime::{Capability, Runtime, RuntimeConfig};
+use flowhost_runtime::{Capability, InvocationContext, NodeEvent, Runtime, RuntimeConfig};
 use serde_json::{json, Map, Value};
 
 const RULE: &str = "amount > 100.0 && count >= 2 && game == 'slots' && !vip";
@@ -46,6 +47,28 @@ fn main() {
     let one_thread = support::throughput(&condition, "condition", &input, 1, Duration::from_secs(2));
     let two_threads = support::throughput(&condition, "condition", &input, 2, Duration::from_secs(3));
 
+    // The batch contract: one instance, one `prepare`, `evaluate` of every event.
+    let config = json!({ "expression": RULE }).to_string();
+    let batch_of = |size: usize| -> Vec<NodeEvent> {
+        (0..size)
+            .map(|i| NodeEvent {
+                context: InvocationContext { idempotency_key: format!("in/0/{i}/r"), ..InvocationContext::default() },
+                event: Value::Object(event.clone()).to_string(),
+            })
+            .collect()
+    };
+    let mut batch_us = Vec::new();
+    for size in [1usize, 10, 100, 500, 2000] {
+        let batch = batch_of(size);
+        let results = rt.block_on(condition.evaluate("condition", &config, &batch));
+        assert!(results.iter().all(|r| r.as_deref() == Ok(r#"{"pass":true}"#)), "{results:?}");
+        let rounds = (20_000 / size).max(20) as u32;
+        let per_batch_ns = per_iteration_ns(rounds, || {
+            black_box(rt.block_on(condition.evaluate("condition", &config, black_box(&batch))));
+        });
+        batch_us.push((size, per_batch_ns / 1e3));
+    }
+
     let noop = rt.block_on(runtime.load(&flowhost_runtime_fixtures::bytes("noop"), &[])).expect("load noop");
     let floor = support::latency(&rt, &noop, "noop", &input, 500, 20_000);
 
@@ -62,6 +85,13 @@ fn main() {
     println!("| wasm `condition`: calls per second, 1 thread | {one_thread:.0} /s |");
     println!("| wasm `condition`: calls per second, 2 threads | {two_threads:.0} /s |");
     println!("| wasm `noop` with the same input (the floor of a call), p50 | {:.1} µs/call |", floor.percentile(0.50));
+    for (size, us) in batch_us {
+        println!(
+            "| wasm `condition`: batch of {size} (one instance, one prepare) | {us:.1} µs/batch, {:.2} µs/event, {:.0} events/s |",
+            us / size as f64,
+            size as f64 / us * 1e6
+        );
+    }
 }
 
 /// Mean nanoseconds of `f` over `iterations` runs, after a tenth as many untimed ones.

@@ -1,41 +1,99 @@
-//! The wasmtime bindings of `flowhost:plugin@0.1.0`, generated here and nowhere else in the host: the
-//! `action-plugin` world (every plugin), and the `service-plugin` world (which adds `data-source`) sharing the
-//! interfaces of the first, so each capability has one host implementation.
+//! The wasmtime bindings of the plugin interface, generated here and nowhere else in the host, for both released
+//! versions: `flowhost:plugin@0.1.0` ([`v1`]) and `flowhost:plugin@0.2.0` ([`v2`]). Within a version, every
+//! world shares the interfaces of the `action-plugin` world (`with`), so each capability has one host
+//! implementation per version (`crate::providers`).
 
-pub(crate) mod action {
-    wasmtime::component::bindgen!({
-        path: "../../wit/flowhost-plugin",
-        world: "action-plugin",
-        imports: {
-            "flowhost:plugin/documents": async | trappable,
-            default: trappable,
-        },
-        exports: { default: async },
-    });
+/// `flowhost:plugin@0.1.0`: `invoke(action, input)`; node kinds as actions, one event per call.
+pub(crate) mod v1 {
+    pub(crate) mod action {
+        wasmtime::component::bindgen!({
+            path: "../../wit/flowhost-plugin",
+            world: "action-plugin",
+            imports: {
+                "flowhost:plugin/documents": async | trappable,
+                default: trappable,
+            },
+            exports: { default: async },
+        });
+    }
+
+    pub(crate) mod service {
+        wasmtime::component::bindgen!({
+            path: "../../wit/flowhost-plugin",
+            world: "service-plugin",
+            with: {
+                "flowhost:plugin/types": super::action::flowhost::plugin::types,
+                "flowhost:plugin/log": super::action::flowhost::plugin::log,
+                "flowhost:plugin/clock": super::action::flowhost::plugin::clock,
+                "flowhost:plugin/documents": super::action::flowhost::plugin::documents,
+            },
+            exports: { default: async },
+        });
+    }
+
+    pub(crate) mod projector {
+        wasmtime::component::bindgen!({
+            path: "../../wit/flowhost-plugin",
+            world: "projector",
+            with: {
+                "flowhost:plugin/types": super::action::flowhost::plugin::types,
+                "flowhost:plugin/log": super::action::flowhost::plugin::log,
+            },
+            exports: { default: async },
+        });
+    }
 }
 
-pub(crate) mod service {
-    wasmtime::component::bindgen!({
-        path: "../../wit/flowhost-plugin",
-        world: "service-plugin",
-        with: {
-            "flowhost:plugin/types": super::action::flowhost::plugin::types,
-            "flowhost:plugin/log": super::action::flowhost::plugin::log,
-            "flowhost:plugin/clock": super::action::flowhost::plugin::clock,
-            "flowhost:plugin/documents": super::action::flowhost::plugin::documents,
-        },
-        exports: { default: async },
-    });
-}
+/// `flowhost:plugin@0.2.0`: `invoke(context, action, input)` and the batch contract of node kinds.
+pub(crate) mod v2 {
+    pub(crate) mod action {
+        wasmtime::component::bindgen!({
+            path: "../../wit/flowhost-plugin-0.2.0",
+            world: "action-plugin",
+            imports: {
+                "flowhost:plugin/documents": async | trappable,
+                default: trappable,
+            },
+            exports: { default: async },
+        });
+    }
 
-pub(crate) mod projector {
-    wasmtime::component::bindgen!({
-        path: "../../wit/flowhost-plugin",
-        world: "projector",
-        with: {
-            "flowhost:plugin/types": super::action::flowhost::plugin::types,
-            "flowhost:plugin/log": super::action::flowhost::plugin::log,
-        },
-        exports: { default: async },
-    });
+    pub(crate) mod service {
+        wasmtime::component::bindgen!({
+            path: "../../wit/flowhost-plugin-0.2.0",
+            world: "service-plugin",
+            with: {
+                "flowhost:plugin/types": super::action::flowhost::plugin::types,
+                "flowhost:plugin/log": super::action::flowhost::plugin::log,
+                "flowhost:plugin/clock": super::action::flowhost::plugin::clock,
+                "flowhost:plugin/documents": super::action::flowhost::plugin::documents,
+            },
+            exports: { default: async },
+        });
+    }
+
+    pub(crate) mod node_kind {
+        wasmtime::component::bindgen!({
+            path: "../../wit/flowhost-plugin-0.2.0",
+            world: "node-kind",
+            with: {
+                "flowhost:plugin/types": super::action::flowhost::plugin::types,
+                "flowhost:plugin/log": super::action::flowhost::plugin::log,
+                "flowhost:plugin/clock": super::action::flowhost::plugin::clock,
+            },
+            exports: { default: async },
+        });
+    }
+
+    pub(crate) mod projector {
+        wasmtime::component::bindgen!({
+            path: "../../wit/flowhost-plugin-0.2.0",
+            world: "projector",
+            with: {
+                "flowhost:plugin/types": super::action::flowhost::plugin::types,
+                "flowhost:plugin/log": super::action::flowhost::plugin::log,
+            },
+            exports: { default: async },
+        });
+    }
 }

@@ -12,24 +12,18 @@
 //!   size. Any failure is an [`InvokeError`] with a class; nothing a guest does panics or stops the host.
 //!   A busy guest yields to the async executor at every epoch tick, so it never monopolises a worker thread.
 //!
-//! ## WASI: imports stubbed as traps, no `wasmtime-wasi`
-//! Every Rust `wasm32-wasip2` guest imports `wasi:cli`, `wasi:io`, `wasi:clocks`, `wasi:filesystem`... even if
-//! it never calls them. We satisfy those with `Linker::define_unknown_imports_as_traps` instead of linking
-//! `wasmtime-wasi` with a locked-down `WasiCtx`:
-//! - **Nothing of WASI is reachable** but one function: no file, environment, socket, secure random or stdio
-//!   code of the host runs for a guest, so there is no sandbox configuration to get wrong, and the guest cannot
-//!   read host environment variables (where secrets live) by construction rather than by configuration. The
-//!   exception is `wasi:random/insecure-seed`, which std's `HashMap` calls for its hash seed: it answers a
-//!   fixed per-plugin value that WASI itself defines as not secret.
-//! - **Cheaper per invocation**: no `WasiCtx` and resource table to build per store (the benchmark target is
-//!   microseconds), and no `wasmtime-wasi` (tokio, cap-std, ...) in the build.
-//! - The cost: a guest that calls WASI (prints, reads the clock through std, panics with the default hook) traps
-//!   at that call. The SDK installs a silent panic hook and offers `log` and `clock` as Flowhost capabilities,
-//!   which are the supported way to do those things.
+//! ## WASI: `wasmtime-wasi`, locked down
+//! Every Rust `wasm32-wasip2` guest imports `wasi:cli`, `wasi:io`, `wasi:clocks`, `wasi:random`... and ordinary
+//! crates call them (`println!`, `chrono::Utc::now`, `rand`, `uuid::new_v4`, std's default panic hook). The host
+//! links WASI 0.2 from `wasmtime-wasi` with a context built per store that grants nothing outside the sandbox
+//! (see [`wasi`](crate::wasi) for the list): no preopened directory, no environment, no sockets; stdout and
+//! stderr go into the host's log, tagged with the plugin, bounded per line and per invocation; clocks and random
+//! numbers are allowed. A component importing a WASI interface the host does not implement (`wasi:http`, ...)
+//! is refused at load ([`LoadError::Link`], naming the import).
 //!
-//! Only `wasi:*` imports are stubbed (or, for the insecure seed, served). A `flowhost:plugin` capability import must be granted
-//! ([`LoadError::NotGranted`]) and any other import is refused ([`LoadError::UnsatisfiableImport`]), so a
-//! component never loads with a capability the host did not grant.
+//! A `flowhost:plugin` capability import must be granted ([`LoadError::NotGranted`]) and any other non-WASI
+//! import is refused ([`LoadError::UnsatisfiableImport`]), so a component never loads with a capability the
+//! host did not grant.
 //!
 //! ## Secrets never reach a guest
 //! The host passes a guest only the action name and its JSON input, and the capabilities give it only a log sink
@@ -42,13 +36,17 @@ mod host;
 mod limits;
 mod manifest;
 mod metrics;
+mod plugin;
 mod projector;
+mod providers;
 mod runtime;
+mod wasi;
 
 pub use error::{InvokeError, LoadError, Outcome, RuntimeError};
-pub use host::Capability;
 pub use limits::{Limits, PoolConfig, RuntimeConfig};
 pub use manifest::{Manifest, ManifestAction, ManifestDataSource, ManifestLimits};
 pub use metrics::RuntimeMetrics;
+pub use plugin::{BatchResults, InvocationContext, NodeEvent, Plugin};
 pub use projector::Projector;
-pub use runtime::{Compiled, Plugin, Runtime};
+pub use providers::{Capability, PackageVersion};
+pub use runtime::{Compiled, Runtime};

@@ -1,79 +1,104 @@
-//! Projectors (the `projector` world): pure functions from the stored state of one key and a record to the new
-//! state, or a rejection. Loaded like plugins (same import checks, manifest, limits, fresh instance per call)
-//! but granted the `log` capability at most: a projection must be deterministic.
+//! Projectors (the `projector` world of `flowhost:plugin@0.1.0` or `0.2.0`): pure functions from the stored
+//! state of one key and a record to the new state, or a rejection. A projector is a [`Plugin`] like any other
+//! (same import checks, manifest, limits, fresh instance per call; the component store holds them too);
+//! [`Runtime::load_projector`] loads one granting the `log` capability at most: a projection must be
+//! deterministic.
 
-use std::sync::Arc;
-use std::time::Instant;
-
-use crate::bindings::projector::ProjectorPre;
+use crate::bindings::{v1, v2};
 use crate::host::HostState;
-use crate::runtime::{classify, finish, new_store, Identity, Inner};
-use crate::{Capability, Compiled, InvokeError, Limits, LoadError, Manifest, Runtime};
+use crate::runtime::classify;
+use crate::{Capability, Compiled, InvokeError, Limits, LoadError, Manifest, PackageVersion, Plugin, Runtime};
 
-/// A loaded projector. Cheap to clone; a projection in flight keeps its version alive.
-#[derive(Clone)]
-pub struct Projector {
-    inner: Arc<ProjectorInner>,
+/// The `projector` world of either package version (the same shape in both).
+pub(crate) enum ProjectorPre {
+    V1(v1::projector::ProjectorPre<HostState>),
+    V2(v2::projector::ProjectorPre<HostState>),
 }
 
-struct ProjectorInner {
-    runtime: Arc<Inner>,
-    pre: ProjectorPre<HostState>,
-    manifest: Manifest,
-    identity: Identity,
-    limits: Limits,
-}
+impl ProjectorPre {
+    pub(crate) fn of(pre: wasmtime::component::InstancePre<HostState>) -> Result<ProjectorPre, LoadError> {
+        match v2::projector::ProjectorPre::new(pre.clone()) {
+            Ok(pre) => Ok(ProjectorPre::V2(pre)),
+            Err(_) => v1::projector::ProjectorPre::new(pre)
+                .map(ProjectorPre::V1)
+                .map_err(|error| LoadError::Link(format!("{error:#}"))),
+        }
+    }
 
-impl std::fmt::Debug for Projector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Projector").field("id", &self.inner.manifest.id).finish_non_exhaustive()
+    pub(crate) async fn manifest(&self, store: &mut wasmtime::Store<HostState>) -> wasmtime::Result<String> {
+        match self {
+            ProjectorPre::V1(pre) => pre.instantiate_async(&mut *store).await?.call_manifest(store).await,
+            ProjectorPre::V2(pre) => pre.instantiate_async(&mut *store).await?.call_manifest(store).await,
+        }
+    }
+
+    /// Runs `project` in a fresh instance in `store`: the guest's answer, or the failure of the call.
+    pub(crate) async fn project(
+        &self,
+        store: &mut wasmtime::Store<HostState>,
+        limits: &Limits,
+        state: Option<&str>,
+        input: &str,
+    ) -> Result<Result<String, InvokeError>, InvokeError> {
+        use crate::runtime::GuestError;
+        let project = async {
+            Ok::<_, wasmtime::Error>(match self {
+                ProjectorPre::V1(pre) => pre
+                    .instantiate_async(&mut *store)
+                    .await?
+                    .call_project(&mut *store, state, input)
+                    .await?
+                    .map_err(GuestError::into_invoke_error),
+                ProjectorPre::V2(pre) => pre
+                    .instantiate_async(&mut *store)
+                    .await?
+                    .call_project(&mut *store, state, input)
+                    .await?
+                    .map_err(GuestError::into_invoke_error),
+            })
+        };
+        match project.await {
+            Ok(result) => Ok(result),
+            Err(error) => Err(classify(error, store, limits)),
+        }
+    }
+
+    pub(crate) fn version(&self) -> PackageVersion {
+        match self {
+            ProjectorPre::V1(_) => PackageVersion::V0_1,
+            ProjectorPre::V2(_) => PackageVersion::V0_2,
+        }
     }
 }
 
+/// A loaded projector: a [`Plugin`] checked to be one. Cheap to clone; a projection in flight keeps its version
+/// alive.
+#[derive(Clone, Debug)]
+pub struct Projector(Plugin);
+
 impl Runtime {
     /// Loads a projector component: it may import `log` only (when `grants` has it), and must export the
-    /// `projector` world's `manifest` and `project`.
+    /// `projector` world's `manifest` and `project`. (The component store loads projectors like any plugin;
+    /// this is the stricter entry for a role that runs only projections.)
     pub async fn load_projector(&self, compiled: Compiled, grants: &[Capability]) -> Result<Projector, LoadError> {
         let grants: Vec<Capability> = grants.iter().copied().filter(|c| *c == Capability::Log).collect();
-        let (pre, imported) = self.link(&compiled.0, &grants)?;
-        let pre = ProjectorPre::new(pre).map_err(|error| LoadError::Link(format!("{error:#}")))?;
-        let mut store = self.loading_store()?;
-        let text = match pre.instantiate_async(&mut store).await {
-            Ok(instance) => instance.call_manifest(&mut store).await,
-            Err(error) => {
-                let limits = &self.config().limits;
-                return Err(LoadError::Manifest(classify(error, &store, limits)));
-            }
-        };
-        let (manifest, identity, limits) = self.read_manifest(text, store, &imported)?;
-        Ok(Projector {
-            inner: Arc::new(ProjectorInner { runtime: self.inner().clone(), pre, manifest, identity, limits }),
-        })
+        let plugin = self.prepare(compiled.0, &grants).await?;
+        if !plugin.is_projector() {
+            return Err(LoadError::Link("the component does not export the projector world's `project`".into()));
+        }
+        Ok(Projector(plugin))
     }
 }
 
 impl Projector {
     /// The manifest read from the component.
     pub fn manifest(&self) -> &Manifest {
-        &self.inner.manifest
+        self.0.manifest()
     }
 
     /// Projects the record `input` (JSON) onto `state` (JSON; `None` for a new key) in a fresh instance: the new
     /// state, or the projector's rejection (`Permanent`) or request to retry (`Retryable`).
     pub async fn project(&self, state: Option<&str>, input: &str) -> Result<String, InvokeError> {
-        let started = Instant::now();
-        let limits = &self.inner.limits;
-        let result = async {
-            let mut store = new_store(&self.inner.runtime, self.inner.identity.clone(), limits)?;
-            let instance = match self.inner.pre.instantiate_async(&mut store).await {
-                Ok(instance) => instance,
-                Err(error) => return Err(classify(error, &store, limits)),
-            };
-            let result = instance.call_project(&mut store, state, input).await;
-            finish(result, store, limits)
-        }
-        .await;
-        self.inner.runtime.observe(&self.inner.manifest.id, &result, started);
-        result
+        self.0.project(state, input).await
     }
 }

@@ -15,10 +15,9 @@ use sha2::Digest;
 use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap, UpdateDeadline};
 
-use crate::bindings::action::flowhost::plugin::types::{Outcome, PluginError};
-use crate::bindings::action::{ActionPlugin, ActionPluginPre};
-use crate::bindings::service::ServicePluginPre;
-use crate::host::{HostState, MemoryLimiter, TYPE_ONLY_IMPORTS};
+use crate::host::{HostState, MemoryLimiter};
+use crate::plugin::Plugin;
+use crate::providers::Import;
 use crate::{Capability, InvokeError, Limits, LoadError, Manifest, RuntimeConfig, RuntimeError, RuntimeMetrics};
 
 /// Runs plugin components. Cheap to clone; plugins keep it alive.
@@ -28,6 +27,11 @@ pub struct Runtime {
 }
 
 impl Inner {
+    /// The clock the `clock` capability and invocation deadlines read.
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
     /// Counts and times a finished call of plugin `id`.
     pub(crate) fn observe(&self, id: &str, result: &Result<String, InvokeError>, started: Instant) {
         if let Some(metrics) = &self.metrics {
@@ -193,8 +197,8 @@ impl Runtime {
         self.prepare(component, grants).await
     }
 
-    /// Checks the component's imports against `grants` and links them: the granted capabilities it imports, the
-    /// insecure seed, and traps for the rest of WASI.
+    /// Checks the component's imports against `grants` and links them: the granted capabilities it imports and
+    /// WASI (locked down; traps for interfaces the host does not implement).
     pub(crate) fn link(
         &self,
         component: &Component,
@@ -202,38 +206,27 @@ impl Runtime {
     ) -> Result<(InstancePre<HostState>, Vec<Capability>), LoadError> {
         let engine = &self.inner.engine;
         let mut imported = Vec::new();
-        for (name, _) in component.component_type().imports(engine) {
-            if let Some(capability) = Capability::from_import(name) {
-                if !grants.contains(&capability) {
-                    return Err(LoadError::NotGranted { capability: capability.name().to_string() });
-                }
-                imported.push(capability);
-            } else if !(name.starts_with("wasi:") || TYPE_ONLY_IMPORTS.contains(&name)) {
-                return Err(LoadError::UnsatisfiableImport(name.to_string()));
-            }
-        }
         let mut linker = Linker::new(engine);
-        for capability in &imported {
-            capability.add_to_linker(&mut linker).map_err(|error| LoadError::Link(format!("{error:#}")))?;
-        }
-        // std's `HashMap` seeds its `RandomState` from `wasi:random/insecure-seed`, so any guest whose code builds
-        // a HashMap (cel-core in plugins/condition) calls it. By WASI's definition the seed is no secret: serve
-        // one per loaded plugin and keep the rest of WASI stubbed.
-        let seed = {
-            use std::hash::BuildHasher;
-            let state = std::collections::hash_map::RandomState::new();
-            (state.hash_one(1u8), state.hash_one(2u8))
-        };
         for (name, _) in component.component_type().imports(engine) {
-            if name.starts_with("wasi:random/insecure-seed@") {
-                linker
-                    .instance(name)
-                    .and_then(|mut instance| instance.func_wrap("insecure-seed", move |_, ()| Ok((seed,))))
-                    .map_err(|error| LoadError::Link(format!("{error:#}")))?;
+            match Import::of(name) {
+                Import::Capability(provider, version) => {
+                    if !grants.contains(&provider.capability) {
+                        return Err(LoadError::NotGranted { capability: provider.capability.name().to_string() });
+                    }
+                    provider.link(version, &mut linker).map_err(|error| LoadError::Link(format!("{error:#}")))?;
+                    if !imported.contains(&provider.capability) {
+                        imported.push(provider.capability);
+                    }
+                }
+                Import::TypesOnly | Import::Wasi => {}
+                Import::Unknown => return Err(LoadError::UnsatisfiableImport(name.to_string())),
             }
         }
-        // What is left is WASI (and type-only interfaces): stubs that trap if called (see the crate docs).
-        linker.define_unknown_imports_as_traps(component).map_err(|error| LoadError::Link(format!("{error:#}")))?;
+        // WASI 0.2 with a locked-down context per store (see `crate::wasi`). A guest built against an older 0.2.x
+        // links to it by semver. (Not `define_unknown_imports_as_traps`: it would define the guest's exact 0.2.x
+        // names as traps, shadowing the real WASI.) A WASI interface this host does not implement (`wasi:http`)
+        // fails the link below, naming the import.
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|error| LoadError::Link(format!("{error:#}")))?;
         let pre = linker.instantiate_pre(component).map_err(|error| LoadError::Link(format!("{error:#}")))?;
         Ok((pre, imported))
     }
@@ -274,41 +267,6 @@ impl Runtime {
         Ok((manifest, identity, limits))
     }
 
-    async fn prepare(&self, component: Component, grants: &[Capability]) -> Result<Plugin, LoadError> {
-        let (pre, imported) = self.link(&component, grants)?;
-        // A component that also exports `data-sources` is a service plugin (`service-plugin` world).
-        let service = ServicePluginPre::new(pre.clone()).ok();
-        let pre = ActionPluginPre::new(pre).map_err(|error| LoadError::Link(format!("{error:#}")))?;
-
-        let mut store = self.loading_store()?;
-        let limits = &self.inner.config.limits;
-        let instance = instantiate(&pre, &mut store, limits).await.map_err(LoadError::Manifest)?;
-        let text = instance.call_manifest(&mut store).await;
-        let (manifest, identity, limits) = self.read_manifest(text, store, &imported)?;
-        if manifest.actions.is_empty() {
-            return Err(LoadError::InvalidManifest("the manifest declares no action".into()));
-        }
-        for source in &manifest.data_sources {
-            if service.is_none() {
-                return Err(LoadError::InvalidManifest(format!(
-                    "data source {:?} is declared but the component does not export `data-sources`",
-                    source.name
-                )));
-            }
-        }
-        Ok(Plugin {
-            inner: Arc::new(PluginInner {
-                runtime: self.inner.clone(),
-                pre,
-                service,
-                manifest,
-                identity,
-                imported,
-                limits,
-            }),
-        })
-    }
-
     pub(crate) fn inner(&self) -> &Arc<Inner> {
         &self.inner
     }
@@ -327,136 +285,22 @@ fn checked_payload(mut file: Vec<u8>) -> Option<Vec<u8>> {
 #[derive(Clone)]
 pub struct Compiled(pub(crate) Component);
 
-/// A loaded component, ready to invoke. Cheap to clone; an invocation in flight keeps the version it started
-/// with alive.
-#[derive(Clone)]
-pub struct Plugin {
-    inner: Arc<PluginInner>,
-}
-
-struct PluginInner {
-    runtime: Arc<Inner>,
-    pre: ActionPluginPre<HostState>,
-    /// Set when the component exports `data-sources`.
-    service: Option<ServicePluginPre<HostState>>,
-    manifest: Manifest,
-    identity: Identity,
-    imported: Vec<Capability>,
-    /// The runtime's default limits, tightened by the manifest's `limits`.
-    limits: Limits,
-}
-
-impl std::fmt::Debug for Plugin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plugin")
-            .field("id", &self.inner.identity.plugin)
-            .field("capabilities", &self.inner.imported)
-            .finish()
-    }
-}
-
-impl Plugin {
-    /// The manifest read from the component.
-    pub fn manifest(&self) -> &Manifest {
-        &self.inner.manifest
-    }
-
-    /// The capabilities the component imports (all granted and declared).
-    pub fn capabilities(&self) -> &[Capability] {
-        &self.inner.imported
-    }
-
-    /// The limits [`Plugin::invoke`] applies: the runtime's defaults, tightened by the manifest's `limits`.
-    pub fn limits(&self) -> &Limits {
-        &self.inner.limits
-    }
-
-    /// Runs `action` on the JSON `input` with [`Plugin::limits`], in a fresh instance.
-    ///
-    /// The guest runs on the awaiting task and yields to the executor at every epoch tick, so a busy guest
-    /// holds a worker thread for at most one tick at a time.
-    pub async fn invoke(&self, action: &str, input: &str) -> Result<String, InvokeError> {
-        self.invoke_with_limits(action, input, &self.inner.limits).await
-    }
-
-    /// Runs `action` on the JSON `input` with `limits` (e.g. tightened by the manifest or the flow), in a fresh
-    /// instance. `limits.memory_bytes` above the pool's ceiling is clamped to it.
-    pub async fn invoke_with_limits(&self, action: &str, input: &str, limits: &Limits) -> Result<String, InvokeError> {
-        let started = Instant::now();
-        let result = self.run_invoke(action, input, limits).await;
-        self.observe(&result, started);
-        result
-    }
-
-    async fn run_invoke(&self, action: &str, input: &str, limits: &Limits) -> Result<String, InvokeError> {
-        if !self.inner.manifest.has_action(action) {
-            return Err(InvokeError::UnknownAction(action.to_string()));
-        }
-        let mut store = new_store(&self.inner.runtime, self.inner.identity.clone(), limits)?;
-        let instance = instantiate(&self.inner.pre, &mut store, limits).await?;
-        let result = instance.call_invoke(&mut store, action, input).await;
-        finish(result, store, limits)
-    }
-
-    /// Whether the component answers data sources (it exports `data-sources`: the `service-plugin` world).
-    pub fn has_data_sources(&self) -> bool {
-        self.inner.service.is_some()
-    }
-
-    /// Answers the data source `name` for `params` with [`Plugin::limits`], in a fresh instance. Only the
-    /// parameters the manifest declares for the source are passed on; an undeclared source is refused
-    /// ([`InvokeError::UnknownDataSource`]) without running the guest.
-    pub async fn data_source(&self, name: &str, params: &[(String, String)]) -> Result<String, InvokeError> {
-        let started = Instant::now();
-        let result = self.run_data_source(name, params).await;
-        self.observe(&result, started);
-        result
-    }
-
-    fn observe(&self, result: &Result<String, InvokeError>, started: Instant) {
-        self.inner.runtime.observe(&self.inner.manifest.id, result, started);
-    }
-
-    async fn run_data_source(&self, name: &str, params: &[(String, String)]) -> Result<String, InvokeError> {
-        let declared = self.inner.manifest.data_sources.iter().find(|source| source.name == name);
-        let (Some(service), Some(declared)) = (&self.inner.service, declared) else {
-            return Err(InvokeError::UnknownDataSource(name.to_string()));
-        };
-        let params: Vec<(String, String)> =
-            params.iter().filter(|(key, _)| declared.params.contains(key)).cloned().collect();
-        let limits = &self.inner.limits;
-        let mut store = new_store(&self.inner.runtime, self.inner.identity.clone(), limits)?;
-        let instance = match service.instantiate_async(&mut store).await {
-            Ok(instance) => instance,
-            Err(error) => return Err(classify(error, &store, limits)),
-        };
-        let result = instance.flowhost_plugin_data_sources().call_query(&mut store, name, &params).await;
-        finish(result, store, limits)
-    }
-}
-
 /// Who a store runs for: `plugin` (`id@version`) tags log lines, `scope` (the id) scopes documents.
 #[derive(Clone)]
 pub(crate) struct Identity {
-    plugin: Arc<str>,
-    scope: Arc<str>,
+    pub(crate) plugin: Arc<str>,
+    pub(crate) scope: Arc<str>,
 }
 
 /// Classifies a finished guest call and checks its output.
-pub(crate) fn finish(
-    result: wasmtime::Result<Result<String, PluginError>>,
+pub(crate) fn finish<E: GuestError>(
+    result: wasmtime::Result<Result<String, E>>,
     store: Store<HostState>,
     limits: &Limits,
 ) -> Result<String, InvokeError> {
     let output = match result {
         Ok(Ok(output)) => output,
-        Ok(Err(error)) => {
-            return Err(match error.outcome {
-                Outcome::SkipForward => InvokeError::SkipForward(error.message),
-                Outcome::Permanent => InvokeError::Permanent(error.message),
-                Outcome::Retryable => InvokeError::Retryable(error.message),
-            })
-        }
+        Ok(Err(error)) => return Err(error.into_invoke_error()),
         Err(error) => return Err(classify(error, &store, limits)),
     };
     drop(store);
@@ -464,29 +308,45 @@ pub(crate) fn finish(
     Ok(output)
 }
 
-/// An instance of `pre` in `store`.
-async fn instantiate(
-    pre: &ActionPluginPre<HostState>,
-    store: &mut Store<HostState>,
-    limits: &Limits,
-) -> Result<ActionPlugin, InvokeError> {
-    match pre.instantiate_async(&mut *store).await {
-        Ok(instance) => Ok(instance),
-        Err(error) => Err(classify(error, store, limits)),
-    }
+/// A `plugin-error` of some package version: the guest's own classified failure.
+pub(crate) trait GuestError {
+    fn into_invoke_error(self) -> InvokeError;
 }
+
+/// Implements [`GuestError`] for the `plugin-error` of one package version.
+macro_rules! guest_error {
+    ($types:ident) => {
+        impl GuestError for $types::PluginError {
+            fn into_invoke_error(self) -> InvokeError {
+                use $types::Outcome;
+                match self.outcome {
+                    Outcome::SkipForward => InvokeError::SkipForward(self.message),
+                    Outcome::Permanent => InvokeError::Permanent(self.message),
+                    Outcome::Retryable => InvokeError::Retryable(self.message),
+                }
+            }
+        }
+    };
+}
+
+use crate::bindings::v1::action::flowhost::plugin::types as types_v1;
+use crate::bindings::v2::action::flowhost::plugin::types as types_v2;
+guest_error!(types_v1);
+guest_error!(types_v2);
 
 /// A fresh store with `limits`.
 pub(crate) fn new_store(runtime: &Inner, identity: Identity, limits: &Limits) -> Result<Store<HostState>, InvokeError> {
     let memory_bytes = limits.memory_bytes.min(runtime.config.pool.max_memory_bytes);
     let state = HostState {
-        plugin: identity.plugin,
+        plugin: identity.plugin.clone(),
         scope: identity.scope,
         clock: runtime.clock.clone(),
         documents: runtime.documents.clone(),
         deadline: Instant::now() + limits.timeout,
         max_log_message_bytes: runtime.config.max_log_message_bytes,
         limiter: MemoryLimiter { memory_bytes, hit: false },
+        wasi: crate::wasi::locked_down_context(&identity.plugin, runtime.config.max_log_message_bytes),
+        table: wasmtime::component::ResourceTable::new(),
     };
     let mut store = Store::new(&runtime.engine, state);
     store.limiter(|state| &mut state.limiter);
@@ -529,7 +389,7 @@ pub(crate) fn classify(error: wasmtime::Error, store: &Store<HostState>, limits:
 }
 
 /// The output must fit the limit and be JSON.
-fn check_output(output: &str, limits: &Limits) -> Result<(), InvokeError> {
+pub(crate) fn check_output(output: &str, limits: &Limits) -> Result<(), InvokeError> {
     if output.len() > limits.max_output_bytes {
         return Err(InvokeError::OutputTooLarge { size: output.len(), limit: limits.max_output_bytes });
     }

@@ -6,7 +6,9 @@
 //! the component accepts.
 
 use flowhost_expr::Expression;
-use flowhost_runtime::{Capability, InvokeError, Plugin, Runtime, RuntimeConfig};
+use flowhost_runtime::{
+    Capability, InvocationContext, InvokeError, NodeEvent, PackageVersion, Plugin, Runtime, RuntimeConfig,
+};
 use flowhost_runtime_fixtures as fixtures;
 use serde_json::{json, Map, Value};
 
@@ -140,7 +142,7 @@ async fn bad_condition_input_is_permanent_and_named() {
         (json!({"config": {"expression": 1}, "event": {}}), "invalid config: invalid type: integer `1`"),
         (json!({"config": {"expression": "true", "mode": "x"}, "event": {}}), "invalid config: unknown field `mode`"),
         (json!({"config": {"expression": "true"}}), "invalid input for condition: missing field `event`"),
-        (json!({"config": {"expression": "true"}, "event": [1]}), "invalid input for condition: invalid type"),
+        (json!({"config": {"expression": "true"}, "event": [1]}), "invalid event: invalid type"),
     ];
     for (input, expected) in cases {
         let error = invoke(&condition, "condition", &input).await.unwrap_err();
@@ -241,7 +243,7 @@ async fn bad_mapping_config_is_permanent_and_named() {
 /// compiled), and compiled to validate configs.
 fn config_validator(plugin: &Plugin, id: &str) -> jsonschema::Validator {
     let manifest = plugin.manifest();
-    assert_eq!((manifest.id.as_str(), manifest.version.as_str()), (id, "0.1.0"));
+    assert_eq!((manifest.id.as_str(), manifest.version.as_str()), (id, "0.2.0"));
     assert_eq!(manifest.actions.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), [id]);
     assert!(plugin.capabilities().is_empty(), "{id} needs no capability");
     let schema = manifest.actions[0].config_schema.as_ref().unwrap_or_else(|| panic!("{id}: no config_schema"));
@@ -268,4 +270,85 @@ async fn config_schemas_are_valid_and_agree_with_the_components() {
     for (config, _, schema_refuses) in bad_mapping_configs() {
         assert_eq!(!mapping.is_valid(&config), schema_refuses, "the mapping schema on {config}");
     }
+}
+
+fn node_events(events: &[Map<String, Value>]) -> Vec<NodeEvent> {
+    events
+        .iter()
+        .enumerate()
+        .map(|(offset, event)| NodeEvent {
+            context: InvocationContext { idempotency_key: format!("in/0/{offset}/r"), ..InvocationContext::default() },
+            event: Value::Object(event.clone()).to_string(),
+        })
+        .collect()
+}
+
+/// The batch contract: one `prepare` and one `evaluate` of every event in one instance give, event by event,
+/// what the native expression gives.
+#[tokio::test]
+async fn condition_batches_decide_as_the_native_expression() {
+    let condition = load("condition").await;
+    assert!(condition.evaluates_batches());
+    assert_eq!(condition.package_version(), PackageVersion::V0_2);
+    let events = events();
+    for source in EXPRESSIONS {
+        let native = Expression::compile(source, None).unwrap();
+        let config = json!({ "expression": source }).to_string();
+        let results = condition.evaluate("condition", &config, &node_events(&events)).await;
+        assert_eq!(results.len(), events.len(), "{source:?}: one result per event");
+        for (result, event) in results.into_iter().zip(&events) {
+            let expected = match native.evaluate(event) {
+                Ok(pass) => Ok(json!({ "pass": pass }).to_string()),
+                Err(error) => Err(InvokeError::Permanent(error.to_string())),
+            };
+            assert_eq!(result, expected, "{source:?} over {}", Value::Object(event.clone()));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_refused_configuration_fails_every_event_of_the_batch_and_an_empty_batch_runs_nothing() {
+    let condition = load("condition").await;
+    let events = node_events(&events());
+    let results = condition.evaluate("condition", r#"{"expression": "amount >"}"#, &events).await;
+    assert_eq!(results.len(), events.len());
+    for result in results {
+        let Err(InvokeError::Permanent(message)) = result else { panic!("{result:?}") };
+        assert!(message.starts_with("invalid expression: syntax error"), "{message}");
+    }
+    assert!(condition.evaluate("condition", r#"{"expression": "true"}"#, &[]).await.is_empty());
+    let unknown = condition.evaluate("mapping", "{}", &events[..1]).await;
+    assert_eq!(unknown, vec![Err(InvokeError::UnknownAction("mapping".into()))]);
+}
+
+/// A trap in the middle of a batch fails that event alone: the batch is evaluated again event by event.
+#[tokio::test]
+async fn a_trapping_event_fails_alone_in_its_batch() {
+    let trap = load("trap").await;
+    let events: Vec<Map<String, Value>> = [json!({"n": 1}), json!({"panic": true}), json!({"n": 3})]
+        .into_iter()
+        .map(|event| event.as_object().unwrap().clone())
+        .collect();
+    let results = trap.evaluate("fragile", "{}", &node_events(&events)).await;
+    assert_eq!(results[0], Ok(r#"{"pass":true}"#.into()));
+    assert!(matches!(&results[1], Err(InvokeError::Trap(_))), "{:?}", results[1]);
+    assert_eq!(results[2], Ok(r#"{"pass":true}"#.into()));
+}
+
+/// A component of the released `flowhost:plugin@0.1.0` keeps loading and running: its actions are invoked as
+/// before, and its node kind is evaluated one event per instance.
+#[tokio::test]
+async fn a_0_1_0_component_keeps_loading_and_its_node_kind_runs_per_event() {
+    let legacy = load("legacy").await;
+    assert_eq!(legacy.package_version(), PackageVersion::V0_1);
+    assert!(!legacy.evaluates_batches());
+    assert_eq!(legacy.invoke("echo", r#"{"a":1}"#).await, Ok(r#"{"a":1}"#.into()));
+    let events: Vec<Map<String, Value>> = [json!({"amount": 5}), json!({"amount": 50}), json!({})]
+        .into_iter()
+        .map(|e| e.as_object().unwrap().clone())
+        .collect();
+    let results = legacy.evaluate("threshold", r#"{"min": 10}"#, &node_events(&events)).await;
+    assert_eq!(results[0], Ok(r#"{"pass":false}"#.into()));
+    assert_eq!(results[1], Ok(r#"{"pass":true}"#.into()));
+    assert_eq!(results[2], Err(InvokeError::Permanent("event.amount is a number".into())));
 }

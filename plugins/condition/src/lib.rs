@@ -1,6 +1,8 @@
 //! `condition`: the flow node kind that lets an event through or not, by a CEL expression over its fields.
 //!
-//! Input `{"config": {"expression": "<CEL>"}, "event": {<fields>}}`, output `{"pass": true|false}`.
+//! A batch node kind (`flowhost:plugin@0.2.0`): `prepare` compiles `{"expression": "<CEL>"}` once, `evaluate`
+//! answers `{"pass": true|false}` for each event (its fields). Called as an action, the input is
+//! `{"config": {"expression": ...}, "event": {<fields>}}`.
 //!
 //! The semantics are the host's rule engine's, `host/expr` without a schema (`Expression::compile(source, None)`
 //! then `evaluate`): the event's top-level fields are the CEL variables, converted from JSON as they are read
@@ -15,22 +17,17 @@
 //! `host/runtime/tests/node_kinds.rs` checks that the component and `flowhost_expr::Expression` agree over a table
 //! of expressions and events.
 //!
-//! The expression is compiled on every call: each invocation runs in a fresh instance, so no cache would survive.
+//! The expression is compiled once per batch (the host prepares a node once per instance, and an instance serves a
+//! whole batch of events).
 
 use std::sync::Arc;
 
 use cel_core::{Activation, CompileError, Env, Program, Value};
-use flowhost_sdk_guest::{export_plugin, Action, Call, Error, Manifest, Output, Plugin};
+use flowhost_sdk_guest::{export_plugin, Action, Context, Error, Manifest, Output, Plugin, Prepared};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 
 struct Condition;
-
-#[derive(Deserialize)]
-struct Input {
-    config: Json,
-    event: Map<String, Json>,
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,7 +42,7 @@ struct Pass {
 
 impl Plugin for Condition {
     fn manifest() -> Manifest {
-        Manifest::new("condition", "0.1.0")
+        Manifest::new("condition", "0.2.0")
             .node_kind("condition")
             // A node kind is small and quick: a bug in it fails fast instead of holding a slot for the defaults.
             .timeout_ms(500)
@@ -58,18 +55,27 @@ impl Plugin for Condition {
             )
     }
 
-    fn invoke(call: Call) -> Result<Output, Error> {
-        match call.action() {
-            "condition" => call.handle(|input: Input| {
-                let config: Config = serde_json::from_value(input.config)
-                    .map_err(|error| Error::permanent(format!("invalid config: {error}")))?;
-                let program = compile(&config.expression)
-                    .map_err(|errors| Error::permanent(format!("invalid expression: {}", errors.join("; "))))?;
-                let pass = evaluate(&program, &input.event).map_err(Error::permanent)?;
-                Ok(Pass { pass })
-            }),
-            _ => Err(call.unknown_action()),
+    fn prepare(kind: &str, config: &str) -> Result<Box<dyn Prepared>, Error> {
+        if kind != "condition" {
+            return Err(Error::permanent(format!("unknown node kind {kind:?}")));
         }
+        let config: Config =
+            serde_json::from_str(config).map_err(|error| Error::permanent(format!("invalid config: {error}")))?;
+        let program = compile(&config.expression)
+            .map_err(|errors| Error::permanent(format!("invalid expression: {}", errors.join("; "))))?;
+        Ok(Box::new(Compiled(program)))
+    }
+}
+
+/// A compiled expression.
+struct Compiled(Program);
+
+impl Prepared for Compiled {
+    fn evaluate(&self, _context: &Context, event: &str) -> Result<Output, Error> {
+        let fields: Map<String, Json> =
+            serde_json::from_str(event).map_err(|error| Error::permanent(format!("invalid event: {error}")))?;
+        let pass = evaluate(&self.0, &fields).map_err(Error::permanent)?;
+        Output::json(&Pass { pass })
     }
 }
 

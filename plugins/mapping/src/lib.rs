@@ -1,8 +1,10 @@
 //! `mapping`: the flow node kind that reshapes an event, with the rule engine's `select` output mapping.
 //!
-//! Input `{"config": {"mode": "select", "fields": [{"source": "a", "target": "b"}, ...]}, "event": {<fields>}}`,
-//! output `{"event": {<mapped fields>}}`: only the listed fields, each copied from `source` to `target`; a source
-//! the event lacks is left out (host/engine's `process::map_fields`).
+//! A batch node kind (`flowhost:plugin@0.2.0`): `prepare` checks the config
+//! `{"mode": "select", "fields": [{"source": "a", "target": "b"}, ...]}` once, `evaluate` answers
+//! `{"event": {<mapped fields>}}` for each event: only the listed fields, each copied from `source` to `target`;
+//! a source the event lacks is left out (host/engine's `process::map_fields`). Called as an action, the input is
+//! `{"config": ..., "event": {<fields>}}`.
 //!
 //! The config is valid when the admin API would accept it as a rule's `output_mapping` (host/api's `check_rule`):
 //! mode `select`, at least one field, non-blank `source` and `target`, no target twice. Anything else is a
@@ -10,17 +12,11 @@
 
 use std::collections::BTreeSet;
 
-use flowhost_sdk_guest::{export_plugin, Action, Call, Error, Manifest, Output, Plugin};
+use flowhost_sdk_guest::{export_plugin, Action, Context, Error, Manifest, Output, Plugin, Prepared};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 
 struct Mapping;
-
-#[derive(Deserialize)]
-struct Input {
-    config: Json,
-    event: Map<String, Json>,
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,7 +45,7 @@ struct Mapped {
 
 impl Plugin for Mapping {
     fn manifest() -> Manifest {
-        Manifest::new("mapping", "0.1.0")
+        Manifest::new("mapping", "0.2.0")
             .node_kind("mapping")
             // A node kind is small and quick: a bug in it fails fast instead of holding a slot for the defaults.
             .timeout_ms(500)
@@ -62,17 +58,22 @@ impl Plugin for Mapping {
             )
     }
 
-    fn invoke(call: Call) -> Result<Output, Error> {
-        match call.action() {
-            "mapping" => call.handle(|input: Input| {
-                let config: Config = serde_json::from_value(input.config)
-                    .map_err(|error| Error::permanent(format!("invalid config: {error}")))?;
-                check(&config)
-                    .map_err(|problems| Error::permanent(format!("invalid config: {}", problems.join("; "))))?;
-                Ok(Mapped { event: map_fields(&config, &input.event) })
-            }),
-            _ => Err(call.unknown_action()),
+    fn prepare(kind: &str, config: &str) -> Result<Box<dyn Prepared>, Error> {
+        if kind != "mapping" {
+            return Err(Error::permanent(format!("unknown node kind {kind:?}")));
         }
+        let config: Config =
+            serde_json::from_str(config).map_err(|error| Error::permanent(format!("invalid config: {error}")))?;
+        check(&config).map_err(|problems| Error::permanent(format!("invalid config: {}", problems.join("; "))))?;
+        Ok(Box::new(config))
+    }
+}
+
+impl Prepared for Config {
+    fn evaluate(&self, _context: &Context, event: &str) -> Result<Output, Error> {
+        let fields: Map<String, Json> =
+            serde_json::from_str(event).map_err(|error| Error::permanent(format!("invalid event: {error}")))?;
+        Output::json(&Mapped { event: map_fields(self, &fields) })
     }
 }
 
@@ -109,7 +110,6 @@ fn check(config: &Config) -> Result<(), Vec<String>> {
     if config.fields.is_empty() {
         problems.push("fields must not be empty".to_owned());
     }
-    // A `BTreeSet`, not a `HashSet`: std's `RandomState` seeds from WASI random, which the host does not grant.
     let mut targets = BTreeSet::new();
     for (i, field) in config.fields.iter().enumerate() {
         if field.source.trim().is_empty() || field.target.trim().is_empty() {
