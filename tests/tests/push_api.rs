@@ -10,7 +10,6 @@ use flowhost_core::collections::{WEBPUSH_ACTIVITY, WEBPUSH_EVENTS, WEBPUSH_SUBSC
 use flowhost_core::config::{Channel, Role, Secret};
 use flowhost_core::{Clock, ManualClock, SystemClock};
 use flowhost_push::records::{store_activity, NotificationActivity};
-use flowhost_push::token::{mint, InteractionClaims};
 use flowhost_push::PushState;
 use flowhost_tests::push::{
     assert_error, callers_json, detail_fields, editor, platform, send, subscription, Body, BRIDGE_TOKEN,
@@ -18,6 +17,7 @@ use flowhost_tests::push::{
     SOURCE_APP, TENANT_A, TENANT_B,
 };
 use flowhost_tests::{on_both_backends, Backends, TestHost};
+use flowhost_webpush::token::{mint, InteractionClaims};
 use serde_json::{json, Value};
 
 on_both_backends!(

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use axum::extract::{FromRequestParts, MatchedPath};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
+use flowhost_webpush::policy::Caller;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::error::PushError;
-use crate::policy::Caller;
 use crate::PushState;
 
 /// The token of `Authorization: Bearer <token>` (scheme case-insensitive), if well-formed.

@@ -13,14 +13,13 @@ mod body;
 mod editor;
 pub mod error;
 mod platform;
-pub mod policy;
 pub mod records;
 mod retention;
 mod role;
-pub mod targets;
 mod templates;
-pub mod token;
-pub mod vapid;
+
+/// The domain modules, where they lived before `flowhost-webpush` owned them; new code imports them from there.
+pub use flowhost_webpush::{policy, targets, token, vapid};
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -35,11 +34,11 @@ use sha2::{Digest, Sha256};
 use tracing::{error, info, warn};
 
 pub use error::PushError;
-pub use policy::{CallerPolicy, PolicyError};
+pub use flowhost_webpush::policy::{CallerPolicy, PolicyError};
+pub use flowhost_webpush::token::InteractionClaims;
+pub use flowhost_webpush::vapid::VapidKeys;
 pub use retention::{run_retention, sweep_once};
 pub use role::PushRole;
-pub use token::InteractionClaims;
-pub use vapid::VapidKeys;
 
 /// The delivered-payload schema version (`payload_version`).
 pub const PAYLOAD_VERSION: &str = "v1";

@@ -13,6 +13,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use flowhost_core::collections::{WEBPUSH_EVENTS, WEBPUSH_SUBSCRIPTIONS};
 use flowhost_core::config::Channel;
+use flowhost_webpush::{targets, token, vapid};
 use serde_json::{json, Value};
 use tracing::{debug, info};
 
@@ -20,7 +21,7 @@ use crate::auth::PlatformCaller;
 use crate::body::{Fields, JsonObject, MAX_ID_LEN};
 use crate::error::PushError;
 use crate::records::{self, iso, subscription_id, user_identity};
-use crate::{targets, token, vapid, PushState, PAYLOAD_VERSION};
+use crate::{PushState, PAYLOAD_VERSION};
 
 type Shared = Arc<PushState>;
 

@@ -14,6 +14,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use flowhost_core::collections::WEBPUSH_TEMPLATES;
 use flowhost_core::ports::PortError;
+use flowhost_webpush::targets::{check_scheme, TargetPolicy};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use tracing::{error, info};
@@ -22,7 +23,6 @@ use crate::auth::Editor;
 use crate::body::{Fields, JsonObject};
 use crate::error::{FieldError, PushError};
 use crate::records::{iso, register_tenant};
-use crate::targets::{check_scheme, TargetPolicy};
 use crate::{PushState, PAYLOAD_VERSION};
 
 type Shared = Arc<PushState>;

@@ -1,0 +1,9 @@
+//! `flowhost-webpush`: the web-push notification service as a domain, without HTTP. It owns the caller policy
+//! of the push-platform routes ([`policy`]), interaction tokens ([`token`]), VAPID keys ([`vapid`]) and the
+//! target-host policy of rendered URLs ([`targets`]). The push-api role (`host/push`) is thin handlers over
+//! it; the sender role and Studio reuse it without HTTP.
+
+pub mod policy;
+pub mod targets;
+pub mod token;
+pub mod vapid;
