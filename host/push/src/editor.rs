@@ -12,11 +12,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use flowhost_core::collections::{WEBPUSH_ACTIVITY, WEBPUSH_EVENTS, WEBPUSH_TENANTS};
 use flowhost_core::config::Channel;
+use flowhost_webpush::fields::Fields;
 use serde_json::{json, Value};
 use tracing::info;
 
 use crate::auth::Editor;
-use crate::body::{Fields, JsonObject};
+use crate::body::JsonObject;
 use crate::error::PushError;
 use crate::PushState;
 

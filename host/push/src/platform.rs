@@ -13,12 +13,13 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use flowhost_core::collections::{WEBPUSH_EVENTS, WEBPUSH_SUBSCRIPTIONS};
 use flowhost_core::config::Channel;
+use flowhost_webpush::fields::{Fields, MAX_ID_LEN};
 use flowhost_webpush::{targets, token, vapid};
 use serde_json::{json, Value};
 use tracing::{debug, info};
 
 use crate::auth::PlatformCaller;
-use crate::body::{Fields, JsonObject, MAX_ID_LEN};
+use crate::body::JsonObject;
 use crate::error::PushError;
 use crate::records::{self, iso, subscription_id, user_identity};
 use crate::{PushState, PAYLOAD_VERSION};

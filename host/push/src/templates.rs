@@ -14,13 +14,14 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use flowhost_core::collections::WEBPUSH_TEMPLATES;
 use flowhost_core::ports::PortError;
+use flowhost_webpush::fields::Fields;
 use flowhost_webpush::targets::{check_scheme, TargetPolicy};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use tracing::{error, info};
 
 use crate::auth::Editor;
-use crate::body::{Fields, JsonObject};
+use crate::body::JsonObject;
 use crate::error::{FieldError, PushError};
 use crate::records::{iso, register_tenant};
 use crate::{PushState, PAYLOAD_VERSION};

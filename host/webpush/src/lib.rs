@@ -3,7 +3,11 @@
 //! target-host policy of rendered URLs ([`targets`]). The push-api role (`host/push`) is thin handlers over
 //! it; the sender role and Studio reuse it without HTTP.
 
+mod error;
+pub mod fields;
 pub mod policy;
 pub mod targets;
 pub mod token;
 pub mod vapid;
+
+pub use error::{FieldError, WebPushError};
