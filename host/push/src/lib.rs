@@ -13,13 +13,11 @@ mod body;
 mod editor;
 pub mod error;
 mod platform;
-pub mod records;
-mod retention;
 mod role;
 mod templates;
 
 /// The domain modules, where they lived before `flowhost-webpush` owned them; new code imports them from there.
-pub use flowhost_webpush::{policy, targets, token, vapid};
+pub use flowhost_webpush::{policy, records, targets, token, vapid};
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -35,9 +33,9 @@ use tracing::{error, info, warn};
 
 pub use error::PushError;
 pub use flowhost_webpush::policy::{CallerPolicy, PolicyError};
+pub use flowhost_webpush::retention::{run_retention, sweep_once};
 pub use flowhost_webpush::token::InteractionClaims;
 pub use flowhost_webpush::vapid::VapidKeys;
-pub use retention::{run_retention, sweep_once};
 pub use role::PushRole;
 
 /// The delivered-payload schema version (`payload_version`).
@@ -148,7 +146,7 @@ impl PushState {
                 editor_token_digest: secrets
                     .editor_token
                     .map(|t| TokenDigest(Sha256::digest(t.expose().as_bytes()).into())),
-                retention: Duration::from_secs(u64::from(push.retention_days) * 24 * 3600),
+                retention: records::retention(push.retention_days),
                 sweep_interval: Duration::from_millis(push.retention_sweep_interval_ms),
                 tenants: push.tenants.clone(),
                 smoke_test_callers: push.smoke_test_callers.iter().cloned().collect(),
@@ -189,11 +187,6 @@ impl PushState {
 
     pub fn channel_enabled(&self, channel: Channel) -> bool {
         self.settings.channels.contains(&channel)
-    }
-
-    /// Milliseconds until a record written now expires.
-    pub fn retention_ms(&self) -> i64 {
-        self.settings.retention.as_millis() as i64
     }
 }
 

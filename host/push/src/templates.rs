@@ -15,6 +15,7 @@ use axum::{Json, Router};
 use flowhost_core::collections::WEBPUSH_TEMPLATES;
 use flowhost_core::ports::PortError;
 use flowhost_webpush::fields::Fields;
+use flowhost_webpush::records::{iso, register_tenant};
 use flowhost_webpush::targets::{check_scheme, TargetPolicy};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -23,7 +24,6 @@ use tracing::{error, info};
 use crate::auth::Editor;
 use crate::body::JsonObject;
 use crate::error::{FieldError, PushError};
-use crate::records::{iso, register_tenant};
 use crate::{PushState, PAYLOAD_VERSION};
 
 type Shared = Arc<PushState>;

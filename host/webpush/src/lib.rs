@@ -4,8 +4,12 @@
 //! it; the sender role and Studio reuse it without HTTP.
 
 mod error;
+pub mod events;
 pub mod fields;
 pub mod policy;
+pub mod records;
+pub mod retention;
+pub mod subscriptions;
 pub mod targets;
 pub mod token;
 pub mod vapid;
