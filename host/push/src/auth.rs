@@ -130,9 +130,4 @@ impl Editor {
             (None, requested) => Ok(requested),
         }
     }
-
-    /// Whether a record of `tenant_id` is visible to this request.
-    pub fn sees(&self, tenant_id: &str) -> bool {
-        self.tenant.as_deref().is_none_or(|selected| selected == tenant_id)
-    }
 }

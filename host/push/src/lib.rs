@@ -36,10 +36,8 @@ pub use flowhost_webpush::policy::{CallerPolicy, PolicyError};
 pub use flowhost_webpush::retention::{run_retention, sweep_once};
 pub use flowhost_webpush::token::InteractionClaims;
 pub use flowhost_webpush::vapid::VapidKeys;
+pub use flowhost_webpush::PAYLOAD_VERSION;
 pub use role::PushRole;
-
-/// The delivered-payload schema version (`payload_version`).
-pub const PAYLOAD_VERSION: &str = "v1";
 
 /// The name `/health` reports when the caller policy failed to load.
 pub const POLICY_CHECK: &str = "push_caller_policy";

@@ -11,7 +11,11 @@ pub mod records;
 pub mod retention;
 pub mod subscriptions;
 pub mod targets;
+pub mod templates;
 pub mod token;
 pub mod vapid;
 
 pub use error::{FieldError, WebPushError};
+
+/// The delivered-payload schema version (`payload_version`).
+pub const PAYLOAD_VERSION: &str = "v1";
