@@ -1,8 +1,11 @@
 //! The push-api role of the web-push notification service: the five push-platform routes a bridge calls (caller
-//! policy, subscriptions, browser and semantic events, client config), the editor routes Studio and the
-//! dashboard call (tenants, web-push templates, preview, activity, notification records, send), interaction
-//! tokens, and the retention sweep of activity and events. It sees only the ports (`flowhost_core::Ports`),
-//! never a backend, and answers every error with the spec's envelope `{ "error": { code, message, details? } }`.
+//! policy, subscriptions, browser and semantic events, client config) and the editor routes Studio and the
+//! dashboard call (tenants, web-push templates, preview, activity, notification records, send), as thin handlers
+//! over `flowhost-webpush`, which owns the domain (templates and rendering, subscriptions, events, activity,
+//! interaction tokens, VAPID keys, target hosts, the caller policy, the retention sweep). Here: request parsing,
+//! authentication (`auth.rs`), the settings resolved from the configuration ([`PushState`]), and the spec's
+//! envelope `{ "error": { code, message, details? } }` for every error, the domain's included (`error.rs`). It
+//! sees only the ports (`flowhost_core::Ports`), never a backend.
 //!
 //! [`PushRole`] is the role `flowhost serve` composes: its [`router`] shares the main listener by default or
 //! serves `FLOWHOST_PUSH_API_LISTEN`; [`run_retention`] runs beside it; a broken caller policy fails the

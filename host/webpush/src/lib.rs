@@ -1,7 +1,13 @@
-//! `flowhost-webpush`: the web-push notification service as a domain, without HTTP. It owns the caller policy
-//! of the push-platform routes ([`policy`]), interaction tokens ([`token`]), VAPID keys ([`vapid`]) and the
-//! target-host policy of rendered URLs ([`targets`]). The push-api role (`host/push`) is thin handlers over
-//! it; the sender role and Studio reuse it without HTTP.
+//! `flowhost-webpush`: the web-push notification service as a domain, without HTTP. It owns templates and their
+//! rendering ([`templates`]), the stored records and how they are keyed ([`records`]: activity, tenants),
+//! subscriptions ([`subscriptions`]), interaction events ([`events`]), interaction tokens ([`token`]), VAPID
+//! keys ([`vapid`]), the target-host policy of rendered URLs ([`targets`]), the push-platform caller policy
+//! ([`policy`]), the retention sweep ([`retention`]) and the field validator its inputs go through
+//! ([`fields`]). Its errors ([`WebPushError`], [`token::TokenError`], [`policy::PolicyError`]) carry no status
+//! codes. Everything works on the ports (`flowhost_core::Ports`), never on a backend.
+//!
+//! The push-api role (`host/push`) is thin handlers over this crate: request parsing, authentication, and the
+//! mapping of these errors to its HTTP envelope. The sender role and Studio reuse it without HTTP.
 
 mod error;
 pub mod events;
