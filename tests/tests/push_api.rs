@@ -9,15 +9,14 @@ use std::time::Duration;
 use flowhost_core::collections::{WEBPUSH_ACTIVITY, WEBPUSH_EVENTS, WEBPUSH_SUBSCRIPTIONS, WEBPUSH_TEMPLATES};
 use flowhost_core::config::{Channel, Role, Secret};
 use flowhost_core::{Clock, ManualClock, SystemClock};
-use flowhost_push::records::{store_activity, NotificationActivity};
-use flowhost_push::token::{mint, InteractionClaims};
-use flowhost_push::PushState;
 use flowhost_tests::push::{
     assert_error, callers_json, detail_fields, editor, platform, send, subscription, Body, BRIDGE_TOKEN,
     CONFIG_ONLY_TOKEN, DASHBOARD_TOKEN, EDITOR_TOKEN, INTERACTION_SECRET, INTERACTION_SECRET_PREVIOUS, OPS_TOKEN,
     SOURCE_APP, TENANT_A, TENANT_B,
 };
 use flowhost_tests::{on_both_backends, Backends, TestHost};
+use flowhost_webpush::records::{retention, store_activity, NotificationActivity};
+use flowhost_webpush::token::{mint, InteractionClaims};
 use serde_json::{json, Value};
 
 on_both_backends!(
@@ -1054,14 +1053,14 @@ fn activity(notification: &str, tenant: &str, player: i64, created_at_ms: i64, s
 async fn activity_and_notifications(backends: Backends) {
     let host = push_host(backends).await;
     // The sender's write path, as the sender will use it.
-    let state = PushState::from_config(&host.config, host.ports.clone()).expect("push state");
+    let kept = retention(host.config.push.retention_days);
     let t0 = SystemClock.now_ms();
     for record in [
         activity("n-a1", TENANT_A, 42, t0, "delivered"),
         activity("n-a2", TENANT_A, 43, t0 + 1000, "subscription_expired"),
         activity("n-b1", TENANT_B, 42, t0 + 2000, "delivered"),
     ] {
-        store_activity(&state, &record).await.expect("store activity");
+        store_activity(&host.ports, kept, &record).await.expect("store activity");
     }
     let token = mint(INTERACTION_SECRET.as_bytes(), &claims(TENANT_A, 42, "n-a1", "d-n-a1", t0 + 3_600_000));
     for (event_id, event_type) in [("e-1", "displayed"), ("e-2", "clicked")] {
@@ -1227,9 +1226,9 @@ async fn retention_expires_activity_and_events(backends: Backends) {
     let host =
         push_host_with(backends, Some(clock.clone()), |config| config.push.retention_sweep_interval_ms = 50).await;
     assert_eq!(host.config.push.retention_days, 30);
-    let state = PushState::from_config(&host.config, host.ports.clone()).expect("push state");
+    let kept = retention(host.config.push.retention_days);
     let t0 = clock.now_ms();
-    store_activity(&state, &activity("n-old", TENANT_A, 42, t0, "delivered")).await.unwrap();
+    store_activity(&host.ports, kept, &activity("n-old", TENANT_A, 42, t0, "delivered")).await.unwrap();
     let token = mint(INTERACTION_SECRET.as_bytes(), &claims(TENANT_A, 42, "n-old", "d-old", t0 + 90 * DAY_MS));
     assert_eq!(
         platform(
@@ -1255,7 +1254,7 @@ async fn retention_expires_activity_and_events(backends: Backends) {
 
     // Ten days later a newer notification arrives.
     clock.advance_ms(10 * DAY_MS);
-    store_activity(&state, &activity("n-new", TENANT_A, 42, clock.now_ms(), "delivered")).await.unwrap();
+    store_activity(&host.ports, kept, &activity("n-new", TENANT_A, 42, clock.now_ms(), "delivered")).await.unwrap();
     let newer =
         platform(&host, BRIDGE_TOKEN, "POST", BROWSER, Some(browser_event(&token, "n-old", "d-old", "e-2", "clicked")))
             .await;

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use axum::extract::{FromRequestParts, MatchedPath};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
+use flowhost_webpush::policy::Caller;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::error::PushError;
-use crate::policy::Caller;
 use crate::PushState;
 
 /// The token of `Authorization: Bearer <token>` (scheme case-insensitive), if well-formed.
@@ -129,10 +129,5 @@ impl Editor {
             (Some(selected), _) => Ok(Some(selected.clone())),
             (None, requested) => Ok(requested),
         }
-    }
-
-    /// Whether a record of `tenant_id` is visible to this request.
-    pub fn sees(&self, tenant_id: &str) -> bool {
-        self.tenant.as_deref().is_none_or(|selected| selected == tenant_id)
     }
 }

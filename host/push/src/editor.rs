@@ -1,22 +1,25 @@
 //! The editor routes other than template CRUD, for Studio and the dashboard (editor token): the tenants list,
-//! the delivery activity list, one notification record, and the two send routes. No sender runs in this build
-//! yet, so the send routes validate the request completely (body, channel, template, rendering) and then answer
-//! 503 `SENDER_NOT_RUNNING`: nothing is recorded and nothing pretends to be delivered.
+//! the delivery activity list, one notification record, and the two send routes; thin handlers over
+//! `flowhost_webpush` (`records`, `templates`). No sender runs in this build yet, so the send routes validate
+//! the request completely (body, channel, template, rendering) and then answer 503 `SENDER_NOT_RUNNING`:
+//! nothing is recorded and nothing pretends to be delivered.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use flowhost_core::collections::{WEBPUSH_ACTIVITY, WEBPUSH_EVENTS, WEBPUSH_TENANTS};
 use flowhost_core::config::Channel;
+use flowhost_webpush::fields::Fields;
+use flowhost_webpush::records::{self, ActivityQuery};
+use flowhost_webpush::FieldError;
 use serde_json::{json, Value};
 use tracing::info;
 
 use crate::auth::Editor;
-use crate::body::{Fields, JsonObject};
+use crate::body::JsonObject;
 use crate::error::PushError;
 use crate::PushState;
 
@@ -35,27 +38,11 @@ pub(crate) fn routes() -> Router<Shared> {
         .route("/api/v1/templates/in-app/send", post(send_inapp))
 }
 
-/// Every tenant the deployment knows: configured (`FLOWHOST_WEBPUSH_TENANTS`), named by the caller policy's
-/// `tenant_ids`, or seen on a stored subscription or template.
-async fn known_tenants(state: &PushState) -> Result<BTreeSet<String>, PushError> {
-    let mut tenants: BTreeSet<String> = state.settings.tenants.iter().cloned().collect();
-    if let Ok(policy) = &state.policy {
-        for caller in policy.callers() {
-            tenants.extend(caller.tenant_ids().into_iter().flatten().map(str::to_owned));
-        }
-    }
-    for doc in state.ports.documents.list(WEBPUSH_TENANTS).await? {
-        if let Some(tenant) = doc["tenant_id"].as_str() {
-            tenants.insert(tenant.to_owned());
-        }
-    }
-    Ok(tenants)
-}
-
 /// `GET /api/v1/tenants/`: `{ "tenants": [{ "tenant_id" }] }`. With `X-Svc-Client-Id` it verifies the
 /// selection: 200 with that one tenant when it is known, 403 `FORBIDDEN` when not.
 async fn tenants(State(state): State<Shared>, editor: Editor) -> Result<Json<Value>, PushError> {
-    let known = known_tenants(&state).await?;
+    let configured = &state.settings.tenants;
+    let known = records::known_tenants(state.ports.documents.as_ref(), configured, state.policy.as_ref().ok()).await?;
     let listed: Vec<Value> = match &editor.tenant {
         Some(selected) if known.contains(selected) => vec![json!({ "tenant_id": selected })],
         Some(_) => return Err(PushError::forbidden("the selected tenant (X-Svc-Client-Id) is not known here")),
@@ -65,16 +52,12 @@ async fn tenants(State(state): State<Shared>, editor: Editor) -> Result<Json<Val
     Ok(Json(json!({ "tenants": listed })))
 }
 
-fn query_number(
-    query: &HashMap<String, String>,
-    name: &str,
-    errors: &mut Vec<crate::error::FieldError>,
-) -> Option<i64> {
+fn query_number(query: &HashMap<String, String>, name: &str, errors: &mut Vec<FieldError>) -> Option<i64> {
     let value = query.get(name)?;
     match value.trim().parse::<i64>() {
         Ok(n) => Some(n),
         Err(_) => {
-            errors.push(crate::error::FieldError::new(name, "must be an integer"));
+            errors.push(FieldError::new(name, "must be an integer"));
             None
         }
     }
@@ -92,32 +75,23 @@ async fn activity(
     let limit = query_number(&query, "limit", &mut errors).unwrap_or(DEFAULT_LIMIT as i64);
     let offset = query_number(&query, "offset", &mut errors).unwrap_or(0);
     if !(1..=MAX_LIMIT as i64).contains(&limit) {
-        errors.push(crate::error::FieldError::new("limit", format!("must be between 1 and {MAX_LIMIT}")));
+        errors.push(FieldError::new("limit", format!("must be between 1 and {MAX_LIMIT}")));
     }
     if offset < 0 {
-        errors.push(crate::error::FieldError::new("offset", "must not be negative"));
+        errors.push(FieldError::new("offset", "must not be negative"));
     }
     if !errors.is_empty() {
         return Err(PushError::validation(errors));
     }
-    let tenant = editor.tenant_for(query.get("tenant_id").filter(|t| !t.is_empty()).cloned(), "tenant_id")?;
-    let documents = &state.ports.documents;
-    let mut items = match &tenant {
-        Some(tenant) => documents.find(WEBPUSH_ACTIVITY, "tenant_id", &json!(tenant)).await?,
-        None => documents.list(WEBPUSH_ACTIVITY).await?,
+    let filter = ActivityQuery {
+        tenant_id: editor.tenant_for(query.get("tenant_id").filter(|t| !t.is_empty()).cloned(), "tenant_id")?,
+        player_id,
+        status: query.get("status").cloned(),
+        limit: limit as usize,
+        offset: offset as usize,
     };
-    items.retain(|doc| {
-        player_id.is_none_or(|p| doc["player_id"].as_i64() == Some(p))
-            && query.get("status").is_none_or(|s| doc["status"].as_str() == Some(s.as_str()))
-    });
-    items.sort_by(|a, b| {
-        let key =
-            |d: &Value| (d["created_at_ms"].as_i64().unwrap_or(0), d["notification_id"].as_str().map(str::to_owned));
-        key(b).cmp(&key(a))
-    });
-    let total = items.len();
-    let items: Vec<Value> = items.into_iter().skip(offset as usize).take(limit as usize).collect();
-    Ok(Json(json!({ "items": items, "total": total, "limit": limit, "offset": offset })))
+    let page = records::list_activity(state.ports.documents.as_ref(), &filter).await?;
+    Ok(Json(json!({ "items": page.items, "total": page.total, "limit": limit, "offset": offset })))
 }
 
 /// `GET /api/v1/webpush/notifications/{id}`: the activity record with its interaction events (oldest first)
@@ -127,19 +101,10 @@ async fn notification(
     editor: Editor,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, PushError> {
-    let documents = &state.ports.documents;
-    let Some(mut record) = documents.get(WEBPUSH_ACTIVITY, &id).await? else {
-        return Err(PushError::not_found("no such notification"));
-    };
-    let tenant = record["tenant_id"].as_str().unwrap_or_default().to_owned();
-    if !editor.sees(&tenant) {
-        return Err(PushError::not_found("no such notification"));
+    match records::notification(state.ports.documents.as_ref(), &id, editor.tenant.as_deref()).await? {
+        Some(record) => Ok(Json(record)),
+        None => Err(PushError::not_found("no such notification")),
     }
-    let mut events = documents.find(WEBPUSH_EVENTS, "notification_id", &json!(id)).await?;
-    events.retain(|event| event["tenant_id"].as_str() == Some(tenant.as_str()));
-    events.sort_by(|a, b| a["occurred_at"].as_str().cmp(&b["occurred_at"].as_str()));
-    record["events"] = Value::Array(events);
-    Ok(Json(record))
 }
 
 fn sender_not_running(channel: &str) -> PushError {

@@ -2,27 +2,17 @@
 //! the push-platform and the editor routes alike. Codes are the spec's (`VALIDATION_ERROR`, `UNAUTHORIZED`,
 //! `FORBIDDEN`, `PUSH_ENV_NOT_READY`, `INTERNAL_ERROR`) plus a few of ours for situations the spec does not
 //! name (README, "Push API"). A 5xx never carries internal detail: the cause is logged, the client gets a
-//! generic message.
+//! generic message. The domain's errors (`flowhost_webpush::WebPushError`, without status codes) are mapped here.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use flowhost_core::ports::PortError;
+use flowhost_webpush::WebPushError;
 use serde_json::{json, Value};
 use tracing::error;
 
-/// One problem with one field of a request: `field` is a dotted path (`keys.p256dh`, `actions[0].label`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    pub field: String,
-    pub message: String,
-}
-
-impl FieldError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { field: field.into(), message: message.into() }
-    }
-}
+pub use flowhost_webpush::FieldError;
 
 /// A failed push API request, rendered as the spec's envelope.
 #[derive(Debug)]
@@ -93,6 +83,23 @@ impl From<PortError> for PushError {
             }
             _ => {
                 error!(error = %e, "storage error");
+                PushError::internal()
+            }
+        }
+    }
+}
+
+/// The domain's errors as the push API answers them: 400 `VALIDATION_ERROR`, 404 `NOT_FOUND`, 409 `CONFLICT`,
+/// storage as [`PortError`] is, and 500 `INTERNAL_ERROR` (the cause logged, never answered).
+impl From<WebPushError> for PushError {
+    fn from(e: WebPushError) -> Self {
+        match e {
+            WebPushError::Invalid(errors) => PushError::validation(errors),
+            WebPushError::NotFound(_) => PushError::not_found(e.to_string()),
+            WebPushError::Conflict(message) => PushError::new(StatusCode::CONFLICT, "CONFLICT", message),
+            WebPushError::Storage(e) => e.into(),
+            WebPushError::Internal(_) => {
+                error!(error = %e, "web-push domain error");
                 PushError::internal()
             }
         }

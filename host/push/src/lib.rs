@@ -1,8 +1,11 @@
 //! The push-api role of the web-push notification service: the five push-platform routes a bridge calls (caller
-//! policy, subscriptions, browser and semantic events, client config), the editor routes Studio and the
-//! dashboard call (tenants, web-push templates, preview, activity, notification records, send), interaction
-//! tokens, and the retention sweep of activity and events. It sees only the ports (`flowhost_core::Ports`),
-//! never a backend, and answers every error with the spec's envelope `{ "error": { code, message, details? } }`.
+//! policy, subscriptions, browser and semantic events, client config) and the editor routes Studio and the
+//! dashboard call (tenants, web-push templates, preview, activity, notification records, send), as thin handlers
+//! over `flowhost-webpush`, which owns the domain (templates and rendering, subscriptions, events, activity,
+//! interaction tokens, VAPID keys, target hosts, the caller policy, the retention sweep). Here: request parsing,
+//! authentication (`auth.rs`), the settings resolved from the configuration ([`PushState`]), and the spec's
+//! envelope `{ "error": { code, message, details? } }` for every error, the domain's included (`error.rs`). It
+//! sees only the ports (`flowhost_core::Ports`), never a backend.
 //!
 //! [`PushRole`] is the role `flowhost serve` composes: its [`router`] shares the main listener by default or
 //! serves `FLOWHOST_PUSH_API_LISTEN`; [`run_retention`] runs beside it; a broken caller policy fails the
@@ -13,14 +16,11 @@ mod body;
 mod editor;
 pub mod error;
 mod platform;
-pub mod policy;
-pub mod records;
-mod retention;
 mod role;
-pub mod targets;
 mod templates;
-pub mod token;
-pub mod vapid;
+
+/// The domain modules, where they lived before `flowhost-webpush` owned them; new code imports them from there.
+pub use flowhost_webpush::{policy, records, targets, token, vapid};
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -35,14 +35,12 @@ use sha2::{Digest, Sha256};
 use tracing::{error, info, warn};
 
 pub use error::PushError;
-pub use policy::{CallerPolicy, PolicyError};
-pub use retention::{run_retention, sweep_once};
+pub use flowhost_webpush::policy::{CallerPolicy, PolicyError};
+pub use flowhost_webpush::retention::{run_retention, sweep_once};
+pub use flowhost_webpush::token::InteractionClaims;
+pub use flowhost_webpush::vapid::VapidKeys;
+pub use flowhost_webpush::PAYLOAD_VERSION;
 pub use role::PushRole;
-pub use token::InteractionClaims;
-pub use vapid::VapidKeys;
-
-/// The delivered-payload schema version (`payload_version`).
-pub const PAYLOAD_VERSION: &str = "v1";
 
 /// The name `/health` reports when the caller policy failed to load.
 pub const POLICY_CHECK: &str = "push_caller_policy";
@@ -149,7 +147,7 @@ impl PushState {
                 editor_token_digest: secrets
                     .editor_token
                     .map(|t| TokenDigest(Sha256::digest(t.expose().as_bytes()).into())),
-                retention: Duration::from_secs(u64::from(push.retention_days) * 24 * 3600),
+                retention: records::retention(push.retention_days),
                 sweep_interval: Duration::from_millis(push.retention_sweep_interval_ms),
                 tenants: push.tenants.clone(),
                 smoke_test_callers: push.smoke_test_callers.iter().cloned().collect(),
@@ -190,11 +188,6 @@ impl PushState {
 
     pub fn channel_enabled(&self, channel: Channel) -> bool {
         self.settings.channels.contains(&channel)
-    }
-
-    /// Milliseconds until a record written now expires.
-    pub fn retention_ms(&self) -> i64 {
-        self.settings.retention.as_millis() as i64
     }
 }
 

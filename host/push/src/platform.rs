@@ -3,6 +3,7 @@
 //! a [`PlatformCaller`], so the policy (token, route, source app) is checked before the body is read; tenant
 //! scope comes from the body (`subscriptions`, `deactivate`, `semantic`), from the token (`browser`) or is
 //! skipped (`client-config`). Bodies ignore unknown fields, so a bridge may forward more than the spec lists.
+//! The handlers validate and authorize; storing subscriptions and events is `flowhost_webpush`'s.
 
 use std::sync::Arc;
 
@@ -11,16 +12,18 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use flowhost_core::collections::{WEBPUSH_EVENTS, WEBPUSH_SUBSCRIPTIONS};
 use flowhost_core::config::Channel;
+use flowhost_webpush::events::{self, EventSource, InteractionEvent};
+use flowhost_webpush::fields::{Fields, MAX_ID_LEN};
+use flowhost_webpush::subscriptions::{self, Deactivation, NewSubscription};
+use flowhost_webpush::{targets, token, vapid};
 use serde_json::{json, Value};
 use tracing::{debug, info};
 
 use crate::auth::PlatformCaller;
-use crate::body::{Fields, JsonObject, MAX_ID_LEN};
+use crate::body::JsonObject;
 use crate::error::PushError;
-use crate::records::{self, iso, subscription_id, user_identity};
-use crate::{targets, token, vapid, PushState, PAYLOAD_VERSION};
+use crate::{PushState, PAYLOAD_VERSION};
 
 type Shared = Arc<PushState>;
 
@@ -106,7 +109,7 @@ async fn subscribe(
             let auth = k.required_str("auth", 64);
             check_key(k, "p256dh", p256dh.clone(), 65, "an uncompressed P-256 public key");
             check_key(k, "auth", auth.clone(), 16, "an authentication secret");
-            Some(json!({ "p256dh": p256dh?, "auth": auth? }))
+            Some((p256dh?, auth?))
         });
     }
     let user_agent = f.optional_text("user_agent", 1024);
@@ -115,50 +118,38 @@ async fn subscribe(
         f.error("platform", "must be web");
     }
     f.finish()?;
-    let (Some(tenant_id), Some(player_id), Some(endpoint), Some(keys)) = (tenant_id, player_id, endpoint, keys) else {
+    let (Some(tenant_id), Some(player_id), Some(endpoint), Some((p256dh, auth))) =
+        (tenant_id, player_id, endpoint, keys)
+    else {
         return Err(PushError::internal());
     };
     caller.check_tenant(&tenant_id)?;
 
-    let documents = &state.ports.documents;
-    let id = subscription_id(&endpoint);
-    let now = state.ports.clock.now_ms();
-    let existing = documents.get(WEBPUSH_SUBSCRIPTIONS, &id).await?;
-    let mut created_at = iso(now);
-    if let Some(existing) = &existing {
-        let old_tenant = existing["tenant_id"].as_str().unwrap_or_default();
+    let holder = subscriptions::holder(state.ports.documents.as_ref(), &endpoint).await?;
+    if let Some(holder) = &holder {
         // Moving an endpoint to another tenant needs the right to act for the tenant that holds it.
-        caller.check_tenant(old_tenant)?;
-        if old_tenant == tenant_id && existing["player_id"].as_i64() == Some(player_id) {
-            created_at = existing["created_at"].as_str().map(str::to_owned).unwrap_or(created_at);
-        }
+        caller.check_tenant(&holder.tenant_id)?;
     }
-    let doc = json!({
-        "id": id,
-        "tenant_id": tenant_id,
-        "player_id": player_id,
-        "user_identity": user_identity(&tenant_id, player_id),
-        "endpoint": endpoint,
-        "keys": keys,
-        "user_agent": user_agent,
-        "platform": platform,
-        "status": "active",
-        "created_at": created_at,
-        "updated_at": iso(now),
-        "deactivated_at": null,
-        "caller_id": caller.caller.id,
-        "source_app": caller.source_app,
-    });
-    documents.upsert(WEBPUSH_SUBSCRIPTIONS, &id, doc).await?;
-    records::register_tenant(documents.as_ref(), &tenant_id, now).await?;
-    info!(caller = caller.caller.id, reactivated = existing.is_some(), "web-push subscription stored");
+    let subscription = NewSubscription {
+        tenant_id,
+        player_id,
+        endpoint,
+        p256dh,
+        auth,
+        user_agent,
+        platform,
+        caller_id: caller.caller.id.clone(),
+        source_app: caller.source_app.clone(),
+    };
+    let stored = subscriptions::store(&state.ports, &subscription, holder.as_ref()).await?;
+    info!(caller = caller.caller.id, reactivated = holder.is_some(), "web-push subscription stored");
     let response = json!({
-        "id": id,
-        "tenant_id": tenant_id,
-        "player_id": player_id,
-        "endpoint": endpoint,
-        "platform": platform,
-        "created_at": created_at,
+        "id": stored.id,
+        "tenant_id": subscription.tenant_id,
+        "player_id": subscription.player_id,
+        "endpoint": subscription.endpoint,
+        "platform": subscription.platform,
+        "created_at": stored.created_at,
     });
     Ok((StatusCode::CREATED, Json(response)))
 }
@@ -181,26 +172,15 @@ async fn deactivate(
     };
     caller.check_tenant(&tenant_id)?;
 
-    let documents = &state.ports.documents;
-    let id = subscription_id(&endpoint);
-    let Some(mut doc) = documents.get(WEBPUSH_SUBSCRIPTIONS, &id).await? else {
-        return Ok(Json(json!({ "deactivated": false })));
+    let deactivated = match subscriptions::deactivate(&state.ports, &tenant_id, player_id, &endpoint).await? {
+        Deactivation::NoMatch => false,
+        Deactivation::Deactivated => {
+            info!(caller = caller.caller.id, "web-push subscription deactivated");
+            true
+        }
+        Deactivation::AlreadyDeactivated => true,
     };
-    let matches = doc["tenant_id"].as_str() == Some(tenant_id.as_str())
-        && doc["player_id"].as_i64() == Some(player_id)
-        && doc["endpoint"].as_str() == Some(endpoint.as_str());
-    if !matches {
-        return Ok(Json(json!({ "deactivated": false })));
-    }
-    if doc["status"] != "deactivated" {
-        let now = iso(state.ports.clock.now_ms());
-        doc["status"] = json!("deactivated");
-        doc["deactivated_at"] = json!(now);
-        doc["updated_at"] = json!(now);
-        documents.replace(WEBPUSH_SUBSCRIPTIONS, &id, doc).await?;
-        info!(caller = caller.caller.id, "web-push subscription deactivated");
-    }
-    Ok(Json(json!({ "deactivated": true })))
+    Ok(Json(json!({ "deactivated": deactivated })))
 }
 
 /// The fields every interaction event has, validated.
@@ -262,24 +242,21 @@ async fn browser_event(
         return Err(PushError::unauthorized("the interaction token is not for this delivery; do not retry"));
     }
     caller.check_tenant(&claims.tenant_id)?;
-    let doc = json!({
-        "source": "browser",
-        "event_id": event_id,
-        "event_type": event_type,
-        "tenant_id": claims.tenant_id,
-        "player_id": claims.player_id,
-        "notification_id": notification_id,
-        "delivery_id": delivery_id,
-        "endpoint": endpoint,
-        "action_id": action_id,
-        "occurred_at": occurred_at,
-        "received_at": iso(now),
-        "metadata": base.metadata,
-        "caller_id": caller.caller.id,
-        "source_app": caller.source_app,
-    });
-    let id = records::event_id("browser", &claims.tenant_id, claims.player_id, &event_id);
-    state.ports.documents.upsert_expiring(WEBPUSH_EVENTS, &id, doc, now.saturating_add(state.retention_ms())).await?;
+    let event = InteractionEvent {
+        source: EventSource::Browser { endpoint, action_id },
+        event_id,
+        event_type,
+        tenant_id: claims.tenant_id,
+        player_id: claims.player_id,
+        notification_id,
+        delivery_id,
+        occurred_at,
+        received_at_ms: now,
+        metadata: base.metadata,
+        caller_id: caller.caller.id,
+        source_app: caller.source_app,
+    };
+    events::store_event(state.ports.documents.as_ref(), state.settings.retention, event).await?;
     Ok(accepted())
 }
 
@@ -309,22 +286,20 @@ async fn semantic_event(
         return Err(PushError::internal());
     };
     caller.check_tenant(&tenant_id)?;
-    let now = state.ports.clock.now_ms();
-    let doc = json!({
-        "source": "semantic",
-        "event_id": event_id,
-        "event_type": event_type,
-        "tenant_id": tenant_id,
-        "player_id": player_id,
-        "notification_id": notification_id,
-        "delivery_id": delivery_id,
-        "occurred_at": occurred_at,
-        "received_at": iso(now),
-        "metadata": base.metadata,
-        "caller_id": caller.caller.id,
-        "source_app": caller.source_app,
-    });
-    let id = records::event_id("semantic", &tenant_id, player_id, &event_id);
-    state.ports.documents.upsert_expiring(WEBPUSH_EVENTS, &id, doc, now.saturating_add(state.retention_ms())).await?;
+    let event = InteractionEvent {
+        source: EventSource::Semantic,
+        event_id,
+        event_type,
+        tenant_id,
+        player_id,
+        notification_id,
+        delivery_id,
+        occurred_at,
+        received_at_ms: state.ports.clock.now_ms(),
+        metadata: base.metadata,
+        caller_id: caller.caller.id,
+        source_app: caller.source_app,
+    };
+    events::store_event(state.ports.documents.as_ref(), state.settings.retention, event).await?;
     Ok(accepted())
 }

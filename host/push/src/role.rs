@@ -28,7 +28,7 @@ impl Role for PushRole {
         let policy = state.clone();
         Ok(RoleParts::default()
             .listener(listener)
-            .task(run_retention(state, context.shutdown.clone()).map(Ok))
+            .task(run_retention(state.ports.clone(), state.settings.sweep_interval, context.shutdown.clone()).map(Ok))
             .liveness(Check::sync(POLICY_CHECK, move || policy.policy.as_ref().map(|_| ()).map_err(|e| e.to_string())))
             .readiness(Check::documents(context.ports.documents.clone())))
     }

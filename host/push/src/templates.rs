@@ -1,10 +1,6 @@
-//! Web-push templates: the model (localized content per `language_enabled_id`, declared placeholders, icon,
-//! badge, image, target URL, actions, tag, require_interaction, silent, renotify), its validation, rendering
-//! with placeholder values (`{{name}}`, checked against the allowed target hosts after substitution), and the
-//! editor routes under `/api/v1/templates/web-push/` (CRUD and preview). Template ids are integers, as
-//! `send_webpush`'s `template_id`; every template belongs to one tenant.
+//! The editor routes of web-push templates under `/api/v1/templates/web-push/` (CRUD and preview): thin
+//! handlers over `flowhost_webpush::templates`, which owns the model, its validation, rendering and storage.
 
-use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
@@ -12,471 +8,19 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use flowhost_core::collections::WEBPUSH_TEMPLATES;
-use flowhost_core::ports::PortError;
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
-use tracing::{error, info};
+use flowhost_webpush::fields::Fields;
+use flowhost_webpush::templates::{self, parse_template, Template};
+use flowhost_webpush::{FieldError, WebPushError};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tracing::info;
 
 use crate::auth::Editor;
-use crate::body::{Fields, JsonObject};
-use crate::error::{FieldError, PushError};
-use crate::records::{iso, register_tenant};
-use crate::targets::{check_scheme, TargetPolicy};
-use crate::{PushState, PAYLOAD_VERSION};
+use crate::body::JsonObject;
+use crate::error::PushError;
+use crate::PushState;
 
 type Shared = Arc<PushState>;
-
-const MAX_URL_LEN: usize = 2048;
-const MAX_ACTIONS: usize = 4;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Placeholder {
-    pub name: String,
-    /// Used when a send or preview gives no value.
-    #[serde(default)]
-    pub default: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Action {
-    pub id: String,
-    pub label: String,
-    pub target_url: String,
-    #[serde(default)]
-    pub icon: Option<String>,
-}
-
-/// The content of one language; `image`, `target_url` and `actions` override the template's when set.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LocalizedContent {
-    pub title: String,
-    pub body: String,
-    #[serde(default)]
-    pub image: Option<String>,
-    #[serde(default)]
-    pub target_url: Option<String>,
-    #[serde(default)]
-    pub actions: Option<Vec<Action>>,
-}
-
-/// A stored web-push template.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Template {
-    pub id: i64,
-    pub tenant_id: String,
-    pub name: String,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub placeholders: Vec<Placeholder>,
-    #[serde(default)]
-    pub icon: Option<String>,
-    #[serde(default)]
-    pub badge: Option<String>,
-    #[serde(default)]
-    pub image: Option<String>,
-    #[serde(default)]
-    pub target_url: Option<String>,
-    #[serde(default)]
-    pub actions: Vec<Action>,
-    #[serde(default)]
-    pub tag: Option<String>,
-    #[serde(default)]
-    pub require_interaction: bool,
-    #[serde(default)]
-    pub silent: bool,
-    #[serde(default)]
-    pub renotify: bool,
-    /// Content per `language_enabled_id`.
-    pub contents: BTreeMap<String, LocalizedContent>,
-    #[serde(default)]
-    pub created_at: String,
-    #[serde(default)]
-    pub updated_at: String,
-    #[serde(default)]
-    pub created_by: Option<String>,
-    #[serde(default)]
-    pub updated_by: Option<String>,
-}
-
-/// The pieces of a text: literals and `{{ name }}` placeholders.
-enum Piece<'a> {
-    Text(&'a str),
-    Placeholder(&'a str),
-}
-
-fn is_placeholder_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && name.len() <= 64
-}
-
-fn pieces(text: &str) -> Result<Vec<Piece<'_>>, String> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        out.push(Piece::Text(&rest[..start]));
-        let after = &rest[start + 2..];
-        let end = after.find("}}").ok_or("has an unclosed {{")?;
-        let name = after[..end].trim();
-        if !is_placeholder_name(name) {
-            return Err(format!("has an invalid placeholder {{{{{name}}}}}"));
-        }
-        out.push(Piece::Placeholder(name));
-        rest = &after[end + 2..];
-    }
-    out.push(Piece::Text(rest));
-    Ok(out)
-}
-
-/// The placeholder names a text uses.
-fn used_placeholders(text: &str) -> Result<Vec<&str>, String> {
-    Ok(pieces(text)?
-        .into_iter()
-        .filter_map(|p| match p {
-            Piece::Placeholder(name) => Some(name),
-            Piece::Text(_) => None,
-        })
-        .collect())
-}
-
-/// Substitutes every placeholder; a name without a value is an error naming it.
-fn substitute(text: &str, value: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    for piece in pieces(text)? {
-        match piece {
-            Piece::Text(t) => out.push_str(t),
-            Piece::Placeholder(name) => out.push_str(&value(name).ok_or_else(|| name.to_owned())?),
-        }
-    }
-    Ok(out)
-}
-
-/// The fields a template body may carry (editor bodies reject others).
-const TEMPLATE_FIELDS: [&str; 15] = [
-    "tenant_id",
-    "name",
-    "description",
-    "placeholders",
-    "icon",
-    "badge",
-    "image",
-    "target_url",
-    "actions",
-    "tag",
-    "require_interaction",
-    "silent",
-    "renotify",
-    "contents",
-    "id",
-];
-
-/// Checks a template URL field: placeholders must be declared; without placeholders the URL is checked now
-/// (the scheme, and the allowlist for navigation targets), with them after rendering.
-fn check_url(f: &mut Fields<'_>, field: &str, value: &str, declared: &HashSet<String>, target: Option<&TargetPolicy>) {
-    if !used_placeholders(value).is_ok_and(|used| used.is_empty()) {
-        return check_text(f, field, value, declared);
-    }
-    let result = match target {
-        Some(policy) => policy.check_target(value),
-        None => check_scheme(value).map(|_| ()),
-    };
-    if let Err(message) = result {
-        f.error(field, message);
-    }
-}
-
-fn check_text(f: &mut Fields<'_>, field: &str, value: &str, declared: &HashSet<String>) {
-    match used_placeholders(value) {
-        Err(message) => f.error(field, message),
-        Ok(used) => {
-            for name in used.into_iter().filter(|n| !declared.contains(*n)) {
-                f.error(field, format!("uses the undeclared placeholder {{{{{name}}}}}"));
-            }
-        }
-    }
-}
-
-fn parse_actions(
-    f: &mut Fields<'_>,
-    name: &str,
-    declared: &HashSet<String>,
-    targets: &TargetPolicy,
-) -> Option<Vec<Action>> {
-    let items = f.optional_array(name)?;
-    if items.len() > MAX_ACTIONS {
-        f.error(name, format!("must have at most {MAX_ACTIONS} actions"));
-        return None;
-    }
-    let mut actions = Vec::new();
-    let mut ids = HashSet::new();
-    for (index, item) in items.iter().enumerate() {
-        let path = format!("{name}[{index}]");
-        let Some(map) = item.as_object() else {
-            f.error(&path, "must be an object");
-            continue;
-        };
-        let action = f.nested(&path, map, |a| {
-            a.deny_unknown(&["id", "label", "target_url", "icon"]);
-            let id = a.required_str("id", 64);
-            let label = a.required_str("label", 128);
-            let target_url = a.required_str("target_url", MAX_URL_LEN);
-            let icon = a.optional_str("icon", MAX_URL_LEN);
-            if let Some(label) = &label {
-                check_text(a, "label", label, declared);
-            }
-            if let Some(url) = &target_url {
-                check_url(a, "target_url", url, declared, Some(targets));
-            }
-            if let Some(icon) = &icon {
-                check_url(a, "icon", icon, declared, None);
-            }
-            Some(Action { id: id?, label: label?, target_url: target_url?, icon })
-        });
-        if let Some(action) = action {
-            if !ids.insert(action.id.clone()) {
-                f.error(&format!("{path}.id"), "appears twice");
-            }
-            actions.push(action);
-        }
-    }
-    Some(actions)
-}
-
-/// Validates a template body (create, replace, or inline preview). `tenant_id` is decided by the caller.
-fn parse_template(body: &Map<String, Value>, tenant_id: String, targets: &TargetPolicy) -> Result<Template, PushError> {
-    let mut f = Fields::new(body);
-    f.deny_unknown(&TEMPLATE_FIELDS);
-    let name = f.required_str("name", 200);
-    let description = f.optional_text("description", 2000);
-    let mut placeholders = Vec::new();
-    if let Some(items) = f.optional_array("placeholders") {
-        let mut seen = HashSet::new();
-        for (index, item) in items.iter().enumerate() {
-            let path = format!("placeholders[{index}]");
-            let Some(map) = item.as_object() else {
-                f.error(&path, "must be an object { name, default? }");
-                continue;
-            };
-            let placeholder = f.nested(&path, map, |p| {
-                p.deny_unknown(&["name", "default"]);
-                let name = p.required_str("name", 64);
-                let default = p.optional_text("default", 2000);
-                match name {
-                    Some(name) if !is_placeholder_name(&name) => {
-                        p.error("name", "must be letters, digits and underscores, not starting with a digit");
-                        None
-                    }
-                    Some(name) => Some(Placeholder { name, default }),
-                    None => None,
-                }
-            });
-            if let Some(placeholder) = placeholder {
-                if !seen.insert(placeholder.name.clone()) {
-                    f.error(&format!("{path}.name"), "appears twice");
-                }
-                placeholders.push(placeholder);
-            }
-        }
-    }
-    let declared: HashSet<String> = placeholders.iter().map(|p| p.name.clone()).collect();
-    let url = |f: &mut Fields<'_>, field: &str, target: bool| {
-        let value = f.optional_str(field, MAX_URL_LEN)?;
-        check_url(f, field, &value, &declared, target.then_some(targets));
-        Some(value)
-    };
-    let icon = url(&mut f, "icon", false);
-    let badge = url(&mut f, "badge", false);
-    let image = url(&mut f, "image", false);
-    let target_url = url(&mut f, "target_url", true);
-    let actions = parse_actions(&mut f, "actions", &declared, targets).unwrap_or_default();
-    let tag = f.optional_str("tag", 128);
-    if let Some(tag) = &tag {
-        check_text(&mut f, "tag", tag, &declared);
-    }
-    let require_interaction = f.optional_bool("require_interaction").unwrap_or(false);
-    let silent = f.optional_bool("silent").unwrap_or(false);
-    let renotify = f.optional_bool("renotify").unwrap_or(false);
-    if renotify && tag.is_none() {
-        f.error("renotify", "needs a tag (browsers refuse renotify without one)");
-    }
-    let mut contents = BTreeMap::new();
-    if let Some(map) = f.required_object("contents") {
-        if map.is_empty() {
-            f.error("contents", "needs the content of at least one language_enabled_id");
-        }
-        for (language, value) in map {
-            let path = format!("contents.{language}");
-            if language.trim().is_empty() || language.len() > 64 {
-                f.error(&path, "language_enabled_id must be 1 to 64 characters");
-                continue;
-            }
-            let Some(content) = value.as_object() else {
-                f.error(&path, "must be an object { title, body, image?, target_url?, actions? }");
-                continue;
-            };
-            let parsed = f.nested(&path, content, |c| {
-                c.deny_unknown(&["title", "body", "image", "target_url", "actions"]);
-                let title = c.required_str("title", 256);
-                let body = c.required_text("body", 4096);
-                if let Some(title) = &title {
-                    check_text(c, "title", title, &declared);
-                }
-                if let Some(body) = &body {
-                    check_text(c, "body", body, &declared);
-                }
-                let image = c.optional_str("image", MAX_URL_LEN);
-                if let Some(image) = &image {
-                    check_url(c, "image", image, &declared, None);
-                }
-                let own_target = c.optional_str("target_url", MAX_URL_LEN);
-                if let Some(target) = &own_target {
-                    check_url(c, "target_url", target, &declared, Some(targets));
-                }
-                if own_target.is_none() && target_url.is_none() {
-                    c.error("target_url", "is required here or on the template");
-                }
-                let actions = parse_actions(c, "actions", &declared, targets);
-                Some(LocalizedContent { title: title?, body: body?, image, target_url: own_target, actions })
-            });
-            if let Some(parsed) = parsed {
-                contents.insert(language.clone(), parsed);
-            }
-        }
-    }
-    f.finish()?;
-    Ok(Template {
-        id: 0,
-        tenant_id,
-        name: name.ok_or_else(PushError::internal)?,
-        description,
-        placeholders,
-        icon,
-        badge,
-        image,
-        target_url,
-        actions,
-        tag,
-        require_interaction,
-        silent,
-        renotify,
-        contents,
-        created_at: String::new(),
-        updated_at: String::new(),
-        created_by: None,
-        updated_by: None,
-    })
-}
-
-impl Template {
-    /// Renders the content of `language` with `values` (then each placeholder's default), checking the
-    /// rendered URLs: navigation targets against the allowlist, images for the scheme. Errors name the field.
-    pub fn render(
-        &self,
-        language: &str,
-        values: &Map<String, Value>,
-        targets: &TargetPolicy,
-    ) -> Result<Value, Vec<FieldError>> {
-        let Some(content) = self.contents.get(language) else {
-            let known: Vec<&str> = self.contents.keys().map(String::as_str).collect();
-            return Err(vec![FieldError::new(
-                "language_enabled_id",
-                format!("the template has no content for {language:?} (it has: {})", known.join(", ")),
-            )]);
-        };
-        let defaults: BTreeMap<&str, Option<&str>> =
-            self.placeholders.iter().map(|p| (p.name.as_str(), p.default.as_deref())).collect();
-        let value = |name: &str| {
-            values
-                .get(name)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .or_else(|| defaults.get(name).copied().flatten().map(str::to_owned))
-        };
-        let mut errors = Vec::new();
-        let mut render = |field: &str, text: &str| -> String {
-            substitute(text, &value).unwrap_or_else(|name| {
-                errors.push(FieldError::new(
-                    format!("placeholders.{name}"),
-                    format!("no value and no default ({field})"),
-                ));
-                String::new()
-            })
-        };
-        let title = render("title", &content.title);
-        let body = render("body", &content.body);
-        let icon = self.icon.as_deref().map(|v| render("icon", v));
-        let badge = self.badge.as_deref().map(|v| render("badge", v));
-        let image = content.image.as_deref().or(self.image.as_deref()).map(|v| render("image", v));
-        let target_url = content.target_url.as_deref().or(self.target_url.as_deref()).map(|v| render("target_url", v));
-        let tag = self.tag.as_deref().map(|v| render("tag", v));
-        let actions: Vec<(String, String, String, Option<String>)> = content
-            .actions
-            .as_ref()
-            .unwrap_or(&self.actions)
-            .iter()
-            .map(|a| {
-                (
-                    a.id.clone(),
-                    render("actions.label", &a.label),
-                    render("actions.target_url", &a.target_url),
-                    a.icon.as_deref().map(|v| render("actions.icon", v)),
-                )
-            })
-            .collect();
-        if !errors.is_empty() {
-            errors.dedup();
-            return Err(errors);
-        }
-        let Some(target_url) = target_url else {
-            return Err(vec![FieldError::new("target_url", "the template has no target_url")]);
-        };
-        if let Err(message) = targets.check_target(&target_url) {
-            errors.push(FieldError::new("target_url", message));
-        }
-        for (field, value) in [("icon", &icon), ("badge", &badge), ("image", &image)] {
-            if let Some(Err(message)) = value.as_deref().map(check_scheme) {
-                errors.push(FieldError::new(field, message));
-            }
-        }
-        let mut rendered_actions = Vec::new();
-        for (index, (id, label, target, icon)) in actions.into_iter().enumerate() {
-            if let Err(message) = targets.check_target(&target) {
-                errors.push(FieldError::new(format!("actions[{index}].target_url"), message));
-            }
-            if let Some(Err(message)) = icon.as_deref().map(check_scheme) {
-                errors.push(FieldError::new(format!("actions[{index}].icon"), message));
-            }
-            let mut action = json!({ "id": id, "label": label, "target_url": target });
-            if let Some(icon) = icon {
-                action["icon"] = json!(icon);
-            }
-            rendered_actions.push(action);
-        }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        let mut payload = json!({
-            "payload_version": PAYLOAD_VERSION,
-            "title": title,
-            "body": body,
-            "target_url": target_url,
-            "require_interaction": self.require_interaction,
-            "silent": self.silent,
-            "renotify": self.renotify,
-            "actions": rendered_actions,
-            "data": {},
-        });
-        for (field, value) in [("icon", icon), ("badge", badge), ("image", image), ("tag", tag)] {
-            if let Some(value) = value {
-                payload[field] = json!(value);
-            }
-        }
-        Ok(payload)
-    }
-}
 
 pub(crate) fn routes() -> Router<Shared> {
     Router::new()
@@ -490,18 +34,9 @@ fn parse_id(id: &str) -> Result<i64, PushError> {
     id.parse::<i64>().ok().filter(|id| *id > 0).ok_or_else(|| PushError::not_found("no such template"))
 }
 
-fn decode(doc: Value) -> Result<Template, PushError> {
-    serde_json::from_value(doc).map_err(|e| {
-        error!(error = %e, "a stored web-push template does not parse");
-        PushError::internal()
-    })
-}
-
 /// The template `id` if it exists and the editor may see it.
 pub(crate) async fn load(state: &PushState, editor: &Editor, id: i64) -> Result<Template, PushError> {
-    let doc = state.ports.documents.get(WEBPUSH_TEMPLATES, &id.to_string()).await?;
-    let template = doc.map(decode).transpose()?.filter(|t| editor.sees(&t.tenant_id));
-    template.ok_or_else(|| PushError::not_found("no such template"))
+    Ok(templates::load(state.ports.documents.as_ref(), id, editor.tenant.as_deref()).await?)
 }
 
 #[derive(Deserialize)]
@@ -517,12 +52,7 @@ async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, PushError> {
     let tenant = editor.tenant_for(query.tenant_id.filter(|t| !t.is_empty()), "tenant_id")?;
-    let docs = match &tenant {
-        Some(tenant) => state.ports.documents.find(WEBPUSH_TEMPLATES, "tenant_id", &json!(tenant)).await?,
-        None => state.ports.documents.list(WEBPUSH_TEMPLATES).await?,
-    };
-    let mut templates = docs.into_iter().map(decode).collect::<Result<Vec<_>, _>>()?;
-    templates.sort_by_key(|t| t.id);
+    let templates = templates::list(state.ports.documents.as_ref(), tenant.as_deref()).await?;
     Ok(Json(json!({ "templates": templates })))
 }
 
@@ -539,30 +69,10 @@ async fn create(
     if body.get("id").is_some_and(|v| !v.is_null()) {
         return Err(PushError::field("id", "is assigned by the service"));
     }
-    let mut template = parse_template(&body, tenant_id, &state.settings.targets)?;
-    let now = state.ports.clock.now_ms();
-    template.created_at = iso(now);
-    template.updated_at = iso(now);
-    template.created_by = editor.admin_user.clone();
-    template.updated_by = editor.admin_user.clone();
-    let documents = &state.ports.documents;
-    // Ids are integers: the next after the largest; `insert` refuses a taken one, so racing creators retry.
-    for _ in 0..8 {
-        let next =
-            documents.list(WEBPUSH_TEMPLATES).await?.iter().filter_map(|doc| doc["id"].as_i64()).max().unwrap_or(0) + 1;
-        template.id = next;
-        let doc = serde_json::to_value(&template).map_err(|_| PushError::internal())?;
-        match documents.insert(WEBPUSH_TEMPLATES, &next.to_string(), doc).await {
-            Ok(()) => {
-                register_tenant(documents.as_ref(), &template.tenant_id, now).await?;
-                info!(template_id = next, admin_user = editor.admin_user.as_deref(), "web-push template created");
-                return Ok((StatusCode::CREATED, Json(template)));
-            }
-            Err(PortError::Conflict(_)) => continue,
-            Err(error) => return Err(error.into()),
-        }
-    }
-    Err(PushError::new(StatusCode::CONFLICT, "CONFLICT", "could not allocate a template id; retry"))
+    let template = parse_template(&body, tenant_id, &state.settings.targets)?;
+    let template = templates::create(&state.ports, template, editor.admin_user.clone()).await?;
+    info!(template_id = template.id, admin_user = editor.admin_user.as_deref(), "web-push template created");
+    Ok((StatusCode::CREATED, Json(template)))
 }
 
 /// `GET /api/v1/templates/web-push/{id}`.
@@ -589,16 +99,8 @@ async fn replace(
     if body.get("id").is_some_and(|v| !v.is_null() && v.as_i64() != Some(id)) {
         return Err(PushError::field("id", "does not match the path"));
     }
-    let mut template = parse_template(&body, existing.tenant_id.clone(), &state.settings.targets)?;
-    template.id = id;
-    template.created_at = existing.created_at;
-    template.created_by = existing.created_by;
-    template.updated_at = iso(state.ports.clock.now_ms());
-    template.updated_by = editor.admin_user.clone();
-    let doc = serde_json::to_value(&template).map_err(|_| PushError::internal())?;
-    if !state.ports.documents.replace(WEBPUSH_TEMPLATES, &id.to_string(), doc).await? {
-        return Err(PushError::not_found("no such template"));
-    }
+    let template = parse_template(&body, existing.tenant_id.clone(), &state.settings.targets)?;
+    let template = templates::replace(&state.ports, existing, template, editor.admin_user.clone()).await?;
     info!(template_id = id, admin_user = editor.admin_user.as_deref(), "web-push template replaced");
     Ok(Json(template))
 }
@@ -607,9 +109,7 @@ async fn replace(
 async fn remove(State(state): State<Shared>, editor: Editor, Path(id): Path<String>) -> Result<StatusCode, PushError> {
     let id = parse_id(&id)?;
     load(&state, &editor, id).await?;
-    if !state.ports.documents.delete(WEBPUSH_TEMPLATES, &id.to_string()).await? {
-        return Err(PushError::not_found("no such template"));
-    }
+    templates::delete(state.ports.documents.as_ref(), id).await?;
     info!(template_id = id, admin_user = editor.admin_user.as_deref(), "web-push template deleted");
     Ok(StatusCode::NO_CONTENT)
 }
@@ -653,137 +153,11 @@ async fn preview(
 }
 
 /// An inline template's errors with the `template.` prefix, so the fields point into the preview body.
-fn prefix_template_errors(error: PushError) -> PushError {
-    match error_details(&error) {
-        Some(details) if error.code() == "VALIDATION_ERROR" => PushError::validation(
-            details.into_iter().map(|(field, message)| FieldError::new(format!("template.{field}"), message)).collect(),
+fn prefix_template_errors(error: WebPushError) -> WebPushError {
+    match error {
+        WebPushError::Invalid(errors) => WebPushError::Invalid(
+            errors.into_iter().map(|e| FieldError::new(format!("template.{}", e.field), e.message)).collect(),
         ),
-        _ => error,
-    }
-}
-
-fn error_details(error: &PushError) -> Option<Vec<(String, String)>> {
-    error.details().and_then(Value::as_array).map(|items| {
-        items
-            .iter()
-            .map(|d| {
-                (
-                    d["field"].as_str().unwrap_or_default().to_owned(),
-                    d["message"].as_str().unwrap_or_default().to_owned(),
-                )
-            })
-            .collect()
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn template(body: Value, targets: &TargetPolicy) -> Result<Template, PushError> {
-        parse_template(body.as_object().unwrap(), "t1".into(), targets)
-    }
-
-    fn welcome() -> Value {
-        json!({
-            "name": "Welcome",
-            "placeholders": [{ "name": "first_name", "default": "friend" }, { "name": "game" }],
-            "icon": "https://cdn.casino.example/icon.png",
-            "target_url": "https://casino.example/play/{{game}}",
-            "tag": "welcome",
-            "renotify": true,
-            "actions": [{ "id": "play", "label": "Play {{game}}", "target_url": "https://casino.example/{{game}}" }],
-            "contents": {
-                "en": { "title": "Hi {{first_name}}", "body": "Try {{ game }}" },
-                "de": { "title": "Hallo {{first_name}}", "body": "", "target_url": "https://casino.example/de" }
-            }
-        })
-    }
-
-    #[test]
-    fn render_substitutes_and_checks_targets() {
-        let targets = TargetPolicy::new(&["casino.example".into()]);
-        let t = template(welcome(), &targets).unwrap();
-        let values = json!({ "game": "slots", "unused": "x" });
-        let content = t.render("en", values.as_object().unwrap(), &targets).unwrap();
-        assert_eq!(content["title"], "Hi friend");
-        assert_eq!(content["body"], "Try slots");
-        assert_eq!(content["target_url"], "https://casino.example/play/slots");
-        assert_eq!(
-            content["actions"][0],
-            json!({ "id": "play", "label": "Play slots", "target_url": "https://casino.example/slots" })
-        );
-        assert_eq!((content["tag"].as_str(), content["renotify"].as_bool()), (Some("welcome"), Some(true)));
-        assert_eq!(content["payload_version"], "v1");
-        let de = t.render("de", values.as_object().unwrap(), &targets).unwrap();
-        assert_eq!((de["target_url"].as_str(), de["body"].as_str()), (Some("https://casino.example/de"), Some("")));
-
-        let missing = t.render("en", &Map::new(), &targets).unwrap_err();
-        assert_eq!(missing[0].field, "placeholders.game");
-        // A placeholder value cannot move the rendered target to another host: the check runs after rendering.
-        let mut body = welcome();
-        body["target_url"] = json!("https://casino.example{{game}}");
-        let loose = template(body, &targets).unwrap();
-        let escape = json!({ "game": "@evil.test/" });
-        let errors = loose.render("en", escape.as_object().unwrap(), &targets).unwrap_err();
-        assert_eq!(errors[0].field, "target_url", "{errors:?}");
-        assert!(errors[0].message.contains("evil.test"), "{errors:?}");
-        let fine = json!({ "game": "/slots" });
-        assert!(loose.render("en", fine.as_object().unwrap(), &targets).is_ok());
-        let other_host = json!({ "game": "slots" });
-        let strict = TargetPolicy::new(&["other.example".into()]);
-        let errors = t.render("en", other_host.as_object().unwrap(), &strict).unwrap_err();
-        assert_eq!(
-            errors.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(),
-            ["target_url", "actions[0].target_url"]
-        );
-        assert_eq!(t.render("fr", &Map::new(), &targets).unwrap_err()[0].field, "language_enabled_id");
-    }
-
-    #[test]
-    fn template_validation_names_fields() {
-        let targets = TargetPolicy::new(&["casino.example".into()]);
-        let with = |f: &dyn Fn(&mut Value)| {
-            let mut body = welcome();
-            f(&mut body);
-            body
-        };
-        let cases: Vec<(Value, &str)> = vec![
-            (with(&|b| drop(b.as_object_mut().unwrap().remove("name"))), "name"),
-            (with(&|b| b["contents"] = json!({})), "contents"),
-            (with(&|b| drop(b["contents"]["en"].as_object_mut().unwrap().remove("title"))), "contents.en.title"),
-            (with(&|b| drop(b["contents"]["en"].as_object_mut().unwrap().remove("body"))), "contents.en.body"),
-            (with(&|b| b["contents"]["en"]["title"] = json!("Hi {{nobody}}")), "contents.en.title"),
-            (with(&|b| b["contents"]["en"]["title"] = json!("Hi {{first_name")), "contents.en.title"),
-            (with(&|b| b["target_url"] = json!("https://evil.test/")), "target_url"),
-            (with(&|b| b["icon"] = json!("http://cdn.casino.example/i.png")), "icon"),
-            (with(&|b| b["renotify"] = json!(true)).tap_remove("tag"), "renotify"),
-            (with(&|b| b["actions"][0]["id"] = json!("")), "actions[0].id"),
-            (with(&|b| b["actions"] = json!([b["actions"][0].clone(), b["actions"][0].clone()])), "actions[1].id"),
-            (with(&|b| b["placeholders"] = json!([{ "name": "1x" }])), "placeholders[0].name"),
-            (with(&|b| b["silent"] = json!("yes")), "silent"),
-            (with(&|b| b["require_interation"] = json!(true)), "require_interation"),
-            (
-                with(&|b| {
-                    b.as_object_mut().unwrap().remove("target_url");
-                }),
-                "contents.en.target_url",
-            ),
-        ];
-        for (body, field) in cases {
-            let error = template(body.clone(), &targets).err().unwrap_or_else(|| panic!("{field}: {body} must fail"));
-            let fields: Vec<String> = error_details(&error).unwrap().into_iter().map(|(f, _)| f).collect();
-            assert!(fields.iter().any(|f| f == field), "{field}: got {fields:?}");
-        }
-    }
-
-    trait TapRemove {
-        fn tap_remove(self, key: &str) -> Self;
-    }
-    impl TapRemove for Value {
-        fn tap_remove(mut self, key: &str) -> Self {
-            self.as_object_mut().unwrap().remove(key);
-            self
-        }
+        other => other,
     }
 }

@@ -22,14 +22,9 @@ pub const SEMANTIC_EVENTS: &str = "POST /api/v1/service/webpush/events/semantic"
 pub const ROUTES: [&str; 5] = [CLIENT_CONFIG, SUBSCRIPTIONS, DEACTIVATE, BROWSER_EVENTS, SEMANTIC_EVENTS];
 
 /// Why the policy could not be loaded; the message names the caller and the offending entry, never a token.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid push-platform caller policy (FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON): {0}")]
 pub struct PolicyError(pub String);
-
-impl std::fmt::Display for PolicyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "invalid push-platform caller policy (FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON): {}", self.0)
-    }
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

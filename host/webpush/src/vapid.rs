@@ -27,8 +27,8 @@ impl std::fmt::Debug for VapidKeys {
     }
 }
 
-/// Decodes base64url, tolerating `=` padding.
-pub(crate) fn decode_base64url(value: &str) -> Option<Vec<u8>> {
+/// Decodes base64url, tolerating `=` padding (keys, and the keys of a push subscription).
+pub fn decode_base64url(value: &str) -> Option<Vec<u8>> {
     URL_SAFE_NO_PAD.decode(value.trim().trim_end_matches('=')).ok()
 }
 

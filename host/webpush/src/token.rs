@@ -37,24 +37,17 @@ pub struct InteractionClaims {
 }
 
 /// Why a token was refused. The API answers 401 `UNAUTHORIZED` for each, without saying which.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
     /// Not three parts, an unknown version, bad base64 or claims that do not parse.
+    #[error("malformed interaction token")]
     Malformed,
     /// The MAC matches neither the current nor the previous secret (forged or tampered).
+    #[error("interaction token signature does not verify")]
     BadSignature,
     /// Signed correctly, but past its expiry.
+    #[error("interaction token expired")]
     Expired,
-}
-
-impl std::fmt::Display for TokenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            TokenError::Malformed => "malformed interaction token",
-            TokenError::BadSignature => "interaction token signature does not verify",
-            TokenError::Expired => "interaction token expired",
-        })
-    }
 }
 
 fn mac(secret: &[u8]) -> HmacSha256 {
