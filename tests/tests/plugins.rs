@@ -104,7 +104,18 @@ async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
     let cache = std::fs::read_dir(dir.path().join("component-cache")).map(|entries| entries.count()).unwrap_or(0);
     assert_eq!(cache, 3, "one compiled entry per bundled plugin");
     let host = TestHost::start_with(config).await;
-    let (_, again) = host.call("GET", "/api/v1/plugins", None).await;
+    let (_, mut again) = host.call("GET", "/api/v1/plugins", None).await;
+    let replaced = again.as_array().unwrap().iter().find(|p| p["id"] == "mapping").unwrap().clone();
+    assert_eq!(replaced["active_version"], "0.2.0", "the bundle replaced what an earlier bundle activated: {replaced}");
+    // Apart from that activation's time, nothing changed.
+    let mut plugins = plugins;
+    for list in [&mut plugins, &mut again] {
+        for plugin in list.as_array_mut().unwrap() {
+            if plugin["id"] == "mapping" {
+                plugin["activated_at"] = Value::Null;
+            }
+        }
+    }
     assert_eq!(again, plugins);
     host.stop().await;
 }
@@ -344,7 +355,7 @@ async fn the_engine_waits_for_a_missing_node_kind_and_loses_nothing(backends: Ba
     assert_eq!(host.metric("flowhost_engine_published_total").await, 0.0);
 
     for name in ["condition", "mapping"] {
-        let (status, body) = upload(&host, name, "0.1.0", fixtures::bytes(name)).await;
+        let (status, body) = upload(&host, name, "0.2.0", fixtures::bytes(name)).await;
         assert_eq!(status, 201, "{name}: {body}");
     }
     let records = host.read(&out, 1, Duration::from_secs(45)).await;

@@ -329,7 +329,7 @@ async fn a_trapping_event_fails_alone_in_its_batch() {
         .into_iter()
         .map(|event| event.as_object().unwrap().clone())
         .collect();
-    let results = trap.evaluate("fragile", "{}", &node_events(&events)).await;
+    let results = trap.evaluate("condition", "{}", &node_events(&events)).await;
     assert_eq!(results[0], Ok(r#"{"pass":true}"#.into()));
     assert!(matches!(&results[1], Err(InvokeError::Trap(_))), "{:?}", results[1]);
     assert_eq!(results[2], Ok(r#"{"pass":true}"#.into()));
