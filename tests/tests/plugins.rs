@@ -183,8 +183,9 @@ async fn upload_versions_rollback_and_immutability(backends: Backends) {
 async fn bad_uploads_are_refused_with_clear_errors(backends: Backends) {
     let host = TestHost::start_configured(backends, None, |config| {
         config.plugins.max_component_bytes = 300_000;
-        // This deployment grants no document storage to plugins.
+        // This deployment grants no document storage to plugins, and `caps` only the log.
         config.plugins.capabilities = vec!["log".into(), "clock".into()];
+        config.plugins.grants.insert("caps".into(), vec!["log".into()]);
     })
     .await;
     // (case, plugin id, version, body, status, words of the error)
@@ -192,8 +193,16 @@ async fn bad_uploads_are_refused_with_clear_errors(backends: Backends) {
         ("not wasm", "greeter", "0.1.0", b"definitely not wasm".to_vec(), 400, "invalid component"),
         ("truncated", "greeter", "0.1.0", fixtures::bytes("greeter")[..200].to_vec(), 400, "invalid component"),
         ("empty", "greeter", "0.1.0", Vec::new(), 400, "body must be the component"),
-        ("version mismatch", "caps", "0.2.0", fixtures::bytes("caps"), 400, "declares caps@0.1.0"),
-        ("id mismatch", "welcome", "0.1.0", fixtures::bytes("caps"), 400, "declares caps@0.1.0"),
+        ("version mismatch", "noop", "0.2.0", fixtures::bytes("noop"), 400, "declares noop@0.1.0"),
+        (
+            "capability not granted to this plugin",
+            "caps",
+            "0.1.0",
+            fixtures::bytes("caps"),
+            400,
+            "\"clock\", which is not granted",
+        ),
+        ("id mismatch", "welcome", "0.1.0", fixtures::bytes("noop"), 400, "declares noop@0.1.0"),
         (
             "ungranted capability",
             "greeter",

@@ -138,6 +138,11 @@ pub fn runtime_config(plugins: &PluginsConfig) -> flowhost_runtime::RuntimeConfi
     }
 }
 
+/// The capabilities `names` name (checked when the configuration loaded).
+fn capabilities(names: &[String]) -> Vec<Capability> {
+    names.iter().filter_map(|name| Capability::from_name(name)).collect()
+}
+
 /// The plugin runtime and component store of this process: the bundled plugins installed (unless disabled),
 /// the stored active versions loaded.
 pub async fn start_components(
@@ -155,8 +160,8 @@ pub async fn start_components(
         max_component_bytes: config.plugins.max_component_bytes,
         sync_interval: Duration::from_millis(config.plugins.sync_interval_ms),
         compile_cache: Some(config.data_dir.join("component-cache")),
-        // Names were checked when the configuration loaded.
-        grants: config.plugins.capabilities.iter().filter_map(|name| Capability::from_name(name)).collect(),
+        grants: capabilities(&config.plugins.capabilities),
+        plugin_grants: config.plugins.grants.iter().map(|(id, names)| (id.clone(), capabilities(names))).collect(),
     };
     let store = Arc::new(ComponentStore::new(ports.clone(), runtime, store_config));
     if config.plugins.bundled {

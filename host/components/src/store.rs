@@ -28,6 +28,9 @@ pub struct StoreConfig {
     pub compile_cache: Option<std::path::PathBuf>,
     /// The host capabilities components may import; one importing another is refused.
     pub grants: Vec<Capability>,
+    /// Per plugin id, the capabilities that plugin may import (within `grants`); a plugin not listed may import
+    /// all of `grants`.
+    pub plugin_grants: HashMap<String, Vec<Capability>>,
 }
 
 impl Default for StoreConfig {
@@ -37,6 +40,7 @@ impl Default for StoreConfig {
             sync_interval: Duration::from_secs(5),
             compile_cache: None,
             grants: Capability::ALL.to_vec(),
+            plugin_grants: HashMap::new(),
         }
     }
 }
@@ -455,6 +459,11 @@ impl ComponentStore {
         .await
         .map_err(|error| PortError::Backend(format!("compiling a component failed: {error}")))?;
         let plugin = self.runtime.load_compiled(compiled?, &self.config.grants).await?;
+        if let Some(granted) = self.config.plugin_grants.get(&plugin.manifest().id) {
+            if let Some(capability) = plugin.capabilities().iter().find(|capability| !granted.contains(capability)) {
+                return Err(LoadError::NotGranted { capability: capability.name().to_owned() }.into());
+            }
+        }
         Ok((wasm, plugin))
     }
 

@@ -354,6 +354,10 @@ pub struct PluginsConfig {
     /// Host capabilities uploaded components may use (`FLOWHOST_PLUGINS_CAPABILITIES`, comma-separated; default
     /// `log,clock,documents`). A component importing another one is refused at upload.
     pub capabilities: Vec<String>,
+    /// Per-plugin grants (`FLOWHOST_PLUGINS_GRANTS`, `id=cap,cap;id=cap`; TOML `[plugins.grants]`, `id = ["cap"]`):
+    /// a plugin listed here may use only its listed capabilities (each also in `capabilities`); a plugin not
+    /// listed may use all of `capabilities`. An empty list grants nothing.
+    pub grants: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// The host capabilities this version offers to plugins.
@@ -371,6 +375,7 @@ impl Default for PluginsConfig {
             sync_interval_ms: 5000,
             bundled: true,
             capabilities: PLUGIN_CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+            grants: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -545,6 +550,21 @@ pub struct PushSecrets {
 }
 
 /// A comma-separated list, trimmed, empty items dropped.
+/// `FLOWHOST_PLUGINS_GRANTS`: `id=cap,cap;id=cap` (an id with nothing after `=` is granted nothing).
+fn parse_grants(text: &str) -> Result<std::collections::BTreeMap<String, Vec<String>>, ConfigError> {
+    let mut grants = std::collections::BTreeMap::new();
+    for entry in text.split(';').map(str::trim).filter(|entry| !entry.is_empty()) {
+        let Some((plugin, capabilities)) = entry.split_once('=') else {
+            return Err(ConfigError::new("FLOWHOST_PLUGINS_GRANTS", format!("{entry:?}: use id=cap,cap;id=cap")));
+        };
+        let plugin = plugin.trim();
+        if plugin.is_empty() || grants.insert(plugin.to_owned(), split_list(capabilities)).is_some() {
+            return Err(ConfigError::new("FLOWHOST_PLUGINS_GRANTS", format!("{entry:?}: a plugin id, once")));
+        }
+    }
+    Ok(grants)
+}
+
 fn split_list(value: &str) -> Vec<String> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
 }
@@ -734,6 +754,9 @@ impl Config {
         if let Some(v) = get("FLOWHOST_PLUGINS_CAPABILITIES") {
             plugins.capabilities = split_list(&v);
         }
+        if let Some(v) = get("FLOWHOST_PLUGINS_GRANTS") {
+            plugins.grants = parse_grants(&v)?;
+        }
         if let Some(v) = get("FLOWHOST_LOG") {
             self.log.filter = v;
         }
@@ -866,6 +889,17 @@ impl Config {
                 "plugins.capabilities",
                 format!("unknown capability {unknown:?} (known: {})", PLUGIN_CAPABILITIES.join(", ")),
             ));
+        }
+        for (plugin, granted) in &plugins.grants {
+            if let Some(beyond) = granted.iter().find(|c| !plugins.capabilities.contains(c)) {
+                return Err(ConfigError::new(
+                    "plugins.grants",
+                    format!(
+                        "plugin {plugin:?} is granted {beyond:?}, which plugins.capabilities does not offer ({})",
+                        plugins.capabilities.join(", ")
+                    ),
+                ));
+            }
         }
         for (setting, value) in
             [("mongodb.uri", &self.mongodb.uri), ("kafka.brokers", &self.kafka.brokers), ("nats.url", &self.nats.url)]
@@ -1207,6 +1241,21 @@ mod tests {
         assert_eq!(config.plugins.capabilities, ["log", "clock"]);
         let error = load(&[("FLOWHOST_PLUGINS_CAPABILITIES", "log,network")]).unwrap_err();
         assert!(error.setting == "plugins.capabilities" && error.message.contains("network"), "{error}");
+
+        let config = load(&[("FLOWHOST_PLUGINS_GRANTS", "greeter=log, documents; visits=log;quiet=")]).unwrap();
+        assert_eq!(config.plugins.grants["greeter"], ["log", "documents"]);
+        assert_eq!(config.plugins.grants["visits"], ["log"]);
+        assert!(config.plugins.grants["quiet"].is_empty());
+        for bad in ["greeter", "=log", "a=log;a=clock"] {
+            assert_eq!(
+                load(&[("FLOWHOST_PLUGINS_GRANTS", bad)]).unwrap_err().setting,
+                "FLOWHOST_PLUGINS_GRANTS",
+                "{bad}"
+            );
+        }
+        let error = load(&[("FLOWHOST_PLUGINS_CAPABILITIES", "log"), ("FLOWHOST_PLUGINS_GRANTS", "greeter=documents")])
+            .unwrap_err();
+        assert!(error.setting == "plugins.grants" && error.message.contains("documents"), "{error}");
     }
 
     #[test]

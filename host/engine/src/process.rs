@@ -203,18 +203,31 @@ pub async fn process_batch_with(
         event: events[index].as_ref().expect("grouped records are events"),
         attempt,
     };
-    for group in &mut groups {
+    // Every rule's node over its events at once: a node kind that runs elsewhere (wasm, on the runtime's
+    // worker threads) evaluates the rules of a batch in parallel.
+    let conditions = futures::future::join_all(groups.iter().map(|group| {
         let inputs: Vec<NodeInput<'_>> = group.members.iter().map(|&index| input(index)).collect();
-        group.conditions = nodes.conditions(group.rule, &inputs).await;
+        async move { nodes.conditions(group.rule, &inputs).await }
+    }))
+    .await;
+    let mut mappings = Vec::new();
+    for (group, answers) in groups.iter_mut().zip(conditions) {
+        group.conditions = answers;
         group.mapped = vec![None; group.members.len()];
         let (Some(mapping), Some(_)) = (&group.rule.rule.output_mapping, &group.rule.output_topic) else { continue };
         let passed: Vec<usize> =
             (0..group.members.len()).filter(|&position| matches!(group.conditions[position], Ok(true))).collect();
-        if passed.is_empty() {
-            continue;
+        if !passed.is_empty() {
+            mappings.push((group.rule, mapping, passed.iter().map(|&p| group.members[p]).collect::<Vec<_>>(), passed));
         }
-        let inputs: Vec<NodeInput<'_>> = passed.iter().map(|&position| input(group.members[position])).collect();
-        let answers = nodes.mappings(group.rule, mapping, &inputs).await;
+    }
+    let answers = futures::future::join_all(mappings.iter().map(|(rule, mapping, members, _)| {
+        let inputs: Vec<NodeInput<'_>> = members.iter().map(|&index| input(index)).collect();
+        async move { nodes.mappings(rule, mapping, &inputs).await }
+    }))
+    .await;
+    for ((rule, _, _, passed), answers) in mappings.into_iter().zip(answers) {
+        let group = groups.iter_mut().find(|group| std::ptr::eq(group.rule, rule)).expect("the rule's group");
         for (position, answer) in passed.into_iter().zip(answers) {
             group.mapped[position] = Some(answer);
         }

@@ -60,14 +60,21 @@ fn main() {
     let mut batch_us = Vec::new();
     for size in [1usize, 10, 100, 500, 2000] {
         let batch = batch_of(size);
-        let results = rt.block_on(condition.evaluate("condition", &config, &batch));
+        let results = rt.block_on(condition.evaluate("condition", &config, batch.clone()));
         assert!(results.iter().all(|r| r.as_deref() == Ok(r#"{"pass":true}"#)), "{results:?}");
         let rounds = (20_000 / size).max(20) as u32;
         let per_batch_ns = per_iteration_ns(rounds, || {
-            black_box(rt.block_on(condition.evaluate("condition", &config, black_box(&batch))));
+            black_box(rt.block_on(condition.evaluate("condition", &config, black_box(batch.clone()))));
         });
         batch_us.push((size, per_batch_ns / 1e3));
     }
+
+    // The floor of the contract: the same batch of 500 with the cheapest expression.
+    let trivial = json!({ "expression": "true" }).to_string();
+    let batch = batch_of(500);
+    let floor_batch_us = per_iteration_ns(40, || {
+        black_box(rt.block_on(condition.evaluate("condition", &trivial, black_box(batch.clone()))));
+    }) / 1e3;
 
     let noop = rt.block_on(runtime.load(&flowhost_runtime_fixtures::bytes("noop"), &[])).expect("load noop");
     let floor = support::latency(&rt, &noop, "noop", &input, 500, 20_000);
@@ -85,6 +92,10 @@ fn main() {
     println!("| wasm `condition`: calls per second, 1 thread | {one_thread:.0} /s |");
     println!("| wasm `condition`: calls per second, 2 threads | {two_threads:.0} /s |");
     println!("| wasm `noop` with the same input (the floor of a call), p50 | {:.1} µs/call |", floor.percentile(0.50));
+    println!(
+        "| wasm `condition`: batch of 500 with `true` (the contract's floor per event) | {:.2} µs/event |",
+        floor_batch_us / 500.0
+    );
     for (size, us) in batch_us {
         println!(
             "| wasm `condition`: batch of {size} (one instance, one prepare) | {us:.1} µs/batch, {:.2} µs/event, {:.0} events/s |",

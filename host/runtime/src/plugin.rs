@@ -42,12 +42,17 @@ pub struct InvocationContext {
 
 impl InvocationContext {
     fn to_wit(&self, deadline_ms: u64) -> WitContext {
+        self.clone().into_wit(deadline_ms)
+    }
+
+    /// The WIT record, moving the strings (a batch lowers thousands of them).
+    fn into_wit(self, deadline_ms: u64) -> WitContext {
         WitContext {
-            tenant_id: self.tenant_id.clone(),
-            flow_id: self.flow_id.clone(),
-            run_id: self.run_id.clone(),
-            node_id: self.node_id.clone(),
-            idempotency_key: if self.idempotency_key.is_empty() { one_off_key() } else { self.idempotency_key.clone() },
+            tenant_id: self.tenant_id,
+            flow_id: self.flow_id,
+            run_id: self.run_id,
+            node_id: self.node_id,
+            idempotency_key: if self.idempotency_key.is_empty() { one_off_key() } else { self.idempotency_key },
             attempt: self.attempt.max(1),
             deadline_ms,
         }
@@ -306,9 +311,9 @@ impl Plugin {
             Exports::V2 { node_kind: Some(_), .. } => {
                 drop(store);
                 let (config, event) = node_input(input)?;
-                let events = [NodeEvent { context: context.clone(), event }];
-                let mut results = self.run_batch(action, &config, &events, limits).await?;
-                results.pop().unwrap_or_else(|| Err(InvokeError::InvalidOutput("no result".into())))
+                let events = vec![WitNodeEvent { context: context.to_wit(0), event }];
+                let mut results = self.run_batch(action, &config, events, limits).await.map_err(|(error, _)| error)?;
+                results.pop().unwrap_or_else(|| Err(missing_result()))
             }
             Exports::V2 { .. } => unreachable!("Exports::of refuses a 0.2.0 component without invoke or node-kinds"),
         }
@@ -389,7 +394,7 @@ impl Plugin {
     /// trap, the deadline, fuel or memory), each event is evaluated again in an instance of its own, so one
     /// event's failure is its own and the others still get their answers. A configuration the component refuses
     /// fails every event with the component's error.
-    pub async fn evaluate(&self, kind: &str, config: &str, events: &[NodeEvent]) -> BatchResults {
+    pub async fn evaluate(&self, kind: &str, config: &str, events: Vec<NodeEvent>) -> BatchResults {
         if !self.inner.manifest.node_kinds.iter().any(|declared| declared == kind) {
             return events.iter().map(|_| Err(InvokeError::UnknownAction(kind.to_string()))).collect();
         }
@@ -401,18 +406,21 @@ impl Plugin {
         let results = if self.evaluates_batches() {
             let batch_limits =
                 Limits { fuel: limits.fuel.map(|fuel| fuel.saturating_mul(events.len() as u64)), ..limits.clone() };
-            match self.run_batch(kind, config, events, &batch_limits).await {
+            let inputs: Vec<WitNodeEvent> = events
+                .into_iter()
+                .map(|event| WitNodeEvent { context: event.context.into_wit(0), event: event.event })
+                .collect();
+            match self.run_batch(kind, config, inputs, &batch_limits).await {
                 Ok(results) => results,
-                Err(error) if events.len() == 1 => vec![Err(error)],
-                Err(error) => {
+                Err((error, inputs)) if inputs.len() == 1 => vec![Err(error)],
+                Err((error, inputs)) => {
                     tracing::debug!(plugin = %self.inner.identity.plugin, kind, %error,
                                     "a node-kind batch failed as a whole; evaluating its events one by one");
-                    let mut results = Vec::with_capacity(events.len());
-                    for event in events {
-                        let one = std::slice::from_ref(event);
-                        results.push(match self.run_batch(kind, config, one, &limits).await {
+                    let mut results = Vec::with_capacity(inputs.len());
+                    for input in inputs {
+                        results.push(match self.run_batch(kind, config, vec![input], &limits).await {
                             Ok(mut result) => result.pop().unwrap_or_else(|| Err(missing_result())),
-                            Err(error) => Err(error),
+                            Err((error, _)) => Err(error),
                         });
                     }
                     results
@@ -441,19 +449,26 @@ impl Plugin {
         results
     }
 
-    /// One instance: `prepare(kind, config)`, then `evaluate(events)`. `Err` is a failure of the whole batch.
+    /// One instance: `prepare(kind, config)`, then `evaluate(events)`. `Err` is a failure of the whole batch,
+    /// with the events handed back for another attempt.
     async fn run_batch(
         &self,
         kind: &str,
         config: &str,
-        events: &[NodeEvent],
+        mut events: Vec<WitNodeEvent>,
         limits: &Limits,
-    ) -> Result<BatchResults, InvokeError> {
+    ) -> Result<BatchResults, (InvokeError, Vec<WitNodeEvent>)> {
         let Exports::V2 { node_kind: Some(pre), .. } = &self.inner.exports else {
-            return Err(InvokeError::UnknownAction(kind.to_string()));
+            return Err((InvokeError::UnknownAction(kind.to_string()), events));
         };
-        let mut store = self.store(limits)?;
-        let instance = pre.instantiate_async(&mut store).await.map_err(|error| classify(error, &store, limits))?;
+        let mut store = match self.store(limits) {
+            Ok(store) => store,
+            Err(error) => return Err((error, events)),
+        };
+        let instance = match pre.instantiate_async(&mut store).await {
+            Ok(instance) => instance,
+            Err(error) => return Err((classify(error, &store, limits), events)),
+        };
         let guest = instance.flowhost_plugin_node_kinds();
         let prepared = match guest.call_prepare(&mut store, kind, config).await {
             Ok(Ok(prepared)) => prepared,
@@ -461,24 +476,24 @@ impl Plugin {
                 let error = error.into_invoke_error();
                 return Ok(events.iter().map(|_| Err(error.clone())).collect());
             }
-            Err(error) => return Err(classify(error, &store, limits)),
+            Err(error) => return Err((classify(error, &store, limits), events)),
         };
         let deadline_ms = self.deadline_ms(limits);
-        let inputs: Vec<WitNodeEvent> = events
-            .iter()
-            .map(|event| WitNodeEvent { context: event.context.to_wit(deadline_ms), event: event.event.clone() })
-            .collect();
-        let outputs = match guest.prepared_node().call_evaluate(&mut store, prepared, &inputs).await {
+        for event in &mut events {
+            event.context.deadline_ms = deadline_ms;
+        }
+        let outputs = match guest.prepared_node().call_evaluate(&mut store, prepared, &events).await {
             Ok(outputs) => outputs,
-            Err(error) => return Err(classify(error, &store, limits)),
+            Err(error) => return Err((classify(error, &store, limits), events)),
         };
         drop(store);
         if outputs.len() != events.len() {
-            return Err(InvokeError::InvalidOutput(format!(
+            let error = InvokeError::InvalidOutput(format!(
                 "{} results for {} events: a node kind answers exactly one result per event",
                 outputs.len(),
                 events.len()
-            )));
+            ));
+            return Err((error, events));
         }
         Ok(outputs
             .into_iter()

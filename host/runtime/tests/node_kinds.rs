@@ -294,7 +294,7 @@ async fn condition_batches_decide_as_the_native_expression() {
     for source in EXPRESSIONS {
         let native = Expression::compile(source, None).unwrap();
         let config = json!({ "expression": source }).to_string();
-        let results = condition.evaluate("condition", &config, &node_events(&events)).await;
+        let results = condition.evaluate("condition", &config, node_events(&events)).await;
         assert_eq!(results.len(), events.len(), "{source:?}: one result per event");
         for (result, event) in results.into_iter().zip(&events) {
             let expected = match native.evaluate(event) {
@@ -310,14 +310,14 @@ async fn condition_batches_decide_as_the_native_expression() {
 async fn a_refused_configuration_fails_every_event_of_the_batch_and_an_empty_batch_runs_nothing() {
     let condition = load("condition").await;
     let events = node_events(&events());
-    let results = condition.evaluate("condition", r#"{"expression": "amount >"}"#, &events).await;
+    let results = condition.evaluate("condition", r#"{"expression": "amount >"}"#, events.clone()).await;
     assert_eq!(results.len(), events.len());
     for result in results {
         let Err(InvokeError::Permanent(message)) = result else { panic!("{result:?}") };
         assert!(message.starts_with("invalid expression: syntax error"), "{message}");
     }
-    assert!(condition.evaluate("condition", r#"{"expression": "true"}"#, &[]).await.is_empty());
-    let unknown = condition.evaluate("mapping", "{}", &events[..1]).await;
+    assert!(condition.evaluate("condition", r#"{"expression": "true"}"#, Vec::new()).await.is_empty());
+    let unknown = condition.evaluate("mapping", "{}", events[..1].to_vec()).await;
     assert_eq!(unknown, vec![Err(InvokeError::UnknownAction("mapping".into()))]);
 }
 
@@ -329,7 +329,7 @@ async fn a_trapping_event_fails_alone_in_its_batch() {
         .into_iter()
         .map(|event| event.as_object().unwrap().clone())
         .collect();
-    let results = trap.evaluate("condition", "{}", &node_events(&events)).await;
+    let results = trap.evaluate("condition", "{}", node_events(&events)).await;
     assert_eq!(results[0], Ok(r#"{"pass":true}"#.into()));
     assert!(matches!(&results[1], Err(InvokeError::Trap(_))), "{:?}", results[1]);
     assert_eq!(results[2], Ok(r#"{"pass":true}"#.into()));
@@ -347,7 +347,7 @@ async fn a_0_1_0_component_keeps_loading_and_its_node_kind_runs_per_event() {
         .into_iter()
         .map(|e| e.as_object().unwrap().clone())
         .collect();
-    let results = legacy.evaluate("threshold", r#"{"min": 10}"#, &node_events(&events)).await;
+    let results = legacy.evaluate("threshold", r#"{"min": 10}"#, node_events(&events)).await;
     assert_eq!(results[0], Ok(r#"{"pass":false}"#.into()));
     assert_eq!(results[1], Ok(r#"{"pass":true}"#.into()));
     assert_eq!(results[2], Err(InvokeError::Permanent("event.amount is a number".into())));

@@ -20,11 +20,13 @@
 //! The expression is compiled once per batch (the host prepares a node once per instance, and an instance serves a
 //! whole batch of events).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cel_core::{Activation, CompileError, Env, Program, Value};
 use flowhost_sdk_guest::{export_plugin, Action, Context, Error, Manifest, Output, Plugin, Prepared};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value as Json};
 
 struct Condition;
@@ -33,11 +35,6 @@ struct Condition;
 #[serde(deny_unknown_fields)]
 struct Config {
     expression: String,
-}
-
-#[derive(Serialize)]
-struct Pass {
-    pass: bool,
 }
 
 impl Plugin for Condition {
@@ -72,10 +69,15 @@ struct Compiled(Program);
 
 impl Prepared for Compiled {
     fn evaluate(&self, _context: &Context, event: &str) -> Result<Output, Error> {
-        let fields: Map<String, Json> =
-            serde_json::from_str(event).map_err(|error| Error::permanent(format!("invalid event: {error}")))?;
-        let pass = evaluate(&self.0, &fields).map_err(Error::permanent)?;
-        Output::json(&Pass { pass })
+        let invalid = |error: serde_json::Error| Error::permanent(format!("invalid event: {error}"));
+        // The event's fields are read without converting them: only those the expression reads are decoded (a
+        // key with escapes cannot be borrowed; such an event is decoded whole).
+        let pass = match serde_json::from_str::<RawFields<'_>>(event) {
+            Ok(fields) => evaluate(&self.0, &RawActivation(&fields)),
+            Err(_) => evaluate(&self.0, &EventActivation(&serde_json::from_str(event).map_err(invalid)?)),
+        }
+        .map_err(Error::permanent)?;
+        Ok(Output::raw(if pass { PASS } else { FAIL }))
     }
 }
 
@@ -115,9 +117,27 @@ fn compile_messages(error: CompileError) -> Vec<String> {
     }
 }
 
+/// The two answers, written once (serializing `{"pass": bool}` per event is measurable in a batch).
+const PASS: &str = r#"{"pass":true}"#;
+const FAIL: &str = r#"{"pass":false}"#;
+
+/// An event's top-level fields, borrowed and not decoded (a repeated key keeps its last value, as in a `Map`).
+type RawFields<'a> = BTreeMap<&'a str, &'a RawValue>;
+
+/// Resolves variables from the event's raw fields, decoding only the ones the expression reads.
+struct RawActivation<'a>(&'a RawFields<'a>);
+
+impl Activation for RawActivation<'_> {
+    fn resolve(&self, name: &str) -> Option<Value> {
+        let raw = self.0.get(name)?;
+        // A value inside a document that parsed is valid JSON.
+        serde_json::from_str::<Json>(raw.get()).ok().map(|json| dynamic_value(&json))
+    }
+}
+
 /// host/expr's `Expression::evaluate` (its `EvalError` message included).
-fn evaluate(program: &Program, fields: &Map<String, Json>) -> Result<bool, String> {
-    match program.eval(&EventActivation(fields)) {
+fn evaluate(program: &Program, activation: &dyn Activation) -> Result<bool, String> {
+    match program.eval(activation) {
         Value::Bool(b) => Ok(b),
         Value::Error(error) => Err(format!("expression evaluation failed: {error}")),
         other => Err(format!("expression evaluation failed: result is not a bool: {other}")),

@@ -197,7 +197,7 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let config = Config { data_dir: dir.path().to_path_buf(), ..Config::default() };
     let embedded = flowhost::connect(&config).await.unwrap();
-    wasm_processing(&config, &embedded, (events / 100).max(100)).await;
+    wasm_processing(&config, &embedded, events).await;
     run_engine("embedded (SQLite log)", embedded.clone(), events).await;
 
     if let Ok(brokers) = std::env::var("FLOWHOST_TEST_KAFKA_BROKERS") {
