@@ -496,7 +496,7 @@ pub mod __private {
         input: String,
     ) -> Result<String, wit::PluginError> {
         let context = Context::from(context);
-        if P::manifest().node_kinds.iter().any(|kind| *kind == action) {
+        if P::manifest().node_kinds.contains(&action) {
             return invoke_node_kind::<P>(&context, &action, &input).map(Output::into_string).map_err(to_wit);
         }
         P::invoke(Call { action, input, context }).map(Output::into_string).map_err(to_wit)
@@ -648,6 +648,24 @@ mod tests {
         let call = Call::new("greet", r#"{"name":"ada"}"#);
         let output = call.handle(|input: Greet| Ok(serde_json::json!({ "hello": input.name }))).unwrap();
         assert_eq!(output.into_string(), r#"{"hello":"ada"}"#);
+    }
+
+    #[test]
+    fn a_call_carries_its_context_and_a_plugin_offers_nothing_by_default() {
+        struct Bare;
+        impl Plugin for Bare {
+            fn manifest() -> Manifest {
+                Manifest::new("bare", "1")
+            }
+        }
+        let context =
+            Context { tenant_id: Some("12".into()), idempotency_key: "k".into(), attempt: 2, ..Context::default() };
+        let call = Call::new("greet", "{}").with_context(context.clone());
+        assert_eq!(call.context(), &context);
+        assert_eq!(Bare::invoke(call).unwrap_err(), Error::permanent("unknown action \"greet\""));
+        let refused = Bare::prepare("condition", "{}").err().expect("no node kind");
+        assert_eq!(refused.outcome, Outcome::Permanent);
+        assert!(Bare::data_source("x", &[]).is_err());
     }
 
     #[test]
