@@ -14,11 +14,13 @@ pub type CheckResult = Result<(), String>;
 /// The function behind a check.
 pub type CheckFn = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = CheckResult> + Send>> + Send + Sync>;
 
-/// A named check.
+/// A named check. Clones share the last outcome, so a check probed on every listener logs once per change.
 #[derive(Clone)]
 pub struct Check {
     name: &'static str,
     run: CheckFn,
+    /// Why the check failed last time (`None`: it passed, or never ran).
+    last_failure: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl std::fmt::Debug for Check {
@@ -37,7 +39,7 @@ impl Check {
         F: Fn() -> Fut + Send + Sync + 'static,
         Fut: Future<Output = CheckResult> + Send + 'static,
     {
-        Check { name, run: Arc::new(move || Box::pin(run())) }
+        Check { name, run: Arc::new(move || Box::pin(run())), last_failure: Arc::default() }
     }
 
     /// A check answered at once from in-memory state.
@@ -62,17 +64,52 @@ impl Check {
     }
 }
 
-/// Runs `checks` concurrently; returns the names of those that failed, logging why.
+/// What a probe's result means against the check's last one: only a change is worth a warning or a notice
+/// (an orchestrator probes every few seconds; a failing backend would otherwise fill the log).
+#[derive(Debug, PartialEq, Eq)]
+enum Change {
+    /// Failing now, and passing before (or failing for another reason).
+    StartsFailing,
+    /// Failing again for the same reason.
+    StillFailing,
+    /// Passing now after failing.
+    Recovers,
+    /// Passing, as before.
+    StillPassing,
+}
+
+fn change(last_failure: Option<&str>, result: &CheckResult) -> Change {
+    match (last_failure, result) {
+        (Some(before), Err(now)) if before == now => Change::StillFailing,
+        (_, Err(_)) => Change::StartsFailing,
+        (Some(_), Ok(())) => Change::Recovers,
+        (None, Ok(())) => Change::StillPassing,
+    }
+}
+
+impl Check {
+    /// Records `result` as the last outcome and logs it when it changed.
+    fn observe(&self, probe: &'static str, result: &CheckResult) {
+        let mut last = self.last_failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let name = self.name;
+        match (change(last.as_deref(), result), result) {
+            (Change::StartsFailing, Err(reason)) => tracing::warn!(check = name, probe, reason, "check failing"),
+            (Change::StillFailing, Err(reason)) => tracing::debug!(check = name, probe, reason, "check still failing"),
+            (Change::Recovers, _) => tracing::info!(check = name, probe, "check passing again"),
+            _ => {}
+        }
+        *last = result.as_ref().err().cloned();
+    }
+}
+
+/// Runs `checks` concurrently; returns the names of those that failed, logging why when that changed.
 pub(crate) async fn failing(checks: &[Check], probe: &'static str) -> Vec<&'static str> {
-    let results =
-        futures::future::join_all(checks.iter().map(|check| async move { (check.name, check.run().await) })).await;
+    let results = futures::future::join_all(checks.iter().map(|check| async move { (check, check.run().await) })).await;
     let mut names = Vec::new();
-    for (name, result) in results {
-        if let Err(reason) = result {
-            tracing::warn!(check = name, probe, reason, "check failing");
-            if !names.contains(&name) {
-                names.push(name);
-            }
+    for (check, result) in results {
+        check.observe(probe, &result);
+        if result.is_err() && !names.contains(&check.name) {
+            names.push(check.name);
         }
     }
     names
@@ -85,5 +122,28 @@ impl Check {
             let documents = documents.clone();
             async move { documents.get("flowhost_probe", "probe").await.map(|_| ()).map_err(|e| e.to_string()) }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_change_of_outcome_is_worth_a_warning() {
+        let failed: CheckResult = Err("down".into());
+        assert_eq!(change(None, &failed), Change::StartsFailing);
+        assert_eq!(change(Some("down"), &failed), Change::StillFailing);
+        assert_eq!(change(Some("timeout"), &failed), Change::StartsFailing, "another reason is news");
+        assert_eq!(change(Some("down"), &Ok(())), Change::Recovers);
+        assert_eq!(change(None, &Ok(())), Change::StillPassing);
+    }
+
+    #[tokio::test]
+    async fn clones_share_the_last_outcome() {
+        let check = Check::sync("flaky", || Err("down".into()));
+        let clone = check.clone();
+        assert_eq!(failing(std::slice::from_ref(&check), "ready").await, ["flaky"]);
+        assert_eq!(clone.last_failure.lock().unwrap().as_deref(), Some("down"));
     }
 }
