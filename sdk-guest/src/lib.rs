@@ -526,11 +526,25 @@ pub mod __private {
     }
 
     impl wit_nodes::GuestPreparedNode for PreparedNode {
-        fn evaluate(&self, events: Vec<wit_nodes::NodeEvent>) -> Vec<Result<String, wit::PluginError>> {
+        fn evaluate(
+            &self,
+            batch: wit_nodes::BatchContext,
+            events: Vec<wit_nodes::NodeEvent>,
+        ) -> Vec<Result<String, wit::PluginError>> {
+            // One context for the batch; each event moves its own fields in (nothing of the batch is copied).
+            let mut context = Context {
+                flow_id: batch.flow_id,
+                node_id: batch.node_id,
+                deadline_ms: batch.deadline_ms,
+                ..Context::default()
+            };
             events
                 .into_iter()
                 .map(|node_event| {
-                    let context = Context::from(node_event.context);
+                    context.tenant_id = node_event.tenant_id;
+                    context.run_id = node_event.run_id;
+                    context.idempotency_key = node_event.idempotency_key;
+                    context.attempt = node_event.attempt;
                     self.0.evaluate(&context, &node_event.event).map(Output::into_string).map_err(to_wit)
                 })
                 .collect()

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use flowhost_components::ComponentStore;
 use flowhost_core::model::OutputMapping;
-use flowhost_runtime::{InvocationContext, InvokeError, NodeEvent, Outcome};
+use flowhost_runtime::{BatchContext, InvokeError, NodeEvent, Outcome};
 use serde_json::{json, Value};
 
 use crate::process::{NodeFailure, NodeInput, NodeKinds};
@@ -52,17 +52,11 @@ impl WasmNodes {
             let failure = NodeFailure::Unavailable(format!("the {kind} node kind has no active component"));
             return events.iter().map(|_| Err(failure.clone())).collect();
         };
-        let node_events: Vec<NodeEvent> = events
-            .iter()
-            .map(|input| NodeEvent {
-                context: context(rule, input),
-                // The record's value is the event's fields: a JSON object (it parsed as one).
-                event: String::from_utf8_lossy(&input.record.value).into_owned(),
-            })
-            .collect();
+        let batch = BatchContext { flow_id: rule.rule.flow_id.clone(), node_id: Some(rule.rule.id.clone()) };
+        let node_events: Vec<NodeEvent> = events.iter().map(|input| node_event(rule, input)).collect();
         // On a task of its own: the rules of a batch evaluate in parallel on the runtime's worker threads.
         let (kind_name, config) = (kind.to_owned(), config.to_string());
-        let evaluation = tokio::spawn(async move { plugin.evaluate(&kind_name, &config, node_events).await });
+        let evaluation = tokio::spawn(async move { plugin.evaluate(&kind_name, &config, &batch, node_events).await });
         let results = match evaluation.await {
             Ok(results) => results,
             Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
@@ -80,18 +74,28 @@ fn parse(kind: &str, output: &str) -> Result<Value, NodeFailure> {
     serde_json::from_str(output).map_err(|error| NodeFailure::Permanent(format!("{kind}: {error}")))
 }
 
-/// The invocation context of a rule's node for one record: the idempotency key is the record's position and
-/// the rule, the same on every attempt.
-fn context(rule: &CompiledRule, input: &NodeInput<'_>) -> InvocationContext {
+/// One record as an event of `rule`'s node: the idempotency key is the record's position and the rule, the same
+/// on every attempt.
+fn node_event(rule: &CompiledRule, input: &NodeInput<'_>) -> NodeEvent {
     let record = input.record;
-    InvocationContext {
+    NodeEvent {
         tenant_id: input.event.tenant_id.clone(),
-        flow_id: rule.rule.flow_id.clone(),
         run_id: None,
-        node_id: Some(rule.rule.id.clone()),
-        idempotency_key: format!("{}/{}/{}/{}", record.topic, record.partition, record.offset, rule.rule.id),
+        idempotency_key: idempotency_key(record, &rule.rule.id),
         attempt: input.attempt,
+        // The record's value is the event's fields: a JSON object (it parsed as one).
+        event: String::from_utf8_lossy(&record.value).into_owned(),
     }
+}
+
+/// `topic/partition/offset/rule`, written into one allocation (it is made for every event and rule of a batch).
+fn idempotency_key(record: &flowhost_core::ports::Record, rule_id: &str) -> String {
+    use std::fmt::Write;
+    let mut key = String::with_capacity(record.topic.len() + rule_id.len() + 32);
+    key.push_str(&record.topic);
+    let _ = write!(key, "/{}/{}/", record.partition, record.offset);
+    key.push_str(rule_id);
+    key
 }
 
 /// How the engine treats a failed node-kind call: a guest's own permanent failure of a condition means "cannot

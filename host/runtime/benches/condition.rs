@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use flowhost_expr::Expression;
-use flowhost_runtime::{Capability, InvocationContext, NodeEvent, Runtime, RuntimeConfig};
+use flowhost_runtime::{BatchContext, Capability, NodeEvent, Runtime, RuntimeConfig};
 use serde_json::{json, Map, Value};
 
 const RULE: &str = "amount > 100.0 && count >= 2 && game == 'slots' && !vip";
@@ -52,19 +52,25 @@ fn main() {
     let batch_of = |size: usize| -> Vec<NodeEvent> {
         (0..size)
             .map(|i| NodeEvent {
-                context: InvocationContext { idempotency_key: format!("in/0/{i}/r"), ..InvocationContext::default() },
+                idempotency_key: format!("in/0/{i}/r"),
                 event: Value::Object(event.clone()).to_string(),
+                ..NodeEvent::default()
             })
             .collect()
     };
     let mut batch_us = Vec::new();
     for size in [1usize, 10, 100, 500, 2000] {
         let batch = batch_of(size);
-        let results = rt.block_on(condition.evaluate("condition", &config, batch.clone()));
+        let results = rt.block_on(condition.evaluate("condition", &config, &batch_context(), batch.clone()));
         assert!(results.iter().all(|r| r.as_deref() == Ok(r#"{"pass":true}"#)), "{results:?}");
         let rounds = (20_000 / size).max(20) as u32;
         let per_batch_ns = per_iteration_ns(rounds, || {
-            black_box(rt.block_on(condition.evaluate("condition", &config, black_box(batch.clone()))));
+            black_box(rt.block_on(condition.evaluate(
+                "condition",
+                &config,
+                &batch_context(),
+                black_box(batch.clone()),
+            )));
         });
         batch_us.push((size, per_batch_ns / 1e3));
     }
@@ -73,7 +79,7 @@ fn main() {
     let trivial = json!({ "expression": "true" }).to_string();
     let batch = batch_of(500);
     let floor_batch_us = per_iteration_ns(40, || {
-        black_box(rt.block_on(condition.evaluate("condition", &trivial, black_box(batch.clone()))));
+        black_box(rt.block_on(condition.evaluate("condition", &trivial, &batch_context(), black_box(batch.clone()))));
     }) / 1e3;
 
     let noop = rt.block_on(runtime.load(&flowhost_runtime_fixtures::bytes("noop"), &[])).expect("load noop");
@@ -115,4 +121,9 @@ fn per_iteration_ns(iterations: u32, mut f: impl FnMut()) -> f64 {
         f();
     }
     started.elapsed().as_secs_f64() * 1e9 / f64::from(iterations)
+}
+
+/// The batch context of a rule `r` outside any flow.
+fn batch_context() -> BatchContext {
+    BatchContext { flow_id: None, node_id: Some("r".into()) }
 }

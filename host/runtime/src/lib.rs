@@ -46,7 +46,7 @@ pub use error::{InvokeError, LoadError, Outcome, RuntimeError};
 pub use limits::{Limits, PoolConfig, RuntimeConfig};
 pub use manifest::{Manifest, ManifestAction, ManifestDataSource, ManifestLimits};
 pub use metrics::RuntimeMetrics;
-pub use plugin::{BatchResults, InvocationContext, NodeEvent, Plugin};
+pub use plugin::{BatchContext, BatchResults, InvocationContext, NodeEvent, Plugin};
 pub use projector::Projector;
 pub use providers::{Capability, PackageVersion};
 pub use runtime::{Compiled, Runtime};

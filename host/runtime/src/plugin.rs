@@ -23,7 +23,9 @@ use crate::runtime::{check_output, classify, finish, new_store, GuestError, Iden
 use crate::{Capability, InvokeError, Limits, LoadError, Manifest, PackageVersion, Runtime};
 
 use v2::action::flowhost::plugin::types::InvocationContext as WitContext;
-use v2::node_kind::exports::flowhost::plugin::node_kinds::NodeEvent as WitNodeEvent;
+use v2::node_kind::exports::flowhost::plugin::node_kinds::{
+    BatchContext as WitBatchContext, NodeEvent as WitNodeEvent,
+};
 
 /// Who and what one invocation runs for (WIT `invocation-context` of `flowhost:plugin@0.2.0`; a 0.1.0
 /// component never sees it). The deadline is the host's: the invocation's start plus its timeout.
@@ -69,11 +71,48 @@ fn one_off_key() -> String {
     format!("one-off-{epoch:x}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// One event of a node-kind batch: its fields (a JSON object) and the context it is evaluated for.
-#[derive(Debug, Clone)]
+/// What the events of a node-kind batch share: the flow and the node (their invocation contexts' other fields
+/// are per event, in [`NodeEvent`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchContext {
+    pub flow_id: Option<String>,
+    pub node_id: Option<String>,
+}
+
+/// One event of a node-kind batch: its fields (a JSON object) and its own part of the invocation context.
+#[derive(Debug, Clone, Default)]
 pub struct NodeEvent {
-    pub context: InvocationContext,
+    pub tenant_id: Option<String>,
+    pub run_id: Option<String>,
+    /// The same for every attempt of this event at this node (an empty key is replaced by a unique one).
+    pub idempotency_key: String,
+    /// 1 for the first attempt (0 is read as 1).
+    pub attempt: u32,
     pub event: String,
+}
+
+impl NodeEvent {
+    fn into_wit(self) -> WitNodeEvent {
+        WitNodeEvent {
+            tenant_id: self.tenant_id,
+            run_id: self.run_id,
+            idempotency_key: if self.idempotency_key.is_empty() { one_off_key() } else { self.idempotency_key },
+            attempt: self.attempt.max(1),
+            event: self.event,
+        }
+    }
+
+    /// The full invocation context of this event in `batch`.
+    fn context(&self, batch: &BatchContext) -> InvocationContext {
+        InvocationContext {
+            tenant_id: self.tenant_id.clone(),
+            flow_id: batch.flow_id.clone(),
+            run_id: self.run_id.clone(),
+            node_id: batch.node_id.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            attempt: self.attempt,
+        }
+    }
 }
 
 /// The per-event results of a batch, in the order of its events.
@@ -311,8 +350,17 @@ impl Plugin {
             Exports::V2 { node_kind: Some(_), .. } => {
                 drop(store);
                 let (config, event) = node_input(input)?;
-                let events = vec![WitNodeEvent { context: context.to_wit(0), event }];
-                let mut results = self.run_batch(action, &config, events, limits).await.map_err(|(error, _)| error)?;
+                let batch = BatchContext { flow_id: context.flow_id.clone(), node_id: context.node_id.clone() };
+                let event = NodeEvent {
+                    tenant_id: context.tenant_id.clone(),
+                    run_id: context.run_id.clone(),
+                    idempotency_key: context.idempotency_key.clone(),
+                    attempt: context.attempt,
+                    event,
+                };
+                let events = vec![event.into_wit()];
+                let mut results =
+                    self.run_batch(action, &config, &batch, events, limits).await.map_err(|(error, _)| error)?;
                 results.pop().unwrap_or_else(|| Err(missing_result()))
             }
             Exports::V2 { .. } => unreachable!("Exports::of refuses a 0.2.0 component without invoke or node-kinds"),
@@ -394,7 +442,13 @@ impl Plugin {
     /// trap, the deadline, fuel or memory), each event is evaluated again in an instance of its own, so one
     /// event's failure is its own and the others still get their answers. A configuration the component refuses
     /// fails every event with the component's error.
-    pub async fn evaluate(&self, kind: &str, config: &str, events: Vec<NodeEvent>) -> BatchResults {
+    pub async fn evaluate(
+        &self,
+        kind: &str,
+        config: &str,
+        batch: &BatchContext,
+        events: Vec<NodeEvent>,
+    ) -> BatchResults {
         if !self.inner.manifest.node_kinds.iter().any(|declared| declared == kind) {
             return events.iter().map(|_| Err(InvokeError::UnknownAction(kind.to_string()))).collect();
         }
@@ -406,11 +460,8 @@ impl Plugin {
         let results = if self.evaluates_batches() {
             let batch_limits =
                 Limits { fuel: limits.fuel.map(|fuel| fuel.saturating_mul(events.len() as u64)), ..limits.clone() };
-            let inputs: Vec<WitNodeEvent> = events
-                .into_iter()
-                .map(|event| WitNodeEvent { context: event.context.into_wit(0), event: event.event })
-                .collect();
-            match self.run_batch(kind, config, inputs, &batch_limits).await {
+            let inputs: Vec<WitNodeEvent> = events.into_iter().map(NodeEvent::into_wit).collect();
+            match self.run_batch(kind, config, batch, inputs, &batch_limits).await {
                 Ok(results) => results,
                 Err((error, inputs)) if inputs.len() == 1 => vec![Err(error)],
                 Err((error, inputs)) => {
@@ -418,7 +469,7 @@ impl Plugin {
                                     "a node-kind batch failed as a whole; evaluating its events one by one");
                     let mut results = Vec::with_capacity(inputs.len());
                     for input in inputs {
-                        results.push(match self.run_batch(kind, config, vec![input], &limits).await {
+                        results.push(match self.run_batch(kind, config, batch, vec![input], &limits).await {
                             Ok(mut result) => result.pop().unwrap_or_else(|| Err(missing_result())),
                             Err((error, _)) => Err(error),
                         });
@@ -437,7 +488,7 @@ impl Plugin {
             let mut results = Vec::with_capacity(events.len());
             for event in events {
                 let input = format!(r#"{{"config":{config},"event":{}}}"#, event.event);
-                results.push(self.run_invoke(&event.context, kind, &input, &limits).await);
+                results.push(self.run_invoke(&event.context(batch), kind, &input, &limits).await);
             }
             results
         };
@@ -455,7 +506,8 @@ impl Plugin {
         &self,
         kind: &str,
         config: &str,
-        mut events: Vec<WitNodeEvent>,
+        batch: &BatchContext,
+        events: Vec<WitNodeEvent>,
         limits: &Limits,
     ) -> Result<BatchResults, (InvokeError, Vec<WitNodeEvent>)> {
         let Exports::V2 { node_kind: Some(pre), .. } = &self.inner.exports else {
@@ -478,11 +530,12 @@ impl Plugin {
             }
             Err(error) => return Err((classify(error, &store, limits), events)),
         };
-        let deadline_ms = self.deadline_ms(limits);
-        for event in &mut events {
-            event.context.deadline_ms = deadline_ms;
-        }
-        let outputs = match guest.prepared_node().call_evaluate(&mut store, prepared, &events).await {
+        let context = WitBatchContext {
+            flow_id: batch.flow_id.clone(),
+            node_id: batch.node_id.clone(),
+            deadline_ms: self.deadline_ms(limits),
+        };
+        let outputs = match guest.prepared_node().call_evaluate(&mut store, prepared, &context, &events).await {
             Ok(outputs) => outputs,
             Err(error) => return Err((classify(error, &store, limits), events)),
         };

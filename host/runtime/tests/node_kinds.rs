@@ -7,7 +7,7 @@
 
 use flowhost_expr::Expression;
 use flowhost_runtime::{
-    Capability, InvocationContext, InvokeError, NodeEvent, PackageVersion, Plugin, Runtime, RuntimeConfig,
+    BatchContext, Capability, InvokeError, NodeEvent, PackageVersion, Plugin, Runtime, RuntimeConfig,
 };
 use flowhost_runtime_fixtures as fixtures;
 use serde_json::{json, Map, Value};
@@ -277,8 +277,9 @@ fn node_events(events: &[Map<String, Value>]) -> Vec<NodeEvent> {
         .iter()
         .enumerate()
         .map(|(offset, event)| NodeEvent {
-            context: InvocationContext { idempotency_key: format!("in/0/{offset}/r"), ..InvocationContext::default() },
+            idempotency_key: format!("in/0/{offset}/r"),
             event: Value::Object(event.clone()).to_string(),
+            ..NodeEvent::default()
         })
         .collect()
 }
@@ -294,7 +295,7 @@ async fn condition_batches_decide_as_the_native_expression() {
     for source in EXPRESSIONS {
         let native = Expression::compile(source, None).unwrap();
         let config = json!({ "expression": source }).to_string();
-        let results = condition.evaluate("condition", &config, node_events(&events)).await;
+        let results = condition.evaluate("condition", &config, &batch_context(), node_events(&events)).await;
         assert_eq!(results.len(), events.len(), "{source:?}: one result per event");
         for (result, event) in results.into_iter().zip(&events) {
             let expected = match native.evaluate(event) {
@@ -310,14 +311,18 @@ async fn condition_batches_decide_as_the_native_expression() {
 async fn a_refused_configuration_fails_every_event_of_the_batch_and_an_empty_batch_runs_nothing() {
     let condition = load("condition").await;
     let events = node_events(&events());
-    let results = condition.evaluate("condition", r#"{"expression": "amount >"}"#, events.clone()).await;
+    let results =
+        condition.evaluate("condition", r#"{"expression": "amount >"}"#, &batch_context(), events.clone()).await;
     assert_eq!(results.len(), events.len());
     for result in results {
         let Err(InvokeError::Permanent(message)) = result else { panic!("{result:?}") };
         assert!(message.starts_with("invalid expression: syntax error"), "{message}");
     }
-    assert!(condition.evaluate("condition", r#"{"expression": "true"}"#, Vec::new()).await.is_empty());
-    let unknown = condition.evaluate("mapping", "{}", events[..1].to_vec()).await;
+    assert!(condition
+        .evaluate("condition", r#"{"expression": "true"}"#, &batch_context(), Vec::new())
+        .await
+        .is_empty());
+    let unknown = condition.evaluate("mapping", "{}", &batch_context(), events[..1].to_vec()).await;
     assert_eq!(unknown, vec![Err(InvokeError::UnknownAction("mapping".into()))]);
 }
 
@@ -329,10 +334,26 @@ async fn a_trapping_event_fails_alone_in_its_batch() {
         .into_iter()
         .map(|event| event.as_object().unwrap().clone())
         .collect();
-    let results = trap.evaluate("condition", "{}", node_events(&events)).await;
-    assert_eq!(results[0], Ok(r#"{"pass":true}"#.into()));
+    let mut events = node_events(&events);
+    events[2].tenant_id = Some("12".into());
+    events[2].attempt = 3;
+    let results = trap.evaluate("condition", "{}", &batch_context(), events).await;
+    let answer =
+        |result: &Result<String, InvokeError>| -> Value { serde_json::from_str(result.as_ref().unwrap()).unwrap() };
+    // Each event got the batch's context and its own fields.
+    let first = answer(&results[0]);
+    assert_eq!(
+        (&first["pass"], &first["node_id"], &first["idempotency_key"]),
+        (&json!(true), &json!("r"), &json!("in/0/0/r"))
+    );
+    assert_eq!((&first["tenant_id"], &first["attempt"]), (&Value::Null, &json!(1)), "attempt 0 is read as 1");
+    assert!(first["deadline_ms"].as_u64().unwrap() > 1_700_000_000_000);
     assert!(matches!(&results[1], Err(InvokeError::Trap(_))), "{:?}", results[1]);
-    assert_eq!(results[2], Ok(r#"{"pass":true}"#.into()));
+    let third = answer(&results[2]);
+    assert_eq!(
+        (&third["tenant_id"], &third["attempt"], &third["idempotency_key"]),
+        (&json!("12"), &json!(3), &json!("in/0/2/r"))
+    );
 }
 
 /// A component of the released `flowhost:plugin@0.1.0` keeps loading and running: its actions are invoked as
@@ -347,8 +368,13 @@ async fn a_0_1_0_component_keeps_loading_and_its_node_kind_runs_per_event() {
         .into_iter()
         .map(|e| e.as_object().unwrap().clone())
         .collect();
-    let results = legacy.evaluate("threshold", r#"{"min": 10}"#, node_events(&events)).await;
+    let results = legacy.evaluate("threshold", r#"{"min": 10}"#, &batch_context(), node_events(&events)).await;
     assert_eq!(results[0], Ok(r#"{"pass":false}"#.into()));
     assert_eq!(results[1], Ok(r#"{"pass":true}"#.into()));
     assert_eq!(results[2], Err(InvokeError::Permanent("event.amount is a number".into())));
+}
+
+/// The batch context of a rule `r` outside any flow.
+fn batch_context() -> BatchContext {
+    BatchContext { flow_id: None, node_id: Some("r".into()) }
 }
