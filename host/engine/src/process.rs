@@ -211,23 +211,24 @@ pub async fn process_batch_with(
     }))
     .await;
     let mut mappings = Vec::new();
-    for (group, answers) in groups.iter_mut().zip(conditions) {
+    for (index, (group, answers)) in groups.iter_mut().zip(conditions).enumerate() {
         group.conditions = answers;
         group.mapped = vec![None; group.members.len()];
         let (Some(mapping), Some(_)) = (&group.rule.rule.output_mapping, &group.rule.output_topic) else { continue };
         let passed: Vec<usize> =
             (0..group.members.len()).filter(|&position| matches!(group.conditions[position], Ok(true))).collect();
         if !passed.is_empty() {
-            mappings.push((group.rule, mapping, passed.iter().map(|&p| group.members[p]).collect::<Vec<_>>(), passed));
+            mappings.push((index, group.rule, mapping, passed));
         }
     }
-    let answers = futures::future::join_all(mappings.iter().map(|(rule, mapping, members, _)| {
-        let inputs: Vec<NodeInput<'_>> = members.iter().map(|&index| input(index)).collect();
+    let answers = futures::future::join_all(mappings.iter().map(|(group, rule, mapping, passed)| {
+        let inputs: Vec<NodeInput<'_>> =
+            passed.iter().map(|&position| input(groups[*group].members[position])).collect();
         async move { nodes.mappings(rule, mapping, &inputs).await }
     }))
     .await;
-    for ((rule, _, _, passed), answers) in mappings.into_iter().zip(answers) {
-        let group = groups.iter_mut().find(|group| std::ptr::eq(group.rule, rule)).expect("the rule's group");
+    for ((group, _, _, passed), answers) in mappings.into_iter().zip(answers) {
+        let group = &mut groups[group];
         for (position, answer) in passed.into_iter().zip(answers) {
             group.mapped[position] = Some(answer);
         }

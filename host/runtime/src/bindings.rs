@@ -3,74 +3,58 @@
 //! world shares the interfaces of the `action-plugin` world (`with`), so each capability has one host
 //! implementation per version (`crate::providers`).
 
+/// The worlds both versions have (`action-plugin`, `service-plugin`, `projector`), generated from the package
+/// at `$path`.
+macro_rules! package_bindings {
+    ($path:tt) => {
+        pub(crate) mod action {
+            wasmtime::component::bindgen!({
+                path: $path,
+                world: "action-plugin",
+                imports: {
+                    "flowhost:plugin/documents": async | trappable,
+                    default: trappable,
+                },
+                exports: { default: async },
+            });
+        }
+
+        pub(crate) mod service {
+            wasmtime::component::bindgen!({
+                path: $path,
+                world: "service-plugin",
+                with: {
+                    "flowhost:plugin/types": super::action::flowhost::plugin::types,
+                    "flowhost:plugin/log": super::action::flowhost::plugin::log,
+                    "flowhost:plugin/clock": super::action::flowhost::plugin::clock,
+                    "flowhost:plugin/documents": super::action::flowhost::plugin::documents,
+                },
+                exports: { default: async },
+            });
+        }
+
+        pub(crate) mod projector {
+            wasmtime::component::bindgen!({
+                path: $path,
+                world: "projector",
+                with: {
+                    "flowhost:plugin/types": super::action::flowhost::plugin::types,
+                    "flowhost:plugin/log": super::action::flowhost::plugin::log,
+                },
+                exports: { default: async },
+            });
+        }
+    };
+}
+
 /// `flowhost:plugin@0.1.0`: `invoke(action, input)`; node kinds as actions, one event per call.
 pub(crate) mod v1 {
-    pub(crate) mod action {
-        wasmtime::component::bindgen!({
-            path: "../../wit/flowhost-plugin",
-            world: "action-plugin",
-            imports: {
-                "flowhost:plugin/documents": async | trappable,
-                default: trappable,
-            },
-            exports: { default: async },
-        });
-    }
-
-    pub(crate) mod service {
-        wasmtime::component::bindgen!({
-            path: "../../wit/flowhost-plugin",
-            world: "service-plugin",
-            with: {
-                "flowhost:plugin/types": super::action::flowhost::plugin::types,
-                "flowhost:plugin/log": super::action::flowhost::plugin::log,
-                "flowhost:plugin/clock": super::action::flowhost::plugin::clock,
-                "flowhost:plugin/documents": super::action::flowhost::plugin::documents,
-            },
-            exports: { default: async },
-        });
-    }
-
-    pub(crate) mod projector {
-        wasmtime::component::bindgen!({
-            path: "../../wit/flowhost-plugin",
-            world: "projector",
-            with: {
-                "flowhost:plugin/types": super::action::flowhost::plugin::types,
-                "flowhost:plugin/log": super::action::flowhost::plugin::log,
-            },
-            exports: { default: async },
-        });
-    }
+    package_bindings!("../../wit/flowhost-plugin");
 }
 
 /// `flowhost:plugin@0.2.0`: `invoke(context, action, input)` and the batch contract of node kinds.
 pub(crate) mod v2 {
-    pub(crate) mod action {
-        wasmtime::component::bindgen!({
-            path: "../../wit/flowhost-plugin-0.2.0",
-            world: "action-plugin",
-            imports: {
-                "flowhost:plugin/documents": async | trappable,
-                default: trappable,
-            },
-            exports: { default: async },
-        });
-    }
-
-    pub(crate) mod service {
-        wasmtime::component::bindgen!({
-            path: "../../wit/flowhost-plugin-0.2.0",
-            world: "service-plugin",
-            with: {
-                "flowhost:plugin/types": super::action::flowhost::plugin::types,
-                "flowhost:plugin/log": super::action::flowhost::plugin::log,
-                "flowhost:plugin/clock": super::action::flowhost::plugin::clock,
-                "flowhost:plugin/documents": super::action::flowhost::plugin::documents,
-            },
-            exports: { default: async },
-        });
-    }
+    package_bindings!("../../wit/flowhost-plugin-0.2.0");
 
     pub(crate) mod node_kind {
         wasmtime::component::bindgen!({
@@ -80,18 +64,6 @@ pub(crate) mod v2 {
                 "flowhost:plugin/types": super::action::flowhost::plugin::types,
                 "flowhost:plugin/log": super::action::flowhost::plugin::log,
                 "flowhost:plugin/clock": super::action::flowhost::plugin::clock,
-            },
-            exports: { default: async },
-        });
-    }
-
-    pub(crate) mod projector {
-        wasmtime::component::bindgen!({
-            path: "../../wit/flowhost-plugin-0.2.0",
-            world: "projector",
-            with: {
-                "flowhost:plugin/types": super::action::flowhost::plugin::types,
-                "flowhost:plugin/log": super::action::flowhost::plugin::log,
             },
             exports: { default: async },
         });

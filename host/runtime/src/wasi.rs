@@ -38,6 +38,19 @@ pub(crate) fn locked_down_context(plugin: &Arc<str>, max_line_bytes: usize) -> W
     builder.build()
 }
 
+/// Cuts `text` to at most `max_bytes` (at a character boundary) and marks the cut with `...`: how every line a
+/// guest writes into the log (its `log` calls and its stdout/stderr) is bounded.
+pub(crate) fn cut_for_log(text: &mut String, max_bytes: usize) {
+    if text.len() > max_bytes {
+        let mut end = max_bytes;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("...");
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stream {
     Stdout,
@@ -117,14 +130,7 @@ impl SinkState {
         }
         let mut text = String::from_utf8_lossy(&self.line).into_owned();
         self.line.clear();
-        if text.len() > self.max_line_bytes {
-            let mut end = self.max_line_bytes;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            text.truncate(end);
-            text.push_str("...");
-        }
+        cut_for_log(&mut text, self.max_line_bytes);
         let plugin = &*self.plugin;
         match self.stream {
             Stream::Stdout => tracing::info!(plugin, stream = "stdout", "{text}"),
@@ -207,6 +213,16 @@ mod tests {
         let state = out.state.lock().unwrap();
         assert!(state.dropped, "the 10-byte budget was spent by the first write");
         assert_eq!(*state.budget.lock().unwrap(), 0);
+    }
+
+    #[test]
+    fn a_cut_keeps_whole_characters_and_is_marked() {
+        let mut text = "abcé".to_owned();
+        cut_for_log(&mut text, 4);
+        assert_eq!(text, "abc...");
+        let mut short = "ab".to_owned();
+        cut_for_log(&mut short, 4);
+        assert_eq!(short, "ab");
     }
 
     #[test]

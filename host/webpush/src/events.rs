@@ -71,37 +71,24 @@ pub async fn store_event(
         source_app,
     } = event;
     let id = event_id(source.name(), &tenant_id, player_id, &reported_id);
-    let doc = match source {
-        EventSource::Browser { endpoint, action_id } => json!({
-            "source": "browser",
-            "event_id": reported_id,
-            "event_type": event_type,
-            "tenant_id": tenant_id,
-            "player_id": player_id,
-            "notification_id": notification_id,
-            "delivery_id": delivery_id,
-            "endpoint": endpoint,
-            "action_id": action_id,
-            "occurred_at": occurred_at,
-            "received_at": iso(received_at_ms),
-            "metadata": metadata,
-            "caller_id": caller_id,
-            "source_app": source_app,
-        }),
-        EventSource::Semantic => json!({
-            "source": "semantic",
-            "event_id": reported_id,
-            "event_type": event_type,
-            "tenant_id": tenant_id,
-            "player_id": player_id,
-            "notification_id": notification_id,
-            "delivery_id": delivery_id,
-            "occurred_at": occurred_at,
-            "received_at": iso(received_at_ms),
-            "metadata": metadata,
-            "caller_id": caller_id,
-            "source_app": source_app,
-        }),
-    };
+    let mut doc = json!({
+        "source": source.name(),
+        "event_id": reported_id,
+        "event_type": event_type,
+        "tenant_id": tenant_id,
+        "player_id": player_id,
+        "notification_id": notification_id,
+        "delivery_id": delivery_id,
+        "occurred_at": occurred_at,
+        "received_at": iso(received_at_ms),
+        "metadata": metadata,
+        "caller_id": caller_id,
+        "source_app": source_app,
+    });
+    // A browser event also names the subscription it came from and the action clicked.
+    if let EventSource::Browser { endpoint, action_id } = source {
+        doc["endpoint"] = json!(endpoint);
+        doc["action_id"] = json!(action_id);
+    }
     documents.upsert_expiring(WEBPUSH_EVENTS, &id, doc, expiry(received_at_ms, retention)).await
 }

@@ -16,14 +16,7 @@ enum Level {
 
 impl HostState {
     fn write_log(&self, level: Level, mut message: String) {
-        if message.len() > self.max_log_message_bytes {
-            let mut end = self.max_log_message_bytes;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            message.truncate(end);
-            message.push_str("...");
-        }
+        crate::wasi::cut_for_log(&mut message, self.max_log_message_bytes);
         let plugin = &*self.plugin;
         match level {
             Level::Trace => tracing::trace!(plugin, "{message}"),
