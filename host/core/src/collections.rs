@@ -8,6 +8,10 @@ pub const FLOWS: &str = "flows";
 pub const FLOW_VERSIONS: &str = "flow_versions";
 pub const FLOW_RELEASE_ATTEMPTS: &str = "flow_release_attempts";
 pub const FLOW_EDIT_LOCKS: &str = "flow_edit_locks";
+/// Which released v2 flows reference which service (id: `{service}/{flow_id}`), for the drift pass and broadcasts.
+pub const FLOW_SERVICE_REFS: &str = "flow_service_refs";
+/// The active manifest hash of each service as of the last drift pass (id: the service).
+pub const FLOW_DRIFT_HASHES: &str = "flow_drift_hashes";
 /// Registered component versions (the component catalog), one row per `(service, component, version)`.
 pub const COMPONENTS: &str = "components";
 

@@ -134,6 +134,9 @@ pub struct ApiConfig {
     /// Accept an admin API without a token on a non-loopback address (`FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED`;
     /// default false).
     pub allow_unauthenticated: bool,
+    /// How often the drift pass re-checks services' active manifests besides reacting to registration and
+    /// activation signals (`FLOWHOST_DRIFT_INTERVAL_MS`; default 60000).
+    pub drift_interval_ms: u64,
 }
 
 impl Default for ApiConfig {
@@ -145,6 +148,7 @@ impl Default for ApiConfig {
             admin_token: None,
             admin_token_secret_name: None,
             allow_unauthenticated: false,
+            drift_interval_ms: 60_000,
         }
     }
 }
@@ -628,6 +632,9 @@ impl Config {
         if let Some(v) = get("API_PORT") {
             self.api.port = parse("API_PORT", v)?;
         }
+        if let Some(v) = get("FLOWHOST_DRIFT_INTERVAL_MS") {
+            self.api.drift_interval_ms = parse("FLOWHOST_DRIFT_INTERVAL_MS", v)?;
+        }
         if let Some(v) = get("FLOWHOST_API_MAX_BODY_BYTES") {
             self.api.max_body_bytes = parse("FLOWHOST_API_MAX_BODY_BYTES", v)?;
         }
@@ -843,6 +850,9 @@ impl Config {
         flowhost_topic_name("FLOWHOST_ENGINE_DEAD_LETTER_TOPIC", &self.engine.dead_letter_topic)?;
         if self.roles.is_empty() {
             return Err(ConfigError::new("roles", "no role given"));
+        }
+        if self.api.drift_interval_ms == 0 {
+            return Err(ConfigError::new("api.drift_interval_ms", "must be positive"));
         }
         if self.api.max_body_bytes == 0 {
             return Err(ConfigError::new("api.max_body_bytes", "must be positive"));

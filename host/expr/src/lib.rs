@@ -8,6 +8,9 @@
 //!   mismatch, although CEL's checker widens equality to `dyn` and would let it through to always be false.
 //!
 //! Without a schema an expression is only parsed; its fields are then read dynamically from the event.
+//! [`Expression::compile_fields`] checks against a list of [`FieldKind`]s instead, where a field may be
+//! [`FieldKind::Dyn`] (a value whose shape is known only at run time, such as a v2 flow's lookup answer): the
+//! checker lets any use of it through and the evaluation reads it dynamically.
 
 use std::sync::Arc;
 
@@ -31,8 +34,17 @@ impl std::fmt::Debug for Expression {
     }
 }
 
-/// A schema field's name and type.
-type DeclaredField = (Box<str>, FieldType);
+/// A declared field's name and type (`None`: dynamic).
+type DeclaredField = (Box<str>, Option<FieldType>);
+
+/// The type of a field an expression may read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// One of the event schema types.
+    Typed(FieldType),
+    /// Known only at run time: any use type-checks, the value is read as it comes.
+    Dyn,
+}
 
 /// Why an evaluation produced no boolean (a field missing from the event, a division by zero, ...).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,23 +64,55 @@ impl Expression {
     /// Parses and type-checks `source` against `schema` (or only parses it when there is none).
     /// Errors are human-readable messages, one per problem.
     pub fn compile(source: &str, schema: Option<&EventSchema>) -> Result<Expression, Vec<String>> {
+        match schema {
+            Some(schema) => {
+                let fields: Vec<(String, FieldKind)> =
+                    schema.fields.iter().map(|f| (f.name.clone(), FieldKind::Typed(f.kind))).collect();
+                Expression::compile_fields(source, &fields, &schema.event_type)
+            }
+            None => Expression::compile_declared(source, None, ""),
+        }
+    }
+
+    /// Parses and type-checks `source` against `fields`; `origin` names where the fields come from in messages
+    /// ("unknown field 'x': not declared in the schema of event type '<origin>'").
+    pub fn compile_fields(
+        source: &str,
+        fields: &[(String, FieldKind)],
+        origin: &str,
+    ) -> Result<Expression, Vec<String>> {
+        Expression::compile_declared(source, Some(fields), origin)
+    }
+
+    fn compile_declared(
+        source: &str,
+        fields: Option<&[(String, FieldKind)]>,
+        origin: &str,
+    ) -> Result<Expression, Vec<String>> {
         if source.trim().is_empty() {
             return Err(vec!["expression is empty".to_owned()]);
         }
         let mut env = Env::with_standard_library();
-        let types = schema.map(|schema| {
-            for field in &schema.fields {
-                env.add_variable(field.name.clone(), cel_type(field.kind));
+        let types = fields.map(|fields| {
+            for (name, kind) in fields {
+                env.add_variable(name.clone(), cel_kind(*kind));
             }
-            schema.fields.iter().map(|f| (Box::from(f.name.as_str()), f.kind)).collect::<Arc<[_]>>()
+            fields
+                .iter()
+                .map(|(name, kind)| {
+                    let typed = match kind {
+                        FieldKind::Typed(t) => Some(*t),
+                        FieldKind::Dyn => None,
+                    };
+                    (Box::from(name.as_str()), typed)
+                })
+                .collect::<Arc<[_]>>()
         });
-        let ast = match schema {
-            Some(schema) => env.compile(source).map_err(|e| compile_messages(e, schema))?,
-            None => env
-                .parse_only(source)
-                .map_err(|e| compile_messages(e, &EventSchema { event_type: String::new(), fields: vec![] }))?,
+        let ast = match fields {
+            Some(_) => env.compile(source).map_err(|e| compile_messages(e, origin))?,
+            None => env.parse_only(source).map_err(|e| compile_messages(e, origin))?,
         };
-        if schema.is_some() {
+        if fields.is_some() {
             let mut errors = Vec::new();
             check_strict_equality(&ast, &mut errors);
             match ast.result_type() {
@@ -81,8 +125,8 @@ impl Expression {
         }
         // Evaluate the parse-only tree: the checked one makes the interpreter consult the checker's reference
         // map at every node, which our plain variables never need (measured in benches/cel.rs).
-        // Without a schema, `ast` is that tree already.
-        let unchecked = match schema {
+        // Without fields, `ast` is that tree already.
+        let unchecked = match fields {
             Some(_) => env.parse_only(source).map_err(|e| vec![e.to_string()])?,
             None => ast,
         };
@@ -109,14 +153,29 @@ pub fn validate(source: &str, schema: Option<&EventSchema>) -> Vec<String> {
     }
 }
 
-fn compile_messages(error: CompileError, schema: &EventSchema) -> Vec<String> {
+/// Problems with `source` against `fields` (see [`Expression::compile_fields`]); empty when it compiles.
+pub fn validate_fields(source: &str, fields: &[(String, FieldKind)], origin: &str) -> Vec<String> {
+    match Expression::compile_fields(source, fields, origin) {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors,
+    }
+}
+
+fn cel_kind(kind: FieldKind) -> CelType {
+    match kind {
+        FieldKind::Typed(t) => cel_type(t),
+        FieldKind::Dyn => CelType::Dyn,
+    }
+}
+
+fn compile_messages(error: CompileError, origin: &str) -> Vec<String> {
     match error {
         CompileError::Parse(errors) => errors.iter().map(|e| format!("syntax error: {e}")).collect(),
         CompileError::Check(errors) => errors
             .iter()
             .map(|e| match &e.kind {
                 CheckErrorKind::UndeclaredReference { name, .. } => {
-                    format!("unknown field '{name}': not declared in the schema of event type '{}'", schema.event_type)
+                    format!("unknown field '{name}': not declared in the schema of event type '{origin}'")
                 }
                 CheckErrorKind::NoMatchingOverload { arg_types, .. }
                     if arg_types.contains(&CelType::Int) && arg_types.contains(&CelType::Double) =>
@@ -204,7 +263,11 @@ impl Activation for EventActivation<'_> {
         match self.types {
             Some(types) => {
                 let kind = types.iter().find(|(field, _)| &**field == name)?.1;
-                typed_value(self.fields.get(name)?, kind)
+                let json = self.fields.get(name)?;
+                match kind {
+                    Some(kind) => typed_value(json, kind),
+                    None => Some(dynamic_value(json)),
+                }
             }
             None => Some(dynamic_value(self.fields.get(name)?)),
         }
@@ -293,6 +356,21 @@ mod tests {
         for ok in ["count == 2.0", "amount > 1.0 || vip", "game in ['a', 'b']", "size(game) > 2"] {
             assert_eq!(validate(ok, Some(&schema())), Vec::<String>::new(), "{ok}");
         }
+    }
+
+    #[test]
+    fn dynamic_fields_check_and_read_as_they_come() {
+        let fields =
+            vec![("amount".to_owned(), FieldKind::Typed(FieldType::Double)), ("profile".to_owned(), FieldKind::Dyn)];
+        let expr = Expression::compile_fields("amount > 1.0 && profile.level >= 3", &fields, "deposit").unwrap();
+        assert_eq!(expr.evaluate(&self::fields(json!({"amount": 2.0, "profile": {"level": 4}}))), Ok(true));
+        assert_eq!(expr.evaluate(&self::fields(json!({"amount": 2.0, "profile": {"level": 1}}))), Ok(false));
+        let errors = validate_fields("balance > 1.0", &fields, "deposit after node map");
+        assert_eq!(
+            errors,
+            vec!["unknown field 'balance': not declared in the schema of event type 'deposit after node map'"]
+        );
+        assert!(validate_fields("amount > 1", &fields, "x")[0].contains("decimal point"));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use flowhost_core::collections::WEBPUSH_TEMPLATES;
+use flowhost_core::placeholders::{is_placeholder_name, pieces, used_placeholders, Piece};
 use flowhost_core::ports::{DocumentStore, PortError, Ports};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -88,48 +89,6 @@ pub struct Template {
     pub created_by: Option<String>,
     #[serde(default)]
     pub updated_by: Option<String>,
-}
-
-/// The pieces of a text: literals and `{{ name }}` placeholders.
-enum Piece<'a> {
-    Text(&'a str),
-    Placeholder(&'a str),
-}
-
-fn is_placeholder_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && name.len() <= 64
-}
-
-fn pieces(text: &str) -> Result<Vec<Piece<'_>>, String> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        out.push(Piece::Text(&rest[..start]));
-        let after = &rest[start + 2..];
-        let end = after.find("}}").ok_or("has an unclosed {{")?;
-        let name = after[..end].trim();
-        if !is_placeholder_name(name) {
-            return Err(format!("has an invalid placeholder {{{{{name}}}}}"));
-        }
-        out.push(Piece::Placeholder(name));
-        rest = &after[end + 2..];
-    }
-    out.push(Piece::Text(rest));
-    Ok(out)
-}
-
-/// The placeholder names a text uses.
-fn used_placeholders(text: &str) -> Result<Vec<&str>, String> {
-    Ok(pieces(text)?
-        .into_iter()
-        .filter_map(|p| match p {
-            Piece::Placeholder(name) => Some(name),
-            Piece::Text(_) => None,
-        })
-        .collect())
 }
 
 /// Substitutes every placeholder; a name without a value is an error naming it.

@@ -64,12 +64,25 @@ impl Wakeups {
     /// Subscribes to `subject`; when that fails, logs it and relies on the tick alone. The first wake-up is
     /// immediate.
     pub async fn new(subjects: &dyn Subjects, subject: &str, interval: std::time::Duration) -> Wakeups {
-        let signals = match subjects.subscribe(subject).await {
-            Ok(stream) => Some(stream),
-            Err(error) => {
-                tracing::warn!(%error, subject, "cannot subscribe to change signals; relying on the periodic tick");
-                None
+        Wakeups::on_any(subjects, &[subject], interval).await
+    }
+
+    /// Like [`Wakeups::new`], woken by a message on any of `subjects_to_watch`.
+    pub async fn on_any(subjects: &dyn Subjects, subjects_to_watch: &[&str], interval: std::time::Duration) -> Wakeups {
+        use futures::StreamExt;
+        let mut streams = Vec::new();
+        for subject in subjects_to_watch {
+            match subjects.subscribe(subject).await {
+                Ok(stream) => streams.push(stream),
+                Err(error) => {
+                    tracing::warn!(%error, subject, "cannot subscribe to change signals; relying on the periodic tick");
+                }
             }
+        }
+        let signals = match streams.len() {
+            0 => None,
+            1 => streams.pop(),
+            _ => Some(futures::stream::select_all(streams).boxed()),
         };
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
