@@ -1,5 +1,5 @@
-//! The HTTP surface of the admin role: the flow runtime's administration API v1 (spec 001), the component
-//! catalog and plugin administration (upload, activate, invoke), behind the admin token when one is configured
+//! The HTTP surface of the admin role: the flow runtime's administration API v1 and v2 (spec 001), the
+//! component catalog and plugin administration (upload, activate, invoke), behind the admin token when one is configured
 //! (`auth`). Handlers validate, talk to the documents port and announce changes on the subjects port so engines
 //! reload at once. [`AdminRole`] is the role `flowhost serve` composes; `/health`, `/ready` and `/metrics` are the
 //! listener's (`flowhost-role`).
@@ -11,6 +11,7 @@ mod json;
 mod plugins;
 mod role;
 mod v1;
+mod v2;
 
 use std::sync::Arc;
 
@@ -34,6 +35,8 @@ pub struct AppState {
     pub http: reqwest::Client,
     /// Uploaded plugins; `None` answers the plugin routes with 503.
     pub components: Option<Arc<flowhost_components::ComponentStore>>,
+    /// v2 flows: drafts, validation, releases.
+    pub flows: flowhost_flows::Flows,
 }
 
 impl AppState {
@@ -44,7 +47,7 @@ impl AppState {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
-        AppState { ports, http, components: None }
+        AppState { flows: flowhost_flows::Flows::new(ports.clone()), ports, http, components: None }
     }
 
     /// Serves the plugin routes (and in-process data sources) from `store`.
@@ -70,6 +73,7 @@ impl AppState {
 pub fn app(state: AppState, max_body_bytes: usize, token: Option<&Secret>) -> Router {
     Router::new()
         .merge(v1::routes())
+        .merge(v2::routes())
         .merge(catalog::routes())
         .merge(plugins::routes())
         .method_not_allowed_fallback(method_not_allowed)

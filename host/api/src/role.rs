@@ -1,10 +1,12 @@
-//! [`AdminRole`]: the flow runtime's administration API as a role. It serves on the main listener
+//! [`AdminRole`]: the flow runtime's administration API as a role, with the drift pass of released v2 flows and
+//! the answers to flow broadcast requests as its tasks. It serves on the main listener
 //! (`FLOWHOST_API_HOST` / `API_PORT`, default `127.0.0.1:8787`), is ready when the documents port answers, and
 //! refuses to start on a non-loopback address without an admin token unless the operator allows it explicitly
 //! (`FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED=true`).
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::bail;
 use flowhost_core::config::Config;
@@ -29,10 +31,24 @@ impl Role for AdminRole {
         if let Some(store) = context.service::<Arc<flowhost_components::ComponentStore>>() {
             state = state.with_components(store);
         }
+        let flows = state.flows.clone();
         let router = crate::app(state, config.api.max_body_bytes, config.api.admin_token.as_ref());
         let listener = Listener::new("admin", config.api_addr(), "FLOWHOST_API_HOST / API_PORT", router)
             .with_fallback(crate::fallback());
-        Ok(RoleParts::default().listener(listener).readiness(Check::documents(context.ports.documents.clone())))
+        let drift_interval = Duration::from_millis(config.api.drift_interval_ms);
+        let (drift_shutdown, requests_shutdown) = (context.shutdown.clone(), context.shutdown.clone());
+        let broadcasts = flows.clone();
+        Ok(RoleParts::default()
+            .listener(listener)
+            .task(async move {
+                flowhost_flows::drift::run(flows, drift_interval, drift_shutdown).await;
+                Ok(())
+            })
+            .task(async move {
+                flowhost_flows::broadcast::serve_requests(broadcasts, requests_shutdown).await;
+                Ok(())
+            })
+            .readiness(Check::documents(context.ports.documents.clone())))
     }
 }
 

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use flowhost_core::collections::{FLOWS, FLOW_EDIT_LOCKS, FLOW_RELEASE_ATTEMPTS, FLOW_VERSIONS, RULES, SCHEMAS};
+use flowhost_core::collections::{FLOWS, RULES, SCHEMAS};
 use flowhost_core::flows;
 use flowhost_core::model::{EventSchema, Flow, FlowStatus, Rule};
 use flowhost_core::ports::DocumentStore;
@@ -50,6 +50,20 @@ async fn existing(documents: &dyn DocumentStore, id: &str) -> Result<Flow, ApiEr
     load(documents, FLOWS, id).await?.ok_or_else(|| not_found(id))
 }
 
+/// Whether a stored flow is a v2 graph (listed and read here, deleted here, edited only under `/api/v2`).
+fn is_v2(flow: &Flow) -> bool {
+    flow.extra.get("api_version").and_then(Value::as_u64) == Some(u64::from(flowhost_flows::model::API_VERSION))
+}
+
+/// A v1 flow to edit, validate or compile: a v2 flow is a 409 pointing at its own routes.
+async fn existing_v1(documents: &dyn DocumentStore, id: &str) -> Result<Flow, ApiError> {
+    let flow = existing(documents, id).await?;
+    if is_v2(&flow) {
+        return Err(ApiError::conflict(format!("flow {id:?} is a v2 flow; use /api/v2/flows/{id}")));
+    }
+    Ok(flow)
+}
+
 pub(crate) async fn read(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Flow>, ApiError> {
     Ok(Json(existing(state.ports.documents.as_ref(), &id).await?))
 }
@@ -59,6 +73,7 @@ pub(crate) async fn update(
     Path(id): Path<String>,
     JsonBody(mut flow): JsonBody<Flow>,
 ) -> Result<Json<Flow>, ApiError> {
+    existing_v1(state.ports.documents.as_ref(), &id).await?;
     flow.id = id;
     if !state.ports.documents.replace(FLOWS, &flow.id, encode(&flow)?).await? {
         return Err(not_found(&flow.id));
@@ -76,12 +91,24 @@ pub(crate) async fn remove(State(state): State<SharedState>, Path(id): Path<Stri
     for rule in compiled_rules(documents, &id).await? {
         delete_rule(documents, &rule.id).await?;
     }
-    documents.delete_where(FLOW_VERSIONS, "flow_id", &json!(id)).await?;
-    documents.delete_where(FLOW_RELEASE_ATTEMPTS, "flow_id", &json!(id)).await?;
-    documents.delete(FLOW_EDIT_LOCKS, &id).await?;
-    documents.delete(FLOWS, &id).await?;
+    // Versions, release attempts, edit lock and service references (v2), and the flow itself.
+    state.flows.forget(&id).await.map_err(flow_error)?;
     state.announce_change().await;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// A v2 flow operation's failure in the v1 envelope.
+fn flow_error(error: flowhost_flows::FlowError) -> ApiError {
+    use flowhost_flows::FlowError;
+    match error {
+        FlowError::Storage(error) => ApiError::from(error),
+        FlowError::NotFound(id) => not_found(&id),
+        other @ FlowError::Concurrent(_) => ApiError::conflict(other.to_string()),
+        other => {
+            tracing::error!(error = %other, "unexpected v2 flow failure behind a v1 route");
+            ApiError::internal()
+        }
+    }
 }
 
 /// Body `{ "enabled": bool }` (the spec leaves it open); answers `{ "status": "ok", "rule_count": n }` with the
@@ -93,6 +120,13 @@ pub(crate) async fn set_enabled(
 ) -> Result<Json<Value>, ApiError> {
     let documents = state.ports.documents.as_ref();
     let mut flow = existing(documents, &id).await?;
+    if is_v2(&flow) {
+        // A v2 flow's services are told through its own operation.
+        state.flows.set_enabled(&id, body.enabled).await.map_err(flow_error)?;
+        let mut body = status_ok().0;
+        body["rule_count"] = json!(0);
+        return Ok(Json(body));
+    }
     flow.enabled = body.enabled;
     let rules = compiled_rules(documents, &id).await?;
     for mut rule in rules.iter().cloned() {
@@ -110,14 +144,14 @@ pub(crate) async fn validate(
     State(state): State<SharedState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let flow = existing(state.ports.documents.as_ref(), &id).await?;
+    let flow = existing_v1(state.ports.documents.as_ref(), &id).await?;
     let errors = flows::validate(&flow);
     Ok(Json(json!({ "valid": errors.is_empty(), "errors": errors })))
 }
 
 pub(crate) async fn compile(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     let documents = state.ports.documents.as_ref();
-    let mut flow = existing(documents, &id).await?;
+    let mut flow = existing_v1(documents, &id).await?;
     let compiled = flows::compile(&flow).map_err(|errors| ApiError::invalid("flow validation failed", errors))?;
 
     // Expressions are checked against the event type's schema, like rules created directly.

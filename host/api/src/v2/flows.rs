@@ -1,0 +1,235 @@
+//! `/api/v2/flows`: thin handlers over `flowhost_flows::Flows`.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use flowhost_flows::{
+    body_schema, broadcast, FlowBody, FlowInput, FlowRecord, FlowStatus, Report, LOCK_TTL_DEFAULT_SECONDS,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{Caller, V2Error, V2Json};
+use crate::v1::SharedState;
+
+/// A flow record with the validation of its draft beside it.
+fn with_validation(flow: &FlowRecord, report: &Report) -> Value {
+    let mut body = json!(flow);
+    body["validation"] = json!(report);
+    body
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ListQuery {
+    status: Option<String>,
+}
+
+/// `GET /api/v2/flows[?status=draft|valid|invalid]`: every v2 flow with `id`, `status` and `broken_reasons`.
+pub(crate) async fn list(
+    State(state): State<SharedState>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>, V2Error> {
+    let status = match query.status.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(serde_json::from_value::<FlowStatus>(json!(s)).map_err(|_| {
+            V2Error::new(
+                StatusCode::BAD_REQUEST,
+                "INVALID_QUERY",
+                format!("status {s:?} is not draft, valid or invalid"),
+            )
+            .with_details(json!({ "field": "status" }))
+        })?),
+    };
+    Ok(Json(json!(state.flows.list(status).await?)))
+}
+
+/// `GET /api/v2/flows/schema`: the JSON Schema of a flow body.
+pub(crate) async fn schema() -> Json<Value> {
+    Json(body_schema())
+}
+
+/// `POST /api/v2/flows`: creates a draft (201), validated but never refused for its issues.
+pub(crate) async fn create(
+    State(state): State<SharedState>,
+    caller: Caller,
+    V2Json(input): V2Json<FlowInput>,
+) -> Result<(StatusCode, Json<Value>), V2Error> {
+    let (flow, report) = state.flows.create(input, caller.0.as_deref()).await?;
+    Ok((StatusCode::CREATED, Json(with_validation(&flow, &report))))
+}
+
+/// `POST /api/v2/flows/validate-draft`: validates a body against dependencies loaded now.
+pub(crate) async fn validate_draft(
+    State(state): State<SharedState>,
+    V2Json(body): V2Json<FlowBody>,
+) -> Result<Json<Report>, V2Error> {
+    Ok(Json(state.flows.validate_draft(&body).await?))
+}
+
+pub(crate) async fn read(
+    State(state): State<SharedState>,
+    Path(id): Path<String>,
+) -> Result<Json<FlowRecord>, V2Error> {
+    Ok(Json(state.flows.get(&id).await?))
+}
+
+/// `GET /api/v2/flows/{id}/draft`: the draft body and the issues found when it was saved.
+pub(crate) async fn draft(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, V2Error> {
+    let flow = state.flows.get(&id).await?;
+    Ok(Json(json!({
+        "nodes": flow.draft.nodes, "edges": flow.draft.edges, "issues": flow.draft_issues,
+        "draft_changed": flow.draft_changed, "updated_at": flow.updated_at, "updated_by": flow.updated_by,
+    })))
+}
+
+/// `PUT /api/v2/flows/{id}`: saves the draft (409 `FLOW_LOCKED` while another editor holds the lock).
+pub(crate) async fn save(
+    State(state): State<SharedState>,
+    Path(id): Path<String>,
+    caller: Caller,
+    V2Json(input): V2Json<FlowInput>,
+) -> Result<Json<Value>, V2Error> {
+    if input.id.as_ref().is_some_and(|body_id| body_id != &id) {
+        return Err(V2Error::invalid_field("id", "differs from the id in the path"));
+    }
+    let (flow, report) = state.flows.save(&id, input, caller.0.as_deref()).await?;
+    Ok(Json(with_validation(&flow, &report)))
+}
+
+/// `DELETE /api/v2/flows/{id}`: the flow, its versions, release attempts, edit lock and service references.
+pub(crate) async fn remove(State(state): State<SharedState>, Path(id): Path<String>) -> Result<StatusCode, V2Error> {
+    state.flows.get(&id).await?;
+    state.flows.forget(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+pub(crate) struct EnabledBody {
+    enabled: bool,
+}
+
+/// `PUT /api/v2/flows/{id}/enabled` with `{ "enabled": bool }`.
+pub(crate) async fn set_enabled(
+    State(state): State<SharedState>,
+    Path(id): Path<String>,
+    V2Json(body): V2Json<EnabledBody>,
+) -> Result<Json<Value>, V2Error> {
+    let flow = state.flows.set_enabled(&id, body.enabled).await?;
+    Ok(Json(json!({ "status": "ok", "enabled": flow.enabled })))
+}
+
+/// `POST /api/v2/flows/{id}/validate`: the released version against fresh dependencies.
+pub(crate) async fn validate_released(
+    State(state): State<SharedState>,
+    Path(id): Path<String>,
+) -> Result<Json<Report>, V2Error> {
+    Ok(Json(state.flows.validate_released(&id).await?))
+}
+
+#[derive(Deserialize, Default)]
+pub(crate) struct ReleaseBody {
+    #[serde(default)]
+    acknowledged_warnings: Vec<String>,
+}
+
+/// `POST /api/v2/flows/{id}/release` with `{ "acknowledged_warnings": ["ORPHAN_NODE", ...] }`: 200 with the new
+/// version, or 422 `RELEASE_BLOCKED` with the issues and the unacknowledged warning codes.
+pub(crate) async fn release(
+    State(state): State<SharedState>,
+    Path(id): Path<String>,
+    caller: Caller,
+    V2Json(body): V2Json<ReleaseBody>,
+) -> Result<Json<Value>, V2Error> {
+    let (flow, version, report) = state.flows.release(&id, body.acknowledged_warnings, caller.name()).await?;
+    Ok(Json(json!({
+        "flow_id": flow.id, "version": version.version, "status": flow.status, "released_at": version.released_at,
+        "released_by": version.released_by, "body_hash": version.body_hash, "services": version.services,
+        "validation": report,
+    })))
+}
+
+/// `GET /api/v2/flows/{id}/versions`: released versions, newest first, without their bodies.
+pub(crate) async fn versions(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, V2Error> {
+    let versions = state.flows.versions(&id).await?;
+    let rows: Vec<Value> = versions
+        .into_iter()
+        .map(|v| {
+            json!({ "version": v.version, "body_hash": v.body_hash, "services": v.services,
+                    "released_at": v.released_at, "released_by": v.released_by, "warnings": v.warnings })
+        })
+        .collect();
+    Ok(Json(json!(rows)))
+}
+
+/// `GET /api/v2/flows/{id}/versions/{version}`: one released version with its normalized body.
+pub(crate) async fn version(
+    State(state): State<SharedState>,
+    Path((id, version)): Path<(String, String)>,
+) -> Result<Json<Value>, V2Error> {
+    let number: u64 = version.parse().map_err(|_| {
+        V2Error::new(StatusCode::BAD_REQUEST, "INVALID_PATH", format!("version {version:?} is not a positive integer"))
+    })?;
+    state.flows.get(&id).await?;
+    Ok(Json(json!(state.flows.version(&id, number).await?)))
+}
+
+/// `GET /api/v2/flows/{id}/release-attempts`: every release request, newest first.
+pub(crate) async fn attempts(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, V2Error> {
+    Ok(Json(json!(state.flows.attempts(&id).await?)))
+}
+
+/// `GET /api/v2/flows/{id}/lock`: who holds the draft and until when (404 `NOT_LOCKED` when nobody does).
+pub(crate) async fn lock(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, V2Error> {
+    state.flows.get(&id).await?;
+    match state.flows.current_lock(&id).await? {
+        Some(lock) => Ok(Json(json!(lock))),
+        None => {
+            Err(V2Error::new(StatusCode::NOT_FOUND, "NOT_LOCKED", format!("nobody holds the draft of flow {id:?}")))
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+pub(crate) struct LockBody {
+    ttl_seconds: Option<u64>,
+}
+
+/// `PUT /api/v2/flows/{id}/lock` with `{ "ttl_seconds"?: n }` (default 300, at most 3600): takes or renews the
+/// edit lock for the caller (`X-Flowhost-User` required); 409 `FLOW_LOCKED` while someone else holds it.
+pub(crate) async fn take_lock(
+    State(state): State<SharedState>,
+    Path(id): Path<String>,
+    caller: Caller,
+    V2Json(body): V2Json<LockBody>,
+) -> Result<Json<Value>, V2Error> {
+    let holder = required_caller(&caller)?;
+    if body.ttl_seconds == Some(0) {
+        return Err(V2Error::invalid_field("ttl_seconds", "must be at least 1"));
+    }
+    let lock = state.flows.lock(&id, holder, body.ttl_seconds.unwrap_or(LOCK_TTL_DEFAULT_SECONDS)).await?;
+    Ok(Json(json!(lock)))
+}
+
+/// `DELETE /api/v2/flows/{id}/lock`: gives the caller's lock up (204).
+pub(crate) async fn give_up_lock(
+    State(state): State<SharedState>,
+    Path(id): Path<String>,
+    caller: Caller,
+) -> Result<StatusCode, V2Error> {
+    state.flows.unlock(&id, required_caller(&caller)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn required_caller(caller: &Caller) -> Result<&str, V2Error> {
+    caller.0.as_deref().ok_or_else(|| {
+        V2Error::new(StatusCode::BAD_REQUEST, "INVALID_HEADER", "an edit lock needs the X-Flowhost-User header")
+    })
+}
+
+/// `GET /api/v2/services/{service}/flows`: the service's current flow broadcast.
+pub(crate) async fn service_flows(
+    State(state): State<SharedState>,
+    Path(service): Path<String>,
+) -> Result<Json<broadcast::FlowBroadcast>, V2Error> {
+    Ok(Json(broadcast::current(&state.flows, &service).await?))
+}

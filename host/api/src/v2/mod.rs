@@ -1,0 +1,86 @@
+//! Administration API v2: flows as graphs (drafts, validation, releases, versions, release attempts, edit
+//! locks) over `flowhost-flows`. `GET /api/v2/services/{service}` is the catalog's (`catalog.rs`).
+//!
+//! The v2 error envelope is `{ "error": { "code": "FLOW_NOT_FOUND", "message": "...", "details": {...} } }`
+//! (`details` only where there is more to say, such as the issues that blocked a release or the field of a
+//! malformed body). The caller names themselves in the `X-Flowhost-User` header (who saved, released or holds
+//! the edit lock; at most 128 characters); without it they are `anonymous`.
+
+mod error;
+mod flows;
+
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use axum::routing::{get, post, put};
+use axum::Router;
+use serde::de::DeserializeOwned;
+
+pub(crate) use error::V2Error;
+
+use crate::json::{parse_body, read_body, BodyError};
+use crate::v1::SharedState;
+
+pub(crate) fn routes() -> Router<SharedState> {
+    Router::new()
+        .route("/api/v2/flows", get(flows::list).post(flows::create))
+        .route("/api/v2/flows/schema", get(flows::schema))
+        .route("/api/v2/flows/validate-draft", post(flows::validate_draft))
+        .route("/api/v2/flows/{id}", get(flows::read).put(flows::save).delete(flows::remove))
+        .route("/api/v2/flows/{id}/draft", get(flows::draft))
+        .route("/api/v2/flows/{id}/enabled", put(flows::set_enabled))
+        .route("/api/v2/flows/{id}/validate", post(flows::validate_released))
+        .route("/api/v2/flows/{id}/release", post(flows::release))
+        .route("/api/v2/flows/{id}/versions", get(flows::versions))
+        .route("/api/v2/flows/{id}/versions/{version}", get(flows::version))
+        .route("/api/v2/flows/{id}/release-attempts", get(flows::attempts))
+        .route("/api/v2/flows/{id}/lock", get(flows::lock).put(flows::take_lock).delete(flows::give_up_lock))
+        .route("/api/v2/services/{service}/flows", get(flows::service_flows))
+}
+
+/// A JSON body answered with the v2 envelope when it does not parse (`INVALID_BODY`, the field in `details`).
+pub(crate) struct V2Json<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for V2Json<T> {
+    type Rejection = V2Error;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = read_body(req, state).await.map_err(|(status, message)| {
+            let code = if status == StatusCode::PAYLOAD_TOO_LARGE { "PAYLOAD_TOO_LARGE" } else { "INVALID_BODY" };
+            V2Error::new(status, code, message)
+        })?;
+        parse_body(&bytes).map(V2Json).map_err(|BodyError { path, message }| V2Error::invalid_field(&path, message))
+    }
+}
+
+/// Longest `X-Flowhost-User`.
+const MAX_USER_LEN: usize = 128;
+
+/// Who is calling, from `X-Flowhost-User` (`anonymous` when absent).
+pub(crate) struct Caller(pub Option<String>);
+
+impl Caller {
+    pub(crate) fn name(&self) -> &str {
+        self.0.as_deref().unwrap_or("anonymous")
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = V2Error;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let Some(value) = parts.headers.get("x-flowhost-user") else { return Ok(Caller(None)) };
+        let invalid = || {
+            V2Error::new(
+                StatusCode::BAD_REQUEST,
+                "INVALID_HEADER",
+                format!("X-Flowhost-User must be 1 to {MAX_USER_LEN} printable characters"),
+            )
+        };
+        let name = value.to_str().map_err(|_| invalid())?.trim();
+        if name.is_empty() || name.len() > MAX_USER_LEN || name.chars().any(char::is_control) {
+            return Err(invalid());
+        }
+        Ok(Caller(Some(name.to_owned())))
+    }
+}
