@@ -678,6 +678,23 @@ async fn a_registration_breaks_a_released_flow_and_the_next_fixes_it(backends: B
     let flow = wait_for_status(&host, &id, "valid").await;
     assert_eq!(flow["broken_reasons"], json!([]));
     next_broadcast_with_status(&mut broadcasts, "valid").await;
+
+    // Turning the flow off tells the service too; the broadcast route answers the same state.
+    let (status, _) = host.call("PUT", &format!("/api/v2/flows/{id}/enabled"), Some(json!({"enabled": false}))).await;
+    assert_eq!(status, 200);
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let message = tokio::time::timeout_at(until, broadcasts.next()).await.expect("a broadcast").unwrap();
+        let broadcast: Value = serde_json::from_slice(&message.payload).unwrap();
+        if broadcast["flows"][0]["enabled"] == false {
+            break;
+        }
+    }
+    let (_, current) = host.call("GET", "/api/v2/services/notifications/flows", None).await;
+    assert_eq!(
+        (current["flows"][0]["enabled"].clone(), current["flows"][0]["status"].clone()),
+        (json!(false), json!("valid"))
+    );
     host.stop().await;
 }
 

@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use crate::model::{FlowBody, FlowStatus, NodeKind};
+use crate::model::{FlowBody, FlowRecord, FlowStatus, FlowVersion, NodeKind};
 use crate::validate::config_str;
 use crate::{FlowError, Flows};
 
@@ -91,25 +91,50 @@ pub fn segments_of(body: &FlowBody, service: &str) -> Vec<Segment> {
         .collect()
 }
 
+/// What `flow_service_refs` keeps per (service, released flow): the flow's entry in the service's broadcast,
+/// so a broadcast is one query however many flows target the service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceRef {
+    pub service: String,
+    pub flow_id: String,
+    pub version: u64,
+    pub status: FlowStatus,
+    pub enabled: bool,
+    pub segments: Vec<Segment>,
+}
+
+impl ServiceRef {
+    /// One row per service `version` references.
+    pub(crate) fn of(flow: &FlowRecord, version: &FlowVersion) -> Vec<ServiceRef> {
+        version
+            .services
+            .iter()
+            .map(|service| ServiceRef {
+                service: service.clone(),
+                flow_id: flow.id.clone(),
+                version: version.version,
+                status: flow.status,
+                enabled: flow.enabled,
+                segments: segments_of(&version.body, service),
+            })
+            .collect()
+    }
+}
+
 /// The current broadcast of `service`.
 pub async fn current(flows: &Flows, service: &str) -> Result<FlowBroadcast, FlowError> {
-    let mut targeting = Vec::new();
-    for flow_id in flows.flows_referencing(service).await? {
-        let flow = match flows.get(&flow_id).await {
-            Err(FlowError::NotFound(_)) => continue,
-            other => other?,
-        };
-        let Some(number) = flow.released_version else { continue };
-        let version = flows.version(&flow_id, number).await?;
-        targeting.push(TargetingFlow {
-            flow_id,
-            version: number,
-            status: flow.status,
-            enabled: flow.enabled,
-            segments: segments_of(&version.body, service),
-        });
-    }
-    targeting.sort_by(|a, b| a.flow_id.cmp(&b.flow_id));
+    let targeting = flows
+        .service_refs(service)
+        .await?
+        .into_iter()
+        .map(|row| TargetingFlow {
+            flow_id: row.flow_id,
+            version: row.version,
+            status: row.status,
+            enabled: row.enabled,
+            segments: row.segments,
+        })
+        .collect();
     Ok(FlowBroadcast {
         service: service.to_owned(),
         emitted_at: iso_utc(flows.ports().clock.now_ms()),

@@ -57,19 +57,9 @@ pub async fn pass(flows: &Flows) -> Result<DriftSummary, FlowError> {
         flow_ids.extend(flows.flows_referencing(service).await?);
     }
     let ids: Vec<String> = flow_ids.into_iter().collect();
-    let touched = revalidate(flows, &mut deps, &ids).await?;
+    let (touched, notify) = revalidate(flows, &mut deps, &ids).await?;
     summary.revalidated = ids.len();
     summary.changed = touched.len();
-    let mut notify: BTreeSet<String> = BTreeSet::new();
-    for flow_id in &touched {
-        if let Ok(flow) = flows.get(flow_id).await {
-            if let Some(number) = flow.released_version {
-                if let Ok(version) = flows.version(flow_id, number).await {
-                    notify.extend(version.services);
-                }
-            }
-        }
-    }
     flows.broadcast_to(notify).await;
     let now = iso_utc(flows.ports().clock.now_ms());
     for (service, hash) in changed {
@@ -81,9 +71,14 @@ pub async fn pass(flows: &Flows) -> Result<DriftSummary, FlowError> {
 }
 
 /// Re-validates the released versions of `flow_ids` against `deps` and records the outcome; answers the flows
-/// whose status or `broken_reasons` changed.
-pub async fn revalidate(flows: &Flows, deps: &mut Dependencies, flow_ids: &[String]) -> Result<Vec<String>, FlowError> {
+/// whose status or `broken_reasons` changed and the services whose broadcast changed with them.
+pub async fn revalidate(
+    flows: &Flows,
+    deps: &mut Dependencies,
+    flow_ids: &[String],
+) -> Result<(Vec<String>, BTreeSet<String>), FlowError> {
     let mut touched = Vec::new();
+    let mut services = BTreeSet::new();
     for flow_id in flow_ids {
         let flow = match flows.get(flow_id).await {
             Err(FlowError::NotFound(_) | FlowError::NotV2(_)) => continue,
@@ -93,15 +88,19 @@ pub async fn revalidate(flows: &Flows, deps: &mut Dependencies, flow_ids: &[Stri
         let version = flows.version(flow_id, number).await?;
         deps.check_topics(flows.ports().topics.as_ref(), retarget_topics(&version.body)).await;
         let blocking: Vec<_> = validate(&version.body, deps).into_iter().filter(|i| i.is_blocking()).collect();
-        if flows.record_drift(flow_id, number, blocking).await? {
+        if let Some(changed) = flows.record_drift(flow_id, number, blocking).await? {
             touched.push(flow_id.clone());
+            services.extend(changed);
         }
     }
-    Ok(touched)
+    Ok((touched, services))
 }
 
 /// Runs drift passes until `shutdown`: on manifest and activation signals, and every `interval`.
 pub async fn run(flows: Flows, interval: Duration, shutdown: CancellationToken) {
+    if let Err(error) = flows.ensure_indexes().await {
+        warn!(%error, "could not create the flow indexes; queries still work, more slowly");
+    }
     let subjects = flows.ports().subjects.clone();
     let mut wakeups =
         Wakeups::on_any(subjects.as_ref(), &[MANIFEST_CHANGED_SUBJECT, COMPONENTS_CHANGED_SUBJECT], interval).await;

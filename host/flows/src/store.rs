@@ -8,12 +8,13 @@ use flowhost_core::collections::{
     CONFIG_CHANGED_SUBJECT, FLOWS, FLOW_EDIT_LOCKS, FLOW_RELEASE_ATTEMPTS, FLOW_SERVICE_REFS, FLOW_VERSIONS,
 };
 use flowhost_core::digest::{iso_utc, sha256_hex};
-use flowhost_core::ports::{Direction, PortError, Ports, Query};
+use flowhost_core::ports::{Direction, IndexSpec, PortError, Ports, Query};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
+use crate::broadcast::ServiceRef;
 use crate::deps::Dependencies;
 use crate::issues::{Issue, Report, Severity};
 use crate::model::{
@@ -106,6 +107,21 @@ impl Flows {
 
     pub fn ports(&self) -> &Ports {
         &self.ports
+    }
+
+    /// Creates the indexes the flow queries use (idempotent; the admin role's drift task calls it at start).
+    pub async fn ensure_indexes(&self) -> Result<(), FlowError> {
+        let index = |fields: &[&str]| IndexSpec {
+            fields: fields.iter().map(|f| ((*f).to_owned(), Direction::Asc)).collect(),
+            unique: false,
+        };
+        let documents = self.ports.documents.as_ref();
+        documents.ensure_index(FLOWS, &index(&["api_version", "id"])).await?;
+        documents.ensure_index(FLOW_SERVICE_REFS, &index(&["service", "flow_id"])).await?;
+        documents.ensure_index(FLOW_SERVICE_REFS, &index(&["flow_id"])).await?;
+        documents.ensure_index(FLOW_VERSIONS, &index(&["flow_id", "version"])).await?;
+        documents.ensure_index(FLOW_RELEASE_ATTEMPTS, &index(&["flow_id", "at_ms"])).await?;
+        Ok(())
     }
 
     fn now(&self) -> (i64, String) {
@@ -291,10 +307,6 @@ impl Flows {
                 Err(PortError::Conflict(_)) => continue, // Released concurrently: read again.
                 other => other?,
             }
-            let previous_services = match flow.released_version {
-                Some(n) => self.version(id, n).await.map(|v| v.services).unwrap_or_default(),
-                None => Vec::new(),
-            };
             flow.status = FlowStatus::Valid;
             flow.broken_reasons = Vec::new();
             flow.released_version = Some(number);
@@ -307,14 +319,12 @@ impl Flows {
                 self.ports.documents.delete(FLOW_VERSIONS, &version_id(id, number)).await?;
                 continue;
             }
-            self.set_refs(id, &version.services).await?;
+            let services = self.sync_refs(id).await?;
             self.catch_up_with_drift(id, &deps, &version.services).await?;
             attempt.outcome = ReleaseOutcome::Released;
             attempt.version = Some(number);
             self.record_attempt(&attempt).await?;
             info!(flow = %id, version = number, by = %who, "flow released");
-            let mut services: BTreeSet<String> = previous_services.into_iter().collect();
-            services.extend(version.services.iter().cloned());
             self.broadcast_to(services).await;
             self.announce_change().await;
             return Ok((flow, version, report));
@@ -338,21 +348,58 @@ impl Flows {
         Ok(())
     }
 
-    /// Replaces the flow's rows in `flow_service_refs` with one per service.
-    async fn set_refs(&self, flow_id: &str, services: &[String]) -> Result<(), FlowError> {
+    /// Brings the flow's rows in `flow_service_refs` up to date with its record and released version: one row
+    /// per referenced service, carrying what that service's broadcast says of the flow. Re-reads until the flow
+    /// did not change meanwhile, so the last of concurrent writers leaves the rows current. Answers the services
+    /// whose broadcast may have changed (referenced before or now).
+    pub(crate) async fn sync_refs(&self, flow_id: &str) -> Result<BTreeSet<String>, FlowError> {
         let documents = self.ports.documents.as_ref();
-        documents.delete_where(FLOW_SERVICE_REFS, "flow_id", &json!(flow_id)).await?;
-        for service in services {
-            let row = json!({ "service": service, "flow_id": flow_id });
-            documents.upsert(FLOW_SERVICE_REFS, &format!("{service}/{flow_id}"), row).await?;
+        let mut touched = BTreeSet::new();
+        for _ in 0..WRITE_ATTEMPTS {
+            let stored = documents.get_versioned(FLOWS, flow_id).await?;
+            let rows: Vec<ServiceRef> = match &stored {
+                None => Vec::new(),
+                Some(stored) => {
+                    let flow: FlowRecord = decode(FLOWS, stored.body.clone())?;
+                    match flow.released_version {
+                        None => Vec::new(),
+                        Some(number) => {
+                            let version = self.version(flow_id, number).await?;
+                            ServiceRef::of(&flow, &version)
+                        }
+                    }
+                }
+            };
+            let previous = documents.find(FLOW_SERVICE_REFS, "flow_id", &json!(flow_id)).await?;
+            let current: BTreeSet<&str> = rows.iter().map(|r| r.service.as_str()).collect();
+            for old in previous.iter().filter_map(|r| r.get("service").and_then(Value::as_str)) {
+                touched.insert(old.to_owned());
+                if !current.contains(old) {
+                    documents.delete(FLOW_SERVICE_REFS, &format!("{old}/{flow_id}")).await?;
+                }
+            }
+            for row in &rows {
+                touched.insert(row.service.clone());
+                documents.upsert(FLOW_SERVICE_REFS, &format!("{}/{flow_id}", row.service), encode(row)).await?;
+            }
+            let now = documents.get_versioned(FLOWS, flow_id).await?;
+            if now.map(|n| n.version) == stored.map(|s| s.version) {
+                return Ok(touched);
+            }
         }
-        Ok(())
+        Err(FlowError::Concurrent(flow_id.to_owned()))
+    }
+
+    /// The rows of the released flows referencing `service`, by flow id.
+    pub async fn service_refs(&self, service: &str) -> Result<Vec<ServiceRef>, FlowError> {
+        let query = Query::new().eq("service", json!(service)).sort("flow_id", Direction::Asc);
+        let page = self.ports.documents.query(FLOW_SERVICE_REFS, &query).await?;
+        page.items.into_iter().map(|doc| decode(FLOW_SERVICE_REFS, doc)).collect()
     }
 
     /// The released flows referencing `service`.
     pub async fn flows_referencing(&self, service: &str) -> Result<Vec<String>, FlowError> {
-        let rows = self.ports.documents.find(FLOW_SERVICE_REFS, "service", &json!(service)).await?;
-        Ok(rows.iter().filter_map(|r| r.get("flow_id").and_then(Value::as_str).map(str::to_owned)).collect())
+        Ok(self.service_refs(service).await?.into_iter().map(|r| r.flow_id).collect())
     }
 
     /// Released versions, newest first.
@@ -459,10 +506,12 @@ impl Flows {
 
     /// Tells the services of a released flow that it changed (enabled, status).
     pub(crate) async fn flow_changed(&self, flow: &FlowRecord) {
-        let Some(number) = flow.released_version else { return };
-        match self.version(&flow.id, number).await {
-            Ok(version) => self.broadcast_to(version.services).await,
-            Err(error) => warn!(flow = %flow.id, %error, "could not read the released version to broadcast"),
+        if flow.released_version.is_none() {
+            return;
+        }
+        match self.sync_refs(&flow.id).await {
+            Ok(services) => self.broadcast_to(services).await,
+            Err(error) => warn!(flow = %flow.id, %error, "could not update the flow's service references"),
         }
         self.announce_change().await;
     }
@@ -483,27 +532,33 @@ impl Flows {
         }
     }
 
-    /// Writes a released flow's status and `broken_reasons` after a drift re-validation of `version`; `false`
-    /// when nothing changed or the flow moved on to another version (its own release validated it).
-    pub(crate) async fn record_drift(&self, id: &str, version: u64, blocking: Vec<Issue>) -> Result<bool, FlowError> {
+    /// Writes a released flow's status and `broken_reasons` after a drift re-validation of `version`, answering
+    /// the services whose broadcast changed; `None` when nothing changed or the flow moved on to another version
+    /// (its own release validated it).
+    pub(crate) async fn record_drift(
+        &self,
+        id: &str,
+        version: u64,
+        blocking: Vec<Issue>,
+    ) -> Result<Option<BTreeSet<String>>, FlowError> {
         for _ in 0..WRITE_ATTEMPTS {
             let (mut flow, stored_version) = match self.load(id).await {
-                Err(FlowError::NotFound(_)) => return Ok(false),
+                Err(FlowError::NotFound(_)) => return Ok(None),
                 other => other?,
             };
             if flow.released_version != Some(version) {
-                return Ok(false);
+                return Ok(None);
             }
             let status = if blocking.is_empty() { FlowStatus::Valid } else { FlowStatus::Invalid };
             if flow.status == status && flow.broken_reasons == blocking {
-                return Ok(false);
+                return Ok(None);
             }
             flow.status = status;
             flow.broken_reasons = blocking.clone();
             flow.updated_at = self.now().1;
             if self.ports.documents.replace_if_version(FLOWS, id, stored_version, encode(&flow)).await?.is_some() {
                 info!(flow = %id, version, status = ?status, reasons = flow.broken_reasons.len(), "drift re-validation");
-                return Ok(true);
+                return Ok(Some(self.sync_refs(id).await?));
             }
         }
         Err(FlowError::Concurrent(id.to_owned()))

@@ -48,8 +48,8 @@ fn node(id: String, kind: &str, config: Value) -> Value {
     json!({"id": id, "kind": kind, "config": config})
 }
 
-/// 50 nodes: a source, then 5 branches of 9 nodes (2 conditions, a mapping, a rate limit, a lookup, a segment, an
-/// action, an output) and 4 else outputs.
+/// 50 nodes: a source, then 5 branches of 9 nodes (2 conditions, 2 mappings, a rate limit, a lookup, a segment,
+/// an action, an output) and 4 else outputs.
 fn draft() -> FlowBody {
     let mut nodes = vec![node("src".into(), "source", json!({"event_type": "deposit", "topic": "deposits"}))];
     let mut edges = Vec::new();
@@ -63,6 +63,11 @@ fn draft() -> FlowBody {
             "mapping",
             json!({"mode": "merge",
             "fields": [{"source": "player_id", "target": "player"}, {"source": "amount", "target": "stake"}]}),
+        ));
+        nodes.push(node(
+            n("market"),
+            "mapping",
+            json!({"mode": "merge", "fields": [{"source": "country", "target": "market"}]}),
         ));
         nodes.push(node(n("rl"), "rate-limit", json!({"limit": 3, "window_seconds": 3600, "key": "player"})));
         nodes.push(node(
@@ -82,7 +87,8 @@ fn draft() -> FlowBody {
         link("src", &n("gate"));
         link(&n("gate"), &n("country"));
         link(&n("country"), &n("map"));
-        link(&n("map"), &n("rl"));
+        link(&n("map"), &n("market"));
+        link(&n("market"), &n("rl"));
         link(&n("rl"), &n("tpl"));
         link(&n("tpl"), &n("seg"));
         link(&n("seg"), &n("push"));
@@ -141,6 +147,7 @@ async fn main() {
     let ports = store.ports(clock);
     setup(&ports).await;
     let flows = Flows::new(ports.clone());
+    flows.ensure_indexes().await.expect("indexes");
     let body = draft();
 
     // 1. Draft validation.
