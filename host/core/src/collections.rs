@@ -12,6 +12,10 @@ pub const FLOW_EDIT_LOCKS: &str = "flow_edit_locks";
 pub const FLOW_SERVICE_REFS: &str = "flow_service_refs";
 /// The active manifest hash of each service as of the last drift pass (id: the service).
 pub const FLOW_DRIFT_HASHES: &str = "flow_drift_hashes";
+/// Runs of released v2 flows (id: the run id).
+pub const FLOW_RUNS: &str = "flow_runs";
+/// Terminal failures of run steps, for the API to list and replay (id: `dl-` and a hash of run and node).
+pub const FLOW_DEAD_LETTERS: &str = "flow_dead_letters";
 /// Registered component versions (the component catalog), one row per `(service, component, version)`.
 pub const COMPONENTS: &str = "components";
 

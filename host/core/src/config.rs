@@ -268,8 +268,14 @@ pub struct EngineConfig {
     /// Where a record goes when a node fails on it for good or its retries are exhausted, with headers naming
     /// its origin and the cause (`FLOWHOST_ENGINE_DEAD_LETTER_TOPIC`; default `flowhost.dead-letters`).
     pub dead_letter_topic: String,
-    /// Retries of one record whose node failed with a retryable error.
+    /// Retries of one record whose node failed with a retryable error, and of one step of a flow run.
     pub retry: RetryPolicy,
+    /// Where flow runs publish their completion events (node progress and outcomes)
+    /// (`FLOWHOST_ENGINE_COMPLETIONS_TOPIC`; default `flowhost.flow-completions`).
+    pub completions_topic: String,
+    /// How often the runner looks for flow-run steps that are due (retries, replays)
+    /// (`FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS`; default 500).
+    pub flows_poll_interval_ms: u64,
 }
 
 /// How often and how patiently one record is retried (the spec's policy by default: 5 attempts, 2 s initial
@@ -326,6 +332,8 @@ impl Default for EngineConfig {
             node_kinds: NodeKindsMode::Native,
             dead_letter_topic: "flowhost.dead-letters".into(),
             retry: RetryPolicy::default(),
+            completions_topic: "flowhost.flow-completions".into(),
+            flows_poll_interval_ms: 500,
         }
     }
 }
@@ -707,6 +715,12 @@ impl Config {
         if let Some(v) = get("FLOWHOST_ENGINE_DEAD_LETTER_TOPIC") {
             self.engine.dead_letter_topic = v;
         }
+        if let Some(v) = get("FLOWHOST_ENGINE_COMPLETIONS_TOPIC") {
+            self.engine.completions_topic = v;
+        }
+        if let Some(v) = get("FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS") {
+            self.engine.flows_poll_interval_ms = parse("FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS", v)?;
+        }
         let retry = &mut self.engine.retry;
         if let Some(v) = get("FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS") {
             retry.max_attempts = parse("FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS", v)?;
@@ -848,6 +862,10 @@ impl Config {
             return Err(ConfigError::new("FLOWHOST_ENGINE_RETRY_BACKOFF_FACTOR", "must be a number of at least 1"));
         }
         flowhost_topic_name("FLOWHOST_ENGINE_DEAD_LETTER_TOPIC", &self.engine.dead_letter_topic)?;
+        flowhost_topic_name("FLOWHOST_ENGINE_COMPLETIONS_TOPIC", &self.engine.completions_topic)?;
+        if self.engine.flows_poll_interval_ms == 0 {
+            return Err(ConfigError::new("FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS", "must be positive"));
+        }
         if self.roles.is_empty() {
             return Err(ConfigError::new("roles", "no role given"));
         }

@@ -56,6 +56,45 @@ pub fn whole_placeholder(text: &str) -> Option<&str> {
     }
 }
 
+/// Renders every string in `value` (objects and arrays followed) with the fields `lookup` answers: a string
+/// that is exactly one placeholder becomes the field's value with its own JSON type; in any other string each
+/// placeholder is replaced by the field's text (a string as it is, another value as JSON). A malformed
+/// placeholder, or one naming a field `lookup` does not have, is an error naming it.
+pub fn render_value<'a>(
+    value: &serde_json::Value,
+    lookup: &dyn Fn(&str) -> Option<&'a serde_json::Value>,
+) -> Result<serde_json::Value, String> {
+    use serde_json::Value;
+    let field = |name: &str| lookup(name).ok_or_else(|| format!("no field {name:?} for {{{{{name}}}}}"));
+    Ok(match value {
+        Value::String(text) => {
+            if let Some(name) = whole_placeholder(text) {
+                return field(name).cloned();
+            }
+            let mut out = String::with_capacity(text.len());
+            for piece in pieces(text)? {
+                match piece {
+                    Piece::Text(literal) => out.push_str(literal),
+                    Piece::Placeholder(name) => match field(name)? {
+                        Value::String(s) => out.push_str(s),
+                        other => out.push_str(&other.to_string()),
+                    },
+                }
+            }
+            Value::String(out)
+        }
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|item| render_value(item, lookup)).collect::<Result<_, _>>()?)
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| Ok((key.clone(), render_value(item, lookup)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +107,20 @@ mod tests {
         assert_eq!(whole_placeholder("{{ player_id }}"), Some("player_id"));
         assert_eq!(whole_placeholder("id {{player_id}}"), None);
         assert_eq!(whole_placeholder("plain"), None);
+    }
+
+    #[test]
+    fn renders_values_with_their_types() {
+        use serde_json::json;
+        let fields = json!({"player_id": 42, "name": "Ana", "vip": true});
+        let lookup = |name: &str| fields.get(name);
+        let config =
+            json!({"player_id": "{{ player_id }}", "title": "Hi {{name}} ({{player_id}})", "tags": ["{{vip}}", 3]});
+        assert_eq!(
+            render_value(&config, &lookup).unwrap(),
+            json!({"player_id": 42, "title": "Hi Ana (42)", "tags": [true, 3]})
+        );
+        assert!(render_value(&json!("{{nobody}}"), &lookup).unwrap_err().contains("nobody"));
+        assert!(render_value(&json!("x {{oops"), &lookup).is_err());
     }
 }

@@ -318,6 +318,32 @@ impl DocumentStore for SqliteDocuments {
         self.write(collection, id, doc, None).await
     }
 
+    async fn upsert_many(&self, collection: &str, docs: Vec<(String, Value)>) -> Result<(), PortError> {
+        if docs.is_empty() {
+            return Ok(());
+        }
+        let collection = collection.to_owned();
+        let rows: Vec<(String, String)> = docs.into_iter().map(|(id, doc)| (id, doc.to_string())).collect();
+        self.db
+            .call(move |c| {
+                // One transaction: one commit (and one WAL sync) for the whole batch.
+                let transaction = c.transaction()?;
+                {
+                    let mut statement = transaction.prepare_cached(
+                        "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, NULL, 1)
+                         ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body,
+                             expires_at_ms = NULL, version = version + 1",
+                    )?;
+                    for (id, body) in &rows {
+                        statement.execute(params![collection, id, body])?;
+                    }
+                }
+                transaction.commit()
+            })
+            .await?;
+        Ok(())
+    }
+
     async fn upsert_expiring(
         &self,
         collection: &str,

@@ -6,47 +6,18 @@
 //! every record is published or dead-lettered, so a slow record holds back the commit of its batch, never the
 //! processing of the batches after it (up to the engine's in-flight window).
 
-use std::collections::{BTreeSet, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use flowhost_core::backoff::Backoff;
 use flowhost_core::config::{EngineConfig, RetryPolicy};
-use flowhost_core::ports::{PortError, Record, Topics};
+use flowhost_core::ports::{KnownTopics, PortError, Record, Topics};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::process::{dead_letter, Destinations, RetryRecord};
 use crate::{process_batch_with, sleep_or_shutdown, BatchOutcome, EngineMetrics, NodeFailure, NodeKinds, RuleSet};
-
-/// Topics this engine has made sure exist. A missing topic is created (idempotently) before the engine
-/// subscribes to it or publishes to it: Kafka consumers ignore topics that do not exist yet, and brokers may
-/// refuse to auto-create.
-pub(crate) struct KnownTopics {
-    partitions: i32,
-    created: Mutex<HashSet<String>>,
-}
-
-impl KnownTopics {
-    pub(crate) fn new(partitions: i32) -> KnownTopics {
-        KnownTopics { partitions, created: Mutex::new(HashSet::new()) }
-    }
-
-    pub(crate) async fn ensure<'a>(
-        &self,
-        topics: &dyn Topics,
-        names: impl IntoIterator<Item = &'a String>,
-    ) -> Result<(), PortError> {
-        for topic in names {
-            if self.created.lock().unwrap_or_else(|p| p.into_inner()).contains(topic) {
-                continue;
-            }
-            topics.create_topic(topic, self.partitions).await?;
-            self.created.lock().unwrap_or_else(|p| p.into_inner()).insert(topic.clone());
-        }
-        Ok(())
-    }
-}
 
 /// Everything processing and delivering a batch needs, shared by the consume loop and its delivery tasks.
 pub(crate) struct Delivery {

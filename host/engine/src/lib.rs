@@ -32,7 +32,9 @@ use delivery::Delivery;
 use flowhost_core::backoff::Backoff;
 use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
 use flowhost_core::config::EngineConfig;
-use flowhost_core::ports::{next_positions, ConsumerConfig, Ports, Position, StartFrom, TopicConsumer, Wakeups};
+use flowhost_core::ports::{
+    merge_positions, next_positions, ConsumerConfig, Ports, Position, StartFrom, TopicConsumer, Wakeups,
+};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -325,16 +327,6 @@ async fn commit(
             }
         }
     }
-}
-
-/// The furthest position per partition.
-fn merge_positions(positions: Vec<Position>) -> Vec<Position> {
-    let mut furthest: std::collections::BTreeMap<(String, i32), i64> = std::collections::BTreeMap::new();
-    for p in positions {
-        let entry = furthest.entry((p.topic, p.partition)).or_insert(p.next_offset);
-        *entry = (*entry).max(p.next_offset);
-    }
-    furthest.into_iter().map(|((topic, partition), next_offset)| Position { topic, partition, next_offset }).collect()
 }
 
 /// Sleeps unless shut down first; returns whether the engine should go on.

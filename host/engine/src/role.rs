@@ -1,7 +1,10 @@
-//! [`EngineRole`]: the rule engine as a role. No listener of its own; a background task runs the engine until
-//! shutdown, and two readiness checks (`engine_rules`: a rule set is loaded; `engine_sources`: consuming the
-//! source topics does not fail) join `/ready` on every listener of the process. With `engine.node_kinds = wasm`
-//! conditions and mappings run through the component store's `condition` and `mapping` components.
+//! [`EngineRole`]: the rule engine and the runner of released v2 flows as a role. No listener of its own; two
+//! background tasks run the rule engine and the flow runner (`flowhost-runs`) until shutdown, and three
+//! readiness checks (`engine_rules`: a rule set is loaded; `engine_sources`: consuming the source topics does
+//! not fail; `flow_runs`: released flows loaded, no Kafka retarget topic missing, their sources consumed) join
+//! `/ready` on every listener of the process. With `engine.node_kinds = wasm` rule conditions and mappings run
+//! through the component store's `condition` and `mapping` components; flow actions always run in the
+//! components of their services.
 
 use std::sync::Arc;
 
@@ -34,11 +37,27 @@ impl Role for EngineRole {
         let status = engine.status();
         let sources = status.clone();
         let shutdown = context.shutdown.clone();
+        let run_metrics = Arc::new(flowhost_runs::RunMetrics::register(&context.registry)?);
+        let services =
+            Arc::new(flowhost_runs::InProcess::new(context.service::<Arc<flowhost_components::ComponentStore>>()));
+        let runner_config = flowhost_runs::RunnerConfig {
+            engine: config.engine.clone(),
+            topic_partitions: config.topics.partitions,
+            poll_interval: std::time::Duration::from_millis(config.engine.flows_poll_interval_ms),
+        };
+        let runner = flowhost_runs::Runner::new(context.ports.clone(), runner_config, services, run_metrics);
+        let runs = runner.status();
+        let runner_shutdown = context.shutdown.clone();
         Ok(RoleParts::default()
             .task(async move {
                 engine.run(shutdown).await;
                 Ok(())
             })
+            .task(async move {
+                runner.run(runner_shutdown).await;
+                Ok(())
+            })
+            .readiness(Check::sync("flow_runs", move || runs.check()))
             .readiness(Check::sync("engine_rules", move || status.check_rules()))
             .readiness(Check::sync("engine_sources", move || sources.check_sources())))
     }

@@ -27,7 +27,7 @@ pub use model::{EditLock, FlowBody, FlowRecord, FlowStatus, FlowSummary, FlowVer
 pub use normalize::normalize;
 pub use schema::body_schema;
 pub use store::{FlowInput, Flows, LOCK_TTL_DEFAULT_SECONDS, LOCK_TTL_MAX_SECONDS};
-pub use validate::{referenced_services, retarget_topics, validate, ACTION_RESULT_FIELD};
+pub use validate::{node_fields, referenced_services, retarget_topics, validate, ACTION_RESULT_FIELD};
 
 use flowhost_core::ports::PortError;
 

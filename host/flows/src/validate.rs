@@ -30,9 +30,19 @@ type Fields = Vec<(String, FieldKind)>;
 
 /// Validates `body` against `deps`: every issue, blocking ones and warnings, in graph order.
 pub fn validate(body: &FlowBody, deps: &Dependencies) -> Vec<Issue> {
-    let mut check = Check { body, deps, issues: Vec::new(), segments_with_action: HashSet::new() };
+    let mut check = Check::new(body, deps);
     check.run();
     check.issues
+}
+
+/// The fields that reach each node of `body` (as validation computes them: the source schema changed by the
+/// mappings, lookups and actions before the node); nodes without a known source schema are absent. Runs
+/// compile their conditions against these, so an expression reads its fields with the types validation
+/// checked.
+pub fn node_fields(body: &FlowBody, deps: &Dependencies) -> HashMap<String, Vec<(String, FieldKind)>> {
+    let mut check = Check::new(body, deps);
+    check.run();
+    check.fields_at
 }
 
 /// The Kafka topics a body retargets service segments to, whose existence validation needs
@@ -83,6 +93,8 @@ struct Check<'a> {
     deps: &'a Dependencies,
     issues: Vec<Issue>,
     segments_with_action: HashSet<&'a str>,
+    /// The fields that reached each node the walk visited.
+    fields_at: HashMap<String, Fields>,
 }
 
 fn label(node: &Node) -> String {
@@ -90,6 +102,10 @@ fn label(node: &Node) -> String {
 }
 
 impl<'a> Check<'a> {
+    fn new(body: &'a FlowBody, deps: &'a Dependencies) -> Check<'a> {
+        Check { body, deps, issues: Vec::new(), segments_with_action: HashSet::new(), fields_at: HashMap::new() }
+    }
+
     fn push(&mut self, node: &Node, code: Code, pointer: Option<&str>, message: impl AsRef<str>) {
         let mut issue = Issue::new(code, format!("{}: {}", label(node), message.as_ref())).at_node(&node.id);
         if let Some(pointer) = pointer {
@@ -297,6 +313,9 @@ impl<'a> Check<'a> {
 
     /// Checks one node and returns the state its children see.
     fn node(&mut self, node: &'a Node, kind: NodeKind, mut state: PathState<'a>) -> PathState<'a> {
+        if let Some(fields) = &state.fields {
+            self.fields_at.insert(node.id.clone(), fields.clone());
+        }
         let config = &node.config;
         match kind {
             NodeKind::Source => self.source(node, &mut state),

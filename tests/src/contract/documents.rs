@@ -76,6 +76,20 @@ pub async fn replace_and_upsert(store: Arc<dyn DocumentStore>) {
     store.upsert(&collection, "u", json!({ "v": "again" })).await.expect("upsert existing");
     assert_eq!(store.get(&collection, "u").await.expect("get"), Some(json!({ "v": "again" })));
     assert_eq!(store.list(&collection).await.expect("list").len(), 2);
+
+    // Several at once: new ones created, existing ones replaced and their version moved on.
+    let before = store.get_versioned(&collection, "u").await.expect("get").expect("u").version;
+    let batch = vec![
+        ("u".to_owned(), json!({ "v": "batch" })),
+        ("m1".to_owned(), json!({ "v": 1 })),
+        ("m2".to_owned(), json!({ "v": 2 })),
+    ];
+    store.upsert_many(&collection, batch).await.expect("upsert_many");
+    let u = store.get_versioned(&collection, "u").await.expect("get").expect("u");
+    assert_eq!((u.body, u.version), (json!({ "v": "batch" }), before + 1));
+    assert_eq!(store.get(&collection, "m2").await.expect("get"), Some(json!({ "v": 2 })));
+    assert_eq!(store.list(&collection).await.expect("list").len(), 4);
+    store.upsert_many(&collection, Vec::new()).await.expect("an empty batch is nothing to do");
 }
 
 /// `find` matches one top-level field by string, integer, float and boolean, sorted by id, and never matches

@@ -91,8 +91,15 @@ pub(crate) async fn remove(State(state): State<SharedState>, Path(id): Path<Stri
     for rule in compiled_rules(documents, &id).await? {
         delete_rule(documents, &rule.id).await?;
     }
-    // Versions, release attempts, edit lock and service references (v2), and the flow itself.
+    // Versions, release attempts, edit lock, service references, runs and dead letters (v2), and the flow.
     state.flows.forget(&id).await.map_err(flow_error)?;
+    flowhost_runs::Runs::new(&state.ports).forget_flow(&id).await.map_err(|error| match error {
+        flowhost_runs::RunsError::Storage(error) => ApiError::from(error),
+        other => {
+            tracing::error!(error = %other, "deleting a flow's runs failed");
+            ApiError::internal()
+        }
+    })?;
     state.announce_change().await;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -83,12 +83,19 @@ impl From<FlowError> for V2Error {
     }
 }
 
+impl V2Error {
+    /// The `{ code, message, details? }` object of the envelope.
+    pub(crate) fn body(&self) -> Value {
+        let mut error = json!({ "code": self.code, "message": self.message });
+        if let Some(details) = &self.details {
+            error["details"] = details.clone();
+        }
+        error
+    }
+}
+
 impl IntoResponse for V2Error {
     fn into_response(self) -> Response {
-        let mut error = json!({ "code": self.code, "message": self.message });
-        if let Some(details) = self.details {
-            error["details"] = details;
-        }
-        (self.status, Json(json!({ "error": error }))).into_response()
+        (self.status, Json(json!({ "error": self.body() }))).into_response()
     }
 }

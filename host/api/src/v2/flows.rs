@@ -96,10 +96,12 @@ pub(crate) async fn save(
     Ok(Json(with_validation(&flow, &report)))
 }
 
-/// `DELETE /api/v2/flows/{id}`: the flow, its versions, release attempts, edit lock and service references.
+/// `DELETE /api/v2/flows/{id}`: the flow, its versions, release attempts, edit lock, service references, runs and
+/// dead letters.
 pub(crate) async fn remove(State(state): State<SharedState>, Path(id): Path<String>) -> Result<StatusCode, V2Error> {
     state.flows.get(&id).await?;
     state.flows.forget(&id).await?;
+    flowhost_runs::Runs::new(&state.ports).forget_flow(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

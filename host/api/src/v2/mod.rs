@@ -1,5 +1,5 @@
 //! Administration API v2: flows as graphs (drafts, validation, releases, versions, release attempts, edit
-//! locks) over `flowhost-flows`. `GET /api/v2/services/{service}` is the catalog's (`catalog.rs`).
+//! locks) over `flowhost-flows`; their runs and dead letters over `flowhost-runs`. `GET /api/v2/services/{service}` is the catalog's (`catalog.rs`).
 //!
 //! The v2 error envelope is `{ "error": { "code": "FLOW_NOT_FOUND", "message": "...", "details": {...} } }`
 //! (`details` only where there is more to say, such as the issues that blocked a release or the field of a
@@ -8,6 +8,7 @@
 
 mod error;
 mod flows;
+mod runs;
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
@@ -36,6 +37,12 @@ pub(crate) fn routes() -> Router<SharedState> {
         .route("/api/v2/flows/{id}/release-attempts", get(flows::attempts))
         .route("/api/v2/flows/{id}/lock", get(flows::lock).put(flows::take_lock).delete(flows::give_up_lock))
         .route("/api/v2/services/{service}/flows", get(flows::service_flows))
+        .route("/api/v2/flows/{id}/runs", get(runs::list))
+        .route("/api/v2/runs/{run_id}", get(runs::read))
+        .route("/api/v2/dead-letters", get(runs::dead_letters))
+        .route("/api/v2/dead-letters/replay", post(runs::replay_many))
+        .route("/api/v2/dead-letters/{id}", get(runs::dead_letter))
+        .route("/api/v2/dead-letters/{id}/replay", post(runs::replay_one))
 }
 
 /// A JSON body answered with the v2 envelope when it does not parse (`INVALID_BODY`, the field in `details`).

@@ -217,6 +217,15 @@ pub trait DocumentStore: Send + Sync + 'static {
     /// Stores the document whether or not the id exists.
     async fn upsert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError>;
 
+    /// Upserts several documents (each as [`DocumentStore::upsert`]); the embedded store writes them in one
+    /// transaction. Not atomic across documents on every backend: on failure some may be written.
+    async fn upsert_many(&self, collection: &str, docs: Vec<(String, Value)>) -> Result<(), PortError> {
+        for (id, doc) in docs {
+            self.upsert(collection, &id, doc).await?;
+        }
+        Ok(())
+    }
+
     /// Stores the document whether or not the id exists (like `upsert`), expiring at `expires_at_ms`
     /// (milliseconds since the Unix epoch): the next `sweep_expired` at or after that instant removes it.
     async fn upsert_expiring(

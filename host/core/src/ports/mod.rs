@@ -17,8 +17,8 @@ pub use queue::{check_queue_name, QueueMessage, QueueStats, WorkQueue};
 pub use secrets::{SecretError, SecretStore};
 pub use subjects::{subject_matches, SubjectMessage, SubjectStream, Subjects, Wakeups};
 pub use topics::{
-    check_topic_name, merge_marks, next_positions, partition_for_key, ConsumerConfig, Header, OutRecord, PartitionLag,
-    Position, Record, StartFrom, TopicConsumer, Topics,
+    check_topic_name, merge_marks, merge_positions, next_positions, partition_for_key, ConsumerConfig, Header,
+    KnownTopics, OutRecord, PartitionLag, Position, Record, StartFrom, TopicConsumer, Topics,
 };
 
 use crate::clock::Clock;

@@ -175,6 +175,47 @@ pub fn next_positions(records: &[Record]) -> Vec<Position> {
         .collect()
 }
 
+/// The furthest of `positions` per partition (what to commit after several batches).
+pub fn merge_positions(positions: Vec<Position>) -> Vec<Position> {
+    let mut furthest: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for p in positions {
+        let entry = furthest.entry((p.topic, p.partition)).or_insert(p.next_offset);
+        *entry = (*entry).max(p.next_offset);
+    }
+    furthest.into_iter().map(|((topic, partition), next_offset)| Position { topic, partition, next_offset }).collect()
+}
+
+/// Topics a consumer or publisher has made sure exist. A missing topic is created (idempotently) before
+/// subscribing to it or publishing to it: Kafka consumers ignore topics that do not exist yet, and brokers may
+/// refuse to auto-create.
+pub struct KnownTopics {
+    partitions: i32,
+    created: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl KnownTopics {
+    /// `partitions`: of the topics it creates.
+    pub fn new(partitions: i32) -> KnownTopics {
+        KnownTopics { partitions, created: std::sync::Mutex::new(std::collections::HashSet::new()) }
+    }
+
+    /// Creates those of `names` not known to exist yet.
+    pub async fn ensure<'a>(
+        &self,
+        topics: &dyn Topics,
+        names: impl IntoIterator<Item = &'a String>,
+    ) -> Result<(), PortError> {
+        for topic in names {
+            if self.created.lock().unwrap_or_else(|p| p.into_inner()).contains(topic) {
+                continue;
+            }
+            topics.create_topic(topic, self.partitions).await?;
+            self.created.lock().unwrap_or_else(|p| p.into_inner()).insert(topic.clone());
+        }
+        Ok(())
+    }
+}
+
 /// The partition of a key among `partitions`: a stable FNV-1a hash, so the embedded log spreads keys the same
 /// way on every run. (Kafka uses its own partitioner on the broker's side of the port.)
 pub fn partition_for_key(key: Option<&[u8]>, partitions: i32, round_robin: u64) -> i32 {

@@ -1,0 +1,107 @@
+//! Making a batch of advanced runs durable, in the order that keeps delivery at-least-once: outputs and
+//! completion events are published and acknowledged first, then dead letters are mirrored into the store and
+//! published on `triggers.v2.dlq.<service>.<action>`, then the runs are stored. Only after all of it may the
+//! source offsets be committed (or a claimed run released), so a crash anywhere replays the step instead of
+//! losing it; a replayed step carries the same run id and idempotency key.
+
+use std::sync::Arc;
+
+use flowhost_core::backoff::Backoff;
+use flowhost_core::ports::{KnownTopics, OutRecord, Ports};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use crate::execute::Effects;
+use crate::model::Run;
+use crate::store::Runs;
+use crate::RunMetrics;
+
+/// The subject a dead letter of `service`'s `action` is published on.
+pub fn dead_letter_subject(service: &str, action: &str) -> String {
+    let token = |s: &str| {
+        let cleaned: String =
+            s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
+        if cleaned.is_empty() {
+            "_".to_owned()
+        } else {
+            cleaned
+        }
+    };
+    format!("triggers.v2.dlq.{}.{}", token(service), token(action))
+}
+
+/// What delivering effects needs.
+pub struct Durability {
+    pub ports: Ports,
+    pub runs: Runs,
+    pub known: Arc<KnownTopics>,
+    pub completions_topic: String,
+    pub metrics: Arc<RunMetrics>,
+}
+
+impl Durability {
+    /// Publishes, mirrors and stores (see the module documentation), each retried with backoff until it
+    /// succeeds; false when `shutdown` came first (nothing may then be committed).
+    pub async fn make_durable(&self, runs: &[Run], effects: Effects, shutdown: &CancellationToken) -> bool {
+        let Effects { mut outputs, completions, dead_letters } = effects;
+        outputs.extend(completions.iter().map(|event| {
+            let value = serde_json::to_vec(event).unwrap_or_default();
+            OutRecord::new(self.completions_topic.clone(), value).with_key(event.run_id.as_bytes().to_vec())
+        }));
+        if !outputs.is_empty() {
+            let topics: std::collections::BTreeSet<String> = outputs.iter().map(|r| r.topic.clone()).collect();
+            let published = self
+                .retry("publish", shutdown, || async {
+                    self.known.ensure(self.ports.topics.as_ref(), &topics).await?;
+                    self.ports.topics.publish(&outputs).await
+                })
+                .await;
+            if !published {
+                return false;
+            }
+        }
+        if !dead_letters.is_empty() {
+            let mirrored = self
+                .retry("dead_letter", shutdown, || async {
+                    self.runs.save_dead_letters(&dead_letters).await.map_err(|e| e.to_string())?;
+                    for letter in &dead_letters {
+                        let payload = serde_json::to_vec(letter).unwrap_or_default();
+                        let subject = dead_letter_subject(&letter.service, &letter.action);
+                        self.ports.subjects.publish(&subject, payload).await.map_err(|e| e.to_string())?;
+                    }
+                    Ok::<(), String>(())
+                })
+                .await;
+            if !mirrored {
+                return false;
+            }
+        }
+        if runs.is_empty() {
+            return true;
+        }
+        self.retry("store", shutdown, || async { self.runs.save_all(runs).await }).await
+    }
+
+    /// Runs `attempt` until it succeeds or `shutdown` fires; failures are counted and logged.
+    async fn retry<F, Fut, E>(&self, kind: &str, shutdown: &CancellationToken, mut attempt: F) -> bool
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<(), E>>,
+        E: std::fmt::Display,
+    {
+        let mut backoff = Backoff::for_backend();
+        loop {
+            match attempt().await {
+                Ok(()) => return true,
+                Err(error) => {
+                    self.metrics.errors.with_label_values(&[kind]).inc();
+                    warn!(%error, kind, "making runs durable failed; retrying");
+                    tokio::select! {
+                        () = shutdown.cancelled() => return false,
+                        () = tokio::time::sleep(backoff.next_delay()) => {}
+                    }
+                }
+            }
+        }
+    }
+}

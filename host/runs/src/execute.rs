@@ -1,0 +1,661 @@
+//! The executor: advances a run through its plan from a set of steps (a node to visit with the payload that
+//! reaches it) until every branch has ended or waits. It changes the run (node records, pending steps, dead
+//! letters) and collects the effects to make durable before the run is stored: outputs and completion events to
+//! publish, dead letters to publish and mirror, inbound envelopes to send to external services.
+//!
+//! Semantics of the node kinds:
+//! - a condition passes the payload on when its expression holds; an **else** branch when none of its sibling
+//!   conditions with an expression held (an evaluation error, such as a missing field, counts as not holding);
+//! - a **rate limit** counts per flow, node and value of `key` (the whole node without a key) in fixed windows
+//!   of `window_seconds` aligned to the epoch, in the cache port; the first `limit` of a window pass;
+//! - a mapping `select`s (keeps only its targets) or `merge`s (adds them) fields of the payload;
+//! - a lookup puts the data source's answer (JSON, or the text when it is not JSON) into `target`;
+//! - an output publishes the payload to its topic and passes it on;
+//! - an in-process service segment passes the payload on to its action; an action renders its config
+//!   (`{{placeholders}}` from the payload; a string that is one placeholder takes the field's value) as its
+//!   input, runs with the idempotency key `sha256(run_id + node_id)`, and puts its answer into `result`.
+//!
+//! A step that calls out (a rate limit's counter, a lookup, an action) and fails with a retryable error waits
+//! for its backoff (`engine.retry`: 5 attempts, 2 s, factor 3, 1 min cap by default) as a pending step of the
+//! run; a permanent failure, or the last attempt's, dead-letters the step. A skip-forward ends the branch.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use flowhost_core::config::RetryPolicy;
+use flowhost_core::digest::iso_utc;
+use flowhost_core::placeholders::render_value;
+use flowhost_core::ports::{OutRecord, Ports};
+use flowhost_runtime::{InvocationContext, Outcome};
+use serde_json::{Map, Value};
+use tracing::{debug, warn};
+
+use crate::ids::{idempotency_key, traceparent};
+use crate::model::{
+    Attempt, CompletionEvent, DeadLetter, DeadLetterStatus, NodeOutcome, NodeRecord, Pending, Run, WaitReason,
+};
+use crate::plan::{FlowPlan, Op};
+
+/// Header names on published outputs.
+pub const HEADER_FLOW_ID: &str = "flowhost-flow-id";
+pub const HEADER_RUN_ID: &str = "flowhost-run-id";
+pub const HEADER_NODE_ID: &str = "flowhost-node-id";
+
+/// A failed call to a service: its outcome class and what it said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallError {
+    pub outcome: Outcome,
+    pub message: String,
+}
+
+impl CallError {
+    pub fn retryable(message: impl Into<String>) -> CallError {
+        CallError { outcome: Outcome::Retryable, message: message.into() }
+    }
+
+    pub fn permanent(message: impl Into<String>) -> CallError {
+        CallError { outcome: Outcome::Permanent, message: message.into() }
+    }
+}
+
+/// How the executor reaches services: actions and data sources of in-process components (and, for lookups,
+/// external services' HTTP endpoints).
+#[async_trait]
+pub trait ServiceCalls: Send + Sync {
+    /// Runs `action` of `service` (implemented by `component` when known) on `input`.
+    async fn invoke(
+        &self,
+        service: &str,
+        component: Option<&str>,
+        action: &str,
+        context: &InvocationContext,
+        input: &str,
+    ) -> Result<String, CallError>;
+
+    /// Answers `data_source` of `service` for `params`.
+    async fn lookup(&self, service: &str, data_source: &str, params: &[(String, String)]) -> Result<String, CallError>;
+}
+
+/// A step: visit `node_id` with `payload` (attempt `attempt` of a node that calls out; `decided` is a
+/// condition's answer, computed with its siblings).
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub node_id: String,
+    pub payload: Map<String, Value>,
+    pub attempt: u32,
+    pub decided: Option<bool>,
+}
+
+impl Step {
+    pub fn new(node_id: impl Into<String>, payload: Map<String, Value>, attempt: u32) -> Step {
+        Step { node_id: node_id.into(), payload, attempt, decided: None }
+    }
+}
+
+/// What a run's advance produced that must become durable (published, sent, mirrored).
+#[derive(Debug, Default)]
+pub struct Effects {
+    pub outputs: Vec<OutRecord>,
+    pub completions: Vec<CompletionEvent>,
+    pub dead_letters: Vec<DeadLetter>,
+}
+
+impl Effects {
+    pub fn extend(&mut self, other: Effects) {
+        self.outputs.extend(other.outputs);
+        self.completions.extend(other.completions);
+        self.dead_letters.extend(other.dead_letters);
+    }
+}
+
+/// What the executor needs besides the plan and the run.
+pub struct Executor<'a> {
+    pub ports: &'a Ports,
+    pub services: &'a dyn ServiceCalls,
+    pub retry: &'a RetryPolicy,
+    pub metrics: &'a crate::RunMetrics,
+}
+
+/// How one node's visit ended.
+enum Visit {
+    /// Go on to the children with this payload.
+    Continue(Map<String, Value>),
+    /// The branch ends here.
+    Stop(NodeOutcome),
+}
+
+impl Executor<'_> {
+    fn now_ms(&self) -> i64 {
+        self.ports.clock.now_ms()
+    }
+
+    /// The delay before attempt `next` (2, 3, ...) of a step.
+    pub fn delay_before(&self, next: u32) -> Duration {
+        let mut backoff = self.retry.backoff();
+        let mut delay = backoff.next_delay();
+        for _ in 2..next {
+            delay = backoff.next_delay();
+        }
+        delay
+    }
+
+    /// Advances `run` from `steps` until every branch ended or waits; settles its status.
+    pub async fn advance(&self, plan: &FlowPlan, run: &mut Run, steps: Vec<Step>, effects: &mut Effects) {
+        let mut stack: Vec<Step> = steps.into_iter().rev().collect();
+        while let Some(step) = stack.pop() {
+            let Some(node) = plan.node(&step.node_id) else {
+                warn!(run = %run.run_id, node = %step.node_id, "a step names a node the version does not have");
+                continue;
+            };
+            let started = Instant::now();
+            let started_ms = self.now_ms();
+            let input = step.payload.clone();
+            let visit = self.visit(plan, run, node.id.as_str(), &node.op, step, effects).await;
+            let elapsed = started.elapsed();
+            let kind = node.op.kind().as_str();
+            match visit {
+                None => {} // The node recorded itself (a waiting or dead-lettered step).
+                Some(Visit::Stop(outcome)) => {
+                    self.record(run, node.id.as_str(), kind, Value::Object(input), None, outcome, started_ms, elapsed)
+                }
+                Some(Visit::Continue(payload)) => {
+                    let output = Value::Object(payload.clone());
+                    self.record(
+                        run,
+                        node.id.as_str(),
+                        kind,
+                        Value::Object(input),
+                        Some(output),
+                        NodeOutcome::Passed,
+                        started_ms,
+                        elapsed,
+                    );
+                    let children = self.children(plan, &node.children, &payload);
+                    stack.extend(children.into_iter().rev());
+                }
+            }
+        }
+        run.settle(self.now_ms());
+    }
+
+    /// The steps of `children` for `payload`: each condition's answer is computed here, with its siblings, so
+    /// an else branch knows whether one of them held.
+    fn children(&self, plan: &FlowPlan, children: &[String], payload: &Map<String, Value>) -> Vec<Step> {
+        let mut any_held = false;
+        children
+            .iter()
+            .filter_map(|id| plan.node(id))
+            .map(|child| {
+                let decided = match &child.op {
+                    Op::Condition(Some(expression)) => {
+                        let held = match expression.evaluate(payload) {
+                            Ok(held) => held,
+                            Err(error) => {
+                                debug!(node = %child.id, %error, "condition does not hold");
+                                false
+                            }
+                        };
+                        any_held |= held;
+                        Some(held)
+                    }
+                    Op::Condition(None) => Some(!any_held),
+                    _ => None,
+                };
+                Step { node_id: child.id.clone(), payload: payload.clone(), attempt: 1, decided }
+            })
+            .collect()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        run: &mut Run,
+        node_id: &str,
+        kind: &str,
+        input: Value,
+        output: Option<Value>,
+        outcome: NodeOutcome,
+        started_ms: i64,
+        elapsed: Duration,
+    ) {
+        self.metrics.nodes.with_label_values(&[kind, outcome.as_str()]).inc();
+        let duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        match run.nodes.iter_mut().find(|n| n.node_id == node_id) {
+            Some(record) => {
+                record.output = output;
+                record.outcome = outcome;
+                record.duration_us = record.duration_us.saturating_add(duration_us);
+            }
+            None => run.nodes.push(NodeRecord {
+                node_id: node_id.to_owned(),
+                kind: kind.to_owned(),
+                input,
+                output,
+                outcome,
+                started_ms,
+                duration_us,
+                attempts: Vec::new(),
+                error: None,
+            }),
+        }
+    }
+
+    async fn visit(
+        &self,
+        plan: &FlowPlan,
+        run: &mut Run,
+        node_id: &str,
+        op: &Op,
+        step: Step,
+        effects: &mut Effects,
+    ) -> Option<Visit> {
+        let Step { payload, attempt, decided, .. } = step;
+        match op {
+            Op::Source | Op::Segment { .. } => Some(Visit::Continue(payload)),
+            Op::Condition(_) => Some(match decided {
+                Some(true) => Visit::Continue(payload),
+                _ => Visit::Stop(NodeOutcome::NotMatched),
+            }),
+            Op::Mapping { merge, fields } => {
+                let mut out = if *merge { payload.clone() } else { Map::new() };
+                for (source, target) in fields {
+                    if let Some(value) = payload.get(source) {
+                        out.insert(target.clone(), value.clone());
+                    }
+                }
+                Some(Visit::Continue(out))
+            }
+            Op::Output { topic } => {
+                let value = serde_json::to_vec(&payload).unwrap_or_default();
+                let mut record = OutRecord::new(topic.clone(), value)
+                    .with_header(HEADER_FLOW_ID, plan.flow_id.as_bytes().to_vec())
+                    .with_header(HEADER_RUN_ID, run.run_id.as_bytes().to_vec())
+                    .with_header(HEADER_NODE_ID, node_id.as_bytes().to_vec())
+                    .with_header(
+                        "traceparent",
+                        traceparent(&run.trace_id, &format!("{}/{node_id}", run.run_id)).into_bytes(),
+                    );
+                if let Some(tenant) = &run.tenant_id {
+                    record = record.with_key(tenant.as_bytes().to_vec());
+                }
+                effects.outputs.push(record);
+                effects.completions.push(self.completion(
+                    plan,
+                    run,
+                    node_id,
+                    "output-topic",
+                    NodeOutcome::Passed.as_str(),
+                    None,
+                    None,
+                    None,
+                ));
+                Some(Visit::Continue(payload))
+            }
+            Op::RateLimit { limit, window_ms, key } => {
+                let value = key.as_ref().and_then(|k| payload.get(k)).map(key_text).unwrap_or_default();
+                let now = self.now_ms();
+                let window = now.div_euclid(i64::try_from(*window_ms).unwrap_or(i64::MAX).max(1));
+                let counter = format!("flowhost:rate:{}:{node_id}:{value}:{window}", plan.flow_id);
+                let ttl = Duration::from_millis(*window_ms).max(Duration::from_secs(1));
+                match self.ports.cache.incr(&counter, ttl).await {
+                    Ok(count) if count <= *limit => Some(Visit::Continue(payload)),
+                    Ok(_) => Some(Visit::Stop(NodeOutcome::RateLimited)),
+                    Err(error) => {
+                        let failure = CallError::retryable(format!("rate-limit counter: {error}"));
+                        self.failed(plan, run, node_id, "rate-limit", payload, attempt, 0, failure, None, effects);
+                        None
+                    }
+                }
+            }
+            Op::Lookup { service, data_source, params, target } => {
+                let rendered = match render_value(&Value::Object(params.clone()), &|name| payload.get(name)) {
+                    Ok(Value::Object(rendered)) => rendered,
+                    Ok(_) => Map::new(),
+                    Err(error) => {
+                        let failure = CallError::permanent(format!("params: {error}"));
+                        self.failed(
+                            plan,
+                            run,
+                            node_id,
+                            "lookup",
+                            payload,
+                            attempt,
+                            0,
+                            failure,
+                            Some((service, data_source)),
+                            effects,
+                        );
+                        return None;
+                    }
+                };
+                let params: Vec<(String, String)> = rendered.iter().map(|(k, v)| (k.clone(), key_text(v))).collect();
+                let started = Instant::now();
+                let answer = self.services.lookup(service, data_source, &params).await;
+                let elapsed = started.elapsed();
+                match answer {
+                    Ok(text) => {
+                        self.attempt(run, node_id, "lookup", &payload, attempt, elapsed, "success", None);
+                        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+                        let mut out = payload;
+                        out.insert(target.clone(), value);
+                        Some(Visit::Continue(out))
+                    }
+                    Err(failure) if failure.outcome == Outcome::SkipForward => {
+                        self.attempt(
+                            run,
+                            node_id,
+                            "lookup",
+                            &payload,
+                            attempt,
+                            elapsed,
+                            "skip-forward",
+                            Some(&failure.message),
+                        );
+                        Some(Visit::Stop(NodeOutcome::SkipForward))
+                    }
+                    Err(failure) => {
+                        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+                        self.failed(
+                            plan,
+                            run,
+                            node_id,
+                            "lookup",
+                            payload,
+                            attempt,
+                            micros,
+                            failure,
+                            Some((service, data_source)),
+                            effects,
+                        );
+                        None
+                    }
+                }
+            }
+            Op::Action { service, action, config, component } => {
+                let input = match render_value(config, &|name| payload.get(name)) {
+                    Ok(input) => input,
+                    Err(error) => {
+                        let failure = CallError::permanent(format!("config: {error}"));
+                        self.failed(
+                            plan,
+                            run,
+                            node_id,
+                            "action",
+                            payload,
+                            attempt,
+                            0,
+                            failure,
+                            Some((service, action)),
+                            effects,
+                        );
+                        return None;
+                    }
+                };
+                let context = InvocationContext {
+                    tenant_id: run.tenant_id.clone(),
+                    flow_id: Some(plan.flow_id.clone()),
+                    run_id: Some(run.run_id.clone()),
+                    node_id: Some(node_id.to_owned()),
+                    idempotency_key: idempotency_key(&run.run_id, node_id),
+                    attempt,
+                };
+                let text = serde_json::to_string(&input).unwrap_or_default();
+                let started = Instant::now();
+                let answer = self.services.invoke(service, component.as_deref(), action, &context, &text).await;
+                let elapsed = started.elapsed();
+                let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+                match answer {
+                    Ok(text) => {
+                        self.attempt(run, node_id, "action", &payload, attempt, elapsed, "success", None);
+                        effects.completions.push(self.completion(
+                            plan,
+                            run,
+                            node_id,
+                            "action",
+                            NodeOutcome::Passed.as_str(),
+                            Some(attempt),
+                            None,
+                            Some(micros),
+                        ));
+                        let result = serde_json::from_str(&text).unwrap_or(Value::String(text));
+                        let mut out = payload;
+                        out.insert(flowhost_flows::ACTION_RESULT_FIELD.to_owned(), result);
+                        Some(Visit::Continue(out))
+                    }
+                    Err(failure) if failure.outcome == Outcome::SkipForward => {
+                        self.attempt(
+                            run,
+                            node_id,
+                            "action",
+                            &payload,
+                            attempt,
+                            elapsed,
+                            "skip-forward",
+                            Some(&failure.message),
+                        );
+                        effects.completions.push(self.completion(
+                            plan,
+                            run,
+                            node_id,
+                            "action",
+                            NodeOutcome::SkipForward.as_str(),
+                            Some(attempt),
+                            Some(&failure.message),
+                            Some(micros),
+                        ));
+                        Some(Visit::Stop(NodeOutcome::SkipForward))
+                    }
+                    Err(failure) => {
+                        self.failed(
+                            plan,
+                            run,
+                            node_id,
+                            "action",
+                            payload,
+                            attempt,
+                            micros,
+                            failure,
+                            Some((service, action)),
+                            effects,
+                        );
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// Appends an attempt to the node's record (creating it).
+    #[allow(clippy::too_many_arguments)]
+    fn attempt(
+        &self,
+        run: &mut Run,
+        node_id: &str,
+        kind: &str,
+        payload: &Map<String, Value>,
+        attempt: u32,
+        elapsed: Duration,
+        outcome: &str,
+        error: Option<&str>,
+    ) {
+        let at_ms = self.now_ms();
+        let duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        self.metrics.attempts.with_label_values(&[kind, outcome]).inc();
+        let record = match run.nodes.iter().position(|n| n.node_id == node_id) {
+            Some(i) => &mut run.nodes[i],
+            None => {
+                run.nodes.push(NodeRecord {
+                    node_id: node_id.to_owned(),
+                    kind: kind.to_owned(),
+                    input: Value::Object(payload.clone()),
+                    output: None,
+                    outcome: NodeOutcome::Retrying,
+                    started_ms: at_ms,
+                    duration_us: 0,
+                    attempts: Vec::new(),
+                    error: None,
+                });
+                run.nodes.last_mut().expect("just pushed")
+            }
+        };
+        record.attempts.push(Attempt {
+            attempt,
+            at_ms,
+            duration_us,
+            outcome: outcome.to_owned(),
+            error: error.map(str::to_owned),
+        });
+        record.error = error.map(str::to_owned);
+    }
+
+    /// A step that failed: retried after its backoff while attempts remain and the failure is retryable, else
+    /// dead-lettered (`target`: the service and action or data source, for the dead letter's subject).
+    #[allow(clippy::too_many_arguments)]
+    fn failed(
+        &self,
+        plan: &FlowPlan,
+        run: &mut Run,
+        node_id: &str,
+        kind: &str,
+        payload: Map<String, Value>,
+        attempt: u32,
+        micros: u64,
+        failure: CallError,
+        target: Option<(&String, &String)>,
+        effects: &mut Effects,
+    ) {
+        let elapsed = Duration::from_micros(micros);
+        self.attempt(run, node_id, kind, &payload, attempt, elapsed, failure.outcome.as_str(), Some(&failure.message));
+        let now = self.now_ms();
+        let retry = failure.outcome == Outcome::Retryable && attempt < self.retry.max_attempts.max(1);
+        let outcome = if retry { NodeOutcome::Retrying } else { NodeOutcome::DeadLettered };
+        if let Some(record) = run.nodes.iter_mut().find(|n| n.node_id == node_id) {
+            record.outcome = outcome;
+            record.output = None;
+            record.duration_us = record.duration_us.saturating_add(micros);
+        }
+        self.metrics.nodes.with_label_values(&[kind, outcome.as_str()]).inc();
+        effects.completions.push(self.completion(
+            plan,
+            run,
+            node_id,
+            kind,
+            outcome.as_str(),
+            Some(attempt),
+            Some(&failure.message),
+            Some(micros),
+        ));
+        if retry {
+            let delay = i64::try_from(self.delay_before(attempt + 1).as_millis()).unwrap_or(i64::MAX);
+            run.pending.push(Pending {
+                node_id: node_id.to_owned(),
+                payload,
+                attempt: attempt + 1,
+                due_ms: now.saturating_add(delay),
+                reason: WaitReason::Retry,
+            });
+            return;
+        }
+        let reason = if failure.outcome == Outcome::Retryable { "exhausted" } else { "permanent" };
+        self.metrics.dead_letters.with_label_values(&[reason]).inc();
+        let (service, action) = target.map_or((String::new(), kind.to_owned()), |(s, a)| (s.clone(), a.clone()));
+        let id = crate::ids::dead_letter_id(&run.run_id, node_id);
+        warn!(run = %run.run_id, flow = %plan.flow_id, node = node_id, %service, %action, reason, error = %failure.message, "step dead-lettered");
+        if !run.dead_letters.contains(&id) {
+            run.dead_letters.push(id.clone());
+        }
+        effects.dead_letters.push(DeadLetter {
+            id,
+            run_id: run.run_id.clone(),
+            flow_id: plan.flow_id.clone(),
+            version: plan.version,
+            node_id: node_id.to_owned(),
+            service,
+            action,
+            reason: reason.to_owned(),
+            error: failure.message,
+            attempts: attempt,
+            payload,
+            idempotency_key: idempotency_key(&run.run_id, node_id),
+            trace_id: run.trace_id.clone(),
+            tenant_id: run.tenant_id.clone(),
+            at: iso_utc(now),
+            at_ms: now,
+            status: DeadLetterStatus::Open,
+            replays: Vec::new(),
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn completion(
+        &self,
+        plan: &FlowPlan,
+        run: &Run,
+        node_id: &str,
+        kind: &str,
+        outcome: &str,
+        attempt: Option<u32>,
+        error: Option<&str>,
+        duration_us: Option<u64>,
+    ) -> CompletionEvent {
+        let now = self.now_ms();
+        CompletionEvent {
+            kind: "node".to_owned(),
+            run_id: run.run_id.clone(),
+            flow_id: plan.flow_id.clone(),
+            version: plan.version,
+            trace_id: run.trace_id.clone(),
+            tenant_id: run.tenant_id.clone(),
+            node_id: Some(node_id.to_owned()),
+            node_kind: Some(kind.to_owned()),
+            outcome: outcome.to_owned(),
+            attempt,
+            error: error.map(str::to_owned),
+            duration_us,
+            path: Vec::new(),
+            at: iso_utc(now),
+            at_ms: now,
+        }
+    }
+}
+
+/// The run's completion event for its current status.
+pub fn run_completion(run: &Run) -> CompletionEvent {
+    CompletionEvent {
+        kind: "run".to_owned(),
+        run_id: run.run_id.clone(),
+        flow_id: run.flow_id.clone(),
+        version: run.version,
+        trace_id: run.trace_id.clone(),
+        tenant_id: run.tenant_id.clone(),
+        node_id: None,
+        node_kind: None,
+        outcome: run.status.as_str().to_owned(),
+        attempt: None,
+        error: None,
+        duration_us: None,
+        path: crate::model::RunSummary::from(run).path,
+        at: iso_utc(run.updated_ms),
+        at_ms: run.updated_ms,
+    }
+}
+
+/// A value as text for a counter key or a query parameter: strings as they are, other JSON as JSON.
+fn key_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Steps due at `now_ms` taken out of `run.pending` (the rest stay).
+pub fn take_due(run: &mut Run, now_ms: i64) -> Vec<Step> {
+    let (due, later): (Vec<Pending>, Vec<Pending>) = run.pending.drain(..).partition(|p| p.due_ms <= now_ms);
+    run.pending = later;
+    due.into_iter().map(|p| Step::new(p.node_id, p.payload, p.attempt)).collect()
+}
+
+/// The steps that start a run: the source node with the event.
+pub fn start(plan: &FlowPlan, event: &Map<String, Value>) -> Vec<Step> {
+    vec![Step::new(plan.source.clone(), event.clone(), 1)]
+}

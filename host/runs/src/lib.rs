@@ -1,0 +1,32 @@
+//! `flowhost-runs`: released v2 flows running. A source event starts a run of every flow its topic and event
+//! type start; the run walks the released version's graph (conditions, rate limits, mappings, lookups, outputs,
+//! service segments and actions), records every node's input, output, outcome, attempts and timing, retries
+//! failed steps with backoff without holding up other runs, and dead-letters terminal failures.
+//!
+//! - [`model`]: the run, node records, pending steps, dead letters, completion events;
+//! - [`ids`]: run ids, the idempotency key `sha256(run_id + node_id)`, trace ids;
+//! - [`plan`]: a released version compiled for running, and every runnable flow indexed by source;
+//! - [`execute`]: advancing a run through its plan, and what that must make durable;
+//! - [`services`]: calls into in-process components;
+//! - [`effects`]: publishing, mirroring and storing in the order that keeps delivery at-least-once;
+//! - [`store`]: runs and dead letters in the documents port;
+//! - [`replay`]: replaying dead letters to the run's version or the latest release;
+//! - [`runner`]: the tasks the engine role runs (plan reload, source loop, scheduler).
+
+pub mod effects;
+pub mod execute;
+pub mod ids;
+pub mod metrics;
+pub mod model;
+pub mod plan;
+pub mod replay;
+pub mod runner;
+pub mod services;
+pub mod store;
+
+pub use execute::{CallError, ServiceCalls};
+pub use metrics::RunMetrics;
+pub use model::{CompletionEvent, DeadLetter, DeadLetterStatus, ReplayTarget, Run, RunStatus, RunSummary};
+pub use runner::{Runner, RunnerConfig, RunnerStatus};
+pub use services::InProcess;
+pub use store::{RunPage, Runs, RunsError};

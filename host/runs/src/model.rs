@@ -1,0 +1,318 @@
+//! What a run is, as stored (collection `flow_runs`) and listed: the run, each node's record with its
+//! attempts, the steps still to do, and the dead letters of its failed actions (`flow_dead_letters`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Where a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Steps wait for their time (an action's retry) or for an external service's reply.
+    Waiting,
+    /// Every branch ended: passed through, stopped at a condition or rate limit, or skipped forward.
+    Completed,
+    /// Every branch ended and at least one action failed for good (its dead letter is open).
+    DeadLettered,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 3] = [RunStatus::Waiting, RunStatus::Completed, RunStatus::DeadLettered];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Waiting => "waiting",
+            RunStatus::Completed => "completed",
+            RunStatus::DeadLettered => "dead_lettered",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RunStatus> {
+        RunStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// What happened at a node (bounded: these are metric labels too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeOutcome {
+    /// The node did its work and the payload went on.
+    Passed,
+    /// A condition that did not hold (or an else branch whose sibling held): the branch ends.
+    NotMatched,
+    /// A rate limit's window was full: the branch ends.
+    RateLimited,
+    /// The action (or lookup) asked to skip: acknowledged, not forwarded, no dead letter.
+    SkipForward,
+    /// A retryable failure; the step is retried after its backoff.
+    Retrying,
+    /// Sent to an external service; the run waits for its reply.
+    Sent,
+    /// Failed for good (a permanent failure, or retries exhausted): dead-lettered.
+    DeadLettered,
+}
+
+impl NodeOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeOutcome::Passed => "passed",
+            NodeOutcome::NotMatched => "not_matched",
+            NodeOutcome::RateLimited => "rate_limited",
+            NodeOutcome::SkipForward => "skip_forward",
+            NodeOutcome::Retrying => "retrying",
+            NodeOutcome::Sent => "sent",
+            NodeOutcome::DeadLettered => "dead_lettered",
+        }
+    }
+}
+
+/// One attempt of a node that calls out (an action, a lookup).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub attempt: u32,
+    pub at_ms: i64,
+    pub duration_us: u64,
+    /// `success`, `skip-forward`, `retryable`, `permanent` (the spec's outcome classes).
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A node's part of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    pub node_id: String,
+    pub kind: String,
+    /// The payload the node received.
+    pub input: Value,
+    /// What the node passed on (absent when the branch ended here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    pub outcome: NodeOutcome,
+    pub started_ms: i64,
+    /// Time spent in the node, all attempts together.
+    pub duration_us: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Why a step waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitReason {
+    /// An action's retry, due at `due_ms`.
+    Retry,
+    /// An external service's reply; `due_ms` is when to send again if none came.
+    Reply,
+    /// A dead letter replayed: run again now.
+    Replay,
+}
+
+/// A step still to do: run `node_id` on `payload` (attempt `attempt`) at or after `due_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pending {
+    pub node_id: String,
+    pub payload: Map<String, Value>,
+    pub attempt: u32,
+    pub due_ms: i64,
+    pub reason: WaitReason,
+}
+
+/// Where the source record of a run came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceRef {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// A run as stored in `flow_runs` (id: `run_id`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    pub run_id: String,
+    pub flow_id: String,
+    pub version: u64,
+    pub status: RunStatus,
+    pub trace_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
+    pub source: SourceRef,
+    /// The source event.
+    pub event: Map<String, Value>,
+    pub started_at: String,
+    pub started_ms: i64,
+    pub updated_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// Node records in the order the nodes ran.
+    pub nodes: Vec<NodeRecord>,
+    #[serde(default)]
+    pub pending: Vec<Pending>,
+    /// The earliest `due_ms` of `pending` (what the scheduler queries); absent when nothing is pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_due_ms: Option<i64>,
+    /// A node holding the run for its pending steps until this time (0: nobody).
+    #[serde(default)]
+    pub lease_until_ms: i64,
+    /// Dead letters of this run (`flow_dead_letters` ids).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dead_letters: Vec<String>,
+    /// The run this one replays (a replay to the latest release starts a new run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<String>,
+}
+
+impl Run {
+    /// The record of `node_id`.
+    pub fn node(&self, node_id: &str) -> Option<&NodeRecord> {
+        self.nodes.iter().find(|n| n.node_id == node_id)
+    }
+
+    /// Sets `status`, `next_due_ms` and `finished_at` from what is pending and dead-lettered.
+    pub fn settle(&mut self, now_ms: i64) {
+        self.next_due_ms = self.pending.iter().map(|p| p.due_ms).min();
+        self.status = if !self.pending.is_empty() {
+            RunStatus::Waiting
+        } else if self.dead_letters.is_empty() {
+            RunStatus::Completed
+        } else {
+            RunStatus::DeadLettered
+        };
+        self.updated_ms = now_ms;
+        if self.pending.is_empty() && self.finished_at.is_none() {
+            self.finished_at = Some(flowhost_core::digest::iso_utc(now_ms));
+        }
+        if !self.pending.is_empty() {
+            self.finished_at = None;
+        }
+    }
+}
+
+/// What a run list shows per run (the nodes' payloads stay on the run itself).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub flow_id: String,
+    pub version: u64,
+    pub status: RunStatus,
+    pub trace_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// Each node with its outcome, in the order they ran.
+    pub path: Vec<PathStep>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathStep {
+    pub node_id: String,
+    pub outcome: NodeOutcome,
+}
+
+impl From<&Run> for RunSummary {
+    fn from(run: &Run) -> Self {
+        RunSummary {
+            run_id: run.run_id.clone(),
+            flow_id: run.flow_id.clone(),
+            version: run.version,
+            status: run.status,
+            trace_id: run.trace_id.clone(),
+            tenant_id: run.tenant_id.clone(),
+            started_at: run.started_at.clone(),
+            finished_at: run.finished_at.clone(),
+            path: run.nodes.iter().map(|n| PathStep { node_id: n.node_id.clone(), outcome: n.outcome }).collect(),
+        }
+    }
+}
+
+/// Whether a dead letter still waits for a replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadLetterStatus {
+    Open,
+    Replayed,
+}
+
+/// Where a replay runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplayTarget {
+    /// The version the run started on: the same run resumes at the failed node.
+    Run,
+    /// The flow's latest release: a new run from the source event.
+    Latest,
+}
+
+/// One replay of a dead letter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replay {
+    pub at: String,
+    pub by: String,
+    pub to: ReplayTarget,
+    /// The run that continues (the same run, or the new one of the latest release).
+    pub run_id: String,
+    pub version: u64,
+}
+
+/// A terminal action failure (collection `flow_dead_letters`, id from [`crate::ids::dead_letter_id`]), published on
+/// `triggers.v2.dlq.<service>.<action>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    pub id: String,
+    pub run_id: String,
+    pub flow_id: String,
+    pub version: u64,
+    pub node_id: String,
+    pub service: String,
+    pub action: String,
+    /// `permanent` (the action said so) or `exhausted` (retryable until the attempts ran out).
+    pub reason: String,
+    pub error: String,
+    pub attempts: u32,
+    /// The payload the action node received.
+    pub payload: Map<String, Value>,
+    pub idempotency_key: String,
+    pub trace_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
+    pub at: String,
+    pub at_ms: i64,
+    pub status: DeadLetterStatus,
+    #[serde(default)]
+    pub replays: Vec<Replay>,
+}
+
+/// The observability event of node progress and outcomes (topic `engine.completions_topic`), separate from
+/// the result payload: one per action or lookup attempt, per output published, and per run status change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionEvent {
+    /// `node` or `run`.
+    pub kind: String,
+    pub run_id: String,
+    pub flow_id: String,
+    pub version: u64,
+    pub trace_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_kind: Option<String>,
+    /// A node's outcome (`passed`, `retrying`, ...) or the run's status (`completed`, ...).
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_us: Option<u64>,
+    /// A run event's path: every node so far with its outcome.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<PathStep>,
+    pub at: String,
+    pub at_ms: i64,
+}

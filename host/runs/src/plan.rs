@@ -1,0 +1,295 @@
+//! A released flow version compiled for running: expressions compiled once against the fields that reach their
+//! node, each node's children in the order a run visits them, each action resolved to the component that
+//! implements it. [`Plans`] holds every runnable flow (released, enabled and `valid`) indexed by source topic
+//! and event type; the runner reloads it on the admin API's change signal and on a tick.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use flowhost_core::collections::FLOWS;
+use flowhost_core::ports::{Ports, Query};
+use flowhost_expr::Expression;
+use flowhost_flows::model::API_VERSION;
+use flowhost_flows::{node_fields, Dependencies, FlowRecord, FlowStatus, Flows, NodeKind};
+use serde_json::{json, Map, Value};
+use tracing::warn;
+
+/// What one node does when a run reaches it.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Source,
+    /// `None`: an else branch.
+    Condition(Option<Arc<Expression>>),
+    RateLimit {
+        limit: i64,
+        window_ms: u64,
+        key: Option<String>,
+    },
+    Mapping {
+        merge: bool,
+        fields: Vec<(String, String)>,
+    },
+    Lookup {
+        service: String,
+        data_source: String,
+        params: Map<String, Value>,
+        target: String,
+    },
+    Output {
+        topic: String,
+    },
+    Segment {
+        service: String,
+        transport: String,
+        kafka_topic: Option<String>,
+        in_process: bool,
+    },
+    Action {
+        service: String,
+        action: String,
+        config: Value,
+        component: Option<String>,
+    },
+}
+
+impl Op {
+    pub fn kind(&self) -> NodeKind {
+        match self {
+            Op::Source => NodeKind::Source,
+            Op::Condition(_) => NodeKind::Condition,
+            Op::RateLimit { .. } => NodeKind::RateLimit,
+            Op::Mapping { .. } => NodeKind::Mapping,
+            Op::Lookup { .. } => NodeKind::Lookup,
+            Op::Output { .. } => NodeKind::OutputTopic,
+            Op::Segment { .. } => NodeKind::ServiceIn,
+            Op::Action { .. } => NodeKind::Action,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PlanNode {
+    pub id: String,
+    pub op: Op,
+    /// Children in visiting order: condition children with an expression first, then an else branch, then
+    /// the rest.
+    pub children: Vec<String>,
+}
+
+/// A runnable released version of a flow.
+#[derive(Debug, Clone)]
+pub struct FlowPlan {
+    pub flow_id: String,
+    pub version: u64,
+    pub topic: String,
+    pub event_type: String,
+    pub source: String,
+    pub nodes: HashMap<String, PlanNode>,
+}
+
+impl FlowPlan {
+    pub fn node(&self, id: &str) -> Option<&PlanNode> {
+        self.nodes.get(id)
+    }
+
+    /// Compiles a released `version` of `flow_id` (its body normalized at release) against `deps`.
+    pub fn compile(
+        flow_id: &str,
+        version: &flowhost_flows::FlowVersion,
+        deps: &Dependencies,
+    ) -> Result<FlowPlan, String> {
+        let body = &version.body;
+        let fields = node_fields(body, deps);
+        let mut children: HashMap<&str, Vec<&str>> = HashMap::new();
+        for edge in &body.edges {
+            children.entry(edge.from.as_str()).or_default().push(edge.to.as_str());
+        }
+        let mut nodes = HashMap::new();
+        let mut source = None;
+        let parents: HashMap<&str, &str> = body.edges.iter().map(|e| (e.to.as_str(), e.from.as_str())).collect();
+        for node in &body.nodes {
+            let kind = NodeKind::parse(&node.kind).ok_or_else(|| format!("node {:?}: unknown kind", node.id))?;
+            let config = &node.config;
+            let text = |key: &str| config.get(key).and_then(Value::as_str).map(str::to_owned);
+            let op = match kind {
+                NodeKind::Source => {
+                    source = Some((node.id.clone(), text("topic"), text("event_type")));
+                    Op::Source
+                }
+                NodeKind::Condition => {
+                    if config.get("else").and_then(Value::as_bool).unwrap_or(false) {
+                        Op::Condition(None)
+                    } else {
+                        let expression = text("expression").unwrap_or_default();
+                        let compiled = match fields.get(&node.id) {
+                            Some(fields) => Expression::compile_fields(&expression, fields, &node.id),
+                            None => Expression::compile(&expression, None),
+                        }
+                        .map_err(|errors| format!("node {:?}: {}", node.id, errors.join("; ")))?;
+                        Op::Condition(Some(Arc::new(compiled)))
+                    }
+                }
+                NodeKind::RateLimit => Op::RateLimit {
+                    limit: config.get("limit").and_then(Value::as_i64).unwrap_or(1),
+                    window_ms: config.get("window_seconds").and_then(Value::as_u64).unwrap_or(1).saturating_mul(1000),
+                    key: text("key"),
+                },
+                NodeKind::Mapping => Op::Mapping {
+                    merge: text("mode").as_deref() == Some("merge"),
+                    fields: config
+                        .get("fields")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|f| {
+                            Some((f.get("source")?.as_str()?.to_owned(), f.get("target")?.as_str()?.to_owned()))
+                        })
+                        .collect(),
+                },
+                NodeKind::Lookup => Op::Lookup {
+                    service: text("service").unwrap_or_default(),
+                    data_source: text("data_source").unwrap_or_default(),
+                    params: config.get("params").and_then(Value::as_object).cloned().unwrap_or_default(),
+                    target: text("target").unwrap_or_default(),
+                },
+                NodeKind::OutputTopic => Op::Output { topic: text("topic").unwrap_or_default() },
+                NodeKind::ServiceIn => {
+                    let service = text("service").unwrap_or_default();
+                    let transport = text("transport").unwrap_or_default();
+                    Op::Segment {
+                        in_process: transport == flowhost_flows::IN_PROCESS,
+                        service,
+                        transport,
+                        kafka_topic: text("kafka_topic"),
+                    }
+                }
+                NodeKind::Action => {
+                    let service = segment_service(body, &parents, &node.id)
+                        .ok_or_else(|| format!("action node {:?} has no service segment", node.id))?;
+                    let action = text("action_ref").unwrap_or_default();
+                    let component = deps.services.get(&service).and_then(|s| {
+                        s.components
+                            .iter()
+                            .find(|c| c.actions.iter().any(|a| a.name == action))
+                            .map(|c| c.component_id.clone())
+                    });
+                    let mut settings = config.as_object().cloned().unwrap_or_default();
+                    settings.remove("action_ref");
+                    Op::Action { service, action, config: Value::Object(settings), component }
+                }
+            };
+            let mut kids: Vec<&str> = children.get(node.id.as_str()).cloned().unwrap_or_default();
+            let rank = |id: &&str| match body.nodes.iter().find(|n| n.id == *id) {
+                Some(n) if n.kind == NodeKind::Condition.as_str() => {
+                    usize::from(n.config.get("else").and_then(Value::as_bool).unwrap_or(false))
+                }
+                _ => 2,
+            };
+            kids.sort_by_key(rank);
+            let children = kids.into_iter().map(str::to_owned).collect();
+            nodes.insert(node.id.clone(), PlanNode { id: node.id.clone(), op, children });
+        }
+        let (source, topic, event_type) = source.ok_or("the flow has no source")?;
+        let topic = topic.ok_or("the source names no topic (runs from a service source start over its inbound)")?;
+        Ok(FlowPlan {
+            flow_id: flow_id.to_owned(),
+            version: version.version,
+            topic,
+            event_type: event_type.unwrap_or_default(),
+            source,
+            nodes,
+        })
+    }
+}
+
+/// The service of the nearest segment before `node_id`.
+fn segment_service(body: &flowhost_flows::FlowBody, parents: &HashMap<&str, &str>, node_id: &str) -> Option<String> {
+    let mut at = *parents.get(node_id)?;
+    for _ in 0..body.nodes.len() {
+        let node = body.nodes.iter().find(|n| n.id == at)?;
+        if node.kind == NodeKind::ServiceIn.as_str() {
+            return node.config.get("service").and_then(Value::as_str).map(str::to_owned);
+        }
+        at = parents.get(at)?;
+    }
+    None
+}
+
+/// Every runnable flow, indexed by source topic and event type.
+#[derive(Debug, Default)]
+pub struct Plans {
+    by_source: HashMap<(String, String), Vec<Arc<FlowPlan>>>,
+    by_flow: HashMap<String, Arc<FlowPlan>>,
+    /// Retarget topics that do not exist, with the flows that need them: their source topics are not consumed.
+    pub missing_topics: Vec<(String, String)>,
+}
+
+impl Plans {
+    /// Loads every released, enabled and `valid` v2 flow.
+    pub async fn load(ports: &Ports) -> Result<Plans, flowhost_flows::FlowError> {
+        let flows = Flows::new(ports.clone());
+        let query = Query::new()
+            .eq("api_version", json!(API_VERSION))
+            .eq("status", json!(FlowStatus::Valid))
+            .eq("enabled", json!(true));
+        let page = ports.documents.query(FLOWS, &query).await?;
+        let records: Vec<FlowRecord> =
+            page.items.into_iter().filter_map(|doc| serde_json::from_value(doc).ok()).collect();
+        let mut deps = Dependencies::load(ports).await?;
+        let mut plans = Plans::default();
+        for record in records {
+            let Some(number) = record.released_version else { continue };
+            let version = flows.version(&record.id, number).await?;
+            let retargets = flowhost_flows::retarget_topics(&version.body);
+            deps.check_topics(ports.topics.as_ref(), retargets.clone()).await;
+            let missing: Vec<String> = retargets.into_iter().filter(|t| deps.topics.get(t) != Some(&true)).collect();
+            match FlowPlan::compile(&record.id, &version, &deps) {
+                Ok(plan) => {
+                    let plan = Arc::new(plan);
+                    plans.by_flow.insert(record.id.clone(), plan.clone());
+                    if !missing.is_empty() {
+                        // Fails closed: the flow's source is not consumed until its retarget topic exists.
+                        warn!(flow = %record.id, topics = ?missing, "a Kafka retarget topic is missing; the flow's source topic is not consumed");
+                        plans.missing_topics.extend(missing.into_iter().map(|t| (record.id.clone(), t)));
+                        continue;
+                    }
+                    plans.by_source.entry((plan.topic.clone(), plan.event_type.clone())).or_default().push(plan);
+                }
+                Err(problem) => warn!(flow = %record.id, number, %problem, "a released flow cannot run"),
+            }
+        }
+        // A topic blocked by one flow is blocked for all: its records are not consumed, so none are lost.
+        let blocked: BTreeSet<String> = plans
+            .missing_topics
+            .iter()
+            .filter_map(|(flow, _)| plans.by_flow.get(flow))
+            .map(|p| p.topic.clone())
+            .collect();
+        plans.by_source.retain(|(topic, _), _| !blocked.contains(topic));
+        Ok(plans)
+    }
+
+    /// The flows an event of `event_type` on `topic` starts.
+    pub fn matching(&self, topic: &str, event_type: &str) -> &[Arc<FlowPlan>] {
+        self.by_source.get(&(topic.to_owned(), event_type.to_owned())).map_or(&[], Vec::as_slice)
+    }
+
+    /// The plan of a flow at a version, when that is the version loaded (a replay to the run's version of an
+    /// older one compiles it on demand).
+    pub fn flow(&self, flow_id: &str) -> Option<&Arc<FlowPlan>> {
+        self.by_flow.get(flow_id)
+    }
+
+    /// The source topics to consume.
+    pub fn source_topics(&self) -> BTreeSet<String> {
+        self.by_source.keys().map(|(topic, _)| topic.clone()).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_flow.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_flow.is_empty()
+    }
+}

@@ -1,0 +1,499 @@
+//! [`Runner`]: runs released flows. Three tasks share its state until shutdown:
+//!
+//! - the plan reloader: every runnable flow (released, enabled, `valid`) compiled, on the admin API's change
+//!   signal (`flowhost.config.changed`) and every `engine.reload_interval_ms`;
+//! - the source loop: consumes the source topics of those flows in the consumer group
+//!   `<engine.group_id>.flows`; for each record and each flow its topic and event type start, a run (its id
+//!   derived from the flow and the record, so a redelivered record finds its run and starts nothing again),
+//!   advanced as far as it goes in memory, then made durable (outputs, completion events, dead letters, the
+//!   run) before the batch's offsets are committed;
+//! - the scheduler: runs whose pending steps are due (retries after their backoff, replays), each claimed for
+//!   a lease so no two nodes advance it at once, advanced and made durable the same way.
+//!
+//! A missing Kafka retarget topic of a flow stops the consumption of that flow's source topic (it fails
+//! closed: nothing is consumed, so nothing is lost); `/ready` names the topic and
+//! `flowhost_flow_retarget_topics_missing` counts it until it exists.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flowhost_core::backoff::Backoff;
+use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
+use flowhost_core::config::EngineConfig;
+use flowhost_core::digest::iso_utc;
+use flowhost_core::envelope::Event;
+use flowhost_core::ports::{
+    merge_positions, next_positions, ConsumerConfig, KnownTopics, Ports, Record, StartFrom, TopicConsumer, Wakeups,
+};
+use flowhost_flows::{Dependencies, Flows};
+use futures::StreamExt;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, info_span, warn, Instrument};
+
+use crate::effects::Durability;
+use crate::execute::{run_completion, start, take_due, Effects, Executor, ServiceCalls};
+use crate::ids;
+use crate::model::{Run, RunStatus, SourceRef};
+use crate::plan::{FlowPlan, Plans};
+use crate::store::Runs;
+use crate::RunMetrics;
+
+/// Runs advanced at once within a batch (their actions run concurrently).
+const CONCURRENCY: usize = 16;
+/// How long a node holds a run it advances from its pending steps.
+const LEASE: Duration = Duration::from_secs(60);
+/// Runs the scheduler takes per round.
+const DUE_PER_ROUND: u64 = 64;
+
+/// What readiness reads: plans loaded, and which retarget topics are missing.
+#[derive(Debug, Default)]
+pub struct RunnerStatus {
+    loaded: std::sync::atomic::AtomicBool,
+    missing: Mutex<Vec<(String, String)>>,
+    source_error: Mutex<Option<String>>,
+}
+
+impl RunnerStatus {
+    /// `Err` until the first plan load, while a retarget topic is missing, or while the source fails.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.loaded.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err("released flows not loaded yet".to_owned());
+        }
+        let missing = self.missing.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((flow, topic)) = missing.first() {
+            return Err(format!(
+                "flow {flow:?}: Kafka retarget topic {topic:?} does not exist; its source topic is not consumed"
+            ));
+        }
+        if let Some(error) = self.source_error.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            return Err(format!("consuming flow sources fails: {error}"));
+        }
+        Ok(())
+    }
+}
+
+/// Settings of the runner.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    pub engine: EngineConfig,
+    /// Partitions of topics the runner creates (outputs, completion events).
+    pub topic_partitions: i32,
+    /// How often the scheduler looks for due steps.
+    pub poll_interval: Duration,
+}
+
+/// Runs released flows (see the module documentation).
+pub struct Runner {
+    ports: Ports,
+    config: RunnerConfig,
+    services: Arc<dyn ServiceCalls>,
+    metrics: Arc<RunMetrics>,
+    status: Arc<RunnerStatus>,
+}
+
+impl Runner {
+    pub fn new(
+        ports: Ports,
+        config: RunnerConfig,
+        services: Arc<dyn ServiceCalls>,
+        metrics: Arc<RunMetrics>,
+    ) -> Runner {
+        Runner { ports, config, services, metrics, status: Arc::default() }
+    }
+
+    pub fn status(&self) -> Arc<RunnerStatus> {
+        self.status.clone()
+    }
+
+    /// Runs the three tasks until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let runs = Runs::new(&self.ports);
+        if let Err(error) = runs.ensure_indexes().await {
+            warn!(%error, "could not create the run indexes; queries still work, more slowly");
+        }
+        let (plans_tx, plans_rx) = watch::channel(Arc::new(Plans::default()));
+        let shared = Arc::new(Shared {
+            durability: Durability {
+                ports: self.ports.clone(),
+                runs: runs.clone(),
+                known: Arc::new(KnownTopics::new(self.config.topic_partitions)),
+                completions_topic: self.config.engine.completions_topic.clone(),
+                metrics: self.metrics.clone(),
+            },
+            ports: self.ports,
+            config: self.config,
+            services: self.services,
+            metrics: self.metrics,
+            status: self.status,
+            runs,
+            older: Mutex::new(HashMap::new()),
+        });
+        let reloader = tokio::spawn(shared.clone().reload_loop(plans_tx, shutdown.clone()));
+        let scheduler = tokio::spawn(shared.clone().schedule_loop(plans_rx.clone(), shutdown.clone()));
+        shared.source_loop(plans_rx, &shutdown).await;
+        let _ = reloader.await;
+        let _ = scheduler.await;
+        info!("flow runner stopped");
+    }
+}
+
+struct Shared {
+    ports: Ports,
+    config: RunnerConfig,
+    services: Arc<dyn ServiceCalls>,
+    metrics: Arc<RunMetrics>,
+    status: Arc<RunnerStatus>,
+    runs: Runs,
+    durability: Durability,
+    /// Plans of versions other than the loaded ones (runs that started before a re-release), by flow and version.
+    older: Mutex<HashMap<(String, u64), Arc<FlowPlan>>>,
+}
+
+impl Shared {
+    fn executor(&self) -> Executor<'_> {
+        Executor {
+            ports: &self.ports,
+            services: self.services.as_ref(),
+            retry: &self.config.engine.retry,
+            metrics: &self.metrics,
+        }
+    }
+
+    async fn reload_loop(self: Arc<Self>, plans: watch::Sender<Arc<Plans>>, shutdown: CancellationToken) {
+        let interval = Duration::from_millis(self.config.engine.reload_interval_ms);
+        let mut wakeups = Wakeups::new(self.ports.subjects.as_ref(), CONFIG_CHANGED_SUBJECT, interval).await;
+        while wakeups.next(&shutdown).await {
+            match Plans::load(&self.ports).await {
+                Ok(loaded) => {
+                    self.metrics.plans_loaded.set(loaded.len() as i64);
+                    self.metrics.retarget_topics_missing.set(loaded.missing_topics.len() as i64);
+                    *self.status.missing.lock().unwrap_or_else(|p| p.into_inner()) = loaded.missing_topics.clone();
+                    self.status.loaded.store(true, std::sync::atomic::Ordering::Relaxed);
+                    self.older.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                    plans.send_replace(Arc::new(loaded));
+                }
+                Err(error) => {
+                    self.metrics.errors.with_label_values(&["reload"]).inc();
+                    warn!(%error, "loading released flows failed; keeping the previous ones");
+                }
+            }
+        }
+    }
+
+    /// The plan a run of `flow_id` at `version` follows.
+    async fn plan_of(&self, plans: &Plans, flow_id: &str, version: u64) -> Option<Arc<FlowPlan>> {
+        if let Some(plan) = plans.flow(flow_id).filter(|p| p.version == version) {
+            return Some(plan.clone());
+        }
+        let key = (flow_id.to_owned(), version);
+        if let Some(plan) = self.older.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Some(plan.clone());
+        }
+        let flows = Flows::new(self.ports.clone());
+        let compiled = async {
+            let released = flows.version(flow_id, version).await.map_err(|e| e.to_string())?;
+            let deps = Dependencies::load(&self.ports).await.map_err(|e| e.to_string())?;
+            FlowPlan::compile(flow_id, &released, &deps)
+        };
+        match compiled.await {
+            Ok(plan) => {
+                let plan = Arc::new(plan);
+                self.older.lock().unwrap_or_else(|p| p.into_inner()).insert(key, plan.clone());
+                Some(plan)
+            }
+            Err(problem) => {
+                warn!(flow = flow_id, version, %problem, "cannot load the version a run follows");
+                None
+            }
+        }
+    }
+
+    async fn source_loop(&self, mut plans: watch::Receiver<Arc<Plans>>, shutdown: &CancellationToken) {
+        let group = format!("{}.flows", self.config.engine.group_id);
+        let mut backoff = Backoff::for_backend();
+        let mut consumer: Option<(BTreeSet<String>, Box<dyn TopicConsumer>)> = None;
+        loop {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            let current = plans.borrow_and_update().clone();
+            let topics = current.source_topics();
+            if consumer.as_ref().is_some_and(|(subscribed, _)| *subscribed != topics) {
+                if let Some((_, mut old)) = consumer.take() {
+                    let _ = old.close().await;
+                }
+            }
+            if topics.is_empty() {
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    _ = plans.changed() => continue,
+                }
+            }
+            if consumer.is_none() {
+                let request = ConsumerConfig {
+                    group: group.clone(),
+                    topics: topics.iter().cloned().collect(),
+                    start: StartFrom::Earliest,
+                };
+                let joined = async {
+                    self.durability.known.ensure(self.ports.topics.as_ref(), &topics).await?;
+                    self.ports.topics.consumer(request).await
+                };
+                match joined.await {
+                    Ok(joined) => {
+                        info!(topics = ?topics, %group, "consuming flow source topics");
+                        consumer = Some((topics, joined));
+                    }
+                    Err(error) => {
+                        self.source_failed("subscribe", &error.to_string());
+                        if !sleep_or_shutdown(backoff.next_delay(), shutdown).await {
+                            break;
+                        }
+                        continue;
+                    }
+                }
+            }
+            let Some((_, active)) = consumer.as_mut() else { continue };
+            let polled = tokio::select! {
+                () = shutdown.cancelled() => break,
+                polled = active.poll(self.config.engine.batch_size, Duration::from_millis(200)) => polled,
+            };
+            let batch = match polled {
+                Ok(batch) => batch,
+                Err(error) => {
+                    self.source_failed("poll", &error.to_string());
+                    if !sleep_or_shutdown(backoff.next_delay(), shutdown).await {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            backoff.reset();
+            *self.status.source_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            if batch.is_empty() {
+                continue;
+            }
+            let current = plans.borrow().clone();
+            if !self.process(&current, &batch, shutdown).await {
+                break; // Shut down before the batch was durable: it is consumed again.
+            }
+            let positions = merge_positions(next_positions(&batch));
+            let mut commit_backoff = Backoff::for_backend();
+            loop {
+                match active.commit(&positions).await {
+                    Ok(()) => break,
+                    Err(error) => {
+                        self.metrics.errors.with_label_values(&["commit"]).inc();
+                        warn!(%error, "commit failed; retrying (the batch may be consumed again)");
+                        if !sleep_or_shutdown(commit_backoff.next_delay(), shutdown).await {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some((_, mut active)) = consumer {
+            let _ = active.close().await;
+        }
+    }
+
+    fn source_failed(&self, kind: &str, error: &str) {
+        self.metrics.errors.with_label_values(&[kind]).inc();
+        warn!(%error, kind, "consuming flow sources failed; retrying");
+        *self.status.source_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_owned());
+    }
+
+    /// Starts and advances the runs of a batch and makes them durable; false when shut down first.
+    async fn process(&self, plans: &Plans, batch: &[Record], shutdown: &CancellationToken) -> bool {
+        let mut starts: Vec<(&Record, Event, Arc<FlowPlan>, String)> = Vec::new();
+        for record in batch {
+            let Ok(event) = Event::parse(&record.value) else {
+                debug!(topic = %record.topic, offset = record.offset, "a record that is not an event starts no run");
+                continue;
+            };
+            for plan in plans.matching(&record.topic, &event.event_type) {
+                let run_id = ids::run_id(&plan.flow_id, &record.topic, record.partition, record.offset);
+                starts.push((record, event.clone(), plan.clone(), run_id));
+            }
+        }
+        if starts.is_empty() {
+            return true;
+        }
+        let ids: Vec<String> = starts.iter().map(|(_, _, _, id)| id.clone()).collect();
+        let existing = loop {
+            match self.runs.existing(&ids).await {
+                Ok(existing) => break existing,
+                Err(error) => {
+                    self.metrics.errors.with_label_values(&["store"]).inc();
+                    warn!(%error, "cannot tell which runs exist; retrying");
+                    if !sleep_or_shutdown(Duration::from_millis(500), shutdown).await {
+                        return false;
+                    }
+                }
+            }
+        };
+        let executor = self.executor();
+        // Futures made in a loop, not in a stream closure: a closure borrowing `executor` would make the
+        // future's lifetimes higher-ranked, which the role's `Send` task cannot prove.
+        let mut pending = Vec::new();
+        for (record, event, plan, run_id) in starts {
+            if !existing.contains(&run_id) {
+                pending.push(self.start_run(&executor, record, event, plan, run_id));
+            }
+        }
+        let advanced: Vec<(Run, Effects)> =
+            futures::stream::iter(pending).buffer_unordered(CONCURRENCY).collect().await;
+        let mut runs = Vec::with_capacity(advanced.len());
+        let mut effects = Effects::default();
+        for (run, run_effects) in advanced {
+            self.finished(&run, None);
+            effects.completions.push(run_completion(&run));
+            effects.extend(run_effects);
+            runs.push(run);
+        }
+        self.durability.make_durable(&runs, effects, shutdown).await
+    }
+
+    /// Starts the run of `plan` for `record` and advances it as far as it goes.
+    async fn start_run(
+        &self,
+        executor: &Executor<'_>,
+        record: &Record,
+        event: Event,
+        plan: Arc<FlowPlan>,
+        run_id: String,
+    ) -> (Run, Effects) {
+        let now = self.ports.clock.now_ms();
+        let trace_id = ids::trace_id(record);
+        let span = info_span!("run", %trace_id, %run_id, flow = %plan.flow_id);
+        let mut run = Run {
+            run_id,
+            flow_id: plan.flow_id.clone(),
+            version: plan.version,
+            status: RunStatus::Waiting,
+            trace_id,
+            tenant_id: event.tenant_id.clone(),
+            source: SourceRef { topic: record.topic.clone(), partition: record.partition, offset: record.offset },
+            event: event.fields.clone(),
+            started_at: iso_utc(now),
+            started_ms: now,
+            updated_ms: now,
+            finished_at: None,
+            nodes: Vec::new(),
+            pending: Vec::new(),
+            next_due_ms: None,
+            lease_until_ms: 0,
+            dead_letters: Vec::new(),
+            replay_of: None,
+        };
+        let mut effects = Effects::default();
+        executor.advance(&plan, &mut run, start(&plan, &event.fields), &mut effects).instrument(span).await;
+        self.metrics.started.inc();
+        (run, effects)
+    }
+
+    /// Counts a run that ended (and was not ended before).
+    fn finished(&self, run: &Run, before: Option<RunStatus>) {
+        if run.status != RunStatus::Waiting && before != Some(run.status) {
+            self.metrics.finished.with_label_values(&[run.status.as_str()]).inc();
+        }
+    }
+
+    async fn schedule_loop(self: Arc<Self>, plans: watch::Receiver<Arc<Plans>>, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(self.config.poll_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let current = plans.borrow().clone();
+            loop {
+                match self.schedule_round(&current, &shutdown).await {
+                    Ok(0) => break,
+                    Ok(_) if shutdown.is_cancelled() => return,
+                    Ok(_) => continue, // More may be due.
+                    Err(error) => {
+                        self.metrics.errors.with_label_values(&["schedule"]).inc();
+                        warn!(%error, "advancing due runs failed; retrying on the next tick");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Advances the runs whose steps are due; answers how many it advanced.
+    async fn schedule_round(&self, plans: &Plans, shutdown: &CancellationToken) -> Result<usize, crate::RunsError> {
+        let now = self.ports.clock.now_ms();
+        let due = self.runs.due(now, DUE_PER_ROUND).await?;
+        let mut advanced = 0;
+        for candidate in due {
+            let lease_until = now + i64::try_from(LEASE.as_millis()).unwrap_or(i64::MAX);
+            let Some((mut run, version)) = self.runs.claim(&candidate.run_id, now, lease_until).await? else {
+                continue; // Another node has it, or it changed.
+            };
+            let before = run.status;
+            let claimed_letters = run.dead_letters.clone();
+            let Some(plan) = self.plan_of(plans, &run.flow_id, run.version).await else {
+                continue; // Its lease runs out and another round tries again.
+            };
+            let steps = take_due(&mut run, self.ports.clock.now_ms());
+            let span = info_span!("run", trace_id = %run.trace_id, run_id = %run.run_id, flow = %run.flow_id);
+            let mut effects = Effects::default();
+            self.executor().advance(&plan, &mut run, steps, &mut effects).instrument(span).await;
+            run.lease_until_ms = 0;
+            if run.status != before {
+                effects.completions.push(run_completion(&run));
+            }
+            if !self.durability.make_durable(&[], effects, shutdown).await {
+                return Ok(advanced);
+            }
+            if self.runs.replace(&run, version).await?.is_none() {
+                // Changed while held (a replay): the lease kept steps from running twice; store our advance on
+                // top of the fresh document.
+                self.merge(&run, &claimed_letters).await?;
+            }
+            self.finished(&run, Some(before));
+            advanced += 1;
+        }
+        Ok(advanced)
+    }
+
+    /// Stores an advanced run over a fresher stored one: our node records win, the dead letters we added are
+    /// added, pending steps are ours plus any the other writer added for nodes we did not touch.
+    async fn merge(&self, ours: &Run, claimed_letters: &[String]) -> Result<(), crate::RunsError> {
+        for _ in 0..5 {
+            let (mut fresh, version) = self.runs.get_versioned(&ours.run_id).await?;
+            let touched: BTreeSet<&str> = ours.nodes.iter().map(|n| n.node_id.as_str()).collect();
+            for record in &ours.nodes {
+                match fresh.nodes.iter_mut().find(|n| n.node_id == record.node_id) {
+                    Some(existing) => *existing = record.clone(),
+                    None => fresh.nodes.push(record.clone()),
+                }
+            }
+            fresh.pending.retain(|p| !touched.contains(p.node_id.as_str()));
+            fresh.pending.extend(ours.pending.iter().cloned());
+            for letter in ours.dead_letters.iter().filter(|l| !claimed_letters.contains(l)) {
+                if !fresh.dead_letters.contains(letter) {
+                    fresh.dead_letters.push(letter.clone());
+                }
+            }
+            fresh.lease_until_ms = 0;
+            fresh.settle(self.ports.clock.now_ms());
+            if self.runs.replace(&fresh, version).await?.is_some() {
+                return Ok(());
+            }
+        }
+        Err(crate::RunsError::Conflict(format!("run {:?} changed on every attempt to store it", ours.run_id)))
+    }
+}
+
+async fn sleep_or_shutdown(delay: Duration, shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        () = shutdown.cancelled() => false,
+        () = tokio::time::sleep(delay) => true,
+    }
+}
