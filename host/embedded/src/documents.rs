@@ -212,6 +212,35 @@ impl DocumentStore for SqliteDocuments {
         Ok(self.get_versioned(collection, id).await?.map(|versioned| versioned.body))
     }
 
+    async fn get_many(
+        &self,
+        collection: &str,
+        ids: &[String],
+    ) -> Result<std::collections::HashMap<String, Value>, PortError> {
+        let collection = collection.to_owned();
+        let ids = ids.to_vec();
+        self.db
+            .read(move |c| {
+                let mut found = std::collections::HashMap::new();
+                // Chunks well under SQLite's limit of bound parameters.
+                for chunk in ids.chunks(500) {
+                    let marks = vec!["?"; chunk.len()].join(", ");
+                    let sql = format!("SELECT id, body FROM documents WHERE collection = ? AND id IN ({marks})");
+                    let mut statement = c.prepare_cached(&sql)?;
+                    let parameters = std::iter::once(&collection).chain(chunk.iter());
+                    let rows = statement.query_map(params_from_iter(parameters), |row| {
+                        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                    })?;
+                    for row in rows {
+                        let (id, body) = row?;
+                        found.insert(id, parse(body)?);
+                    }
+                }
+                Ok(found)
+            })
+            .await
+    }
+
     async fn get_versioned(&self, collection: &str, id: &str) -> Result<Option<Versioned>, PortError> {
         let (collection, id) = (collection.to_owned(), id.to_owned());
         self.db

@@ -116,12 +116,45 @@ pub(crate) fn backend_error(error: rusqlite::Error) -> PortError {
     }
 }
 
+/// A 16 MiB page cache per connection: with SQLite's default of 2 MiB every B-tree step of a growing store
+/// reads its page with a system call (a third of the cost of writing a batch of flow runs, measured).
+fn tune(connection: &Connection) -> Result<(), PortError> {
+    connection.execute_batch("PRAGMA cache_size = -16384;").map_err(backend_error)
+}
+
+/// How often the background checkpointer copies the write-ahead log into the database file.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Checkpoints the WAL from a connection of its own every [`CHECKPOINT_INTERVAL`] until the writer is gone.
+/// The writer runs with `wal_autocheckpoint = 0`: an automatic checkpoint runs inside the commit that crosses
+/// its threshold, and its `fsync`s made every few commits several times slower (measured on a batch of flow
+/// runs: 25 ms instead of 5). A passive checkpoint never blocks the writer or readers.
+fn spawn_checkpointer(path: &Path, writer: std::sync::Weak<Mutex<Connection>>) -> Result<(), PortError> {
+    let connection =
+        Connection::open(path).map_err(|e| PortError::Backend(format!("cannot open {}: {e}", path.display())))?;
+    connection.busy_timeout(Duration::from_secs(10)).map_err(backend_error)?;
+    std::thread::Builder::new()
+        .name("flowhost-sqlite-checkpoint".into())
+        .spawn(move || loop {
+            std::thread::sleep(CHECKPOINT_INTERVAL);
+            if writer.upgrade().is_none() {
+                return;
+            }
+            if let Err(error) = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                tracing::warn!(%error, "embedded store checkpoint failed; retrying");
+            }
+        })
+        .map_err(|e| PortError::Backend(format!("cannot start the checkpoint thread: {e}")))?;
+    Ok(())
+}
+
 impl Db {
     pub(crate) fn open(path: &Path) -> Result<Db, PortError> {
         let connection =
             Connection::open(path).map_err(|e| PortError::Backend(format!("cannot open {}: {e}", path.display())))?;
         connection.busy_timeout(Duration::from_secs(10)).map_err(backend_error)?;
         connection.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;").map_err(backend_error)?;
+        tune(&connection)?;
         connection.execute_batch(SCHEMA).map_err(backend_error)?;
         migrate(&connection).map_err(backend_error)?;
         // Readers open after the schema exists; read-only and `query_only` so a bug cannot write through them.
@@ -134,14 +167,14 @@ impl Db {
                 .map_err(|e| PortError::Backend(format!("cannot open {} for reading: {e}", path.display())))?;
                 reader.busy_timeout(Duration::from_secs(10)).map_err(backend_error)?;
                 reader.execute_batch("PRAGMA query_only = ON;").map_err(backend_error)?;
+                tune(&reader)?;
                 Ok(Mutex::new(reader))
             })
             .collect::<Result<Vec<_>, PortError>>()?;
-        Ok(Db {
-            writer: Arc::new(Mutex::new(connection)),
-            readers: readers.into(),
-            next_reader: Arc::new(AtomicUsize::new(0)),
-        })
+        connection.execute_batch("PRAGMA wal_autocheckpoint = 0;").map_err(backend_error)?;
+        let writer = Arc::new(Mutex::new(connection));
+        spawn_checkpointer(path, Arc::downgrade(&writer))?;
+        Ok(Db { writer, readers: readers.into(), next_reader: Arc::new(AtomicUsize::new(0)) })
     }
 
     /// Runs `f` with the writer connection on the blocking pool.

@@ -222,6 +222,30 @@ impl DocumentStore for MongoDocuments {
         .await
     }
 
+    async fn get_many(
+        &self,
+        collection: &str,
+        ids: &[String],
+    ) -> Result<std::collections::HashMap<String, Value>, PortError> {
+        bounded("get_many", async {
+            let mut found = std::collections::HashMap::new();
+            if ids.is_empty() {
+                return Ok(found);
+            }
+            let mut cursor = self
+                .collection(collection)?
+                .find(doc! { "_id": { "$in": ids } })
+                .await
+                .map_err(|error| map_error(error, "reading documents"))?;
+            while let Some(document) = cursor.try_next().await.map_err(|error| map_error(error, "reading documents"))? {
+                let id = document.get_str("_id").map(str::to_owned).unwrap_or_default();
+                found.insert(id, to_json(document));
+            }
+            Ok(found)
+        })
+        .await
+    }
+
     async fn get_versioned(&self, collection: &str, id: &str) -> Result<Option<Versioned>, PortError> {
         bounded("get_versioned", async {
             let found = self

@@ -76,18 +76,18 @@ pub trait ServiceCalls: Send + Sync {
     async fn lookup(&self, service: &str, data_source: &str, params: &[(String, String)]) -> Result<String, CallError>;
 }
 
-/// A step: visit `node_id` with `payload` (attempt `attempt` of a node that calls out; `decided` is a
-/// condition's answer, computed with its siblings).
+/// A step: visit `node_id` with the run's payload number `payload` (attempt `attempt` of a node that calls
+/// out; `decided` is a condition's answer, computed with its siblings).
 #[derive(Debug, Clone)]
 pub struct Step {
     pub node_id: String,
-    pub payload: Map<String, Value>,
+    pub payload: usize,
     pub attempt: u32,
     pub decided: Option<bool>,
 }
 
 impl Step {
-    pub fn new(node_id: impl Into<String>, payload: Map<String, Value>, attempt: u32) -> Step {
+    pub fn new(node_id: impl Into<String>, payload: usize, attempt: u32) -> Step {
         Step { node_id: node_id.into(), payload, attempt, decided: None }
     }
 }
@@ -118,8 +118,8 @@ pub struct Executor<'a> {
 
 /// How one node's visit ended.
 enum Visit {
-    /// Go on to the children with this payload.
-    Continue(Map<String, Value>),
+    /// Go on to the children with this payload (its number in the run).
+    Continue(usize),
     /// The branch ends here.
     Stop(NodeOutcome),
 }
@@ -149,28 +149,27 @@ impl Executor<'_> {
             };
             let started = Instant::now();
             let started_ms = self.now_ms();
-            let input = step.payload.clone();
+            let input = step.payload;
             let visit = self.visit(plan, run, node.id.as_str(), &node.op, step, effects).await;
             let elapsed = started.elapsed();
             let kind = node.op.kind().as_str();
             match visit {
                 None => {} // The node recorded itself (a waiting or dead-lettered step).
                 Some(Visit::Stop(outcome)) => {
-                    self.record(run, node.id.as_str(), kind, Value::Object(input), None, outcome, started_ms, elapsed)
+                    self.record(run, node.id.as_str(), kind, input, None, outcome, started_ms, elapsed)
                 }
-                Some(Visit::Continue(payload)) => {
-                    let output = Value::Object(payload.clone());
+                Some(Visit::Continue(output)) => {
                     self.record(
                         run,
                         node.id.as_str(),
                         kind,
-                        Value::Object(input),
+                        input,
                         Some(output),
                         NodeOutcome::Passed,
                         started_ms,
                         elapsed,
                     );
-                    let children = self.children(plan, &node.children, &payload);
+                    let children = self.children(plan, &node.children, run, output);
                     stack.extend(children.into_iter().rev());
                 }
             }
@@ -180,7 +179,8 @@ impl Executor<'_> {
 
     /// The steps of `children` for `payload`: each condition's answer is computed here, with its siblings, so
     /// an else branch knows whether one of them held.
-    fn children(&self, plan: &FlowPlan, children: &[String], payload: &Map<String, Value>) -> Vec<Step> {
+    fn children(&self, plan: &FlowPlan, children: &[String], run: &Run, payload_index: usize) -> Vec<Step> {
+        let payload = &run.payloads[payload_index];
         let mut any_held = false;
         children
             .iter()
@@ -201,7 +201,7 @@ impl Executor<'_> {
                     Op::Condition(None) => Some(!any_held),
                     _ => None,
                 };
-                Step { node_id: child.id.clone(), payload: payload.clone(), attempt: 1, decided }
+                Step { node_id: child.id.clone(), payload: payload_index, attempt: 1, decided }
             })
             .collect()
     }
@@ -212,8 +212,8 @@ impl Executor<'_> {
         run: &mut Run,
         node_id: &str,
         kind: &str,
-        input: Value,
-        output: Option<Value>,
+        input: usize,
+        output: Option<usize>,
         outcome: NodeOutcome,
         started_ms: i64,
         elapsed: Duration,
@@ -249,24 +249,25 @@ impl Executor<'_> {
         step: Step,
         effects: &mut Effects,
     ) -> Option<Visit> {
-        let Step { payload, attempt, decided, .. } = step;
+        let Step { payload: at, attempt, decided, .. } = step;
         match op {
-            Op::Source | Op::Segment { .. } => Some(Visit::Continue(payload)),
+            Op::Source | Op::Segment { .. } => Some(Visit::Continue(at)),
             Op::Condition(_) => Some(match decided {
-                Some(true) => Visit::Continue(payload),
+                Some(true) => Visit::Continue(at),
                 _ => Visit::Stop(NodeOutcome::NotMatched),
             }),
             Op::Mapping { merge, fields } => {
+                let payload = &run.payloads[at];
                 let mut out = if *merge { payload.clone() } else { Map::new() };
                 for (source, target) in fields {
                     if let Some(value) = payload.get(source) {
                         out.insert(target.clone(), value.clone());
                     }
                 }
-                Some(Visit::Continue(out))
+                Some(Visit::Continue(run.push_payload(out)))
             }
             Op::Output { topic } => {
-                let value = serde_json::to_vec(&payload).unwrap_or_default();
+                let value = serde_json::to_vec(&run.payloads[at]).unwrap_or_default();
                 let mut record = OutRecord::new(topic.clone(), value)
                     .with_header(HEADER_FLOW_ID, plan.flow_id.as_bytes().to_vec())
                     .with_header(HEADER_RUN_ID, run.run_id.as_bytes().to_vec())
@@ -279,36 +280,27 @@ impl Executor<'_> {
                     record = record.with_key(tenant.as_bytes().to_vec());
                 }
                 effects.outputs.push(record);
-                effects.completions.push(self.completion(
-                    plan,
-                    run,
-                    node_id,
-                    "output-topic",
-                    NodeOutcome::Passed.as_str(),
-                    None,
-                    None,
-                    None,
-                ));
-                Some(Visit::Continue(payload))
+                Some(Visit::Continue(at))
             }
             Op::RateLimit { limit, window_ms, key } => {
-                let value = key.as_ref().and_then(|k| payload.get(k)).map(key_text).unwrap_or_default();
+                let value = key.as_ref().and_then(|k| run.payloads[at].get(k)).map(key_text).unwrap_or_default();
                 let now = self.now_ms();
                 let window = now.div_euclid(i64::try_from(*window_ms).unwrap_or(i64::MAX).max(1));
                 let counter = format!("flowhost:rate:{}:{node_id}:{value}:{window}", plan.flow_id);
                 let ttl = Duration::from_millis(*window_ms).max(Duration::from_secs(1));
                 match self.ports.cache.incr(&counter, ttl).await {
-                    Ok(count) if count <= *limit => Some(Visit::Continue(payload)),
+                    Ok(count) if count <= *limit => Some(Visit::Continue(at)),
                     Ok(_) => Some(Visit::Stop(NodeOutcome::RateLimited)),
                     Err(error) => {
                         let failure = CallError::retryable(format!("rate-limit counter: {error}"));
-                        self.failed(plan, run, node_id, "rate-limit", payload, attempt, 0, failure, None, effects);
+                        self.failed(plan, run, node_id, "rate-limit", at, attempt, 0, failure, None, effects);
                         None
                     }
                 }
             }
             Op::Lookup { service, data_source, params, target } => {
-                let rendered = match render_value(&Value::Object(params.clone()), &|name| payload.get(name)) {
+                let rendered = render_value(&Value::Object(params.clone()), &|name| run.payloads[at].get(name));
+                let rendered = match rendered {
                     Ok(Value::Object(rendered)) => rendered,
                     Ok(_) => Map::new(),
                     Err(error) => {
@@ -318,7 +310,7 @@ impl Executor<'_> {
                             run,
                             node_id,
                             "lookup",
-                            payload,
+                            at,
                             attempt,
                             0,
                             failure,
@@ -334,18 +326,18 @@ impl Executor<'_> {
                 let elapsed = started.elapsed();
                 match answer {
                     Ok(text) => {
-                        self.attempt(run, node_id, "lookup", &payload, attempt, elapsed, "success", None);
+                        self.attempt(run, node_id, "lookup", at, attempt, elapsed, "success", None);
                         let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-                        let mut out = payload;
+                        let mut out = run.payloads[at].clone();
                         out.insert(target.clone(), value);
-                        Some(Visit::Continue(out))
+                        Some(Visit::Continue(run.push_payload(out)))
                     }
                     Err(failure) if failure.outcome == Outcome::SkipForward => {
                         self.attempt(
                             run,
                             node_id,
                             "lookup",
-                            &payload,
+                            at,
                             attempt,
                             elapsed,
                             "skip-forward",
@@ -360,7 +352,7 @@ impl Executor<'_> {
                             run,
                             node_id,
                             "lookup",
-                            payload,
+                            at,
                             attempt,
                             micros,
                             failure,
@@ -372,7 +364,7 @@ impl Executor<'_> {
                 }
             }
             Op::Action { service, action, config, component } => {
-                let input = match render_value(config, &|name| payload.get(name)) {
+                let input = match render_value(config, &|name| run.payloads[at].get(name)) {
                     Ok(input) => input,
                     Err(error) => {
                         let failure = CallError::permanent(format!("config: {error}"));
@@ -381,7 +373,7 @@ impl Executor<'_> {
                             run,
                             node_id,
                             "action",
-                            payload,
+                            at,
                             attempt,
                             0,
                             failure,
@@ -406,7 +398,7 @@ impl Executor<'_> {
                 let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
                 match answer {
                     Ok(text) => {
-                        self.attempt(run, node_id, "action", &payload, attempt, elapsed, "success", None);
+                        self.attempt(run, node_id, "action", at, attempt, elapsed, "success", None);
                         effects.completions.push(self.completion(
                             plan,
                             run,
@@ -418,16 +410,16 @@ impl Executor<'_> {
                             Some(micros),
                         ));
                         let result = serde_json::from_str(&text).unwrap_or(Value::String(text));
-                        let mut out = payload;
+                        let mut out = run.payloads[at].clone();
                         out.insert(flowhost_flows::ACTION_RESULT_FIELD.to_owned(), result);
-                        Some(Visit::Continue(out))
+                        Some(Visit::Continue(run.push_payload(out)))
                     }
                     Err(failure) if failure.outcome == Outcome::SkipForward => {
                         self.attempt(
                             run,
                             node_id,
                             "action",
-                            &payload,
+                            at,
                             attempt,
                             elapsed,
                             "skip-forward",
@@ -451,7 +443,7 @@ impl Executor<'_> {
                             run,
                             node_id,
                             "action",
-                            payload,
+                            at,
                             attempt,
                             micros,
                             failure,
@@ -472,7 +464,7 @@ impl Executor<'_> {
         run: &mut Run,
         node_id: &str,
         kind: &str,
-        payload: &Map<String, Value>,
+        payload: usize,
         attempt: u32,
         elapsed: Duration,
         outcome: &str,
@@ -487,7 +479,7 @@ impl Executor<'_> {
                 run.nodes.push(NodeRecord {
                     node_id: node_id.to_owned(),
                     kind: kind.to_owned(),
-                    input: Value::Object(payload.clone()),
+                    input: payload,
                     output: None,
                     outcome: NodeOutcome::Retrying,
                     started_ms: at_ms,
@@ -517,7 +509,7 @@ impl Executor<'_> {
         run: &mut Run,
         node_id: &str,
         kind: &str,
-        payload: Map<String, Value>,
+        payload: usize,
         attempt: u32,
         micros: u64,
         failure: CallError,
@@ -525,7 +517,7 @@ impl Executor<'_> {
         effects: &mut Effects,
     ) {
         let elapsed = Duration::from_micros(micros);
-        self.attempt(run, node_id, kind, &payload, attempt, elapsed, failure.outcome.as_str(), Some(&failure.message));
+        self.attempt(run, node_id, kind, payload, attempt, elapsed, failure.outcome.as_str(), Some(&failure.message));
         let now = self.now_ms();
         let retry = failure.outcome == Outcome::Retryable && attempt < self.retry.max_attempts.max(1);
         let outcome = if retry { NodeOutcome::Retrying } else { NodeOutcome::DeadLettered };
@@ -575,7 +567,7 @@ impl Executor<'_> {
             reason: reason.to_owned(),
             error: failure.message,
             attempts: attempt,
-            payload,
+            payload: run.payloads[payload].clone(),
             idempotency_key: idempotency_key(&run.run_id, node_id),
             trace_id: run.trace_id.clone(),
             tenant_id: run.tenant_id.clone(),
@@ -656,6 +648,6 @@ pub fn take_due(run: &mut Run, now_ms: i64) -> Vec<Step> {
 }
 
 /// The steps that start a run: the source node with the event.
-pub fn start(plan: &FlowPlan, event: &Map<String, Value>) -> Vec<Step> {
-    vec![Step::new(plan.source.clone(), event.clone(), 1)]
+pub fn start(plan: &FlowPlan) -> Vec<Step> {
+    vec![Step::new(plan.source.clone(), 0, 1)]
 }

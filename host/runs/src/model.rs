@@ -78,16 +78,17 @@ pub struct Attempt {
     pub error: Option<String>,
 }
 
-/// A node's part of a run.
+/// A node's part of a run. Payloads are numbers into [`Run::payloads`] (a node that passes its payload on
+/// unchanged has the same number in and out, so a run stores each payload once); [`Run::view`] shows them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeRecord {
     pub node_id: String,
     pub kind: String,
     /// The payload the node received.
-    pub input: Value,
+    pub input: usize,
     /// What the node passed on (absent when the branch ended here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Value>,
+    pub output: Option<usize>,
     pub outcome: NodeOutcome,
     pub started_ms: i64,
     /// Time spent in the node, all attempts together.
@@ -114,7 +115,8 @@ pub enum WaitReason {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pending {
     pub node_id: String,
-    pub payload: Map<String, Value>,
+    /// The payload's number in [`Run::payloads`].
+    pub payload: usize,
     pub attempt: u32,
     pub due_ms: i64,
     pub reason: WaitReason,
@@ -139,8 +141,8 @@ pub struct Run {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant_id: Option<String>,
     pub source: SourceRef,
-    /// The source event.
-    pub event: Map<String, Value>,
+    /// Every distinct payload of the run; the first is the source event.
+    pub payloads: Vec<Map<String, Value>>,
     pub started_at: String,
     pub started_ms: i64,
     pub updated_ms: i64,
@@ -165,6 +167,62 @@ pub struct Run {
 }
 
 impl Run {
+    /// The source event.
+    pub fn event(&self) -> &Map<String, Value> {
+        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+        self.payloads.first().unwrap_or_else(|| EMPTY.get_or_init(Map::new))
+    }
+
+    /// Adds a payload a node produced; answers its number.
+    pub fn push_payload(&mut self, payload: Map<String, Value>) -> usize {
+        self.payloads.push(payload);
+        self.payloads.len() - 1
+    }
+
+    /// The number of `payload`, adding it when the run has no equal one.
+    pub fn payload_index(&mut self, payload: &Map<String, Value>) -> usize {
+        match self.payloads.iter().position(|p| p == payload) {
+            Some(i) => i,
+            None => self.push_payload(payload.clone()),
+        }
+    }
+
+    /// The run as the API shows it: the source `event`, and each node's and pending step's payloads in place
+    /// of their numbers.
+    pub fn view(&self) -> Value {
+        let payload = |i: usize| self.payloads.get(i).map_or(Value::Null, |p| Value::Object(p.clone()));
+        let mut view = serde_json::to_value(self).unwrap_or(Value::Null);
+        if let Some(object) = view.as_object_mut() {
+            object.remove("payloads");
+            object.insert("event".to_owned(), Value::Object(self.event().clone()));
+            let nodes: Vec<Value> = self
+                .nodes
+                .iter()
+                .map(|n| {
+                    let mut node = serde_json::to_value(n).unwrap_or(Value::Null);
+                    node["input"] = payload(n.input);
+                    match n.output {
+                        Some(o) => node["output"] = payload(o),
+                        None => drop(node.as_object_mut().map(|m| m.remove("output"))),
+                    }
+                    node
+                })
+                .collect();
+            object.insert("nodes".to_owned(), Value::Array(nodes));
+            let pending: Vec<Value> = self
+                .pending
+                .iter()
+                .map(|p| {
+                    let mut step = serde_json::to_value(p).unwrap_or(Value::Null);
+                    step["payload"] = payload(p.payload);
+                    step
+                })
+                .collect();
+            object.insert("pending".to_owned(), Value::Array(pending));
+        }
+        view
+    }
+
     /// The record of `node_id`.
     pub fn node(&self, node_id: &str) -> Option<&NodeRecord> {
         self.nodes.iter().find(|n| n.node_id == node_id)
@@ -287,7 +345,8 @@ pub struct DeadLetter {
 }
 
 /// The observability event of node progress and outcomes (topic `engine.completions_topic`), separate from
-/// the result payload: one per action or lookup attempt, per output published, and per run status change.
+/// the result payload: one per action attempt, per failed lookup or rate-limit counter, and per run status
+/// change (with the path of every node's outcome).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompletionEvent {
     /// `node` or `run`.

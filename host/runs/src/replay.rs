@@ -29,9 +29,10 @@ pub async fn replay(ports: &Ports, id: &str, to: ReplayTarget, by: &str) -> Resu
                 let (mut run, version) = runs.get_versioned(&letter.run_id).await?;
                 run.dead_letters.retain(|l| l != id);
                 run.pending.retain(|p| p.node_id != letter.node_id);
+                let payload = run.payload_index(&letter.payload);
                 run.pending.push(Pending {
                     node_id: letter.node_id.clone(),
-                    payload: letter.payload.clone(),
+                    payload,
                     attempt: 1,
                     due_ms: now,
                     reason: WaitReason::Replay,
@@ -70,7 +71,7 @@ pub async fn replay(ports: &Ports, id: &str, to: ReplayTarget, by: &str) -> Resu
                 trace_id: original.trace_id.clone(),
                 tenant_id: original.tenant_id.clone(),
                 source: original.source.clone(),
-                event: original.event.clone(),
+                payloads: vec![original.event().clone()],
                 started_at: iso_utc(now),
                 started_ms: now,
                 updated_ms: now,
@@ -78,7 +79,7 @@ pub async fn replay(ports: &Ports, id: &str, to: ReplayTarget, by: &str) -> Resu
                 nodes: Vec::new(),
                 pending: vec![Pending {
                     node_id: source,
-                    payload: original.event.clone(),
+                    payload: 0,
                     attempt: 1,
                     due_ms: now,
                     reason: WaitReason::Replay,

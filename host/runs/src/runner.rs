@@ -14,7 +14,7 @@
 //! closed: nothing is consumed, so nothing is lost); `/ready` names the topic and
 //! `flowhost_flow_retarget_topics_missing` counts it until it exists.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,8 +40,14 @@ use crate::plan::{FlowPlan, Plans};
 use crate::store::Runs;
 use crate::RunMetrics;
 
-/// Runs advanced at once within a batch (their actions run concurrently).
+/// Runs advanced at once by one task (their actions run concurrently).
 const CONCURRENCY: usize = 16;
+/// Batches whose runs may be advancing or becoming durable at once; offsets are still committed in order, each
+/// only after its batch and every earlier one is durable.
+const PIPELINE_DEPTH: usize = 3;
+
+/// A batch being processed: its task (true once durable) and the offsets to commit after it.
+type InFlight = (tokio::task::JoinHandle<bool>, Vec<flowhost_core::ports::Position>);
 /// How long a node holds a run it advances from its pending steps.
 const LEASE: Duration = Duration::from_secs(60);
 /// Runs the scheduler takes per round.
@@ -210,10 +216,11 @@ impl Shared {
         }
     }
 
-    async fn source_loop(&self, mut plans: watch::Receiver<Arc<Plans>>, shutdown: &CancellationToken) {
+    async fn source_loop(self: &Arc<Self>, mut plans: watch::Receiver<Arc<Plans>>, shutdown: &CancellationToken) {
         let group = format!("{}.flows", self.config.engine.group_id);
         let mut backoff = Backoff::for_backend();
         let mut consumer: Option<(BTreeSet<String>, Box<dyn TopicConsumer>)> = None;
+        let mut in_flight: VecDeque<InFlight> = VecDeque::new();
         loop {
             if shutdown.is_cancelled() {
                 break;
@@ -222,6 +229,10 @@ impl Shared {
             let topics = current.source_topics();
             if consumer.as_ref().is_some_and(|(subscribed, _)| *subscribed != topics) {
                 if let Some((_, mut old)) = consumer.take() {
+                    // Commit what the member made durable before it leaves the group.
+                    if !self.settle(&mut in_flight, 0, old.as_mut(), shutdown).await {
+                        break;
+                    }
                     let _ = old.close().await;
                 }
             }
@@ -276,27 +287,74 @@ impl Shared {
                 continue;
             }
             let current = plans.borrow().clone();
-            if !self.process(&current, &batch, shutdown).await {
-                break; // Shut down before the batch was durable: it is consumed again.
+            let positions = next_positions(&batch);
+            let task = tokio::spawn(self.clone().process(current, batch, shutdown.clone()));
+            in_flight.push_back((task, positions));
+            if !self.settle(&mut in_flight, PIPELINE_DEPTH - 1, active.as_mut(), shutdown).await {
+                break; // Shut down before a batch was durable: it and the later ones are consumed again.
             }
-            let positions = merge_positions(next_positions(&batch));
-            let mut commit_backoff = Backoff::for_backend();
+        }
+        if let Some((_, mut active)) = consumer {
+            let never = CancellationToken::new();
+            let drain = self.settle(&mut in_flight, 0, active.as_mut(), &never);
+            if tokio::time::timeout(Duration::from_secs(5), drain).await.is_err() {
+                warn!("could not commit the last durable batches in time; they will be consumed again");
+            }
+            let _ = active.close().await;
+        }
+    }
+
+    /// Waits for the oldest batches until at most `keep` are in flight (and takes later ones already done), then
+    /// commits their offsets at once. False when a batch was not made durable (shutdown): nothing from it on is
+    /// committed.
+    async fn settle(
+        &self,
+        in_flight: &mut VecDeque<InFlight>,
+        keep: usize,
+        consumer: &mut dyn TopicConsumer,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let mut done = Vec::new();
+        let mut durable = true;
+        while let Some((task, _)) = in_flight.front() {
+            if in_flight.len() <= keep && !task.is_finished() {
+                break;
+            }
+            let (task, positions) = in_flight.pop_front().expect("front exists");
+            match task.await {
+                Ok(true) => done.extend(positions),
+                Ok(false) => {
+                    durable = false;
+                    break;
+                }
+                Err(error) => {
+                    warn!(%error, "a batch task failed; stopping so the batch is consumed again");
+                    shutdown.cancel();
+                    durable = false;
+                    break;
+                }
+            }
+        }
+        if !durable {
+            in_flight.clear();
+        }
+        if !done.is_empty() {
+            let positions = merge_positions(done);
+            let mut backoff = Backoff::for_backend();
             loop {
-                match active.commit(&positions).await {
+                match consumer.commit(&positions).await {
                     Ok(()) => break,
                     Err(error) => {
                         self.metrics.errors.with_label_values(&["commit"]).inc();
                         warn!(%error, "commit failed; retrying (the batch may be consumed again)");
-                        if !sleep_or_shutdown(commit_backoff.next_delay(), shutdown).await {
-                            break;
+                        if !sleep_or_shutdown(backoff.next_delay(), shutdown).await {
+                            return false;
                         }
                     }
                 }
             }
         }
-        if let Some((_, mut active)) = consumer {
-            let _ = active.close().await;
-        }
+        durable
     }
 
     fn source_failed(&self, kind: &str, error: &str) {
@@ -305,17 +363,19 @@ impl Shared {
         *self.status.source_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_owned());
     }
 
-    /// Starts and advances the runs of a batch and makes them durable; false when shut down first.
-    async fn process(&self, plans: &Plans, batch: &[Record], shutdown: &CancellationToken) -> bool {
-        let mut starts: Vec<(&Record, Event, Arc<FlowPlan>, String)> = Vec::new();
-        for record in batch {
+    /// Starts and advances the runs of a batch and makes them durable; false when shut down first. The runs
+    /// are advanced on as many tasks as the runtime has workers.
+    async fn process(self: Arc<Self>, plans: Arc<Plans>, batch: Vec<Record>, shutdown: CancellationToken) -> bool {
+        let batch = Arc::new(batch);
+        let mut starts: Vec<(usize, Event, Arc<FlowPlan>, String)> = Vec::new();
+        for (index, record) in batch.iter().enumerate() {
             let Ok(event) = Event::parse(&record.value) else {
                 debug!(topic = %record.topic, offset = record.offset, "a record that is not an event starts no run");
                 continue;
             };
             for plan in plans.matching(&record.topic, &event.event_type) {
                 let run_id = ids::run_id(&plan.flow_id, &record.topic, record.partition, record.offset);
-                starts.push((record, event.clone(), plan.clone(), run_id));
+                starts.push((index, event.clone(), plan.clone(), run_id));
             }
         }
         if starts.is_empty() {
@@ -328,20 +388,52 @@ impl Shared {
                 Err(error) => {
                     self.metrics.errors.with_label_values(&["store"]).inc();
                     warn!(%error, "cannot tell which runs exist; retrying");
-                    if !sleep_or_shutdown(Duration::from_millis(500), shutdown).await {
+                    if !sleep_or_shutdown(Duration::from_millis(500), &shutdown).await {
                         return false;
                     }
                 }
             }
         };
+        starts.retain(|(_, _, _, id)| !existing.contains(id));
+        let workers = tokio::runtime::Handle::current().metrics().num_workers().max(1);
+        let per_task = starts.len().div_ceil(workers).max(1);
+        let mut tasks = Vec::new();
+        while !starts.is_empty() {
+            let chunk: Vec<_> = starts.drain(..per_task.min(starts.len())).collect();
+            let (shared, batch) = (self.clone(), batch.clone());
+            tasks.push(tokio::spawn(async move { shared.start_runs(&batch, chunk).await }));
+        }
+        let mut runs = Vec::new();
+        let mut effects = Effects::default();
+        for task in tasks {
+            match task.await {
+                Ok((chunk_runs, chunk_effects)) => {
+                    runs.extend(chunk_runs);
+                    effects.extend(chunk_effects);
+                }
+                Err(error) => {
+                    warn!(%error, "advancing runs failed; the batch is consumed again");
+                    shutdown.cancel();
+                    return false;
+                }
+            }
+        }
+        self.durability.make_durable(&runs, effects, &shutdown).await
+    }
+
+    /// Starts and advances the runs of `chunk` (records of `batch` by index); answers them with their effects,
+    /// each run's completion event included.
+    async fn start_runs(
+        &self,
+        batch: &[Record],
+        chunk: Vec<(usize, Event, Arc<FlowPlan>, String)>,
+    ) -> (Vec<Run>, Effects) {
         let executor = self.executor();
         // Futures made in a loop, not in a stream closure: a closure borrowing `executor` would make the
-        // future's lifetimes higher-ranked, which the role's `Send` task cannot prove.
-        let mut pending = Vec::new();
-        for (record, event, plan, run_id) in starts {
-            if !existing.contains(&run_id) {
-                pending.push(self.start_run(&executor, record, event, plan, run_id));
-            }
+        // future's lifetimes higher-ranked, which the spawned task cannot prove `Send`.
+        let mut pending = Vec::with_capacity(chunk.len());
+        for (index, event, plan, run_id) in chunk {
+            pending.push(self.start_run(&executor, &batch[index], event, plan, run_id));
         }
         let advanced: Vec<(Run, Effects)> =
             futures::stream::iter(pending).buffer_unordered(CONCURRENCY).collect().await;
@@ -353,7 +445,7 @@ impl Shared {
             effects.extend(run_effects);
             runs.push(run);
         }
-        self.durability.make_durable(&runs, effects, shutdown).await
+        (runs, effects)
     }
 
     /// Starts the run of `plan` for `record` and advances it as far as it goes.
@@ -376,7 +468,7 @@ impl Shared {
             trace_id,
             tenant_id: event.tenant_id.clone(),
             source: SourceRef { topic: record.topic.clone(), partition: record.partition, offset: record.offset },
-            event: event.fields.clone(),
+            payloads: vec![event.fields],
             started_at: iso_utc(now),
             started_ms: now,
             updated_ms: now,
@@ -389,7 +481,7 @@ impl Shared {
             replay_of: None,
         };
         let mut effects = Effects::default();
-        executor.advance(&plan, &mut run, start(&plan, &event.fields), &mut effects).instrument(span).await;
+        executor.advance(&plan, &mut run, start(&plan), &mut effects).instrument(span).await;
         self.metrics.started.inc();
         (run, effects)
     }

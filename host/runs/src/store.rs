@@ -84,12 +84,7 @@ impl Runs {
 
     /// Which of `run_ids` are stored already.
     pub async fn existing(&self, run_ids: &[String]) -> Result<HashSet<String>, RunsError> {
-        if run_ids.is_empty() {
-            return Ok(HashSet::new());
-        }
-        let values = run_ids.iter().map(|id| json!(id)).collect();
-        let page = self.documents.query(FLOW_RUNS, &Query::new().filter("run_id", Filter::In(values))).await?;
-        Ok(page.items.iter().filter_map(|doc| doc.get("run_id")?.as_str().map(str::to_owned)).collect())
+        Ok(self.documents.get_many(FLOW_RUNS, run_ids).await?.into_keys().collect())
     }
 
     /// Stores runs (new or advanced), in one write where the backend allows.

@@ -90,6 +90,13 @@ pub async fn replace_and_upsert(store: Arc<dyn DocumentStore>) {
     assert_eq!(store.get(&collection, "m2").await.expect("get"), Some(json!({ "v": 2 })));
     assert_eq!(store.list(&collection).await.expect("list").len(), 4);
     store.upsert_many(&collection, Vec::new()).await.expect("an empty batch is nothing to do");
+
+    // Several read at once by id: only those that exist, each with its body.
+    let ids: Vec<String> = ["m1", "nope", "u", "m1"].iter().map(|s| (*s).to_owned()).collect();
+    let found = store.get_many(&collection, &ids).await.expect("get_many");
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!((found["m1"].clone(), found["u"].clone()), (json!({ "v": 1 }), json!({ "v": "batch" })));
+    assert!(store.get_many(&collection, &[]).await.expect("get_many of nothing").is_empty());
 }
 
 /// `find` matches one top-level field by string, integer, float and boolean, sorted by id, and never matches

@@ -71,7 +71,7 @@ pub(crate) async fn list(
 
 /// `GET /api/v2/runs/{run_id}`: the run with every node's input, output, outcome, attempts and timing.
 pub(crate) async fn read(State(state): State<SharedState>, Path(run_id): Path<String>) -> Result<Json<Value>, V2Error> {
-    Ok(Json(json!(Runs::new(&state.ports).get(&run_id).await?)))
+    Ok(Json(Runs::new(&state.ports).get(&run_id).await?.view()))
 }
 
 #[derive(Deserialize)]

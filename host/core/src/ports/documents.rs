@@ -2,6 +2,7 @@
 //! ([`Query`]: filters on dotted field paths, sort, limit/offset, a total count), store-managed versions for
 //! compare-and-replace, secondary indexes ([`IndexSpec`]) and logical databases.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -184,6 +185,17 @@ pub trait DocumentStore: Send + Sync + 'static {
 
     /// The body and its version; `None` when the id does not exist.
     async fn get_versioned(&self, collection: &str, id: &str) -> Result<Option<Versioned>, PortError>;
+
+    /// The documents of those of `ids` that exist, by id (one round trip where the backend allows).
+    async fn get_many(&self, collection: &str, ids: &[String]) -> Result<HashMap<String, Value>, PortError> {
+        let mut found = HashMap::new();
+        for id in ids {
+            if let Some(doc) = self.get(collection, id).await? {
+                found.insert(id.clone(), doc);
+            }
+        }
+        Ok(found)
+    }
 
     /// Replaces the document only if its stored version is `expected`; returns the new version, or `None` (and
     /// stores nothing) when the document is missing or another write got there first. A unique-index violation

@@ -1,0 +1,183 @@
+//! Flow runs per second and source-to-output latency: a released flow source -> condition -> mapping -> the
+//! bundled `noop` wasm action -> output, run by a whole Flowhost (admin and engine roles) in this process.
+//!
+//! 1. Throughput: `EVENTS` events already on the source topic when the flow is released; the time from the
+//!    release until every run is stored as completed.
+//! 2. Latency at half load: events published at half the measured rate for a few seconds, each stamped with
+//!    its send time; the output records' timestamps minus that, p50 / p99.
+//!
+//! On the embedded store, log and subjects; and, when the test servers' environment is set
+//! (`FLOWHOST_TEST_KAFKA_BROKERS`, `FLOWHOST_TEST_NATS_URL`; see tests/scripts/servers.sh), with topics on Kafka
+//! and subjects on NATS (documents stay embedded: the MongoDB-protocol test server is no performance reference).
+//!
+//!     cargo run --release -p flowhost-tests --bin runs-throughput [-- EVENTS]
+
+use std::time::{Duration, Instant};
+
+use flowhost_core::config::Config;
+use flowhost_core::ports::OutRecord;
+use flowhost_tests::{unique, Backends, TestHost};
+use serde_json::{json, Value};
+
+const LATENCY_SECONDS: u64 = 5;
+
+async fn host(kafka: bool, dir: &std::path::Path) -> TestHost {
+    let mut config: Config = TestHost::config(Backends::Embedded, dir);
+    config.plugins.bundled = true;
+    config.engine.reload_interval_ms = 1000;
+    if kafka {
+        config.kafka.brokers = Some(flowhost_tests::servers::kafka_brokers());
+        config.kafka.properties.insert("session.timeout.ms".into(), "6000".into());
+        config.nats.url = Some(flowhost_tests::servers::nats_url());
+    }
+    TestHost::start_with(config).await
+}
+
+fn flow(source: &str, out: &str) -> Value {
+    let node = |id: &str, kind: &str, config: Value| json!({"id": id, "kind": kind, "config": config});
+    let edge = |from: &str, to: &str| json!({"from": from, "to": to});
+    json!({
+        "nodes": [
+            node("src", "source", json!({"event_type": "deposit", "topic": source})),
+            node("big", "condition", json!({"expression": "amount > 100.0"})),
+            node("map", "mapping", json!({"mode": "merge", "fields": [{"source": "player_id", "target": "player"}]})),
+            node("seg", "service-in", json!({"service": "noop"})),
+            node("act", "action", json!({"action_ref": "noop", "player": "{{player}}", "sent_ms": "{{sent_ms}}"})),
+            node("out", "output-topic", json!({"topic": out})),
+        ],
+        "edges": [edge("src", "big"), edge("big", "map"), edge("map", "seg"), edge("seg", "act"), edge("act", "out")]
+    })
+}
+
+fn event(i: usize, sent_ms: i64) -> Vec<u8> {
+    json!({"event_type": "deposit", "tenant_id": format!("t{}", i % 8), "amount": 150.0, "player_id": format!("p{i}"), "sent_ms": sent_ms})
+        .to_string()
+        .into_bytes()
+}
+
+async fn publish(host: &TestHost, topic: &str, from: usize, count: usize) {
+    for chunk_start in (from..from + count).step_by(1000) {
+        let end = (chunk_start + 1000).min(from + count);
+        let now = chrono_ms();
+        let records: Vec<OutRecord> = (chunk_start..end)
+            .map(|i| OutRecord::new(topic, event(i, now)).with_key(format!("p{i}").into_bytes()))
+            .collect();
+        host.ports.topics.publish(&records).await.expect("publish");
+    }
+}
+
+fn chrono_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+async fn completed(host: &TestHost) -> f64 {
+    host.metric("flowhost_flow_runs_finished_total{status=\"completed\"}").await
+}
+
+async fn wait_completed(host: &TestHost, count: f64, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    while completed(host).await < count {
+        if Instant::now() > until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
+struct Figures {
+    label: &'static str,
+    events: usize,
+    runs_per_s: f64,
+    rate: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    latency_events: usize,
+}
+
+async fn measure(label: &'static str, kafka: bool, events: usize) -> Figures {
+    let dir = tempfile::tempdir().expect("data directory");
+    let host = host(kafka, dir.path()).await;
+    let schema = json!({"fields": [{"name": "amount", "type": "double"}, {"name": "player_id", "type": "string"}, {"name": "sent_ms", "type": "int"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    let (source, out) = (unique("bench-deposits"), unique("bench-out"));
+    host.ports.topics.create_topic(&source, 4).await.expect("source topic");
+    publish(&host, &source, 0, events).await;
+
+    // Wait until the bundled noop is in the catalog, then create and release.
+    let (status, created) = loop {
+        let (status, created) = host.call("POST", "/api/v2/flows/validate-draft", Some(flow(&source, &out))).await;
+        if created["valid"] == true {
+            break host.call("POST", "/api/v2/flows", Some(flow(&source, &out))).await;
+        }
+        assert_eq!(status, 200);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let started = Instant::now();
+    let (status, released) = host.call("POST", &format!("/api/v2/flows/{id}/release"), Some(json!({}))).await;
+    assert_eq!(status, 200, "{released}");
+    assert!(wait_completed(&host, events as f64, Duration::from_secs(600)).await, "runs did not complete");
+    let elapsed = started.elapsed();
+    let runs_per_s = events as f64 / elapsed.as_secs_f64();
+
+    // Half load: publish at half the rate for a few seconds, in 10 ms slices.
+    let rate = runs_per_s / 2.0;
+    let total = (rate * LATENCY_SECONDS as f64) as usize;
+    let per_slice = ((rate / 100.0).ceil() as usize).max(1);
+    let begin = Instant::now();
+    let mut sent = 0;
+    while sent < total {
+        let due = begin + Duration::from_millis((sent as f64 / rate * 1000.0) as u64);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
+        let count = per_slice.min(total - sent);
+        publish(&host, &source, events + sent, count).await;
+        sent += count;
+    }
+    assert!(
+        wait_completed(&host, (events + total) as f64, Duration::from_secs(120)).await,
+        "half-load runs did not complete"
+    );
+    let outputs = host.read(&out, events + total, Duration::from_secs(60)).await;
+    let mut latencies: Vec<f64> = outputs
+        .iter()
+        .filter_map(|record| {
+            let value: Value = serde_json::from_slice(&record.value).ok()?;
+            let player: usize = value["player"].as_str()?.trim_start_matches('p').parse().ok()?;
+            let sent_ms = value["sent_ms"].as_i64()?;
+            (player >= events).then(|| (record.timestamp_ms - sent_ms) as f64)
+        })
+        .collect();
+    latencies.sort_by(|a, b| a.total_cmp(b));
+    let at = |p: f64| latencies.get(((latencies.len().max(1) - 1) as f64 * p) as usize).copied().unwrap_or(f64::NAN);
+    let figures =
+        Figures { label, events, runs_per_s, rate, p50_ms: at(0.5), p99_ms: at(0.99), latency_events: latencies.len() };
+    host.stop().await;
+    figures
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let events: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(20_000);
+    let mut rows = vec![measure("embedded (SQLite documents and log, in-process subjects)", false, events).await];
+    if std::env::var_os("FLOWHOST_TEST_KAFKA_BROKERS").is_some() && std::env::var_os("FLOWHOST_TEST_NATS_URL").is_some()
+    {
+        rows.push(measure("Kafka (tansu) topics, NATS subjects, SQLite documents", true, events).await);
+    }
+    println!("Flow runs: source -> condition -> mapping -> noop wasm action -> output, {events} runs");
+    println!();
+    println!(
+        "| Backends | runs/s (cold backlog) | half load (runs/s) | p50 source-to-output | p99 | latency samples |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for f in rows {
+        println!(
+            "| {} | {:.0} | {:.0} | {:.1} ms | {:.1} ms | {} |",
+            f.label, f.runs_per_s, f.rate, f.p50_ms, f.p99_ms, f.latency_events
+        );
+        let _ = f.events;
+    }
+}
