@@ -94,8 +94,12 @@ impl TestHost {
     pub async fn start_on(config: Config, ports: Ports) -> TestHost {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.api.port)).await.expect("bind");
         let base_url = format!("http://{}", listener.local_addr().unwrap());
+        // Services reply to the API where it really listens (port 0 was only asked for); the kept config stays
+        // as given, so a restart from it binds afresh.
+        let mut serving = config.clone();
+        serving.api.public_base_url.get_or_insert_with(|| base_url.clone());
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(flowhost::serve(config.clone(), ports.clone(), listener, shutdown.clone()));
+        let task = tokio::spawn(flowhost::serve(serving, ports.clone(), listener, shutdown.clone()));
         TestHost { base_url, ports, config, http: reqwest::Client::new(), shutdown, task: Some(task), _data_dir: None }
     }
 

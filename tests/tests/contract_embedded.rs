@@ -208,6 +208,12 @@ async fn topics_marked_positions_committed_on_close() {
     topics::marked_positions_committed_on_close(embedded.topics()).await;
 }
 
+#[tokio::test]
+async fn topics_closed_while_joining_leaves_the_group_usable() {
+    let embedded = Embedded::open();
+    topics::closed_while_joining_leaves_the_group_usable(embedded.topics()).await;
+}
+
 // Subjects.
 
 #[tokio::test]

@@ -71,3 +71,8 @@ async fn paused_partition_while_another_flows() {
 async fn marked_positions_committed_on_close() {
     topics::marked_positions_committed_on_close(kafka()).await;
 }
+
+#[tokio::test]
+async fn closed_while_joining_leaves_the_group_usable() {
+    topics::closed_while_joining_leaves_the_group_usable(kafka()).await;
+}

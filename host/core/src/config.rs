@@ -137,6 +137,10 @@ pub struct ApiConfig {
     /// How often the drift pass re-checks services' active manifests besides reacting to registration and
     /// activation signals (`FLOWHOST_DRIFT_INTERVAL_MS`; default 60000).
     pub drift_interval_ms: u64,
+    /// The URL under which this API is reachable from services (`FLOWHOST_HTTP_PUBLIC_BASE_URL`; default
+    /// `http://<api.host>:<api.port>`, loopback for a wildcard host): external services post their replies to
+    /// `<it>/api/v2/runs/<run_id>/reply`.
+    pub public_base_url: Option<String>,
 }
 
 impl Default for ApiConfig {
@@ -149,6 +153,7 @@ impl Default for ApiConfig {
             admin_token_secret_name: None,
             allow_unauthenticated: false,
             drift_interval_ms: 60_000,
+            public_base_url: None,
         }
     }
 }
@@ -270,6 +275,9 @@ pub struct EngineConfig {
     pub dead_letter_topic: String,
     /// Retries of one record whose node failed with a retryable error, and of one step of a flow run.
     pub retry: RetryPolicy,
+    /// How long a flow run waits for an external service's reply to an action before it sends again (an attempt
+    /// of the step: the retry policy applies) (`FLOWHOST_ENGINE_REPLY_TIMEOUT_MS`; default 30000).
+    pub reply_timeout_ms: u64,
     /// Where flow runs publish their completion events (node progress and outcomes)
     /// (`FLOWHOST_ENGINE_COMPLETIONS_TOPIC`; default `flowhost.flow-completions`).
     pub completions_topic: String,
@@ -332,6 +340,7 @@ impl Default for EngineConfig {
             node_kinds: NodeKindsMode::Native,
             dead_letter_topic: "flowhost.dead-letters".into(),
             retry: RetryPolicy::default(),
+            reply_timeout_ms: 30_000,
             completions_topic: "flowhost.flow-completions".into(),
             flows_poll_interval_ms: 500,
         }
@@ -640,6 +649,9 @@ impl Config {
         if let Some(v) = get("API_PORT") {
             self.api.port = parse("API_PORT", v)?;
         }
+        if let Some(v) = get("FLOWHOST_HTTP_PUBLIC_BASE_URL") {
+            self.api.public_base_url = Some(v.trim_end_matches('/').to_owned());
+        }
         if let Some(v) = get("FLOWHOST_DRIFT_INTERVAL_MS") {
             self.api.drift_interval_ms = parse("FLOWHOST_DRIFT_INTERVAL_MS", v)?;
         }
@@ -714,6 +726,9 @@ impl Config {
         }
         if let Some(v) = get("FLOWHOST_ENGINE_DEAD_LETTER_TOPIC") {
             self.engine.dead_letter_topic = v;
+        }
+        if let Some(v) = get("FLOWHOST_ENGINE_REPLY_TIMEOUT_MS") {
+            self.engine.reply_timeout_ms = parse("FLOWHOST_ENGINE_REPLY_TIMEOUT_MS", v)?;
         }
         if let Some(v) = get("FLOWHOST_ENGINE_COMPLETIONS_TOPIC") {
             self.engine.completions_topic = v;
@@ -863,11 +878,19 @@ impl Config {
         }
         flowhost_topic_name("FLOWHOST_ENGINE_DEAD_LETTER_TOPIC", &self.engine.dead_letter_topic)?;
         flowhost_topic_name("FLOWHOST_ENGINE_COMPLETIONS_TOPIC", &self.engine.completions_topic)?;
+        if self.engine.reply_timeout_ms == 0 {
+            return Err(ConfigError::new("FLOWHOST_ENGINE_REPLY_TIMEOUT_MS", "must be positive"));
+        }
         if self.engine.flows_poll_interval_ms == 0 {
             return Err(ConfigError::new("FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS", "must be positive"));
         }
         if self.roles.is_empty() {
             return Err(ConfigError::new("roles", "no role given"));
+        }
+        if let Some(url) = &self.api.public_base_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(ConfigError::new("FLOWHOST_HTTP_PUBLIC_BASE_URL", "must be an http:// or https:// URL"));
+            }
         }
         if self.api.drift_interval_ms == 0 {
             return Err(ConfigError::new("api.drift_interval_ms", "must be positive"));
@@ -1001,6 +1024,21 @@ impl Config {
     }
 
     /// The main listener's address, `api.host:api.port` (the admin API's, and the push routes' by default).
+    /// The base URL services reach this API under: `api.public_base_url`, else the API's address (loopback
+    /// when it listens on every interface).
+    pub fn public_base_url(&self) -> String {
+        if let Some(url) = &self.api.public_base_url {
+            return url.clone();
+        }
+        let host = match self.api.host.as_str() {
+            "0.0.0.0" | "" => "127.0.0.1",
+            "::" | "[::]" => "[::1]",
+            other => other,
+        };
+        let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() };
+        format!("http://{host}:{}", self.api.port)
+    }
+
     pub fn api_addr(&self) -> String {
         if self.api.host.contains(':') && !self.api.host.starts_with('[') {
             format!("[{}]:{}", self.api.host, self.api.port)

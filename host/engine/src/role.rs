@@ -44,6 +44,7 @@ impl Role for EngineRole {
             engine: config.engine.clone(),
             topic_partitions: config.topics.partitions,
             poll_interval: std::time::Duration::from_millis(config.engine.flows_poll_interval_ms),
+            reply_url_base: config.public_base_url(),
         };
         let runner = flowhost_runs::Runner::new(context.ports.clone(), runner_config, services, run_metrics);
         let runs = runner.status();

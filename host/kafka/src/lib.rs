@@ -311,6 +311,8 @@ struct MemberState {
     /// Per paused partition, the first offset `poll` held back (librdkafka may have fetched it before the
     /// pause took effect): `resume` seeks back there so nothing is skipped.
     held_back: HashMap<(String, i32), i64>,
+    /// Whether the group assigned this member its partitions yet (its first join completed).
+    assigned: bool,
 }
 
 fn lock(state: &Mutex<MemberState>) -> std::sync::MutexGuard<'_, MemberState> {
@@ -337,6 +339,12 @@ struct MemberContext {
 impl ClientContext for MemberContext {}
 
 impl ConsumerContext for MemberContext {
+    fn post_rebalance(&self, _base_consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(_) = rebalance {
+            lock(&self.state).assigned = true;
+        }
+    }
+
     fn pre_rebalance(&self, base_consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let Rebalance::Revoke(revoked) = rebalance else {
             return;
@@ -364,6 +372,9 @@ impl ConsumerContext for MemberContext {
         }
     }
 }
+
+/// How long `close` waits for a member's first join to complete before it leaves.
+const JOIN_BEFORE_LEAVING: Duration = Duration::from_secs(10);
 
 /// One member of a consumer group; leaves the group when dropped or closed.
 struct KafkaConsumer {
@@ -559,6 +570,17 @@ impl TopicConsumer for KafkaConsumer {
             }
         }
         if let Some(consumer) = self.consumer.take() {
+            if !lock(&self.state).assigned {
+                // Leaving in the middle of the first join wedged the group for good on the Kafka-protocol broker
+                // the tests run (a new member never got partitions; a real broker would wait out the session
+                // timeout): finish the join first. Records read meanwhile are not committed, so the next member
+                // reads them again.
+                let deadline = tokio::time::Instant::now() + JOIN_BEFORE_LEAVING;
+                let mut stream = consumer.stream();
+                while !lock(&self.state).assigned && tokio::time::Instant::now() < deadline {
+                    let _ = tokio::time::timeout(Duration::from_millis(100), stream.next()).await;
+                }
+            }
             // Leaving the group blocks until librdkafka confirms; the revoke hook runs meanwhile.
             tokio::task::spawn_blocking(move || drop(consumer))
                 .await

@@ -11,8 +11,9 @@ use flowhost_core::ports::{KnownTopics, OutRecord, Ports};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use crate::execute::Effects;
+use crate::execute::{Effects, Outgoing};
 use crate::model::Run;
+use crate::plan::Via;
 use crate::store::Runs;
 use crate::RunMetrics;
 
@@ -37,13 +38,14 @@ pub struct Durability {
     pub known: Arc<KnownTopics>,
     pub completions_topic: String,
     pub metrics: Arc<RunMetrics>,
+    pub http: reqwest::Client,
 }
 
 impl Durability {
     /// Publishes, mirrors and stores (see the module documentation), each retried with backoff until it
     /// succeeds; false when `shutdown` came first (nothing may then be committed).
     pub async fn make_durable(&self, runs: &[Run], effects: Effects, shutdown: &CancellationToken) -> bool {
-        let Effects { mut outputs, completions, dead_letters } = effects;
+        let Effects { mut outputs, completions, dead_letters, sends } = effects;
         outputs.extend(completions.iter().map(|event| {
             let value = serde_json::to_vec(event).unwrap_or_default();
             OutRecord::new(self.completions_topic.clone(), value).with_key(event.run_id.as_bytes().to_vec())
@@ -76,10 +78,76 @@ impl Durability {
                 return false;
             }
         }
-        if runs.is_empty() {
-            return true;
+        if !runs.is_empty() && !self.retry("store", shutdown, || async { self.runs.save_all(runs).await }).await {
+            return false;
         }
-        self.retry("store", shutdown, || async { self.runs.save_all(runs).await }).await
+        self.send(sends).await;
+        true
+    }
+
+    /// Sends inbound envelopes to external services, once the runs waiting for their replies are stored. A
+    /// failed send is counted and logged, not retried here: the step's reply timeout sends it again.
+    pub async fn send(&self, sends: Vec<Outgoing>) {
+        let mut kafka: Vec<OutRecord> = Vec::new();
+        let mut canonical: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+        for outgoing in sends {
+            let transport = outgoing.via.name();
+            let result = match &outgoing.via {
+                Via::InProcess => continue,
+                Via::Nats { subject } => {
+                    self.ports.subjects.publish(subject, outgoing.body).await.map_err(|e| e.to_string())
+                }
+                Via::Kafka { topic, retarget } => {
+                    if !retarget {
+                        canonical.insert(topic.clone());
+                    }
+                    kafka.push(
+                        OutRecord::new(topic.clone(), outgoing.body)
+                            .with_key(outgoing.run_id.into_bytes())
+                            .with_header("traceparent", outgoing.traceparent.into_bytes()),
+                    );
+                    continue;
+                }
+                Via::Http { url } => self.post(url, &outgoing.traceparent, outgoing.body).await,
+            };
+            self.sent(transport, result);
+        }
+        if !kafka.is_empty() {
+            let result = async {
+                self.known.ensure(self.ports.topics.as_ref(), &canonical).await?;
+                self.ports.topics.publish(&kafka).await
+            }
+            .await
+            .map_err(|e| e.to_string());
+            for _ in 0..kafka.len() {
+                self.sent("kafka", result.clone());
+            }
+        }
+    }
+
+    async fn post(&self, url: &str, traceparent: &str, body: Vec<u8>) -> Result<(), String> {
+        let response = self
+            .http
+            .post(url)
+            .header("content-type", "application/json")
+            .header("traceparent", traceparent)
+            .body(body)
+            .timeout(std::time::Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|e| format!("POST {url}: {e}"))?;
+        match response.status() {
+            status if status.is_success() => Ok(()),
+            status => Err(format!("POST {url}: {status}")),
+        }
+    }
+
+    fn sent(&self, transport: &str, result: Result<(), String>) {
+        let outcome = if result.is_ok() { "sent" } else { "failed" };
+        self.metrics.sends.with_label_values(&[transport, outcome]).inc();
+        if let Err(error) = result {
+            warn!(transport, %error, "sending to an external service failed; the reply timeout sends it again");
+        }
     }
 
     /// Runs `attempt` until it succeeds or `shutdown` fires; failures are counted and logged.

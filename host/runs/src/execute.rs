@@ -32,9 +32,10 @@ use tracing::{debug, warn};
 
 use crate::ids::{idempotency_key, traceparent};
 use crate::model::{
-    Attempt, CompletionEvent, DeadLetter, DeadLetterStatus, NodeOutcome, NodeRecord, Pending, Run, WaitReason,
+    Attempt, CompletionEvent, DeadLetter, DeadLetterStatus, InboundEnvelope, NodeOutcome, NodeRecord, Pending, ReplyTo,
+    Run, ServiceReply, WaitReason,
 };
-use crate::plan::{FlowPlan, Op};
+use crate::plan::{FlowPlan, Op, Via};
 
 /// Header names on published outputs.
 pub const HEADER_FLOW_ID: &str = "flowhost-flow-id";
@@ -84,12 +85,47 @@ pub struct Step {
     pub payload: usize,
     pub attempt: u32,
     pub decided: Option<bool>,
+    /// Why the step waited, when it did (a `Reply` step without a reply timed out).
+    pub wait: Option<WaitReason>,
+    /// An external service's reply to the step's attempt.
+    pub reply: Option<ServiceReply>,
 }
 
 impl Step {
     pub fn new(node_id: impl Into<String>, payload: usize, attempt: u32) -> Step {
-        Step { node_id: node_id.into(), payload, attempt, decided: None }
+        Step { node_id: node_id.into(), payload, attempt, decided: None, wait: None, reply: None }
     }
+}
+
+/// The NATS subject external services reply on.
+pub const REPLY_SUBJECT: &str = "triggers.v2.replies";
+/// The Kafka topic external services reply on.
+pub const REPLY_TOPIC: &str = "triggers_v2_replies";
+
+/// An inbound envelope to send once the run that waits for its reply is stored.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub via: Via,
+    pub run_id: String,
+    pub traceparent: String,
+    pub body: Vec<u8>,
+}
+
+/// What sending to external services needs besides the envelope.
+#[derive(Debug, Clone)]
+pub struct Outbound {
+    /// How long a sent step waits for its reply before it counts as a retryable failure.
+    pub reply_timeout: Duration,
+    /// The API's public base URL (replies go to `<it>/api/v2/runs/<run_id>/reply`).
+    pub reply_url_base: String,
+}
+
+/// Where a send goes: the segment, service, action and transport of the action node.
+struct SendTarget<'a> {
+    segment: &'a str,
+    service: &'a str,
+    action: &'a str,
+    via: &'a Via,
 }
 
 /// What a run's advance produced that must become durable (published, sent, mirrored).
@@ -98,6 +134,8 @@ pub struct Effects {
     pub outputs: Vec<OutRecord>,
     pub completions: Vec<CompletionEvent>,
     pub dead_letters: Vec<DeadLetter>,
+    /// Sent after the runs are stored (a reply must find its run waiting).
+    pub sends: Vec<Outgoing>,
 }
 
 impl Effects {
@@ -105,6 +143,7 @@ impl Effects {
         self.outputs.extend(other.outputs);
         self.completions.extend(other.completions);
         self.dead_letters.extend(other.dead_letters);
+        self.sends.extend(other.sends);
     }
 }
 
@@ -114,6 +153,7 @@ pub struct Executor<'a> {
     pub services: &'a dyn ServiceCalls,
     pub retry: &'a RetryPolicy,
     pub metrics: &'a crate::RunMetrics,
+    pub outbound: &'a Outbound,
 }
 
 /// How one node's visit ended.
@@ -201,7 +241,7 @@ impl Executor<'_> {
                     Op::Condition(None) => Some(!any_held),
                     _ => None,
                 };
-                Step { node_id: child.id.clone(), payload: payload_index, attempt: 1, decided }
+                Step { node_id: child.id.clone(), payload: payload_index, attempt: 1, decided, wait: None, reply: None }
             })
             .collect()
     }
@@ -249,7 +289,7 @@ impl Executor<'_> {
         step: Step,
         effects: &mut Effects,
     ) -> Option<Visit> {
-        let Step { payload: at, attempt, decided, .. } = step;
+        let Step { payload: at, attempt, decided, wait, reply, .. } = step;
         match op {
             Op::Source | Op::Segment { .. } => Some(Visit::Continue(at)),
             Op::Condition(_) => Some(match decided {
@@ -363,98 +403,147 @@ impl Executor<'_> {
                     }
                 }
             }
-            Op::Action { service, action, config, component } => {
-                let input = match render_value(config, &|name| run.payloads[at].get(name)) {
-                    Ok(input) => input,
-                    Err(error) => {
-                        let failure = CallError::permanent(format!("config: {error}"));
-                        self.failed(
-                            plan,
-                            run,
-                            node_id,
-                            "action",
-                            at,
-                            attempt,
-                            0,
-                            failure,
-                            Some((service, action)),
-                            effects,
-                        );
+            Op::Action { service, action, config, component, via, segment } => {
+                let started = Instant::now();
+                let answer: Result<Value, CallError> = match (via, reply, wait) {
+                    (_, Some(reply), _) => reply_answer(reply),
+                    (Via::InProcess, None, _) => match render_value(config, &|name| run.payloads[at].get(name)) {
+                        Err(error) => Err(CallError::permanent(format!("config: {error}"))),
+                        Ok(input) => {
+                            let context = InvocationContext {
+                                tenant_id: run.tenant_id.clone(),
+                                flow_id: Some(plan.flow_id.clone()),
+                                run_id: Some(run.run_id.clone()),
+                                node_id: Some(node_id.to_owned()),
+                                idempotency_key: idempotency_key(&run.run_id, node_id),
+                                attempt,
+                            };
+                            let text = serde_json::to_string(&input).unwrap_or_default();
+                            self.services
+                                .invoke(service, component.as_deref(), action, &context, &text)
+                                .await
+                                .map(|text| serde_json::from_str(&text).unwrap_or(Value::String(text)))
+                        }
+                    },
+                    (_, None, Some(WaitReason::Reply)) => Err(CallError::retryable(format!(
+                        "service {service:?} did not reply within {} ms",
+                        self.outbound.reply_timeout.as_millis()
+                    ))),
+                    (via, None, _) => {
+                        match render_value(config, &|name| run.payloads[at].get(name)) {
+                            Ok(input) => {
+                                let target = SendTarget { segment, service, action, via };
+                                self.send(plan, run, node_id, &target, at, attempt, input, effects);
+                            }
+                            Err(error) => {
+                                let failure = CallError::permanent(format!("config: {error}"));
+                                let target = Some((service, action));
+                                self.failed(plan, run, node_id, "action", at, attempt, 0, failure, target, effects);
+                            }
+                        }
                         return None;
                     }
                 };
-                let context = InvocationContext {
-                    tenant_id: run.tenant_id.clone(),
-                    flow_id: Some(plan.flow_id.clone()),
-                    run_id: Some(run.run_id.clone()),
-                    node_id: Some(node_id.to_owned()),
-                    idempotency_key: idempotency_key(&run.run_id, node_id),
-                    attempt,
-                };
-                let text = serde_json::to_string(&input).unwrap_or_default();
-                let started = Instant::now();
-                let answer = self.services.invoke(service, component.as_deref(), action, &context, &text).await;
                 let elapsed = started.elapsed();
                 let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
                 match answer {
-                    Ok(text) => {
+                    Ok(result) => {
                         self.attempt(run, node_id, "action", at, attempt, elapsed, "success", None);
-                        effects.completions.push(self.completion(
-                            plan,
-                            run,
-                            node_id,
-                            "action",
-                            NodeOutcome::Passed.as_str(),
-                            Some(attempt),
-                            None,
-                            Some(micros),
-                        ));
-                        let result = serde_json::from_str(&text).unwrap_or(Value::String(text));
+                        let passed = NodeOutcome::Passed.as_str();
+                        let event =
+                            self.completion(plan, run, node_id, "action", passed, Some(attempt), None, Some(micros));
+                        effects.completions.push(event);
                         let mut out = run.payloads[at].clone();
                         out.insert(flowhost_flows::ACTION_RESULT_FIELD.to_owned(), result);
                         Some(Visit::Continue(run.push_payload(out)))
                     }
                     Err(failure) if failure.outcome == Outcome::SkipForward => {
-                        self.attempt(
-                            run,
-                            node_id,
-                            "action",
-                            at,
-                            attempt,
-                            elapsed,
-                            "skip-forward",
-                            Some(&failure.message),
-                        );
-                        effects.completions.push(self.completion(
+                        let message = Some(failure.message.as_str());
+                        self.attempt(run, node_id, "action", at, attempt, elapsed, "skip-forward", message);
+                        let skipped = NodeOutcome::SkipForward.as_str();
+                        let event = self.completion(
                             plan,
                             run,
                             node_id,
                             "action",
-                            NodeOutcome::SkipForward.as_str(),
+                            skipped,
                             Some(attempt),
-                            Some(&failure.message),
+                            message,
                             Some(micros),
-                        ));
+                        );
+                        effects.completions.push(event);
                         Some(Visit::Stop(NodeOutcome::SkipForward))
                     }
                     Err(failure) => {
-                        self.failed(
-                            plan,
-                            run,
-                            node_id,
-                            "action",
-                            at,
-                            attempt,
-                            micros,
-                            failure,
-                            Some((service, action)),
-                            effects,
-                        );
+                        let target = Some((service, action));
+                        self.failed(plan, run, node_id, "action", at, attempt, micros, failure, target, effects);
                         None
                     }
                 }
             }
         }
+    }
+
+    /// Sends the action to its external service and leaves the step waiting for the reply (or its timeout).
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &self,
+        plan: &FlowPlan,
+        run: &mut Run,
+        node_id: &str,
+        target: &SendTarget<'_>,
+        at: usize,
+        attempt: u32,
+        input: Value,
+        effects: &mut Effects,
+    ) {
+        let now = self.now_ms();
+        let traceparent = traceparent(&run.trace_id, &format!("{}/{node_id}", run.run_id));
+        let envelope = InboundEnvelope {
+            envelope_version: 1,
+            service: target.service.to_owned(),
+            action: target.action.to_owned(),
+            node_id: node_id.to_owned(),
+            segment_node_id: target.segment.to_owned(),
+            flow_id: plan.flow_id.clone(),
+            flow_version: plan.version,
+            run_id: run.run_id.clone(),
+            idempotency_key: idempotency_key(&run.run_id, node_id),
+            attempt,
+            tenant_id: run.tenant_id.clone(),
+            trace_id: run.trace_id.clone(),
+            traceparent: traceparent.clone(),
+            input,
+            payload: run.payloads[at].clone(),
+            sent_at: iso_utc(now),
+            reply_to: ReplyTo {
+                subject: REPLY_SUBJECT.to_owned(),
+                topic: REPLY_TOPIC.to_owned(),
+                url: format!("{}/api/v2/runs/{}/reply", self.outbound.reply_url_base, run.run_id),
+            },
+        };
+        effects.sends.push(Outgoing {
+            via: target.via.clone(),
+            run_id: run.run_id.clone(),
+            traceparent,
+            body: serde_json::to_vec(&envelope).unwrap_or_default(),
+        });
+        self.attempt(run, node_id, "action", at, attempt, Duration::ZERO, "sent", None);
+        if let Some(record) = run.nodes.iter_mut().find(|n| n.node_id == node_id) {
+            record.outcome = NodeOutcome::Sent;
+        }
+        self.metrics.nodes.with_label_values(&["action", NodeOutcome::Sent.as_str()]).inc();
+        let sent = NodeOutcome::Sent.as_str();
+        effects.completions.push(self.completion(plan, run, node_id, "action", sent, Some(attempt), None, None));
+        let timeout = i64::try_from(self.outbound.reply_timeout.as_millis()).unwrap_or(i64::MAX);
+        run.pending.push(Pending {
+            node_id: node_id.to_owned(),
+            payload: at,
+            attempt,
+            due_ms: now.saturating_add(timeout),
+            reason: WaitReason::Reply,
+            reply: None,
+        });
     }
 
     /// Appends an attempt to the node's record (creating it).
@@ -545,6 +634,7 @@ impl Executor<'_> {
                 attempt: attempt + 1,
                 due_ms: now.saturating_add(delay),
                 reason: WaitReason::Retry,
+                reply: None,
             });
             return;
         }
@@ -632,6 +722,19 @@ pub fn run_completion(run: &Run) -> CompletionEvent {
     }
 }
 
+/// A service's reply as the answer of an invocation.
+fn reply_answer(reply: ServiceReply) -> Result<Value, CallError> {
+    let message = || reply.error.clone().unwrap_or_else(|| format!("the service answered {}", reply.outcome));
+    let outcome = match reply.outcome.as_str() {
+        "success" => return Ok(reply.result.clone().unwrap_or(Value::Null)),
+        "skip-forward" => Outcome::SkipForward,
+        "retryable" => Outcome::Retryable,
+        "permanent" => Outcome::Permanent,
+        other => return Err(CallError::permanent(format!("the service answered an unknown outcome {other:?}"))),
+    };
+    Err(CallError { outcome, message: message() })
+}
+
 /// A value as text for a counter key or a query parameter: strings as they are, other JSON as JSON.
 fn key_text(value: &Value) -> String {
     match value {
@@ -644,7 +747,9 @@ fn key_text(value: &Value) -> String {
 pub fn take_due(run: &mut Run, now_ms: i64) -> Vec<Step> {
     let (due, later): (Vec<Pending>, Vec<Pending>) = run.pending.drain(..).partition(|p| p.due_ms <= now_ms);
     run.pending = later;
-    due.into_iter().map(|p| Step::new(p.node_id, p.payload, p.attempt)).collect()
+    due.into_iter()
+        .map(|p| Step { wait: Some(p.reason), reply: p.reply, ..Step::new(p.node_id, p.payload, p.attempt) })
+        .collect()
 }
 
 /// The steps that start a run: the source node with the event.

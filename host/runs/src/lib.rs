@@ -11,6 +11,7 @@
 //! - [`effects`]: publishing, mirroring and storing in the order that keeps delivery at-least-once;
 //! - [`store`]: runs and dead letters in the documents port;
 //! - [`replay`]: replaying dead letters to the run's version or the latest release;
+//! - [`reply`]: external services' replies, whichever channel they come on;
 //! - [`runner`]: the tasks the engine role runs (plan reload, source loop, scheduler).
 
 pub mod effects;
@@ -20,13 +21,17 @@ pub mod metrics;
 pub mod model;
 pub mod plan;
 pub mod replay;
+pub mod reply;
 pub mod runner;
 pub mod services;
 pub mod store;
 
 pub use execute::{CallError, ServiceCalls};
 pub use metrics::RunMetrics;
-pub use model::{CompletionEvent, DeadLetter, DeadLetterStatus, ReplayTarget, Run, RunStatus, RunSummary};
+pub use model::{
+    CompletionEvent, DeadLetter, DeadLetterStatus, InboundEnvelope, ReplayTarget, ReplyEnvelope, Run, RunStatus,
+    RunSummary,
+};
 pub use runner::{Runner, RunnerConfig, RunnerStatus};
 pub use services::InProcess;
 pub use store::{RunPage, Runs, RunsError};

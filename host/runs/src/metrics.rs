@@ -11,6 +11,8 @@ pub struct RunMetrics {
     pub attempts: IntCounterVec,
     pub dead_letters: IntCounterVec,
     pub errors: IntCounterVec,
+    pub sends: IntCounterVec,
+    pub replies: IntCounterVec,
     pub plans_loaded: IntGauge,
     pub retarget_topics_missing: IntGauge,
 }
@@ -46,6 +48,20 @@ impl RunMetrics {
                 ),
                 &["kind"],
             )?,
+            sends: IntCounterVec::new(
+                Opts::new(
+                    "flowhost_flow_sends_total",
+                    "Inbound envelopes sent to external services, by transport and outcome",
+                ),
+                &["transport", "outcome"],
+            )?,
+            replies: IntCounterVec::new(
+                Opts::new(
+                    "flowhost_flow_replies_total",
+                    "External services' replies, by channel and what became of them (accepted, ignored, refused)",
+                ),
+                &["channel", "outcome"],
+            )?,
             plans_loaded: IntGauge::new("flowhost_flow_plans_loaded", "Released flows the runner runs")?,
             retarget_topics_missing: IntGauge::new(
                 "flowhost_flow_retarget_topics_missing",
@@ -58,6 +74,8 @@ impl RunMetrics {
         registry.register(Box::new(metrics.attempts.clone()))?;
         registry.register(Box::new(metrics.dead_letters.clone()))?;
         registry.register(Box::new(metrics.errors.clone()))?;
+        registry.register(Box::new(metrics.sends.clone()))?;
+        registry.register(Box::new(metrics.replies.clone()))?;
         registry.register(Box::new(metrics.plans_loaded.clone()))?;
         registry.register(Box::new(metrics.retarget_topics_missing.clone()))?;
         Ok(metrics)

@@ -120,6 +120,76 @@ pub struct Pending {
     pub attempt: u32,
     pub due_ms: i64,
     pub reason: WaitReason,
+    /// An external service's answer to the attempt, once it replied (the step is then due at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<ServiceReply>,
+}
+
+/// What an external service answered for one action invocation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceReply {
+    /// `success`, `skip-forward`, `retryable` or `permanent`.
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Where an external service answers: a reply on any one of these reaches the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyTo {
+    /// NATS subject (`triggers.v2.replies`).
+    pub subject: String,
+    /// Kafka topic (`triggers_v2_replies`).
+    pub topic: String,
+    /// HTTP URL (`<public base URL>/api/v2/runs/<run_id>/reply`).
+    pub url: String,
+}
+
+/// What a service segment sends an external service, once per action after it and attempt: the action and
+/// its rendered input, the payload, the invocation context and where to reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboundEnvelope {
+    pub envelope_version: u32,
+    pub service: String,
+    pub action: String,
+    pub node_id: String,
+    pub segment_node_id: String,
+    pub flow_id: String,
+    pub flow_version: u64,
+    pub run_id: String,
+    pub idempotency_key: String,
+    pub attempt: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
+    pub trace_id: String,
+    pub traceparent: String,
+    /// The action's configuration rendered with the payload (what an in-process action receives).
+    pub input: Value,
+    /// The payload that reached the action.
+    pub payload: Map<String, Value>,
+    pub sent_at: String,
+    pub reply_to: ReplyTo,
+}
+
+/// An external service's reply to an [`InboundEnvelope`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplyEnvelope {
+    pub run_id: String,
+    pub node_id: String,
+    /// The envelope's key: a reply whose key does not match the run and node is refused.
+    pub idempotency_key: String,
+    /// The attempt answered; a reply to an older attempt than the one waiting is ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// `success`, `skip-forward`, `retryable` or `permanent`.
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Where the source record of a run came from.

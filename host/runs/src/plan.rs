@@ -49,7 +49,41 @@ pub enum Op {
         action: String,
         config: Value,
         component: Option<String>,
+        via: Via,
+        /// The parent segment's node id.
+        segment: String,
     },
+}
+
+/// How an action reaches its service: in this process, or over a transport to an external service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Via {
+    InProcess,
+    /// `triggers.v2.<service>.inbound`.
+    Nats {
+        subject: String,
+    },
+    /// `triggers_v2_<service>_inbound`, or the segment's retarget (which must exist; it is never created).
+    Kafka {
+        topic: String,
+        retarget: bool,
+    },
+    /// `<transports.http.endpoint>/v2/<service>/inbound`.
+    Http {
+        url: String,
+    },
+}
+
+impl Via {
+    /// A transport name for metrics and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Via::InProcess => "in-process",
+            Via::Nats { .. } => "nats",
+            Via::Kafka { .. } => "kafka",
+            Via::Http { .. } => "http",
+        }
+    }
 }
 
 impl Op {
@@ -164,8 +198,27 @@ impl FlowPlan {
                     }
                 }
                 NodeKind::Action => {
-                    let service = segment_service(body, &parents, &node.id)
+                    let segment = segment_of(body, &parents, &node.id)
                         .ok_or_else(|| format!("action node {:?} has no service segment", node.id))?;
+                    let setting = |key: &str| segment.config.get(key).and_then(Value::as_str).map(str::to_owned);
+                    let service = setting("service").unwrap_or_default();
+                    let via = match setting("transport").as_deref() {
+                        None | Some(flowhost_flows::IN_PROCESS) => Via::InProcess,
+                        Some("nats") => Via::Nats { subject: format!("triggers.v2.{service}.inbound") },
+                        Some("kafka") => match setting("kafka_topic") {
+                            Some(topic) => Via::Kafka { topic, retarget: true },
+                            None => Via::Kafka { topic: format!("triggers_v2_{service}_inbound"), retarget: false },
+                        },
+                        Some("http") => {
+                            let endpoint = deps
+                                .services
+                                .get(&service)
+                                .and_then(|s| s.components.iter().find_map(|c| c.endpoint().map(str::to_owned)))
+                                .ok_or_else(|| format!("service {service:?} has no transports.http.endpoint"))?;
+                            Via::Http { url: format!("{}/v2/{service}/inbound", endpoint.trim_end_matches('/')) }
+                        }
+                        Some(other) => return Err(format!("segment {:?}: unknown transport {other:?}", segment.id)),
+                    };
                     let action = text("action_ref").unwrap_or_default();
                     let component = deps.services.get(&service).and_then(|s| {
                         s.components
@@ -175,7 +228,14 @@ impl FlowPlan {
                     });
                     let mut settings = config.as_object().cloned().unwrap_or_default();
                     settings.remove("action_ref");
-                    Op::Action { service, action, config: Value::Object(settings), component }
+                    Op::Action {
+                        service,
+                        action,
+                        config: Value::Object(settings),
+                        component,
+                        via,
+                        segment: segment.id.clone(),
+                    }
                 }
             };
             let mut kids: Vec<&str> = children.get(node.id.as_str()).cloned().unwrap_or_default();
@@ -202,13 +262,17 @@ impl FlowPlan {
     }
 }
 
-/// The service of the nearest segment before `node_id`.
-fn segment_service(body: &flowhost_flows::FlowBody, parents: &HashMap<&str, &str>, node_id: &str) -> Option<String> {
+/// The nearest segment before `node_id`.
+fn segment_of<'a>(
+    body: &'a flowhost_flows::FlowBody,
+    parents: &HashMap<&str, &str>,
+    node_id: &str,
+) -> Option<&'a flowhost_flows::Node> {
     let mut at = *parents.get(node_id)?;
     for _ in 0..body.nodes.len() {
         let node = body.nodes.iter().find(|n| n.id == at)?;
         if node.kind == NodeKind::ServiceIn.as_str() {
-            return node.config.get("service").and_then(Value::as_str).map(str::to_owned);
+            return Some(node);
         }
         at = parents.get(at)?;
     }

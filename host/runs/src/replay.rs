@@ -36,6 +36,7 @@ pub async fn replay(ports: &Ports, id: &str, to: ReplayTarget, by: &str) -> Resu
                     attempt: 1,
                     due_ms: now,
                     reason: WaitReason::Replay,
+                    reply: None,
                 });
                 run.settle(now);
                 if runs.replace(&run, version).await?.is_some() {
@@ -83,6 +84,7 @@ pub async fn replay(ports: &Ports, id: &str, to: ReplayTarget, by: &str) -> Resu
                     attempt: 1,
                     due_ms: now,
                     reason: WaitReason::Replay,
+                    reply: None,
                 }],
                 next_due_ms: Some(now),
                 lease_until_ms: 0,

@@ -33,10 +33,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, info_span, warn, Instrument};
 
 use crate::effects::Durability;
-use crate::execute::{run_completion, start, take_due, Effects, Executor, ServiceCalls};
+use crate::execute::{
+    run_completion, start, take_due, Effects, Executor, Outbound, ServiceCalls, REPLY_SUBJECT, REPLY_TOPIC,
+};
 use crate::ids;
 use crate::model::{Run, RunStatus, SourceRef};
 use crate::plan::{FlowPlan, Plans};
+use crate::reply::{accept, DUE_SUBJECT};
 use crate::store::Runs;
 use crate::RunMetrics;
 
@@ -86,8 +89,10 @@ pub struct RunnerConfig {
     pub engine: EngineConfig,
     /// Partitions of topics the runner creates (outputs, completion events).
     pub topic_partitions: i32,
-    /// How often the scheduler looks for due steps.
+    /// How often the scheduler looks for due steps (a reply wakes it at once).
     pub poll_interval: Duration,
+    /// The API's public base URL, where external services post replies.
+    pub reply_url_base: String,
 }
 
 /// Runs released flows (see the module documentation).
@@ -127,6 +132,14 @@ impl Runner {
                 known: Arc::new(KnownTopics::new(self.config.topic_partitions)),
                 completions_topic: self.config.engine.completions_topic.clone(),
                 metrics: self.metrics.clone(),
+                http: reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .unwrap_or_else(|_| reqwest::Client::new()),
+            },
+            outbound: Outbound {
+                reply_timeout: Duration::from_millis(self.config.engine.reply_timeout_ms),
+                reply_url_base: self.config.reply_url_base.clone(),
             },
             ports: self.ports,
             config: self.config,
@@ -138,9 +151,13 @@ impl Runner {
         });
         let reloader = tokio::spawn(shared.clone().reload_loop(plans_tx, shutdown.clone()));
         let scheduler = tokio::spawn(shared.clone().schedule_loop(plans_rx.clone(), shutdown.clone()));
+        let nats_replies = tokio::spawn(shared.clone().subject_replies(shutdown.clone()));
+        let kafka_replies = tokio::spawn(shared.clone().topic_replies(shutdown.clone()));
         shared.source_loop(plans_rx, &shutdown).await;
         let _ = reloader.await;
         let _ = scheduler.await;
+        let _ = nats_replies.await;
+        let _ = kafka_replies.await;
         info!("flow runner stopped");
     }
 }
@@ -153,6 +170,7 @@ struct Shared {
     status: Arc<RunnerStatus>,
     runs: Runs,
     durability: Durability,
+    outbound: Outbound,
     /// Plans of versions other than the loaded ones (runs that started before a re-release), by flow and version.
     older: Mutex<HashMap<(String, u64), Arc<FlowPlan>>>,
 }
@@ -164,6 +182,7 @@ impl Shared {
             services: self.services.as_ref(),
             retry: &self.config.engine.retry,
             metrics: &self.metrics,
+            outbound: &self.outbound,
         }
     }
 
@@ -283,6 +302,7 @@ impl Shared {
             };
             backoff.reset();
             *self.status.source_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            debug!(records = batch.len(), "polled flow sources");
             if batch.is_empty() {
                 continue;
             }
@@ -494,13 +514,8 @@ impl Shared {
     }
 
     async fn schedule_loop(self: Arc<Self>, plans: watch::Receiver<Arc<Plans>>, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(self.config.poll_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                _ = tick.tick() => {}
-            }
+        let mut wakeups = Wakeups::new(self.ports.subjects.as_ref(), DUE_SUBJECT, self.config.poll_interval).await;
+        while wakeups.next(&shutdown).await {
             let current = plans.borrow().clone();
             loop {
                 match self.schedule_round(&current, &shutdown).await {
@@ -540,14 +555,16 @@ impl Shared {
             if run.status != before {
                 effects.completions.push(run_completion(&run));
             }
+            let sends = std::mem::take(&mut effects.sends);
             if !self.durability.make_durable(&[], effects, shutdown).await {
                 return Ok(advanced);
             }
             if self.runs.replace(&run, version).await?.is_none() {
-                // Changed while held (a replay): the lease kept steps from running twice; store our advance on
-                // top of the fresh document.
+                // Changed while held (a replay, a reply): the lease kept steps from running twice; store our
+                // advance on top of the fresh document.
                 self.merge(&run, &claimed_letters).await?;
             }
+            self.durability.send(sends).await;
             self.finished(&run, Some(before));
             advanced += 1;
         }
@@ -580,6 +597,122 @@ impl Shared {
             }
         }
         Err(crate::RunsError::Conflict(format!("run {:?} changed on every attempt to store it", ours.run_id)))
+    }
+}
+
+impl Shared {
+    /// Accepts replies published on `triggers.v2.replies` (a queue group: one node takes each), answering a
+    /// request with `{"status": "accepted" | "ignored"}` or `{"error"}`.
+    async fn subject_replies(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut backoff = Backoff::for_backend();
+        loop {
+            let mut messages = match self.ports.subjects.queue_subscribe(REPLY_SUBJECT, "flowhost-runs").await {
+                Ok(stream) => stream,
+                Err(error) => {
+                    self.metrics.errors.with_label_values(&["replies"]).inc();
+                    warn!(%error, "cannot subscribe to service replies; retrying");
+                    if !sleep_or_shutdown(backoff.next_delay(), &shutdown).await {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            backoff.reset();
+            loop {
+                let message = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    message = messages.next() => message,
+                };
+                let Some(message) = message else { break };
+                let answer = self.take_reply("nats", &message.payload).await;
+                if let Some(reply_to) = message.reply {
+                    let _ = self.ports.subjects.publish(&reply_to, answer.to_string().into_bytes()).await;
+                }
+            }
+            warn!("the service reply subscription ended; subscribing again");
+        }
+    }
+
+    /// Accepts replies on the topic `triggers_v2_replies` (consumer group `<engine.group_id>.replies`),
+    /// committing each batch once its replies are recorded.
+    async fn topic_replies(self: Arc<Self>, shutdown: CancellationToken) {
+        let group = format!("{}.replies", self.config.engine.group_id);
+        let topics = BTreeSet::from([REPLY_TOPIC.to_owned()]);
+        let mut backoff = Backoff::for_backend();
+        let mut consumer: Option<Box<dyn TopicConsumer>> = None;
+        while !shutdown.is_cancelled() {
+            let Some(active) = consumer.as_mut() else {
+                let joined = async {
+                    self.durability.known.ensure(self.ports.topics.as_ref(), &topics).await?;
+                    let request = ConsumerConfig {
+                        group: group.clone(),
+                        topics: vec![REPLY_TOPIC.to_owned()],
+                        start: StartFrom::Earliest,
+                    };
+                    self.ports.topics.consumer(request).await
+                };
+                match joined.await {
+                    Ok(joined) => consumer = Some(joined),
+                    Err(error) => {
+                        self.metrics.errors.with_label_values(&["replies"]).inc();
+                        warn!(%error, "cannot consume service replies; retrying");
+                        if !sleep_or_shutdown(backoff.next_delay(), &shutdown).await {
+                            return;
+                        }
+                    }
+                }
+                continue;
+            };
+            let polled = tokio::select! {
+                () = shutdown.cancelled() => break,
+                polled = active.poll(100, Duration::from_millis(200)) => polled,
+            };
+            match polled {
+                Ok(batch) if batch.is_empty() => {}
+                Ok(batch) => {
+                    for record in &batch {
+                        self.take_reply("kafka", &record.value).await;
+                    }
+                    if let Err(error) = active.commit(&merge_positions(next_positions(&batch))).await {
+                        warn!(%error, "committing service replies failed; they may be taken again (harmless)");
+                    }
+                    backoff.reset();
+                }
+                Err(error) => {
+                    self.metrics.errors.with_label_values(&["replies"]).inc();
+                    warn!(%error, "polling service replies failed; retrying");
+                    if !sleep_or_shutdown(backoff.next_delay(), &shutdown).await {
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(mut active) = consumer {
+            let _ = active.close().await;
+        }
+    }
+
+    /// Parses and accepts one reply; answers what a request-reply caller is told.
+    async fn take_reply(&self, channel: &str, payload: &[u8]) -> serde_json::Value {
+        let reply: crate::ReplyEnvelope = match serde_json::from_slice(payload) {
+            Ok(reply) => reply,
+            Err(error) => {
+                self.metrics.replies.with_label_values(&[channel, "refused"]).inc();
+                warn!(channel, %error, "a service reply does not parse");
+                return serde_json::json!({ "error": format!("invalid reply: {error}") });
+            }
+        };
+        match accept(&self.ports, reply).await {
+            Ok(accepted) => {
+                self.metrics.replies.with_label_values(&[channel, accepted.as_str()]).inc();
+                serde_json::json!({ "status": accepted.as_str() })
+            }
+            Err(error) => {
+                self.metrics.replies.with_label_values(&[channel, "refused"]).inc();
+                warn!(channel, %error, "a service reply was refused");
+                serde_json::json!({ "error": error.to_string() })
+            }
+        }
     }
 }
 

@@ -454,3 +454,25 @@ pub async fn marked_positions_committed_on_close(topics: Arc<dyn Topics>) {
     assert_eq!(values(&resumed), published[3..], "the next member resumes after the marked positions");
     second.close().await.expect("close without marks");
 }
+
+/// A member closed right after it subscribed (its first join still under way, as when a consumer's topics
+/// change at once) leaves the group usable: the next member with more topics reads every record of all of them.
+pub async fn closed_while_joining_leaves_the_group_usable(topics: Arc<dyn Topics>) {
+    let (first_topic, second_topic) = (unique("t-join-a"), unique("t-join-b"));
+    topics.create_topic(&first_topic, 2).await.expect("create topic");
+    topics.create_topic(&second_topic, 2).await.expect("create topic");
+    let group = unique("g");
+    let mut first = consumer(&topics, &group, &first_topic, StartFrom::Earliest).await;
+    let _ = first.poll(10, Duration::from_millis(50)).await.expect("poll");
+    first.close().await.expect("close while joining");
+    let mut published = publish_each(&topics, &first_topic, "a", 2).await;
+    published.extend(publish_each(&topics, &second_topic, "b", 2).await);
+    let config =
+        ConsumerConfig { group, topics: vec![first_topic.clone(), second_topic.clone()], start: StartFrom::Earliest };
+    let mut second = topics.consumer(config).await.expect("consumer");
+    let mut read = values(&poll_until(second.as_mut(), 4).await);
+    read.sort();
+    published.sort();
+    assert_eq!(read, published, "the next member reads both topics");
+    second.close().await.expect("close");
+}

@@ -74,6 +74,23 @@ pub(crate) async fn read(State(state): State<SharedState>, Path(run_id): Path<St
     Ok(Json(Runs::new(&state.ports).get(&run_id).await?.view()))
 }
 
+/// `POST /api/v2/runs/{run_id}/reply` with a reply envelope: an external service's answer to an action
+/// (202 `{"status": "accepted" | "ignored"}`).
+pub(crate) async fn reply(
+    State(state): State<SharedState>,
+    Path(run_id): Path<String>,
+    V2Json(reply): V2Json<flowhost_runs::ReplyEnvelope>,
+) -> Result<(StatusCode, Json<Value>), V2Error> {
+    if reply.run_id != run_id {
+        return Err(V2Error::invalid_field("run_id", "differs from the run in the path"));
+    }
+    let accepted = flowhost_runs::reply::accept(&state.ports, reply).await.map_err(|error| match error {
+        RunsError::Invalid { field, message } => V2Error::invalid_field(&field, message),
+        other => V2Error::from(other),
+    })?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "status": accepted.as_str() }))))
+}
+
 #[derive(Deserialize)]
 pub(crate) struct DeadLettersQuery {
     flow_id: Option<String>,
