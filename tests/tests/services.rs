@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 on_both_backends!(
     an_external_service_answers_over_nats_kafka_and_http,
+    external_data_sources_answer_lookups_over_http_and_nats,
     a_missing_retarget_topic_fails_closed,
     a_service_that_never_replies_is_asked_again_then_dead_lettered
 );
@@ -277,5 +278,79 @@ async fn a_service_that_never_replies_is_asked_again_then_dead_lettered(backends
         assert!(tokio::time::Instant::now() < until, "{page}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    host.stop().await;
+}
+
+/// A data source over HTTP: `GET /data/segments?player_id=` answers `{"segment": "whale-<player>"}`.
+async fn data_server() -> (String, CancellationToken) {
+    async fn segments(
+        axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
+    ) -> Json<Value> {
+        Json(json!({"segment": format!("whale-{}", query.get("player_id").cloned().unwrap_or_default())}))
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let stop = CancellationToken::new();
+    let app = Router::new().route("/data/segments", axum::routing::get(segments));
+    let shutdown = stop.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await.unwrap();
+    });
+    (url, stop)
+}
+
+async fn external_data_sources_answer_lookups_over_http_and_nats(backends: Backends) {
+    let host = start(backends, |_| {}).await;
+    let (endpoint, stop) = data_server().await;
+    let service = |name: &str, endpoint: Option<&str>, source: &str| {
+        let mut manifest = json!({
+            "service": name,
+            "components": [{"id": format!("{name}-data"), "version": "1.0.0"}],
+            "service_sources": ["nats"],
+            "supports_nodes": ["lookup"],
+            "data_sources": [{"name": source, "path": format!("/data/{source}"), "params": ["player_id"]}]
+        });
+        if let Some(endpoint) = endpoint {
+            manifest["transports"] = json!({"http": {"endpoint": endpoint}});
+        }
+        manifest
+    };
+    let registered =
+        host.call("POST", "/api/v1/components/register", Some(service("crm", Some(&endpoint), "segments"))).await;
+    assert_eq!(registered.0, 200, "{registered:?}");
+    let registered = host.call("POST", "/api/v1/components/register", Some(service("scores", None, "levels"))).await;
+    assert_eq!(registered.0, 200, "{registered:?}");
+    // The NATS side: `scores` answers requests on its data subject.
+    let mut requests = host.ports.subjects.subscribe("triggers.v2.service.scores.data.levels").await.unwrap();
+    let subjects = host.ports.subjects.clone();
+    let responder = tokio::spawn(async move {
+        while let Some(request) = requests.next().await {
+            let params: Value = serde_json::from_slice(&request.payload).unwrap();
+            let answer = json!({"level": format!("gold-{}", params["player_id"].as_str().unwrap_or_default())});
+            subjects.publish(&request.reply.unwrap(), answer.to_string().into_bytes()).await.unwrap();
+        }
+    });
+
+    let (source, out) = (unique("deposits"), unique("enriched"));
+    let lookup = |id: &str, service: &str, source: &str, target: &str| {
+        json!({"id": id, "kind": "lookup", "config": {"service": service, "data_source": source,
+            "params": {"player_id": "{{player_id}}"}, "target": target}})
+    };
+    let body = json!({
+        "nodes": [
+            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": source}},
+            lookup("segment", "crm", "segments", "segment"),
+            lookup("level", "scores", "levels", "level"),
+            {"id": "out", "kind": "output-topic", "config": {"topic": out}}
+        ],
+        "edges": [{"from": "src", "to": "segment"}, {"from": "segment", "to": "level"}, {"from": "level", "to": "out"}]
+    });
+    release(&host, body).await;
+    host.publish(&source, &[deposit("p7")]).await;
+    let value = first_output(&host, &out).await;
+    assert_eq!(value["segment"], json!({"segment": "whale-p7"}), "{value}");
+    assert_eq!(value["level"], json!({"level": "gold-p7"}), "{value}");
+    stop.cancel();
+    responder.abort();
     host.stop().await;
 }

@@ -37,6 +37,8 @@ pub struct AppState {
     pub components: Option<Arc<flowhost_components::ComponentStore>>,
     /// v2 flows: drafts, validation, releases.
     pub flows: flowhost_flows::Flows,
+    /// How long a service reply is remembered to ignore its redeliveries (`engine.dedup_ttl_ms`).
+    pub reply_dedup: Option<std::time::Duration>,
 }
 
 impl AppState {
@@ -47,7 +49,7 @@ impl AppState {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
-        AppState { flows: flowhost_flows::Flows::new(ports.clone()), ports, http, components: None }
+        AppState { flows: flowhost_flows::Flows::new(ports.clone()), ports, http, components: None, reply_dedup: None }
     }
 
     /// Serves the plugin routes (and in-process data sources) from `store`.

@@ -28,6 +28,7 @@ impl Role for AdminRole {
         let config = &context.config;
         check_exposure(config)?;
         let mut state = AppState::new(context.ports.clone());
+        state.reply_dedup = config.reply_dedup();
         if let Some(store) = context.service::<Arc<flowhost_components::ComponentStore>>() {
             state = state.with_components(store);
         }

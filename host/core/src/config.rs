@@ -278,6 +278,10 @@ pub struct EngineConfig {
     /// How long a flow run waits for an external service's reply to an action before it sends again (an attempt
     /// of the step: the retry policy applies) (`FLOWHOST_ENGINE_REPLY_TIMEOUT_MS`; default 30000).
     pub reply_timeout_ms: u64,
+    /// How long a service reply taken once is remembered in the cache, so redelivery storms are ignored without
+    /// reading the run (`FLOWHOST_ENGINE_DEDUP_TTL_MS`; default 60000; 0 turns it off). Optional: duplicates are
+    /// ignored by the run's state either way.
+    pub dedup_ttl_ms: u64,
     /// Where flow runs publish their completion events (node progress and outcomes)
     /// (`FLOWHOST_ENGINE_COMPLETIONS_TOPIC`; default `flowhost.flow-completions`).
     pub completions_topic: String,
@@ -341,6 +345,7 @@ impl Default for EngineConfig {
             dead_letter_topic: "flowhost.dead-letters".into(),
             retry: RetryPolicy::default(),
             reply_timeout_ms: 30_000,
+            dedup_ttl_ms: 60_000,
             completions_topic: "flowhost.flow-completions".into(),
             flows_poll_interval_ms: 500,
         }
@@ -730,6 +735,9 @@ impl Config {
         if let Some(v) = get("FLOWHOST_ENGINE_REPLY_TIMEOUT_MS") {
             self.engine.reply_timeout_ms = parse("FLOWHOST_ENGINE_REPLY_TIMEOUT_MS", v)?;
         }
+        if let Some(v) = get("FLOWHOST_ENGINE_DEDUP_TTL_MS") {
+            self.engine.dedup_ttl_ms = parse("FLOWHOST_ENGINE_DEDUP_TTL_MS", v)?;
+        }
         if let Some(v) = get("FLOWHOST_ENGINE_COMPLETIONS_TOPIC") {
             self.engine.completions_topic = v;
         }
@@ -1037,6 +1045,11 @@ impl Config {
         };
         let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() };
         format!("http://{host}:{}", self.api.port)
+    }
+
+    /// The reply dedup window (`engine.dedup_ttl_ms`), `None` when turned off.
+    pub fn reply_dedup(&self) -> Option<std::time::Duration> {
+        (self.engine.dedup_ttl_ms > 0).then(|| std::time::Duration::from_millis(self.engine.dedup_ttl_ms))
     }
 
     pub fn api_addr(&self) -> String {

@@ -38,13 +38,16 @@ impl Role for EngineRole {
         let sources = status.clone();
         let shutdown = context.shutdown.clone();
         let run_metrics = Arc::new(flowhost_runs::RunMetrics::register(&context.registry)?);
-        let services =
-            Arc::new(flowhost_runs::InProcess::new(context.service::<Arc<flowhost_components::ComponentStore>>()));
+        let services = Arc::new(flowhost_runs::Services::new(
+            context.service::<Arc<flowhost_components::ComponentStore>>(),
+            context.ports.subjects.clone(),
+        ));
         let runner_config = flowhost_runs::RunnerConfig {
             engine: config.engine.clone(),
             topic_partitions: config.topics.partitions,
             poll_interval: std::time::Duration::from_millis(config.engine.flows_poll_interval_ms),
             reply_url_base: config.public_base_url(),
+            reply_dedup: config.reply_dedup(),
         };
         let runner = flowhost_runs::Runner::new(context.ports.clone(), runner_config, services, run_metrics);
         let runs = runner.status();

@@ -35,7 +35,7 @@ use crate::model::{
     Attempt, CompletionEvent, DeadLetter, DeadLetterStatus, InboundEnvelope, NodeOutcome, NodeRecord, Pending, ReplyTo,
     Run, ServiceReply, WaitReason,
 };
-use crate::plan::{FlowPlan, Op, Via};
+use crate::plan::{FlowPlan, LookupVia, Op, Via};
 
 /// Header names on published outputs.
 pub const HEADER_FLOW_ID: &str = "flowhost-flow-id";
@@ -73,8 +73,14 @@ pub trait ServiceCalls: Send + Sync {
         input: &str,
     ) -> Result<String, CallError>;
 
-    /// Answers `data_source` of `service` for `params`.
-    async fn lookup(&self, service: &str, data_source: &str, params: &[(String, String)]) -> Result<String, CallError>;
+    /// Answers `data_source` of `service` for `params`, asking where `via` says.
+    async fn lookup(
+        &self,
+        service: &str,
+        data_source: &str,
+        params: &[(String, String)],
+        via: &LookupVia,
+    ) -> Result<String, CallError>;
 }
 
 /// A step: visit `node_id` with the run's payload number `payload` (attempt `attempt` of a node that calls
@@ -338,7 +344,7 @@ impl Executor<'_> {
                     }
                 }
             }
-            Op::Lookup { service, data_source, params, target } => {
+            Op::Lookup { service, data_source, params, target, via } => {
                 let rendered = render_value(&Value::Object(params.clone()), &|name| run.payloads[at].get(name));
                 let rendered = match rendered {
                     Ok(Value::Object(rendered)) => rendered,
@@ -362,7 +368,7 @@ impl Executor<'_> {
                 };
                 let params: Vec<(String, String)> = rendered.iter().map(|(k, v)| (k.clone(), key_text(v))).collect();
                 let started = Instant::now();
-                let answer = self.services.lookup(service, data_source, &params).await;
+                let answer = self.services.lookup(service, data_source, &params, via).await;
                 let elapsed = started.elapsed();
                 match answer {
                     Ok(text) => {

@@ -7,7 +7,7 @@
 //! - [`ids`]: run ids, the idempotency key `sha256(run_id + node_id)`, trace ids;
 //! - [`plan`]: a released version compiled for running, and every runnable flow indexed by source;
 //! - [`execute`]: advancing a run through its plan, and what that must make durable;
-//! - [`services`]: calls into in-process components;
+//! - [`services`]: calls into services: in-process components, external data sources;
 //! - [`effects`]: publishing, mirroring and storing in the order that keeps delivery at-least-once;
 //! - [`store`]: runs and dead letters in the documents port;
 //! - [`replay`]: replaying dead letters to the run's version or the latest release;
@@ -33,5 +33,5 @@ pub use model::{
     RunSummary,
 };
 pub use runner::{Runner, RunnerConfig, RunnerStatus};
-pub use services::InProcess;
+pub use services::Services;
 pub use store::{RunPage, Runs, RunsError};

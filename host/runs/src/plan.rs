@@ -34,6 +34,7 @@ pub enum Op {
         data_source: String,
         params: Map<String, Value>,
         target: String,
+        via: LookupVia,
     },
     Output {
         topic: String,
@@ -53,6 +54,16 @@ pub enum Op {
         /// The parent segment's node id.
         segment: String,
     },
+}
+
+/// Where a lookup asks: the service's component in this process, its HTTP endpoint (the data source's
+/// `path` under `transports.http.endpoint`, as the catalog's proxy does), or, without an endpoint, a NATS
+/// request on `triggers.v2.service.<service>.data.<name>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupVia {
+    InProcess,
+    Http { url: String },
+    Nats { subject: String },
 }
 
 /// How an action reaches its service: in this process, or over a transport to an external service.
@@ -180,12 +191,33 @@ impl FlowPlan {
                         })
                         .collect(),
                 },
-                NodeKind::Lookup => Op::Lookup {
-                    service: text("service").unwrap_or_default(),
-                    data_source: text("data_source").unwrap_or_default(),
-                    params: config.get("params").and_then(Value::as_object).cloned().unwrap_or_default(),
-                    target: text("target").unwrap_or_default(),
-                },
+                NodeKind::Lookup => {
+                    let service = text("service").unwrap_or_default();
+                    let data_source = text("data_source").unwrap_or_default();
+                    let via = match deps.services.get(&service) {
+                        Some(active) if active.in_process() => LookupVia::InProcess,
+                        Some(active) => {
+                            let path = active.data_source(&data_source).map(|d| d.path.clone());
+                            let endpoint = active.components.iter().find_map(|c| c.endpoint().map(str::to_owned));
+                            match (endpoint, path) {
+                                (Some(endpoint), Some(path)) => {
+                                    LookupVia::Http { url: format!("{}{path}", endpoint.trim_end_matches('/')) }
+                                }
+                                _ => LookupVia::Nats {
+                                    subject: format!("triggers.v2.service.{service}.data.{data_source}"),
+                                },
+                            }
+                        }
+                        None => return Err(format!("lookup {:?}: service {service:?} is not registered", node.id)),
+                    };
+                    Op::Lookup {
+                        service,
+                        data_source,
+                        params: config.get("params").and_then(Value::as_object).cloned().unwrap_or_default(),
+                        target: text("target").unwrap_or_default(),
+                        via,
+                    }
+                }
                 NodeKind::OutputTopic => Op::Output { topic: text("topic").unwrap_or_default() },
                 NodeKind::ServiceIn => {
                     let service = text("service").unwrap_or_default();

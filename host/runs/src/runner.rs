@@ -93,6 +93,8 @@ pub struct RunnerConfig {
     pub poll_interval: Duration,
     /// The API's public base URL, where external services post replies.
     pub reply_url_base: String,
+    /// How long a reply taken once is remembered in the cache (`engine.dedup_ttl_ms`; `None`: off).
+    pub reply_dedup: Option<Duration>,
 }
 
 /// Runs released flows (see the module documentation).
@@ -702,7 +704,7 @@ impl Shared {
                 return serde_json::json!({ "error": format!("invalid reply: {error}") });
             }
         };
-        match accept(&self.ports, reply).await {
+        match accept(&self.ports, reply, self.config.reply_dedup).await {
             Ok(accepted) => {
                 self.metrics.replies.with_label_values(&[channel, accepted.as_str()]).inc();
                 serde_json::json!({ "status": accepted.as_str() })

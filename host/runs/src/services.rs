@@ -1,7 +1,9 @@
-//! [`InProcess`]: the service calls of in-process components. An action runs in the active version of the
+//! [`Services`]: the calls a run makes into services. An action runs in the active version of the in-process
 //! component that declares it (the plan names it; a later activation applies from the next call), with the
-//! invocation context of the step; a lookup asks the component of the service that declares the data source.
-//! A component that is not loaded (yet) is a retryable failure: the node may be syncing a new version.
+//! invocation context of the step; a component that is not loaded (yet) is a retryable failure (the node may be
+//! syncing a new version). A lookup asks the in-process component of its service, or an external service over
+//! HTTP (`GET <endpoint><path>?<params>`: 2xx answers, 4xx is permanent, anything else retryable) or NATS (a
+//! request with the parameters as a JSON object; no responder or no answer in time is retryable).
 
 use std::sync::Arc;
 
@@ -10,17 +12,59 @@ use flowhost_components::ComponentStore;
 use flowhost_runtime::{InvocationContext, InvokeError, Outcome};
 
 use crate::execute::{CallError, ServiceCalls};
+use crate::plan::LookupVia;
+use flowhost_core::ports::Subjects;
 
-/// Calls into the component store's active plugins (see the module documentation).
-pub struct InProcess {
+/// How long an external data source may take to answer.
+const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Calls into services (see the module documentation).
+pub struct Services {
     store: Option<Arc<ComponentStore>>,
+    subjects: Arc<dyn Subjects>,
+    http: reqwest::Client,
 }
 
-impl InProcess {
-    /// `store`: `None` on a node without the plugin runtime (every call is then retryable: another node may run
-    /// the step).
-    pub fn new(store: Option<Arc<ComponentStore>>) -> InProcess {
-        InProcess { store }
+impl Services {
+    /// `store`: `None` on a node without the plugin runtime (every in-process call is then retryable: another
+    /// node may run the step).
+    pub fn new(store: Option<Arc<ComponentStore>>, subjects: Arc<dyn Subjects>) -> Services {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(LOOKUP_TIMEOUT)
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        Services { store, subjects, http }
+    }
+
+    async fn lookup_http(&self, url: &str, params: &[(String, String)]) -> Result<String, CallError> {
+        let response = self
+            .http
+            .get(url)
+            .query(params)
+            .send()
+            .await
+            .map_err(|e| CallError::retryable(format!("GET {url}: {e}")))?;
+        let status = response.status();
+        let text = response.text().await.map_err(|e| CallError::retryable(format!("GET {url}: {e}")))?;
+        match status.as_u16() {
+            200..=299 => Ok(text),
+            400..=499 => Err(CallError::permanent(format!("GET {url}: {status}"))),
+            _ => Err(CallError::retryable(format!("GET {url}: {status}"))),
+        }
+    }
+
+    async fn lookup_nats(&self, subject: &str, params: &[(String, String)]) -> Result<String, CallError> {
+        let payload: serde_json::Map<String, serde_json::Value> =
+            params.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
+        let body = serde_json::to_vec(&payload).unwrap_or_default();
+        let answer = self
+            .subjects
+            .request(subject, body, LOOKUP_TIMEOUT)
+            .await
+            .map_err(|e| CallError::retryable(format!("request on {subject}: {e}")))?;
+        String::from_utf8(answer.payload)
+            .map_err(|_| CallError::permanent(format!("the answer on {subject} is not text")))
     }
 
     fn plugin(&self, component: &str) -> Result<flowhost_runtime::Plugin, CallError> {
@@ -34,7 +78,7 @@ fn call_error(error: InvokeError) -> CallError {
 }
 
 #[async_trait]
-impl ServiceCalls for InProcess {
+impl ServiceCalls for Services {
     async fn invoke(
         &self,
         service: &str,
@@ -49,7 +93,18 @@ impl ServiceCalls for InProcess {
         plugin.invoke_in(context, action, input, &limits).await.map_err(call_error)
     }
 
-    async fn lookup(&self, service: &str, data_source: &str, params: &[(String, String)]) -> Result<String, CallError> {
+    async fn lookup(
+        &self,
+        service: &str,
+        data_source: &str,
+        params: &[(String, String)],
+        via: &LookupVia,
+    ) -> Result<String, CallError> {
+        match via {
+            LookupVia::Http { url } => return self.lookup_http(url, params).await,
+            LookupVia::Nats { subject } => return self.lookup_nats(subject, params).await,
+            LookupVia::InProcess => {}
+        }
         let store = self.store.as_ref().ok_or_else(|| CallError::retryable("this node runs no plugins"))?;
         let plugin = store
             .active_plugins()

@@ -84,10 +84,11 @@ pub(crate) async fn reply(
     if reply.run_id != run_id {
         return Err(V2Error::invalid_field("run_id", "differs from the run in the path"));
     }
-    let accepted = flowhost_runs::reply::accept(&state.ports, reply).await.map_err(|error| match error {
-        RunsError::Invalid { field, message } => V2Error::invalid_field(&field, message),
-        other => V2Error::from(other),
-    })?;
+    let accepted =
+        flowhost_runs::reply::accept(&state.ports, reply, state.reply_dedup).await.map_err(|error| match error {
+            RunsError::Invalid { field, message } => V2Error::invalid_field(&field, message),
+            other => V2Error::from(other),
+        })?;
     Ok((StatusCode::ACCEPTED, Json(json!({ "status": accepted.as_str() }))))
 }
 

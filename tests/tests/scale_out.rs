@@ -1,0 +1,224 @@
+//! Flow runs on `flowhost serve` processes killed with SIGKILL mid-stream (issue: delivery you can trust, scale
+//! out): on the embedded store one node is killed and started again on the same data directory; on the real
+//! servers two nodes share the work through the consumer group and one of them is killed while the other goes
+//! on. Either way every source record ends with exactly one completed run, and every action record is written
+//! under its run's idempotency key (a step redone after the kill reuses its key, never a new one).
+//! Needs `target/<profile>/flowhost` (built by `tests/run.sh`).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use flowhost_core::collections::PLUGIN_DOCUMENTS;
+use flowhost_core::config::Config;
+use flowhost_core::ports::{OutRecord, Ports};
+use flowhost_tests::cli::flowhost_bin;
+use flowhost_tests::{servers, unique, Backends, TestHost};
+use serde_json::{json, Value};
+
+const EVENTS: usize = 600;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// One `flowhost serve` process with the settings of `config_file` (TOML) and `env`.
+struct Node {
+    child: Child,
+    port: u16,
+}
+
+impl Node {
+    fn start(config_file: &Path, data_dir: &Path, group: &str) -> Node {
+        let port = free_port();
+        let child = Command::new(flowhost_bin())
+            .args(["serve", "--config"])
+            .arg(config_file)
+            .env("FLOWHOST_DATA_DIR", data_dir)
+            .env("API_PORT", port.to_string())
+            .env("FLOWHOST_ENGINE_GROUP_ID", group)
+            .env("FLOWHOST_ENGINE_RELOAD_INTERVAL_MS", "200")
+            .env("FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS", "100")
+            .env("FLOWHOST_ENGINE_BATCH_SIZE", "50")
+            .env("FLOWHOST_PLUGINS_SYNC_INTERVAL_MS", "200")
+            .env("FLOWHOST_PLUGINS_BUNDLED", "false")
+            .env("FLOWHOST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "flowhost serve did not open port {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Node { child, port }
+    }
+
+    fn kill9(mut self) {
+        let _ = Command::new("kill").arg("-KILL").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let client = reqwest::Client::new();
+        let url = format!("http://127.0.0.1:{}{path}", self.port);
+        let mut request = client.request(reqwest::Method::from_bytes(method.as_bytes()).unwrap(), url);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The settings file both nodes read: the distributed backends, if asked for.
+fn config_file(dir: &Path, backends: Backends, database: &str) -> std::path::PathBuf {
+    let path = dir.join("flowhost.toml");
+    let mut file = std::fs::File::create(&path).unwrap();
+    if backends == Backends::Distributed {
+        writeln!(
+            file,
+            "[mongodb]\nuri = \"{}\"\ndatabase = \"{database}\"\n[kafka]\nbrokers = \"{}\"\n[kafka.properties]\n\"session.timeout.ms\" = \"6000\"\n[nats]\nurl = \"{}\"\n[redis]\nurl = \"{}\"",
+            servers::mongodb_uri(),
+            servers::kafka_brokers(),
+            servers::nats_url(),
+            servers::redis_url()
+        )
+        .unwrap();
+    }
+    path
+}
+
+/// The ports the nodes use, opened by the test itself (the same data directory, or the same servers).
+async fn ports(backends: Backends, data_dir: &Path, database: &str) -> Ports {
+    let mut config: Config = TestHost::config(backends, data_dir);
+    config.mongodb.database = database.to_owned();
+    flowhost::connect(&config).await.expect("connect")
+}
+
+async fn prepare(node: &Node, source: &str, out: &str) -> String {
+    let schema = json!({"fields": [{"name": "amount", "type": "double"}, {"name": "player_id", "type": "string"}]});
+    assert_eq!(node.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{}/api/v1/plugins/ledger/versions/0.1.0", node.port);
+    let response = client.put(url).body(flowhost_runtime_fixtures::bytes("ledger")).send().await.unwrap();
+    assert!(response.status().is_success(), "{}", response.text().await.unwrap());
+    let flow = json!({
+        "nodes": [
+            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": source}},
+            {"id": "seg", "kind": "service-in", "config": {"service": "ledger"}},
+            {"id": "act", "kind": "action", "config": {"action_ref": "record", "amount": "{{amount}}"}},
+            {"id": "out", "kind": "output-topic", "config": {"topic": out}}
+        ],
+        "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "act"}, {"from": "act", "to": "out"}]
+    });
+    let (status, created) = node.call("POST", "/api/v2/flows", Some(flow)).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let (status, released) = node.call("POST", &format!("/api/v2/flows/{id}/release"), Some(json!({}))).await;
+    assert_eq!(status, 200, "{released}");
+    id
+}
+
+async fn completed_runs(node: &Node, flow_id: &str) -> u64 {
+    let (_, page) = node.call("GET", &format!("/api/v2/flows/{flow_id}/runs?status=completed&page_size=1"), None).await;
+    page["total"].as_u64().unwrap_or(0)
+}
+
+async fn publish(ports: &Ports, source: &str, range: std::ops::Range<usize>) {
+    let records: Vec<OutRecord> = range
+        .map(|i| {
+            let event = json!({"event_type": "deposit", "tenant_id": "casino-1", "amount": i as f64, "player_id": format!("p{i}")});
+            OutRecord::new(source, event.to_string()).with_key(format!("p{i}").into_bytes())
+        })
+        .collect();
+    ports.topics.publish(&records).await.expect("publish");
+}
+
+/// Every record has one completed run, and the action recorded each run once under its idempotency key.
+async fn check(node: &Node, ports: &Ports, flow_id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while completed_runs(node, flow_id).await < EVENTS as u64 {
+        assert!(Instant::now() < deadline, "only {} of {EVENTS} runs completed", completed_runs(node, flow_id).await);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let (_, all) = node.call("GET", &format!("/api/v2/flows/{flow_id}/runs?page_size=1"), None).await;
+    assert_eq!(all["total"], EVENTS, "exactly one run per source record: {all}");
+    let records = ports.documents.list(PLUGIN_DOCUMENTS).await.unwrap();
+    let ledger = records.iter().filter(|doc| doc.as_object().is_some()).count();
+    assert!(ledger >= EVENTS, "one action record per run at least: {ledger}");
+    // Each record is keyed by the idempotency key of a run's action step: no run wrote under two keys.
+    assert_eq!(ledger, EVENTS, "an action redone after the kill reused its key");
+}
+
+async fn one_node_killed_and_started_again(backends: Backends) {
+    let dir = tempfile::tempdir().unwrap();
+    let database = unique("kill").replace('-', "_");
+    let file = config_file(dir.path(), backends, &database);
+    let group = unique("engine");
+    let (source, out) = (unique("deposits"), unique("recorded"));
+    let node = Node::start(&file, dir.path(), &group);
+    let ports = ports(backends, dir.path(), &database).await;
+    ports.topics.create_topic(&source, 4).await.expect("source topic");
+    let flow_id = prepare(&node, &source, &out).await;
+
+    publish(&ports, &source, 0..EVENTS / 2).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while completed_runs(&node, &flow_id).await < 50 {
+        assert!(Instant::now() < deadline, "the node never got going");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node.kill9();
+    publish(&ports, &source, EVENTS / 2..EVENTS).await;
+    let node = Node::start(&file, dir.path(), &group);
+    check(&node, &ports, &flow_id).await;
+}
+
+async fn two_nodes_one_killed(backends: Backends) {
+    let dir = tempfile::tempdir().unwrap();
+    let database = unique("kill").replace('-', "_");
+    let file = config_file(dir.path(), backends, &database);
+    let group = unique("engine");
+    let (source, out) = (unique("deposits"), unique("recorded"));
+    let first = Node::start(&file, &dir.path().join("a"), &group);
+    let second = Node::start(&file, &dir.path().join("b"), &group);
+    let ports = ports(backends, &dir.path().join("a"), &database).await;
+    ports.topics.create_topic(&source, 4).await.expect("source topic");
+    let flow_id = prepare(&first, &source, &out).await;
+
+    for chunk in 0..6 {
+        publish(&ports, &source, chunk * EVENTS / 6..(chunk + 1) * EVENTS / 6).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while completed_runs(&second, &flow_id).await < 50 {
+        assert!(Instant::now() < deadline, "the nodes never got going");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.kill9();
+    check(&second, &ports, &flow_id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_node_killed_mid_stream_loses_no_run() {
+    one_node_killed_and_started_again(Backends::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn distributed_node_killed_mid_stream_loses_no_run() {
+    one_node_killed_and_started_again(Backends::Distributed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_distributed_nodes_share_the_work_and_survive_a_kill() {
+    two_nodes_one_killed(Backends::Distributed).await;
+}
