@@ -195,6 +195,7 @@ pub async fn serve_listeners(
         if let Some(fallback) = socket.fallback {
             router = router.fallback_service(fallback);
         }
+        let router = router.layer(axum::middleware::map_response(close_after_refused_body));
         info!(%addr, listeners = ?socket.names, "listening");
         bound.push(BoundListener { addr, names: socket.names });
         let token = shutdown.clone();
@@ -206,6 +207,16 @@ pub async fn serve_listeners(
         }));
     }
     Ok((bound, tasks))
+}
+
+/// A request refused for its body's size leaves the unread rest of that body on the connection: the response says
+/// `Connection: close`, so the client does not send its next request on a connection the server is dropping
+/// (clients reusing it saw an incomplete message instead of their answer).
+async fn close_after_refused_body(mut response: Response) -> Response {
+    if response.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    }
+    response
 }
 
 async fn health(State(probes): State<Arc<Probes>>) -> Response {
