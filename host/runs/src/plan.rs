@@ -344,8 +344,8 @@ impl Plans {
                     let plan = Arc::new(plan);
                     plans.by_flow.insert(record.id.clone(), plan.clone());
                     if !missing.is_empty() {
-                        // Fails closed: the flow's source is not consumed until its retarget topic exists.
-                        warn!(flow = %record.id, topics = ?missing, "a Kafka retarget topic is missing; the flow's source topic is not consumed");
+                        // Fails closed: the flow's source is not consumed until its retarget topic exists (the
+                        // runner logs the change).
                         plans.missing_topics.extend(missing.into_iter().map(|t| (record.id.clone(), t)));
                         continue;
                     }

@@ -194,6 +194,15 @@ impl Shared {
         while wakeups.next(&shutdown).await {
             match Plans::load(&self.ports).await {
                 Ok(loaded) => {
+                    let before = self.status.missing.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    if loaded.missing_topics != before {
+                        for (flow, topic) in &loaded.missing_topics {
+                            warn!(%flow, %topic, "a Kafka retarget topic is missing; the flow's source topic is not consumed");
+                        }
+                        if loaded.missing_topics.is_empty() {
+                            info!("every Kafka retarget topic exists; the flows' sources are consumed");
+                        }
+                    }
                     self.metrics.plans_loaded.set(loaded.len() as i64);
                     self.metrics.retarget_topics_missing.set(loaded.missing_topics.len() as i64);
                     *self.status.missing.lock().unwrap_or_else(|p| p.into_inner()) = loaded.missing_topics.clone();
@@ -287,7 +296,7 @@ impl Shared {
                     }
                 }
             }
-            let Some((_, active)) = consumer.as_mut() else { continue };
+            let Some((subscribed, active)) = consumer.as_mut() else { continue };
             let polled = tokio::select! {
                 () = shutdown.cancelled() => break,
                 polled = active.poll(self.config.engine.batch_size, Duration::from_millis(200)) => polled,
@@ -309,6 +318,12 @@ impl Shared {
                 continue;
             }
             let current = plans.borrow().clone();
+            if current.source_topics() != *subscribed {
+                // The flows changed while this batch was read (a source blocked by a missing retarget topic, a
+                // flow released or turned off): it is left uncommitted, so the member that subscribes next reads
+                // it again under the new flows, instead of it being passed over.
+                continue;
+            }
             let positions = next_positions(&batch);
             let task = tokio::spawn(self.clone().process(current, batch, shutdown.clone()));
             in_flight.push_back((task, positions));
@@ -603,12 +618,16 @@ impl Shared {
 }
 
 impl Shared {
-    /// Accepts replies published on `triggers.v2.replies` (a queue group: one node takes each), answering a
+    /// Accepts replies published on `triggers.v2.replies` (queue group `<engine.group_id>.replies`: one node of
+    /// the deployment takes each), answering a
     /// request with `{"status": "accepted" | "ignored"}` or `{"error"}`.
     async fn subject_replies(self: Arc<Self>, shutdown: CancellationToken) {
         let mut backoff = Backoff::for_backend();
         loop {
-            let mut messages = match self.ports.subjects.queue_subscribe(REPLY_SUBJECT, "flowhost-runs").await {
+            // One queue group per deployment (named after its consumer group): each deployment sharing the NATS
+            // server gets every reply once and ignores those of runs it does not have.
+            let group = format!("{}.replies", self.config.engine.group_id);
+            let mut messages = match self.ports.subjects.queue_subscribe(REPLY_SUBJECT, &group).await {
                 Ok(stream) => stream,
                 Err(error) => {
                     self.metrics.errors.with_label_values(&["replies"]).inc();
