@@ -56,6 +56,17 @@ pub mod bindings {
     });
 }
 
+/// The generated bindings of the `notifications` capability (`wit/flowhost-notify`). Not part of the API: use
+/// [`notify`].
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod notify_bindings {
+    wit_bindgen::generate!({
+        path: "../wit/flowhost-notify",
+        world: "imports",
+    });
+}
+
 use bindings::flowhost::plugin::types as wit;
 
 /// How the engine treats a failed invocation (the spec's outcome classes; success is `Ok`).
@@ -147,6 +158,10 @@ pub struct Manifest {
     node_kinds: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     data_sources: Vec<DataSource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    supports_nodes: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    service_sources: Vec<String>,
     #[serde(skip_serializing_if = "Limits::is_empty")]
     limits: Limits,
 }
@@ -192,8 +207,22 @@ impl Manifest {
             actions: Vec::new(),
             node_kinds: Vec::new(),
             data_sources: Vec::new(),
+            supports_nodes: None,
+            service_sources: Vec::new(),
             limits: Limits::default(),
         }
+    }
+    /// Declares a node kind a flow may place inside the service's segment (`condition`, `lookup`, `mapping`,
+    /// ...: the catalog's `supports_nodes`). Without any, the catalog lists the kinds the plugin implements.
+    pub fn supports_node(mut self, kind: impl Into<String>) -> Self {
+        self.supports_nodes.get_or_insert_with(Vec::new).push(kind.into());
+        self
+    }
+    /// Declares a transport over which the service also takes work from flows (`nats`, `kafka`, `http`: the
+    /// catalog's `service_sources`); the host running the service serves it.
+    pub fn service_source(mut self, transport: impl Into<String>) -> Self {
+        self.service_sources.push(transport.into());
+        self
     }
     /// The service the component belongs to in the component catalog (default: the plugin's id).
     pub fn service(mut self, name: impl Into<String>) -> Self {
@@ -445,6 +474,42 @@ pub mod clock {
     /// Milliseconds since the Unix epoch, as the host sees them.
     pub fn now_ms() -> u64 {
         crate::bindings::flowhost::plugin::clock::now_ms()
+    }
+}
+
+/// Host capability `notifications` (`flowhost:notify/sender@0.1.0`): web-push and in-app delivery done by the
+/// host, which keeps the VAPID keys and the interaction-token secret. Declare `"notifications"` in the manifest.
+/// The host reports facts (each subscription's delivery outcome); the plugin classifies them into outcomes.
+pub mod notify {
+    use crate::notify_bindings::flowhost::notify::sender as wit;
+    pub use wit::{
+        Channel, Delivery, DeliveryOutcome, InAppOutcome, InAppReport, InAppRequest, SendFailure, WebPushReport,
+        WebPushRequest,
+    };
+
+    /// Renders the web-push template and delivers it to every active subscription of the recipient.
+    pub fn send_webpush(request: &WebPushRequest) -> Result<WebPushReport, SendFailure> {
+        wit::send_webpush(request)
+    }
+    /// Records the plugin's classification of a notification (`status`, `delivered`).
+    pub fn complete(notification_id: &str, status: &str, delivered: bool) -> Result<(), SendFailure> {
+        wit::complete(notification_id, status, delivered)
+    }
+    /// Renders the in-app template, stores it in the player's inbox and publishes it to the player's sockets.
+    pub fn send_inapp(request: &InAppRequest) -> Result<InAppReport, SendFailure> {
+        wit::send_inapp(request)
+    }
+    /// The templates of `channel` (of one tenant, or every tenant), as JSON.
+    pub fn templates(channel: Channel, tenant_id: Option<&str>) -> Result<String, SendFailure> {
+        wit::templates(channel, tenant_id)
+    }
+    /// The fields a template takes, as JSON.
+    pub fn template_fields(channel: Channel, template_id: i64) -> Result<String, SendFailure> {
+        wit::template_fields(channel, template_id)
+    }
+    /// The known tenants, as JSON.
+    pub fn tenants() -> Result<String, SendFailure> {
+        wit::tenants()
     }
 }
 

@@ -125,6 +125,19 @@ impl TestHost {
         self.config.data_dir.clone()
     }
 
+    /// Waits until `/ready` answers 200 (every role's readiness check passes), for at most a minute.
+    pub async fn wait_ready(&self) {
+        let until = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, body) = self.call("GET", "/ready", None).await;
+            if status == 200 {
+                return;
+            }
+            assert!(tokio::time::Instant::now() < until, "never ready: {body}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
     }

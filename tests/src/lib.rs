@@ -7,6 +7,7 @@ pub mod cli;
 pub mod contract;
 pub mod faulty;
 pub mod host;
+pub mod inapp;
 pub mod keyvault;
 pub mod push;
 pub mod push_service;

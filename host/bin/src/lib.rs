@@ -183,6 +183,7 @@ fn role_entry(role: Role) -> RoleEntry {
         Role::Admin => RoleEntry::of::<flowhost_api::AdminRole>(),
         Role::Engine => RoleEntry::of::<flowhost_engine::EngineRole>(),
         Role::PushApi => RoleEntry::of::<flowhost_push::PushRole>(),
+        Role::Sender => RoleEntry::of::<flowhost_push::SenderRole>(),
     }
 }
 

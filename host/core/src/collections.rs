@@ -45,3 +45,13 @@ pub const WEBPUSH_EVENTS: &str = "webpush_events";
 pub const WEBPUSH_TEMPLATES: &str = "webpush_templates";
 /// Tenants the push service has seen (subscriptions, templates), listed to the editor.
 pub const WEBPUSH_TENANTS: &str = "webpush_tenants";
+/// In-app templates (id: the decimal template id).
+pub const INAPP_TEMPLATES: &str = "inapp_templates";
+/// In-app messages, the players' inboxes (id: the notification id; expire after the retention days).
+pub const INAPP_MESSAGES: &str = "inapp_messages";
+/// Players whose in-app channel is deactivated (id: SHA-256 of tenant and player).
+pub const INAPP_CHANNELS: &str = "inapp_channels";
+
+/// Subject on which the sender publishes in-app messages; every node serving websockets delivers them to its
+/// connected players.
+pub const INAPP_DELIVERY_SUBJECT: &str = "flowhost.inapp.deliver";

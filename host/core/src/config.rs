@@ -42,10 +42,13 @@ pub enum Role {
     /// events, retention sweep.
     #[serde(rename = "push-api")]
     PushApi,
+    /// The web-push notification service's sender: delivers what the bundled `notifications` plugin asks for
+    /// (the host side of the `notifications` capability, with the VAPID keys and the token secret).
+    Sender,
 }
 
 impl Role {
-    pub const ALL: [Role; 3] = [Role::Admin, Role::Engine, Role::PushApi];
+    pub const ALL: [Role; 4] = [Role::Admin, Role::Engine, Role::PushApi, Role::Sender];
 }
 
 impl FromStr for Role {
@@ -55,7 +58,8 @@ impl FromStr for Role {
             "admin" => Ok(Role::Admin),
             "engine" => Ok(Role::Engine),
             "push-api" => Ok(Role::PushApi),
-            other => Err(format!("unknown role {other:?} (known: admin, engine, push-api)")),
+            "sender" => Ok(Role::Sender),
+            other => Err(format!("unknown role {other:?} (known: admin, engine, push-api, sender)")),
         }
     }
 }
@@ -387,7 +391,7 @@ pub struct PluginsConfig {
 }
 
 /// The host capabilities this version offers to plugins.
-pub const PLUGIN_CAPABILITIES: [&str; 3] = ["log", "clock", "documents"];
+pub const PLUGIN_CAPABILITIES: [&str; 4] = ["log", "clock", "documents", "notifications"];
 
 impl Default for PluginsConfig {
     fn default() -> Self {
@@ -536,7 +540,30 @@ pub struct PushConfig {
     /// `caller_id`s that may use `player_id` 0, the identity the spec reserves for dashboard smoke tests, on
     /// subscription create and deactivate (`FLOWHOST_WEBPUSH_SMOKE_TEST_CALLERS`, comma-separated; default none).
     pub smoke_test_callers: Vec<String>,
+    /// The push services the sender may POST to, comma-separated `host` (every port) or `host:port`, `*.` for
+    /// subdomains (`FLOWHOST_WEBPUSH_PUSH_SERVICE_HOSTS`). Unset: the public push services of Chrome, Firefox,
+    /// Edge and Safari. Loopback and private addresses are allowed only when listed.
+    pub push_service_hosts: Option<String>,
+    /// The contact the VAPID JWT names in `sub`, a `mailto:` or `https:` URI (`FLOWHOST_WEBPUSH_VAPID_SUBJECT`).
+    /// Push services use it to reach the operator; set a real one in production.
+    pub vapid_subject: String,
+    /// How long a push service keeps a message for an offline browser, in seconds (`FLOWHOST_WEBPUSH_TTL_SECONDS`;
+    /// default one day, at most 28 days).
+    pub push_ttl_seconds: u32,
+    /// Push requests in flight at once, over all notifications of this process
+    /// (`FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES`; default 256).
+    pub max_concurrent_pushes: usize,
+    /// A PEM bundle of extra CA roots for push services (`SSL_CERT_FILE`, as OpenSSL-based tools read it).
+    pub ssl_cert_file: Option<String>,
+    /// In-app websockets one node keeps open at most (`FLOWHOST_INAPP_MAX_CONNECTIONS`; default 20000); more
+    /// are refused with 503 and `Retry-After`.
+    pub max_inapp_connections: usize,
 }
+
+/// The default VAPID subject: a `mailto:` URI on a reserved domain, to be replaced by a real contact.
+pub const DEFAULT_VAPID_SUBJECT: &str = "mailto:webpush-operator@flowhost.invalid";
+/// The longest push TTL push services accept (FCM: 28 days).
+pub const MAX_PUSH_TTL_SECONDS: u32 = 28 * 24 * 3600;
 
 impl Default for PushConfig {
     fn default() -> Self {
@@ -561,6 +588,12 @@ impl Default for PushConfig {
             listen: None,
             tenants: Vec::new(),
             smoke_test_callers: Vec::new(),
+            push_service_hosts: None,
+            vapid_subject: DEFAULT_VAPID_SUBJECT.to_owned(),
+            push_ttl_seconds: 24 * 3600,
+            max_concurrent_pushes: 256,
+            ssl_cert_file: None,
+            max_inapp_connections: 20_000,
         }
     }
 }
@@ -597,6 +630,14 @@ fn split_list(value: &str) -> Vec<String> {
 
 fn flowhost_topic_name(setting: &str, topic: &str) -> Result<(), ConfigError> {
     crate::ports::check_topic_name(topic).map_err(|e| ConfigError::new(setting, e.to_string()))
+}
+
+/// Parses the value of setting `name`; an unparsable value names the setting.
+fn parse<T: FromStr>(name: &str, value: String) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    value.trim().parse().map_err(|e: T::Err| ConfigError::new(name, format!("{value:?}: {e}")))
 }
 
 fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
@@ -636,12 +677,6 @@ impl Config {
     /// Overrides settings from environment variables; an unparsable value names its variable.
     pub fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         let get = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-        fn parse<T: FromStr>(name: &str, value: String) -> Result<T, ConfigError>
-        where
-            T::Err: std::fmt::Display,
-        {
-            value.trim().parse().map_err(|e: T::Err| ConfigError::new(name, format!("{value:?}: {e}")))
-        }
         if let Some(v) = get("FLOWHOST_ROLES") {
             self.roles = parse_roles(&v).map_err(|e| ConfigError::new("FLOWHOST_ROLES", e))?;
         }
@@ -874,6 +909,24 @@ impl Config {
         if let Some(v) = get("FLOWHOST_WEBPUSH_SMOKE_TEST_CALLERS") {
             push.smoke_test_callers = split_list(&v);
         }
+        if let Some(v) = get("FLOWHOST_WEBPUSH_PUSH_SERVICE_HOSTS") {
+            push.push_service_hosts = Some(v.trim().to_owned());
+        }
+        if let Some(v) = get("FLOWHOST_WEBPUSH_VAPID_SUBJECT") {
+            push.vapid_subject = v.trim().to_owned();
+        }
+        if let Some(v) = get("FLOWHOST_WEBPUSH_TTL_SECONDS") {
+            push.push_ttl_seconds = parse("FLOWHOST_WEBPUSH_TTL_SECONDS", v)?;
+        }
+        if let Some(v) = get("FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES") {
+            push.max_concurrent_pushes = parse("FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES", v)?;
+        }
+        if let Some(v) = get("FLOWHOST_INAPP_MAX_CONNECTIONS") {
+            push.max_inapp_connections = parse("FLOWHOST_INAPP_MAX_CONNECTIONS", v)?;
+        }
+        if let Some(v) = get("SSL_CERT_FILE").filter(|v| !v.trim().is_empty()) {
+            push.ssl_cert_file = Some(v.trim().to_owned());
+        }
         Ok(())
     }
 
@@ -999,6 +1052,21 @@ impl Config {
         let push = &self.push;
         if !(1..=3650).contains(&push.retention_days) {
             return Err(ConfigError::new("FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS", "must be between 1 and 3650"));
+        }
+        if !(push.vapid_subject.starts_with("mailto:") || push.vapid_subject.starts_with("https:")) {
+            return Err(ConfigError::new("FLOWHOST_WEBPUSH_VAPID_SUBJECT", "must be a mailto: or https: URI"));
+        }
+        if !(1..=MAX_PUSH_TTL_SECONDS).contains(&push.push_ttl_seconds) {
+            return Err(ConfigError::new(
+                "FLOWHOST_WEBPUSH_TTL_SECONDS",
+                format!("must be between 1 and {MAX_PUSH_TTL_SECONDS}"),
+            ));
+        }
+        if push.max_inapp_connections == 0 {
+            return Err(ConfigError::new("FLOWHOST_INAPP_MAX_CONNECTIONS", "must be at least 1"));
+        }
+        if !(1..=10_000).contains(&push.max_concurrent_pushes) {
+            return Err(ConfigError::new("FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES", "must be between 1 and 10000"));
         }
         if push.retention_sweep_interval_ms < 10 {
             return Err(ConfigError::new("FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS", "must be at least 10"));
@@ -1302,6 +1370,38 @@ mod tests {
     }
 
     #[test]
+    fn sender_settings_come_from_the_environment_and_are_bounded() {
+        let defaults = load(&[]).unwrap().push;
+        assert_eq!(defaults.vapid_subject, DEFAULT_VAPID_SUBJECT);
+        assert_eq!((defaults.push_ttl_seconds, defaults.max_concurrent_pushes), (86_400, 256));
+        assert_eq!((defaults.push_service_hosts, defaults.ssl_cert_file), (None, None));
+        let push = load(&[
+            ("FLOWHOST_WEBPUSH_PUSH_SERVICE_HOSTS", " 127.0.0.1, push.example:8443 "),
+            ("FLOWHOST_WEBPUSH_VAPID_SUBJECT", "https://casino.example/contact"),
+            ("FLOWHOST_WEBPUSH_TTL_SECONDS", "600"),
+            ("FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES", "32"),
+            ("SSL_CERT_FILE", "/etc/ssl/extra.pem"),
+        ])
+        .unwrap()
+        .push;
+        assert_eq!(push.push_service_hosts.as_deref(), Some("127.0.0.1, push.example:8443"));
+        assert_eq!(push.vapid_subject, "https://casino.example/contact");
+        assert_eq!((push.push_ttl_seconds, push.max_concurrent_pushes), (600, 32));
+        assert_eq!(push.ssl_cert_file.as_deref(), Some("/etc/ssl/extra.pem"));
+        for (name, value) in [
+            ("FLOWHOST_WEBPUSH_VAPID_SUBJECT", "ops@casino.example"),
+            ("FLOWHOST_WEBPUSH_TTL_SECONDS", "0"),
+            ("FLOWHOST_WEBPUSH_TTL_SECONDS", "2419201"),
+            ("FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES", "0"),
+            ("FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES", "many"),
+        ] {
+            assert_eq!(load(&[(name, value)]).unwrap_err().setting, name, "{name}={value}");
+        }
+        assert_eq!(parse_roles("sender").unwrap(), [Role::Sender]);
+        assert!(Role::ALL.contains(&Role::Sender), "serve runs the sender by default");
+    }
+
+    #[test]
     fn plugin_settings_come_from_the_environment_and_are_bounded() {
         let config = load(&[("FLOWHOST_PLUGINS_TIMEOUT_MS", "250"), ("FLOWHOST_PLUGINS_BUNDLED", "false")]).unwrap();
         assert_eq!((config.plugins.timeout_ms, config.plugins.bundled), (250, false));
@@ -1315,7 +1415,7 @@ mod tests {
             assert!(error.setting.starts_with("plugins."), "{name}: {error}");
         }
         assert_eq!(load(&[("FLOWHOST_PLUGINS_FUEL", "lots")]).unwrap_err().setting, "FLOWHOST_PLUGINS_FUEL");
-        assert_eq!(load(&[]).unwrap().plugins.capabilities, ["log", "clock", "documents"]);
+        assert_eq!(load(&[]).unwrap().plugins.capabilities, ["log", "clock", "documents", "notifications"]);
         let config = load(&[("FLOWHOST_PLUGINS_CAPABILITIES", "log, clock")]).unwrap();
         assert_eq!(config.plugins.capabilities, ["log", "clock"]);
         let error = load(&[("FLOWHOST_PLUGINS_CAPABILITIES", "log,network")]).unwrap_err();

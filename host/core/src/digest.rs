@@ -26,6 +26,16 @@ pub fn iso_utc(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// The idempotency key of the invocations of `node_id` in `run_id`: the lowercase hex SHA-256 of the UTF-8
+/// bytes of the run id immediately followed by the UTF-8 bytes of the node id, nothing between them
+/// (`sha256(FlowRunID + NodeID)`). Every attempt and every redelivery of that step carries the same key.
+pub fn idempotency_key(run_id: &str, node_id: &str) -> String {
+    let mut bytes = Vec::with_capacity(run_id.len() + node_id.len());
+    bytes.extend_from_slice(run_id.as_bytes());
+    bytes.extend_from_slice(node_id.as_bytes());
+    sha256_bytes_hex(&bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ pub mod digest;
 pub mod envelope;
 pub mod flows;
 pub mod model;
+pub mod notify;
 pub mod placeholders;
 pub mod ports;
 

@@ -58,17 +58,18 @@ impl ActiveService {
         self.components.iter().any(|c| c.extra.get(RUNTIME_FIELD).and_then(Value::as_str) == Some(WASM_RUNTIME))
     }
 
-    /// The transports a segment of this service may use, in the manifest's order; `in-process` for an
-    /// uploaded component.
+    /// The transports a segment of this service may use: `in-process` first for an uploaded component (the
+    /// default of a segment that names none: no broker hop for a service running here), then the manifest's
+    /// `service_sources` in order.
     pub fn transports(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
+        if self.in_process() {
+            out.push(IN_PROCESS.to_owned());
+        }
         for source in self.components.iter().flat_map(|c| c.service_sources.iter()) {
             if !out.contains(source) {
                 out.push(source.clone());
             }
-        }
-        if self.in_process() {
-            out.push(IN_PROCESS.to_owned());
         }
         out
     }

@@ -1,14 +1,13 @@
 //! The editor routes other than template CRUD, for Studio and the dashboard (editor token): the tenants list,
 //! the delivery activity list, one notification record, and the two send routes; thin handlers over
-//! `flowhost_webpush` (`records`, `templates`). No sender runs in this build yet, so the send routes validate
-//! the request completely (body, channel, template, rendering) and then answer 503 `SENDER_NOT_RUNNING`:
-//! nothing is recorded and nothing pretends to be delivered.
+//! `flowhost_webpush` (`records`, `templates`). The send routes validate the request completely (body, channel,
+//! template, rendering) and then run the `notifications` plugin's action as a flow would (`send.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use flowhost_core::config::Channel;
@@ -21,6 +20,7 @@ use tracing::info;
 use crate::auth::Editor;
 use crate::body::JsonObject;
 use crate::error::PushError;
+use crate::send::{self, SendChannel};
 use crate::PushState;
 
 type Shared = Arc<PushState>;
@@ -107,15 +107,6 @@ async fn notification(
     }
 }
 
-fn sender_not_running(channel: &str) -> PushError {
-    PushError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "SENDER_NOT_RUNNING",
-        "the request is valid, but no sender runs in this deployment yet: nothing was sent",
-    )
-    .with_details(json!({ "channel": channel }))
-}
-
 fn channel_disabled(state: &PushState, channel: Channel, name: &str) -> Result<(), PushError> {
     if state.channel_enabled(channel) {
         Ok(())
@@ -129,54 +120,89 @@ fn channel_disabled(state: &PushState, channel: Channel, name: &str) -> Result<(
 }
 
 /// `POST /api/v1/webpush/send` with a `send_webpush` input (`tenant_id`, `player_id`, `template_id`,
-/// `language_enabled_id`, `placeholders`). `player_id` 0 is allowed here: the dashboard's smoke test.
+/// `language_enabled_id`, `placeholders`), run as the `notifications` plugin's action (see `send.rs`).
+/// `player_id` 0 is allowed here: the dashboard's smoke test. The template is checked first, so a missing
+/// template or language and a render failure are 404 / 400 before anything runs.
 async fn send_webpush(
     State(state): State<Shared>,
     editor: Editor,
+    headers: HeaderMap,
     JsonObject(body): JsonObject,
 ) -> Result<Json<Value>, PushError> {
     let mut f = Fields::new(&body);
+    f.deny_unknown(&["tenant_id", "player_id", "template_id", "language_enabled_id", "placeholders"]);
     let tenant_id = f.required_str("tenant_id", 128);
     let player_id = f.player_id("player_id", true);
     let template_id = f.required_i64("template_id");
     let language = f.required_str("language_enabled_id", 64);
     let placeholders = f.optional_string_map("placeholders").unwrap_or_default();
     f.finish()?;
-    let (Some(tenant_id), Some(_player_id), Some(template_id), Some(language)) =
+    let (Some(tenant_id), Some(player_id), Some(template_id), Some(language)) =
         (tenant_id, player_id, template_id, language)
     else {
         return Err(PushError::internal());
     };
     let tenant_id = editor.tenant_for(Some(tenant_id), "tenant_id")?.unwrap_or_default();
     channel_disabled(&state, Channel::WebPush, "WEB_PUSH")?;
-    let template = crate::templates::load(&state, &editor, template_id).await?;
+    let template = crate::templates::load(&state, &editor, Channel::WebPush, template_id).await?;
     if template.tenant_id != tenant_id {
         return Err(PushError::not_found("no such template"));
     }
     template.render(&language, &placeholders, &state.settings.targets).map_err(PushError::validation)?;
-    info!(admin_user = editor.admin_user.as_deref(), template_id, "web-push send refused: no sender is running");
-    Err(sender_not_running("WEB_PUSH"))
+    let input = json!({
+        "tenant_id": tenant_id, "player_id": player_id, "template_id": template_id,
+        "language_enabled_id": language, "placeholders": placeholders,
+    });
+    let result = send::run(&state, SendChannel::WebPush, &tenant_id, &input, &headers).await?;
+    info!(admin_user = editor.admin_user.as_deref(), template_id, status = %result["status"], "web-push send");
+    Ok(Json(result))
 }
 
 /// `POST /api/v1/templates/in-app/send` with a `send_inapp` input (`tenant_id`, `template_id`, `player_id`,
-/// `language_id?`, `placeholders?`, `vertical?`, `category?`, `subcategory?`).
+/// `language_id?`, `placeholders?`, `vertical?`, `category?`, `subcategory?`), run as the `notifications`
+/// plugin's action (see `send.rs`).
 async fn send_inapp(
     State(state): State<Shared>,
     editor: Editor,
+    headers: HeaderMap,
     JsonObject(body): JsonObject,
 ) -> Result<Json<Value>, PushError> {
+    const LABELS: [&str; 3] = ["vertical", "category", "subcategory"];
     let mut f = Fields::new(&body);
+    f.deny_unknown(&[
+        "tenant_id",
+        "template_id",
+        "player_id",
+        "language_id",
+        "placeholders",
+        "vertical",
+        "category",
+        "subcategory",
+    ]);
     let tenant_id = f.required_str("tenant_id", 128);
-    f.required_i64("template_id");
-    f.player_id("player_id", true);
-    f.optional_str("language_id", 64);
-    f.optional_string_map("placeholders");
-    for name in ["vertical", "category", "subcategory"] {
-        f.optional_str(name, 128);
-    }
+    let template_id = f.required_i64("template_id");
+    let player_id = f.player_id("player_id", true);
+    let language = f.optional_str("language_id", 64);
+    let placeholders = f.optional_string_map("placeholders").unwrap_or_default();
+    let labels: Vec<(&str, Option<String>)> = LABELS.iter().map(|name| (*name, f.optional_str(name, 128))).collect();
     f.finish()?;
-    editor.tenant_for(tenant_id, "tenant_id")?;
+    let (Some(tenant_id), Some(template_id), Some(player_id)) = (tenant_id, template_id, player_id) else {
+        return Err(PushError::internal());
+    };
+    let tenant_id = editor.tenant_for(Some(tenant_id), "tenant_id")?.unwrap_or_default();
     channel_disabled(&state, Channel::InApp, "IN_APP")?;
-    info!(admin_user = editor.admin_user.as_deref(), "in-app send refused: no sender is running");
-    Err(sender_not_running("IN_APP"))
+    let mut input = json!({
+        "tenant_id": tenant_id, "template_id": template_id, "player_id": player_id, "placeholders": placeholders,
+    });
+    if let Some(language) = language {
+        input["language_id"] = json!(language);
+    }
+    for (name, value) in labels {
+        if let Some(value) = value {
+            input[name] = json!(value);
+        }
+    }
+    let result = send::run(&state, SendChannel::InApp, &tenant_id, &input, &headers).await?;
+    info!(admin_user = editor.admin_user.as_deref(), template_id, delivered = %result["delivered"], "in-app send");
+    Ok(Json(result))
 }

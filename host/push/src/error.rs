@@ -20,16 +20,25 @@ pub struct PushError {
     status: StatusCode,
     code: &'static str,
     message: String,
-    details: Option<Value>,
+    /// Boxed: a JSON value is large, and this error travels in every handler's `Result`.
+    details: Option<Box<Value>>,
+    /// `Retry-After` in seconds, on a 503 the client should retry.
+    retry_after: Option<u32>,
 }
 
 impl PushError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), details: None }
+        Self { status, code, message: message.into(), details: None, retry_after: None }
+    }
+
+    /// Adds `Retry-After: seconds` to the answer.
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(u32::try_from(seconds).unwrap_or(u32::MAX));
+        self
     }
 
     pub fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 
@@ -70,7 +79,7 @@ impl PushError {
     }
 
     pub fn details(&self) -> Option<&Value> {
-        self.details.as_ref()
+        self.details.as_deref()
     }
 }
 
@@ -110,8 +119,12 @@ impl IntoResponse for PushError {
     fn into_response(self) -> Response {
         let mut error = json!({ "code": self.code, "message": self.message });
         if let Some(details) = self.details {
-            error["details"] = details;
+            error["details"] = *details;
         }
-        (self.status, Json(json!({ "error": error }))).into_response()
+        let mut response = (self.status, Json(json!({ "error": error }))).into_response();
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(seconds));
+        }
+        response
     }
 }

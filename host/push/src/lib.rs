@@ -15,8 +15,11 @@ mod auth;
 mod body;
 mod editor;
 pub mod error;
+pub mod inapp;
 mod platform;
 mod role;
+mod send;
+mod sender_role;
 mod templates;
 
 /// The domain modules, where they lived before `flowhost-webpush` owned them; new code imports them from there.
@@ -41,6 +44,7 @@ pub use flowhost_webpush::token::InteractionClaims;
 pub use flowhost_webpush::vapid::VapidKeys;
 pub use flowhost_webpush::PAYLOAD_VERSION;
 pub use role::PushRole;
+pub use sender_role::{SenderRole, NOTIFICATIONS_PLUGIN, SENDER_CHECK};
 
 /// The name `/health` reports when the caller policy failed to load.
 pub const POLICY_CHECK: &str = "push_caller_policy";
@@ -62,6 +66,8 @@ pub struct PushSettings {
     pub sweep_interval: Duration,
     pub tenants: Vec<String>,
     pub smoke_test_callers: HashSet<String>,
+    /// Websockets one node keeps open at most (`FLOWHOST_INAPP_MAX_CONNECTIONS`).
+    pub max_inapp_connections: usize,
 }
 
 /// The SHA-256 of a token; `Debug` does not show it (a digest of a weak token can be brute-forced offline).
@@ -81,6 +87,11 @@ pub struct PushState {
     pub settings: PushSettings,
     /// The caller policy, or why it failed to load (push-platform routes then answer 503).
     pub policy: Result<CallerPolicy, PolicyError>,
+    /// This node's in-app websockets.
+    pub inapp: Arc<inapp::InAppHub>,
+    /// The plugin runtime's component store: the editor's send routes run the `notifications` plugin's actions
+    /// through it, as a flow does. `None` answers them 503.
+    pub components: Option<Arc<flowhost_components::ComponentStore>>,
 }
 
 fn config_error(setting: &str, message: impl Into<String>) -> ConfigError {
@@ -151,9 +162,12 @@ impl PushState {
                 sweep_interval: Duration::from_millis(push.retention_sweep_interval_ms),
                 tenants: push.tenants.clone(),
                 smoke_test_callers: push.smoke_test_callers.iter().cloned().collect(),
+                max_inapp_connections: push.max_inapp_connections,
             },
             ports,
             policy,
+            inapp: Arc::default(),
+            components: None,
         })
     }
 
@@ -197,6 +211,7 @@ pub fn router(state: Arc<PushState>) -> Router {
     let max_body_bytes = state.settings.max_body_bytes;
     Router::new()
         .merge(platform::routes())
+        .merge(inapp::routes())
         .merge(editor::routes())
         .merge(templates::routes())
         .method_not_allowed_fallback(method_not_allowed)

@@ -1,6 +1,6 @@
 //! [`PushRole`]: the web-push notification service's API as a role. Its routes share the main listener
 //! (`FLOWHOST_API_HOST` / `API_PORT`) unless `FLOWHOST_PUSH_API_LISTEN` gives them an address of their own; the
-//! retention sweep runs beside them. A caller policy that failed to load is a liveness failure
+//! retention sweep and the in-app delivery (this node's websockets) run beside them. A caller policy that failed to load is a liveness failure
 //! ([`POLICY_CHECK`]): every `/health` of the process answers 503 until the operator fixes it, as the spec says.
 
 use std::sync::Arc;
@@ -18,10 +18,13 @@ pub struct PushRole;
 impl Role for PushRole {
     const NAME: &'static str = "push-api";
     const CONFIG_SECTION: &'static str = "push";
+    const USES_COMPONENTS: bool = true;
 
     async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
         let config = &context.config;
-        let state = Arc::new(PushState::from_config(config, context.ports.clone())?);
+        let mut state = PushState::from_config(config, context.ports.clone())?;
+        state.components = context.service();
+        let state = Arc::new(state);
         let addr = config.push.listen.clone().unwrap_or_else(|| config.api_addr());
         let listener =
             Listener::new("push", addr, "FLOWHOST_PUSH_API_LISTEN", router(state.clone())).with_fallback(fallback());
@@ -29,6 +32,7 @@ impl Role for PushRole {
         Ok(RoleParts::default()
             .listener(listener)
             .task(run_retention(state.ports.clone(), state.settings.sweep_interval, context.shutdown.clone()).map(Ok))
+            .task(state.inapp.clone().run(state.ports.subjects.clone(), context.shutdown.clone()))
             .liveness(Check::sync(POLICY_CHECK, move || policy.policy.as_ref().map(|_| ()).map_err(|e| e.to_string())))
             .readiness(Check::documents(context.ports.documents.clone())))
     }

@@ -1,13 +1,17 @@
-//! The editor routes of web-push templates under `/api/v1/templates/web-push/` (CRUD and preview): thin
+//! The editor routes of templates, web-push under `/api/v1/templates/web-push/` and in-app under
+//! `/api/v1/templates/in-app/` (CRUD and preview; the same handlers, told the channel by an extension): thin
 //! handlers over `flowhost_webpush::templates`, which owns the model, its validation, rendering and storage.
+//! A web-push preview names its language `language_enabled_id` (required), an in-app one `language_id`
+//! (optional: the template's default), as the send actions do.
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use flowhost_core::config::Channel;
 use flowhost_webpush::fields::Fields;
 use flowhost_webpush::templates::{self, parse_template, Template};
 use flowhost_webpush::{FieldError, WebPushError};
@@ -23,20 +27,33 @@ use crate::PushState;
 type Shared = Arc<PushState>;
 
 pub(crate) fn routes() -> Router<Shared> {
+    Router::new().merge(channel_routes(Channel::WebPush, "web-push")).merge(channel_routes(Channel::InApp, "in-app"))
+}
+
+fn channel_routes(channel: Channel, segment: &str) -> Router<Shared> {
+    let base = format!("/api/v1/templates/{segment}");
     Router::new()
-        .route("/api/v1/templates/web-push", get(list).post(create))
-        .route("/api/v1/templates/web-push/", get(list).post(create))
-        .route("/api/v1/templates/web-push/preview", post(preview))
-        .route("/api/v1/templates/web-push/{id}", get(read).put(replace).delete(remove))
+        .route(&base, get(list).post(create))
+        .route(&format!("{base}/"), get(list).post(create))
+        .route(&format!("{base}/preview"), post(preview))
+        .route(&format!("{base}/{{id}}"), get(read).put(replace).delete(remove))
+        .route_layer(Extension(channel))
+}
+
+fn noun(channel: Channel) -> &'static str {
+    match channel {
+        Channel::WebPush => "web-push template",
+        Channel::InApp => "in-app template",
+    }
 }
 
 fn parse_id(id: &str) -> Result<i64, PushError> {
     id.parse::<i64>().ok().filter(|id| *id > 0).ok_or_else(|| PushError::not_found("no such template"))
 }
 
-/// The template `id` if it exists and the editor may see it.
-pub(crate) async fn load(state: &PushState, editor: &Editor, id: i64) -> Result<Template, PushError> {
-    Ok(templates::load(state.ports.documents.as_ref(), id, editor.tenant.as_deref()).await?)
+/// The `channel` template `id` if it exists and the editor may see it.
+pub(crate) async fn load(state: &PushState, editor: &Editor, channel: Channel, id: i64) -> Result<Template, PushError> {
+    Ok(templates::load(state.ports.documents.as_ref(), channel, id, editor.tenant.as_deref()).await?)
 }
 
 #[derive(Deserialize)]
@@ -48,17 +65,19 @@ struct ListQuery {
 /// `tenant_id` query) when there is one, else all.
 async fn list(
     State(state): State<Shared>,
+    Extension(channel): Extension<Channel>,
     editor: Editor,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, PushError> {
     let tenant = editor.tenant_for(query.tenant_id.filter(|t| !t.is_empty()), "tenant_id")?;
-    let templates = templates::list(state.ports.documents.as_ref(), tenant.as_deref()).await?;
+    let templates = templates::list(state.ports.documents.as_ref(), channel, tenant.as_deref()).await?;
     Ok(Json(json!({ "templates": templates })))
 }
 
 /// `POST /api/v1/templates/web-push/`: 201 with the stored template and its new id.
 async fn create(
     State(state): State<Shared>,
+    Extension(channel): Extension<Channel>,
     editor: Editor,
     JsonObject(body): JsonObject,
 ) -> Result<impl IntoResponse, PushError> {
@@ -69,48 +88,55 @@ async fn create(
     if body.get("id").is_some_and(|v| !v.is_null()) {
         return Err(PushError::field("id", "is assigned by the service"));
     }
-    let template = parse_template(&body, tenant_id, &state.settings.targets)?;
+    let template = parse_template(channel, &body, tenant_id, &state.settings.targets)?;
     let template = templates::create(&state.ports, template, editor.admin_user.clone()).await?;
-    info!(template_id = template.id, admin_user = editor.admin_user.as_deref(), "web-push template created");
+    info!(template_id = template.id, admin_user = editor.admin_user.as_deref(), "{} created", noun(channel));
     Ok((StatusCode::CREATED, Json(template)))
 }
 
 /// `GET /api/v1/templates/web-push/{id}`.
 async fn read(
     State(state): State<Shared>,
+    Extension(channel): Extension<Channel>,
     editor: Editor,
     Path(id): Path<String>,
 ) -> Result<Json<Template>, PushError> {
-    Ok(Json(load(&state, &editor, parse_id(&id)?).await?))
+    Ok(Json(load(&state, &editor, channel, parse_id(&id)?).await?))
 }
 
 /// `PUT /api/v1/templates/web-push/{id}`: replaces the template's content; id, tenant and creation stay.
 async fn replace(
     State(state): State<Shared>,
+    Extension(channel): Extension<Channel>,
     editor: Editor,
     Path(id): Path<String>,
     JsonObject(body): JsonObject,
 ) -> Result<Json<Template>, PushError> {
     let id = parse_id(&id)?;
-    let existing = load(&state, &editor, id).await?;
+    let existing = load(&state, &editor, channel, id).await?;
     if body.get("tenant_id").and_then(Value::as_str).is_some_and(|t| t != existing.tenant_id) {
         return Err(PushError::field("tenant_id", "a template cannot move to another tenant"));
     }
     if body.get("id").is_some_and(|v| !v.is_null() && v.as_i64() != Some(id)) {
         return Err(PushError::field("id", "does not match the path"));
     }
-    let template = parse_template(&body, existing.tenant_id.clone(), &state.settings.targets)?;
+    let template = parse_template(channel, &body, existing.tenant_id.clone(), &state.settings.targets)?;
     let template = templates::replace(&state.ports, existing, template, editor.admin_user.clone()).await?;
-    info!(template_id = id, admin_user = editor.admin_user.as_deref(), "web-push template replaced");
+    info!(template_id = id, admin_user = editor.admin_user.as_deref(), "{} replaced", noun(channel));
     Ok(Json(template))
 }
 
 /// `DELETE /api/v1/templates/web-push/{id}`: 204.
-async fn remove(State(state): State<Shared>, editor: Editor, Path(id): Path<String>) -> Result<StatusCode, PushError> {
+async fn remove(
+    State(state): State<Shared>,
+    Extension(channel): Extension<Channel>,
+    editor: Editor,
+    Path(id): Path<String>,
+) -> Result<StatusCode, PushError> {
     let id = parse_id(&id)?;
-    load(&state, &editor, id).await?;
-    templates::delete(state.ports.documents.as_ref(), id).await?;
-    info!(template_id = id, admin_user = editor.admin_user.as_deref(), "web-push template deleted");
+    load(&state, &editor, channel, id).await?;
+    templates::delete(state.ports.documents.as_ref(), channel, id).await?;
+    info!(template_id = id, admin_user = editor.admin_user.as_deref(), "{} deleted", noun(channel));
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -119,15 +145,23 @@ async fn remove(State(state): State<Shared>, editor: Editor, Path(id): Path<Stri
 /// content }`, or 400 naming what does not render (missing placeholder, target host not allowed, ...).
 async fn preview(
     State(state): State<Shared>,
+    Extension(channel): Extension<Channel>,
     editor: Editor,
     JsonObject(body): JsonObject,
 ) -> Result<Json<Value>, PushError> {
+    let language_field = match channel {
+        Channel::WebPush => "language_enabled_id",
+        Channel::InApp => "language_id",
+    };
     let mut f = Fields::new(&body);
-    f.deny_unknown(&["template_id", "template", "language_enabled_id", "placeholders"]);
+    f.deny_unknown(&["template_id", "template", language_field, "placeholders"]);
     let template_id =
         if body.get("template_id").is_some_and(|v| !v.is_null()) { f.required_i64("template_id") } else { None };
     let inline = f.optional_object("template");
-    let language = f.required_str("language_enabled_id", 64);
+    let language = match channel {
+        Channel::WebPush => f.required_str(language_field, 64),
+        Channel::InApp => f.optional_str(language_field, 64),
+    };
     let placeholders = f.optional_string_map("placeholders").unwrap_or_default();
     match (body.get("template_id").is_some_and(|v| !v.is_null()), inline.is_some()) {
         (true, true) => f.error("template", "give template_id or template, not both"),
@@ -135,21 +169,19 @@ async fn preview(
         _ => {}
     }
     f.finish()?;
-    let language = language.ok_or_else(PushError::internal)?;
     let template = match (template_id, inline) {
-        (Some(id), _) => load(&state, &editor, id).await?,
+        (Some(id), _) => load(&state, &editor, channel, id).await?,
         (None, Some(inline)) => {
             let tenant = editor.tenant.clone().unwrap_or_default();
-            parse_template(inline, tenant, &state.settings.targets).map_err(prefix_template_errors)?
+            parse_template(channel, inline, tenant, &state.settings.targets).map_err(prefix_template_errors)?
         }
         (None, None) => return Err(PushError::internal()),
     };
+    let language = template.language_or_default(language.as_deref()).ok_or_else(PushError::internal)?.to_owned();
     let content = template.render(&language, &placeholders, &state.settings.targets).map_err(PushError::validation)?;
-    Ok(Json(json!({
-        "template_id": template_id,
-        "language_enabled_id": language,
-        "content": content,
-    })))
+    let mut answer = json!({ "template_id": template_id, "content": content });
+    answer[language_field] = json!(language);
+    Ok(Json(answer))
 }
 
 /// An inline template's errors with the `template.` prefix, so the fields point into the preview body.

@@ -2,7 +2,7 @@
 //! run), the idempotency key of each action invocation (the spec's `sha256(FlowRunID + NodeID)`), and the trace
 //! id carried from the source record through every node.
 
-use flowhost_core::digest::{sha256_bytes_hex, sha256_hex};
+use flowhost_core::digest::sha256_hex;
 use flowhost_core::ports::Record;
 
 /// The run of `flow_id` started by the record at `topic`/`partition`/`offset`: a UUID-formatted prefix of
@@ -22,15 +22,7 @@ pub fn dead_letter_id(run_id: &str, node_id: &str) -> String {
     format!("dl-{}", &sha256_hex(&["dead-letter", run_id, node_id])[..32])
 }
 
-/// The idempotency key of the invocations of `node_id` in `run_id`: the lowercase hex SHA-256 of the UTF-8
-/// bytes of the run id immediately followed by the UTF-8 bytes of the node id, nothing between them
-/// (`sha256(FlowRunID + NodeID)`). Every attempt and every redelivery of that step carries the same key.
-pub fn idempotency_key(run_id: &str, node_id: &str) -> String {
-    let mut bytes = Vec::with_capacity(run_id.len() + node_id.len());
-    bytes.extend_from_slice(run_id.as_bytes());
-    bytes.extend_from_slice(node_id.as_bytes());
-    sha256_bytes_hex(&bytes)
-}
+pub use flowhost_core::digest::idempotency_key;
 
 /// The trace id of a run started by `record`: the trace id of its W3C `traceparent` header when it has a valid
 /// one, else 32 hex digits derived from where the record sits (the same on every redelivery).

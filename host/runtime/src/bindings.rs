@@ -69,3 +69,13 @@ pub(crate) mod v2 {
         });
     }
 }
+
+/// `flowhost:notify@0.1.0`: the `notifications` capability (interface `sender`), a package of its own so it
+/// versions apart from `flowhost:plugin`; a component imports it beside either plugin version.
+pub(crate) mod notify {
+    wasmtime::component::bindgen!({
+        path: "../../wit/flowhost-notify",
+        world: "imports",
+        imports: { default: async | trappable },
+    });
+}

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use flowhost_core::notify::Notifications;
 use flowhost_core::ports::DocumentStore;
 use flowhost_core::Clock;
 
@@ -16,6 +17,8 @@ pub(crate) struct HostState {
     pub scope: Arc<str>,
     pub clock: Arc<dyn Clock>,
     pub documents: Option<Arc<dyn DocumentStore>>,
+    /// The host side of the `notifications` capability, when a sender runs in this process.
+    pub notifications: Option<Arc<dyn Notifications>>,
     /// When the invocation's wall-clock deadline passes: a host call (documents) is not interrupted by the
     /// epoch, so it stops waiting at this instant itself.
     pub deadline: Instant,

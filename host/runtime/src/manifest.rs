@@ -25,6 +25,14 @@ pub struct Manifest {
     /// Node kinds it implements (`condition`, `mapping`, ...): each is an action of the same name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_kinds: Vec<String>,
+    /// The node kinds a flow may place inside the service's segment (`supports_nodes` in the component catalog:
+    /// `condition`, `lookup`, `mapping`, ...); absent: the kinds it implements (`node_kinds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports_nodes: Option<Vec<String>>,
+    /// The transports over which the service also takes work from flows besides in process (`service_sources`
+    /// in the component catalog: `nats`, `kafka`, `http`); a host running the plugin's service serves them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_sources: Vec<String>,
     /// Data sources it answers in process (a `service-plugin` exporting `data-source`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub data_sources: Vec<ManifestDataSource>,

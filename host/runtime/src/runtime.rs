@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use flowhost_core::digest::sha256_bytes_hex;
+use flowhost_core::notify::Notifications;
 use flowhost_core::ports::DocumentStore;
 use flowhost_core::{Clock, SystemClock};
 use sha2::Digest;
@@ -46,6 +47,8 @@ pub(crate) struct Inner {
     clock: Arc<dyn Clock>,
     documents: Option<Arc<dyn DocumentStore>>,
     metrics: Option<RuntimeMetrics>,
+    /// The host side of the `notifications` capability, once a sender runs in this process.
+    notifications: std::sync::RwLock<Option<Arc<dyn Notifications>>>,
     _ticker: EpochTicker,
 }
 
@@ -109,7 +112,27 @@ impl Runtime {
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&wasm).map_err(|error| RuntimeError(format!("{error:#}")))?;
         let ticker = EpochTicker::start(&engine, config.epoch_tick);
-        Ok(Runtime { inner: Arc::new(Inner { engine, config, clock, documents, metrics, _ticker: ticker }) })
+        let notifications = std::sync::RwLock::new(None);
+        Ok(Runtime {
+            inner: Arc::new(Inner { engine, config, clock, documents, metrics, notifications, _ticker: ticker }),
+        })
+    }
+
+    /// Serves the `notifications` capability with `sender` from now on (the sender role installs it once its
+    /// keys and stores are ready). Until then, and after [`Runtime::withdraw_notifications`], every call of the
+    /// capability answers `not-ready`.
+    pub fn provide_notifications(&self, sender: Arc<dyn Notifications>) {
+        *self.inner.notifications.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(sender);
+    }
+
+    /// Stops serving the `notifications` capability (the sender role shutting down).
+    pub fn withdraw_notifications(&self) {
+        *self.inner.notifications.write().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+
+    /// Whether the `notifications` capability is served.
+    pub fn notifications_provided(&self) -> bool {
+        self.inner.notifications.read().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
     }
 
     /// The configuration this runtime runs with.
@@ -209,11 +232,11 @@ impl Runtime {
         let mut linker = Linker::new(engine);
         for (name, _) in component.component_type().imports(engine) {
             match Import::of(name) {
-                Import::Capability(provider, version) => {
+                Import::Capability(provider, link) => {
                     if !grants.contains(&provider.capability) {
                         return Err(LoadError::NotGranted { capability: provider.capability.name().to_string() });
                     }
-                    provider.link(version, &mut linker).map_err(|error| LoadError::Link(format!("{error:#}")))?;
+                    link(&mut linker).map_err(|error| LoadError::Link(format!("{error:#}")))?;
                     if !imported.contains(&provider.capability) {
                         imported.push(provider.capability);
                     }
@@ -342,6 +365,7 @@ pub(crate) fn new_store(runtime: &Inner, identity: Identity, limits: &Limits) ->
         scope: identity.scope,
         clock: runtime.clock.clone(),
         documents: runtime.documents.clone(),
+        notifications: runtime.notifications.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
         deadline: Instant::now() + limits.timeout,
         max_log_message_bytes: runtime.config.max_log_message_bytes,
         limiter: MemoryLimiter { memory_bytes, hit: false },

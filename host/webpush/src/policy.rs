@@ -1,7 +1,8 @@
-//! The push-platform caller policy (`FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON`): who may call which of the five
-//! push-platform routes, from which source app, for which tenants. Parsing is strict (unknown fields and unknown
-//! route strings fail the whole policy, so a typo such as `tenant_id` for `tenant_ids` can never widen access);
-//! a failed policy is kept as an error state that makes the routes answer 503 and `/health` answer 503.
+//! The push-platform caller policy (`FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON`): who may call which of the
+//! push-platform routes (the spec's five and Flowhost's in-app routes), from which source app, for which
+//! tenants. Parsing is strict (unknown fields and unknown route strings fail the whole policy, so a typo such
+//! as `tenant_id` for `tenant_ids` can never widen access); a failed policy is kept as an error state that
+//! makes the routes answer 503 and `/health` answer 503.
 //!
 //! Caller tokens are compared in constant time: the presented token and every policy token are hashed with
 //! SHA-256 and the digests compared with `subtle`, for every caller, so neither the content nor the length of a
@@ -13,13 +14,31 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-/// The five push-platform routes, exactly as `allowed_routes` names them.
+/// The five push-platform routes of the spec, exactly as `allowed_routes` names them.
 pub const CLIENT_CONFIG: &str = "GET /api/v1/webpush/client-config";
 pub const SUBSCRIPTIONS: &str = "POST /api/v1/service/webpush/subscriptions";
 pub const DEACTIVATE: &str = "POST /api/v1/service/webpush/subscriptions/deactivate";
 pub const BROWSER_EVENTS: &str = "POST /api/v1/service/webpush/events/browser";
 pub const SEMANTIC_EVENTS: &str = "POST /api/v1/service/webpush/events/semantic";
-pub const ROUTES: [&str; 5] = [CLIENT_CONFIG, SUBSCRIPTIONS, DEACTIVATE, BROWSER_EVENTS, SEMANTIC_EVENTS];
+/// The in-app routes a bridge calls, under the same policy (Flowhost's own; the spec names no in-app routes).
+pub const INAPP_CONNECT_TOKENS: &str = "POST /api/v1/service/inapp/connect-tokens";
+pub const INAPP_INBOX: &str = "GET /api/v1/service/inapp/inbox";
+pub const INAPP_INBOX_READ: &str = "POST /api/v1/service/inapp/inbox/read";
+pub const INAPP_SUBSCRIPTIONS: &str = "POST /api/v1/service/inapp/subscriptions";
+pub const INAPP_DEACTIVATE: &str = "POST /api/v1/service/inapp/subscriptions/deactivate";
+/// Every route `allowed_routes` may name.
+pub const ROUTES: [&str; 10] = [
+    CLIENT_CONFIG,
+    SUBSCRIPTIONS,
+    DEACTIVATE,
+    BROWSER_EVENTS,
+    SEMANTIC_EVENTS,
+    INAPP_CONNECT_TOKENS,
+    INAPP_INBOX,
+    INAPP_INBOX_READ,
+    INAPP_SUBSCRIPTIONS,
+    INAPP_DEACTIVATE,
+];
 
 /// Why the policy could not be loaded; the message names the caller and the offending entry, never a token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

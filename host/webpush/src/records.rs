@@ -66,6 +66,15 @@ pub struct NotificationActivity {
     pub delivery_ids: Vec<String>,
     #[serde(default)]
     pub invalidated_subscriptions: Vec<String>,
+    /// Every delivery to a subscription with its outcome (a redelivered step adds only what it sent again).
+    #[serde(default)]
+    pub deliveries: Vec<DeliveryRecord>,
+    /// The flow run (or the editor's send) the notification belongs to.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// How many times the sender worked on this notification (a redelivered step adds one).
+    #[serde(default)]
+    pub attempts: u32,
     /// Rendered payload metadata (title, body, target_url, tag, ...).
     #[serde(default)]
     pub content: Value,
@@ -74,6 +83,16 @@ pub struct NotificationActivity {
     pub created_at: String,
     #[serde(default)]
     pub updated_at: String,
+}
+
+/// One delivery of a notification to one subscription, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryRecord {
+    #[serde(flatten)]
+    pub delivery: flowhost_core::notify::Delivery,
+    pub attempted_at_ms: i64,
+    #[serde(default)]
+    pub attempted_at: String,
 }
 
 /// Writes (or rewrites) an activity record; it expires `retention` (see [`retention`]) after its creation.

@@ -1,12 +1,15 @@
-//! Web-push templates: the model (localized content per `language_enabled_id`, declared placeholders, icon,
-//! badge, image, target URL, actions, tag, require_interaction, silent, renotify), its validation
-//! ([`parse_template`]), rendering with placeholder values (`{{name}}`, checked against the allowed target hosts
-//! after substitution) and storage (load, list, create with a new integer id, replace, delete). Template ids are
-//! integers, as `send_webpush`'s `template_id`; every template belongs to one tenant.
+//! Notification templates of both channels: the model (localized content per language, declared placeholders,
+//! icon, badge, image, target URL, actions, tag, require_interaction, silent, renotify, a default language), its
+//! validation ([`parse_template`]), rendering with placeholder values (`{{name}}`, checked against the allowed
+//! target hosts after substitution) and storage (load, list, create with a new integer id, replace, delete).
+//! Template ids are integers, as the send actions' `template_id`, counted per channel; every template belongs to
+//! one tenant. Web-push and in-app templates share the model and live in a collection each; an in-app template
+//! needs no `target_url` (a message without a call to action).
 
 use std::collections::{BTreeMap, HashSet};
 
-use flowhost_core::collections::WEBPUSH_TEMPLATES;
+use flowhost_core::collections::{INAPP_TEMPLATES, WEBPUSH_TEMPLATES};
+use flowhost_core::config::Channel;
 use flowhost_core::placeholders::{is_placeholder_name, pieces, used_placeholders, Piece};
 use flowhost_core::ports::{DocumentStore, PortError, Ports};
 use serde::{Deserialize, Serialize};
@@ -51,10 +54,25 @@ pub struct LocalizedContent {
     pub actions: Option<Vec<Action>>,
 }
 
-/// A stored web-push template.
+/// The collection of `channel`'s templates.
+pub fn collection(channel: Channel) -> &'static str {
+    match channel {
+        Channel::WebPush => WEBPUSH_TEMPLATES,
+        Channel::InApp => INAPP_TEMPLATES,
+    }
+}
+
+fn web_push() -> Channel {
+    Channel::WebPush
+}
+
+/// A stored template.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Template {
     pub id: i64,
+    /// `WEB_PUSH` or `IN_APP` (templates stored before in-app existed are web-push ones).
+    #[serde(default = "web_push")]
+    pub channel: Channel,
     pub tenant_id: String,
     pub name: String,
     #[serde(default)]
@@ -81,6 +99,10 @@ pub struct Template {
     pub renotify: bool,
     /// Content per `language_enabled_id`.
     pub contents: BTreeMap<String, LocalizedContent>,
+    /// The language an in-app send without `language_id` renders (one of `contents`); without it, the only or
+    /// the first language.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_language: Option<String>,
     #[serde(default)]
     pub created_at: String,
     #[serde(default)]
@@ -104,7 +126,7 @@ fn substitute(text: &str, value: &dyn Fn(&str) -> Option<String>) -> Result<Stri
 }
 
 /// The fields a template body may carry (editor bodies reject others).
-const TEMPLATE_FIELDS: [&str; 15] = [
+const TEMPLATE_FIELDS: [&str; 16] = [
     "tenant_id",
     "name",
     "description",
@@ -119,6 +141,7 @@ const TEMPLATE_FIELDS: [&str; 15] = [
     "silent",
     "renotify",
     "contents",
+    "default_language",
     "id",
 ];
 
@@ -198,6 +221,7 @@ fn parse_actions(
 /// offending field. `tenant_id` is decided by the caller; id, times and authors are left for [`create`] and
 /// [`replace`] to stamp.
 pub fn parse_template(
+    channel: Channel,
     body: &Map<String, Value>,
     tenant_id: String,
     targets: &TargetPolicy,
@@ -290,7 +314,7 @@ pub fn parse_template(
                 if let Some(target) = &own_target {
                     check_url(c, "target_url", target, &declared, Some(targets));
                 }
-                if own_target.is_none() && target_url.is_none() {
+                if own_target.is_none() && target_url.is_none() && channel == Channel::WebPush {
                     c.error("target_url", "is required here or on the template");
                 }
                 let actions = parse_actions(c, "actions", &declared, targets);
@@ -301,9 +325,14 @@ pub fn parse_template(
             }
         }
     }
+    let default_language = f.optional_str("default_language", 64);
+    if default_language.as_ref().is_some_and(|language| !contents.contains_key(language)) {
+        f.error("default_language", "must be one of the languages in contents");
+    }
     f.finish()?;
     Ok(Template {
         id: 0,
+        channel,
         tenant_id,
         name: name.ok_or_else(|| WebPushError::Internal("a validated template has no name".into()))?,
         description,
@@ -318,6 +347,7 @@ pub fn parse_template(
         silent,
         renotify,
         contents,
+        default_language,
         created_at: String::new(),
         updated_at: String::new(),
         created_by: None,
@@ -326,6 +356,12 @@ pub fn parse_template(
 }
 
 impl Template {
+    /// The language to render for an asked `language` (in-app's optional `language_id`): the asked one, else
+    /// the template's `default_language`, else its first language.
+    pub fn language_or_default<'a>(&'a self, language: Option<&'a str>) -> Option<&'a str> {
+        language.or(self.default_language.as_deref()).or_else(|| self.contents.keys().next().map(String::as_str))
+    }
+
     /// Renders the content of `language` with `values` (then each placeholder's default), checking the
     /// rendered URLs: navigation targets against the allowlist, images for the scheme. Errors name the field.
     pub fn render(
@@ -385,10 +421,10 @@ impl Template {
             errors.dedup();
             return Err(errors);
         }
-        let Some(target_url) = target_url else {
+        if target_url.is_none() && self.channel == Channel::WebPush {
             return Err(vec![FieldError::new("target_url", "the template has no target_url")]);
-        };
-        if let Err(message) = targets.check_target(&target_url) {
+        }
+        if let Some(Err(message)) = target_url.as_deref().map(|url| targets.check_target(url)) {
             errors.push(FieldError::new("target_url", message));
         }
         for (field, value) in [("icon", &icon), ("badge", &badge), ("image", &image)] {
@@ -417,14 +453,15 @@ impl Template {
             "payload_version": PAYLOAD_VERSION,
             "title": title,
             "body": body,
-            "target_url": target_url,
             "require_interaction": self.require_interaction,
             "silent": self.silent,
             "renotify": self.renotify,
             "actions": rendered_actions,
             "data": {},
         });
-        for (field, value) in [("icon", icon), ("badge", badge), ("image", image), ("tag", tag)] {
+        for (field, value) in
+            [("target_url", target_url), ("icon", icon), ("badge", badge), ("image", image), ("tag", tag)]
+        {
             if let Some(value) = value {
                 payload[field] = json!(value);
             }
@@ -442,19 +479,28 @@ fn encode(template: &Template) -> Result<Value, WebPushError> {
     serde_json::to_value(template).map_err(|e| WebPushError::Internal(format!("a template does not serialize: {e}")))
 }
 
-/// The template `id` if it exists within `scope` (a tenant; `None`: every tenant), else
+/// The `channel` template `id` if it exists within `scope` (a tenant; `None`: every tenant), else
 /// [`WebPushError::NotFound`].
-pub async fn load(documents: &dyn DocumentStore, id: i64, scope: Option<&str>) -> Result<Template, WebPushError> {
-    let doc = documents.get(WEBPUSH_TEMPLATES, &id.to_string()).await?;
+pub async fn load(
+    documents: &dyn DocumentStore,
+    channel: Channel,
+    id: i64,
+    scope: Option<&str>,
+) -> Result<Template, WebPushError> {
+    let doc = documents.get(collection(channel), &id.to_string()).await?;
     let template = doc.map(decode).transpose()?.filter(|t| scope.is_none_or(|tenant| tenant == t.tenant_id));
     template.ok_or(WebPushError::NotFound("template"))
 }
 
-/// The templates of `tenant` (`None`: of every tenant), sorted by id.
-pub async fn list(documents: &dyn DocumentStore, tenant: Option<&str>) -> Result<Vec<Template>, WebPushError> {
+/// The `channel` templates of `tenant` (`None`: of every tenant), sorted by id.
+pub async fn list(
+    documents: &dyn DocumentStore,
+    channel: Channel,
+    tenant: Option<&str>,
+) -> Result<Vec<Template>, WebPushError> {
     let docs = match tenant {
-        Some(tenant) => documents.find(WEBPUSH_TEMPLATES, "tenant_id", &json!(tenant)).await?,
-        None => documents.list(WEBPUSH_TEMPLATES).await?,
+        Some(tenant) => documents.find(collection(channel), "tenant_id", &json!(tenant)).await?,
+        None => documents.list(collection(channel)).await?,
     };
     let mut templates = docs.into_iter().map(decode).collect::<Result<Vec<_>, _>>()?;
     templates.sort_by_key(|t| t.id);
@@ -470,12 +516,12 @@ pub async fn create(ports: &Ports, mut template: Template, author: Option<String
     template.created_by = author.clone();
     template.updated_by = author;
     let documents = &ports.documents;
+    let collection = collection(template.channel);
     // Ids are integers: the next after the largest; `insert` refuses a taken one, so racing creators retry.
     for _ in 0..8 {
-        let next =
-            documents.list(WEBPUSH_TEMPLATES).await?.iter().filter_map(|doc| doc["id"].as_i64()).max().unwrap_or(0) + 1;
+        let next = documents.list(collection).await?.iter().filter_map(|doc| doc["id"].as_i64()).max().unwrap_or(0) + 1;
         template.id = next;
-        match documents.insert(WEBPUSH_TEMPLATES, &next.to_string(), encode(&template)?).await {
+        match documents.insert(collection, &next.to_string(), encode(&template)?).await {
             Ok(()) => {
                 register_tenant(documents.as_ref(), &template.tenant_id, now).await?;
                 return Ok(template);
@@ -496,20 +542,21 @@ pub async fn replace(
     author: Option<String>,
 ) -> Result<Template, WebPushError> {
     template.id = existing.id;
+    template.channel = existing.channel;
     template.tenant_id = existing.tenant_id;
     template.created_at = existing.created_at;
     template.created_by = existing.created_by;
     template.updated_at = iso(ports.clock.now_ms());
     template.updated_by = author;
-    if !ports.documents.replace(WEBPUSH_TEMPLATES, &template.id.to_string(), encode(&template)?).await? {
+    if !ports.documents.replace(collection(template.channel), &template.id.to_string(), encode(&template)?).await? {
         return Err(WebPushError::NotFound("template"));
     }
     Ok(template)
 }
 
-/// Deletes template `id`; [`WebPushError::NotFound`] when there is none.
-pub async fn delete(documents: &dyn DocumentStore, id: i64) -> Result<(), WebPushError> {
-    if documents.delete(WEBPUSH_TEMPLATES, &id.to_string()).await? {
+/// Deletes the `channel` template `id`; [`WebPushError::NotFound`] when there is none.
+pub async fn delete(documents: &dyn DocumentStore, channel: Channel, id: i64) -> Result<(), WebPushError> {
+    if documents.delete(collection(channel), &id.to_string()).await? {
         Ok(())
     } else {
         Err(WebPushError::NotFound("template"))
@@ -521,7 +568,7 @@ mod tests {
     use super::*;
 
     fn template(body: Value, targets: &TargetPolicy) -> Result<Template, WebPushError> {
-        parse_template(body.as_object().unwrap(), "t1".into(), targets)
+        parse_template(Channel::WebPush, body.as_object().unwrap(), "t1".into(), targets)
     }
 
     fn welcome() -> Value {

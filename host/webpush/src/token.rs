@@ -1,4 +1,4 @@
-//! Interaction tokens: the opaque value a delivered payload carries and the service worker echoes in browser
+//! Interaction tokens (and in-app connect tokens, [`mint_connect`]): the opaque value a delivered payload carries and the service worker echoes in browser
 //! events. A token binds tenant, player, notification id, delivery id and an expiry, signed with HMAC-SHA256
 //! (`FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET`). Only the service mints (the sender, per delivery) and verifies
 //! (the browser-events route); callers pass it through untouched.
@@ -11,6 +11,7 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
@@ -57,22 +58,63 @@ fn mac(secret: &[u8]) -> HmacSha256 {
 
 /// Mints a token for `claims` with `secret`.
 pub fn mint(secret: &[u8], claims: &InteractionClaims) -> String {
+    sign(VERSION, secret, claims)
+}
+
+/// Verifies `token` against each of `secrets` (current first) and its expiry against `now_ms`.
+pub fn verify(token: &str, secrets: &[&[u8]], now_ms: i64) -> Result<InteractionClaims, TokenError> {
+    open(VERSION, token, secrets, now_ms, |claims: &InteractionClaims| claims.expires_at_ms)
+}
+
+/// The version prefix of in-app connect tokens: a token of one kind never verifies as the other.
+const CONNECT_VERSION: &str = "c1";
+
+/// What an in-app connect token binds: the player a websocket is for, until a short expiry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectClaims {
+    #[serde(rename = "t")]
+    pub tenant_id: String,
+    #[serde(rename = "p")]
+    pub player_id: i64,
+    /// Expiry in milliseconds since the Unix epoch.
+    #[serde(rename = "e")]
+    pub expires_at_ms: i64,
+}
+
+/// Mints an in-app connect token (format `c1.<claims>.<mac>`, signed like interaction tokens).
+pub fn mint_connect(secret: &[u8], claims: &ConnectClaims) -> String {
+    sign(CONNECT_VERSION, secret, claims)
+}
+
+/// Verifies an in-app connect token as [`verify`] does an interaction token.
+pub fn verify_connect(token: &str, secrets: &[&[u8]], now_ms: i64) -> Result<ConnectClaims, TokenError> {
+    open(CONNECT_VERSION, token, secrets, now_ms, |claims: &ConnectClaims| claims.expires_at_ms)
+}
+
+fn sign<T: Serialize>(version: &str, secret: &[u8], claims: &T) -> String {
     let payload = serde_json::to_vec(claims).expect("claims serialize");
-    let signed = format!("{VERSION}.{}", URL_SAFE_NO_PAD.encode(payload));
+    let signed = format!("{version}.{}", URL_SAFE_NO_PAD.encode(payload));
     let mut mac = mac(secret);
     mac.update(signed.as_bytes());
     let signature = mac.finalize().into_bytes();
     format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature))
 }
 
-/// Verifies `token` against each of `secrets` (current first) and its expiry against `now_ms`.
-pub fn verify(token: &str, secrets: &[&[u8]], now_ms: i64) -> Result<InteractionClaims, TokenError> {
+/// Checks the format and version, the MAC in constant time against each secret, then decodes the claims and
+/// checks their expiry.
+fn open<T: DeserializeOwned>(
+    version: &str,
+    token: &str,
+    secrets: &[&[u8]],
+    now_ms: i64,
+    expiry: impl Fn(&T) -> i64,
+) -> Result<T, TokenError> {
     if token.len() > MAX_TOKEN_LEN {
         return Err(TokenError::Malformed);
     }
     let (signed, signature) = token.rsplit_once('.').ok_or(TokenError::Malformed)?;
-    let (version, payload) = signed.split_once('.').ok_or(TokenError::Malformed)?;
-    if version != VERSION || payload.contains('.') {
+    let (prefix, payload) = signed.split_once('.').ok_or(TokenError::Malformed)?;
+    if prefix != version || payload.contains('.') {
         return Err(TokenError::Malformed);
     }
     let signature = URL_SAFE_NO_PAD.decode(signature).map_err(|_| TokenError::Malformed)?;
@@ -86,8 +128,8 @@ pub fn verify(token: &str, secrets: &[&[u8]], now_ms: i64) -> Result<Interaction
         return Err(TokenError::BadSignature);
     }
     let payload = URL_SAFE_NO_PAD.decode(payload).map_err(|_| TokenError::Malformed)?;
-    let claims: InteractionClaims = serde_json::from_slice(&payload).map_err(|_| TokenError::Malformed)?;
-    if now_ms >= claims.expires_at_ms {
+    let claims: T = serde_json::from_slice(&payload).map_err(|_| TokenError::Malformed)?;
+    if now_ms >= expiry(&claims) {
         return Err(TokenError::Expired);
     }
     Ok(claims)
@@ -148,6 +190,18 @@ mod tests {
         mac.update(signed.as_bytes());
         let odd = format!("{signed}.{}", URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()));
         assert_eq!(verify(&odd, &[b"secret"], NOW), Err(TokenError::Malformed));
+    }
+
+    #[test]
+    fn connect_tokens_are_their_own_kind() {
+        let connect = ConnectClaims { tenant_id: "casino-1".into(), player_id: 42, expires_at_ms: NOW + 1000 };
+        let token = mint_connect(b"secret", &connect);
+        assert!(token.starts_with("c1."), "{token}");
+        assert_eq!(verify_connect(&token, &[b"secret"], NOW), Ok(connect));
+        assert_eq!(verify(&token, &[b"secret"], NOW), Err(TokenError::Malformed), "not an interaction token");
+        let interaction = mint(b"secret", &claims());
+        assert_eq!(verify_connect(&interaction, &[b"secret"], NOW), Err(TokenError::Malformed));
+        assert_eq!(verify_connect(&token, &[b"secret"], NOW + 1000), Err(TokenError::Expired));
     }
 
     #[test]

@@ -3,16 +3,18 @@
 //! package, and knows how to link itself. A component is linked with exactly the providers it imports, each of
 //! them granted by the operator and declared in its manifest (`crate::Runtime::link`).
 //!
-//! Adding a capability: a WIT interface in a new package version, a module here implementing its host trait on
-//! [`HostState`], a [`Capability`] variant and a row in [`PROVIDERS`].
+//! Adding a capability: a WIT interface in a new package version (or a package of its own, as
+//! `flowhost:notify`), a module here implementing its host trait on [`HostState`], a [`Capability`] variant and a
+//! row in [`PROVIDERS`] with every version it serves.
 
 mod clock;
 mod documents;
 mod log;
+mod notifications;
 
 use wasmtime::component::{HasSelf, Linker};
 
-use crate::bindings::{v1, v2};
+use crate::bindings::{notify, v1, v2};
 use crate::host::HostState;
 
 /// A host capability a plugin may be granted. Each is a WIT interface of `flowhost:plugin`.
@@ -24,6 +26,9 @@ pub enum Capability {
     Clock,
     /// `flowhost:plugin/documents`: read and write JSON documents scoped to the plugin's id.
     Documents,
+    /// `flowhost:notify/sender`: deliver web-push and in-app notifications through the host, which keeps the
+    /// keys and secrets.
+    Notifications,
 }
 
 /// A released version of the `flowhost:plugin` package.
@@ -51,47 +56,66 @@ impl PackageVersion {
 
 type LinkFn = fn(&mut Linker<HostState>) -> wasmtime::Result<()>;
 
-/// One capability's provider: its interface name and how to link each version of it.
+/// One capability's provider: its interface name and how to link each version of it that the host serves.
 pub(crate) struct Provider {
     pub capability: Capability,
     /// The WIT interface without version, e.g. `flowhost:plugin/log`.
     pub interface: &'static str,
-    link_v1: LinkFn,
-    link_v2: LinkFn,
+    /// Each served version of the interface (as written after `@`) and how to link it.
+    versions: &'static [(&'static str, LinkFn)],
 }
 
 impl Provider {
-    pub(crate) fn link(&self, version: PackageVersion, linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-        match version {
-            PackageVersion::V0_1 => (self.link_v1)(linker),
-            PackageVersion::V0_2 => (self.link_v2)(linker),
-        }
+    /// How to link the interface's `version`, if the host serves it.
+    fn version(&self, version: &str) -> Option<LinkFn> {
+        self.versions.iter().find(|(served, _)| *served == version).map(|(_, link)| *link)
     }
 }
 
 /// Every capability this host offers.
-pub(crate) const PROVIDERS: [Provider; 3] = [
+pub(crate) const PROVIDERS: [Provider; 4] = [
     Provider {
         capability: Capability::Log,
         interface: "flowhost:plugin/log",
-        link_v1: |linker| v1::action::flowhost::plugin::log::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s),
-        link_v2: |linker| v2::action::flowhost::plugin::log::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s),
+        versions: &[
+            ("0.1.0", |linker| {
+                v1::action::flowhost::plugin::log::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)
+            }),
+            ("0.2.0", |linker| {
+                v2::action::flowhost::plugin::log::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)
+            }),
+        ],
     },
     Provider {
         capability: Capability::Clock,
         interface: "flowhost:plugin/clock",
-        link_v1: |linker| v1::action::flowhost::plugin::clock::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s),
-        link_v2: |linker| v2::action::flowhost::plugin::clock::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s),
+        versions: &[
+            ("0.1.0", |linker| {
+                v1::action::flowhost::plugin::clock::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)
+            }),
+            ("0.2.0", |linker| {
+                v2::action::flowhost::plugin::clock::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)
+            }),
+        ],
     },
     Provider {
         capability: Capability::Documents,
         interface: "flowhost:plugin/documents",
-        link_v1: |linker| {
-            v1::action::flowhost::plugin::documents::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)
-        },
-        link_v2: |linker| {
-            v2::action::flowhost::plugin::documents::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)
-        },
+        versions: &[
+            ("0.1.0", |linker| {
+                v1::action::flowhost::plugin::documents::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)
+            }),
+            ("0.2.0", |linker| {
+                v2::action::flowhost::plugin::documents::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)
+            }),
+        ],
+    },
+    Provider {
+        capability: Capability::Notifications,
+        interface: "flowhost:notify/sender",
+        versions: &[("0.1.0", |linker| {
+            notify::flowhost::notify::sender::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)
+        })],
     },
 ];
 
@@ -100,8 +124,8 @@ const TYPE_ONLY_INTERFACES: [&str; 1] = ["flowhost:plugin/types"];
 
 /// What a component's import `name` is, as far as the host is concerned.
 pub(crate) enum Import {
-    /// A capability of a released package version.
-    Capability(&'static Provider, PackageVersion),
+    /// A capability in a version the host serves, and how to link it.
+    Capability(&'static Provider, LinkFn),
     /// A types-only interface of a released package version.
     TypesOnly,
     /// A WASI interface (served by `wasmtime-wasi`, or a trap stub).
@@ -116,12 +140,12 @@ impl Import {
             return Import::Wasi;
         }
         let Some((interface, version)) = name.split_once('@') else { return Import::Unknown };
-        let Some(version) = PackageVersion::parse(version) else { return Import::Unknown };
-        if TYPE_ONLY_INTERFACES.contains(&interface) {
+        if TYPE_ONLY_INTERFACES.contains(&interface) && PackageVersion::parse(version).is_some() {
             return Import::TypesOnly;
         }
-        match PROVIDERS.iter().find(|provider| provider.interface == interface) {
-            Some(provider) => Import::Capability(provider, version),
+        let provider = PROVIDERS.iter().find(|provider| provider.interface == interface);
+        match provider.and_then(|provider| Some((provider, provider.version(version)?))) {
+            Some((provider, link)) => Import::Capability(provider, link),
             None => Import::Unknown,
         }
     }
@@ -129,14 +153,16 @@ impl Import {
 
 impl Capability {
     /// Every capability this version of the host offers.
-    pub const ALL: [Capability; 3] = [Capability::Log, Capability::Clock, Capability::Documents];
+    pub const ALL: [Capability; 4] =
+        [Capability::Log, Capability::Clock, Capability::Documents, Capability::Notifications];
 
-    /// The name used in manifests (`log`, `clock`, `documents`).
+    /// The name used in manifests (`log`, `clock`, `documents`, `notifications`).
     pub fn name(self) -> &'static str {
         match self {
             Capability::Log => "log",
             Capability::Clock => "clock",
             Capability::Documents => "documents",
+            Capability::Notifications => "notifications",
         }
     }
 
@@ -157,12 +183,18 @@ mod tests {
         }
         assert!(matches!(
             Import::of("flowhost:plugin/log@0.2.0"),
-            Import::Capability(Provider { capability: Capability::Log, .. }, PackageVersion::V0_2)
+            Import::Capability(Provider { capability: Capability::Log, .. }, _)
         ));
         assert!(matches!(
             Import::of("flowhost:plugin/documents@0.1.0"),
-            Import::Capability(Provider { capability: Capability::Documents, .. }, PackageVersion::V0_1)
+            Import::Capability(Provider { capability: Capability::Documents, .. }, _)
         ));
+        assert!(matches!(
+            Import::of("flowhost:notify/sender@0.1.0"),
+            Import::Capability(Provider { capability: Capability::Notifications, .. }, _)
+        ));
+        assert!(matches!(Import::of("flowhost:notify/sender@0.2.0"), Import::Unknown));
+        assert!(matches!(Import::of("flowhost:notify/types@0.1.0"), Import::Unknown));
         assert!(matches!(Import::of("flowhost:plugin/types@0.2.0"), Import::TypesOnly));
         assert!(matches!(Import::of("flowhost:plugin/log@0.3.0"), Import::Unknown));
         assert!(matches!(Import::of("acme:evil/exfiltrate@1.0.0"), Import::Unknown));

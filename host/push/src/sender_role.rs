@@ -1,0 +1,109 @@
+//! [`SenderRole`]: the web-push notification service's sender as a role. It builds the host side of the
+//! `notifications` capability ([`flowhost_webpush::sender::Sender`]: the VAPID signer, the interaction-token
+//! secret, the push client with its allowlist and extra roots) and installs it into the process's plugin
+//! runtime, so the bundled `notifications` plugin (and any operator-loaded version of it) can deliver. It has no
+//! routes; its readiness check ([`SENDER_CHECK`]) fails on every listener until the plugin can send: the keys
+//! and the token secret are configured and, with the bundled plugins on, the `notifications` plugin is active.
+//!
+//! Missing keys do not stop the process (the other roles keep working); a malformed push-service allowlist or
+//! an unreadable `SSL_CERT_FILE` does, naming the setting.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use flowhost_components::ComponentStore;
+use flowhost_core::config::Config;
+use flowhost_role::{Check, Role, RoleContext, RoleParts};
+use flowhost_webpush::push::{PushClient, PushServiceHosts, VapidSigner};
+use flowhost_webpush::sender::{Sender, SenderSettings};
+use tracing::{info, warn};
+
+use crate::PushState;
+
+/// The readiness check of the sender role.
+pub const SENDER_CHECK: &str = "notifications_sender";
+/// The bundled plugin the sender serves.
+pub const NOTIFICATIONS_PLUGIN: &str = "notifications";
+
+/// The sender role (see the module documentation).
+#[derive(Debug)]
+pub struct SenderRole;
+
+/// The sender for this configuration, or why it cannot send (missing keys or secret). Settings that are set but
+/// wrong are a [`ConfigError`].
+async fn build_sender(config: &Config, state: &PushState) -> anyhow::Result<Result<Sender, String>> {
+    let push = &config.push;
+    let hosts = match &push.push_service_hosts {
+        Some(list) => PushServiceHosts::parse(list)
+            .map_err(|message| crate::config_error("FLOWHOST_WEBPUSH_PUSH_SERVICE_HOSTS", message))?,
+        None => PushServiceHosts::default(),
+    };
+    let Some(keys) = &state.settings.vapid else {
+        return Ok(Err(
+            "no VAPID keypair (FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY, FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY)".into()
+        ));
+    };
+    let Some((token_secret, _)) = &state.settings.token_secrets else {
+        return Ok(Err("no interaction-token secret (FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET)".into()));
+    };
+    let signer = VapidSigner::new(keys, &push.vapid_subject, state.ports.clock.clone())
+        .map_err(|message| crate::config_error("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY", message))?;
+    let roots = push.ssl_cert_file.as_deref().map(std::path::Path::new);
+    let client = PushClient::new(Arc::new(signer), hosts, roots)
+        .map_err(|message| crate::config_error("SSL_CERT_FILE", message))?;
+    let settings = SenderSettings {
+        channels: push.channels_enabled.clone(),
+        dry_run: push.dry_run,
+        retention: state.settings.retention,
+        targets: state.settings.targets.clone(),
+        token_secret: token_secret.clone(),
+        ttl_seconds: push.push_ttl_seconds,
+        max_concurrent_pushes: push.max_concurrent_pushes,
+        tenants: push.tenants.clone(),
+    };
+    let sender = Sender::new(state.ports.clone(), settings, client).await.context("creating the sender's indexes")?;
+    Ok(Ok(sender))
+}
+
+#[async_trait::async_trait]
+impl Role for SenderRole {
+    const NAME: &'static str = "sender";
+    const CONFIG_SECTION: &'static str = "push";
+    const USES_COMPONENTS: bool = true;
+
+    async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
+        let config = &context.config;
+        let store: Arc<ComponentStore> =
+            context.service().context("the sender role needs the plugin runtime's component store")?;
+        let state = PushState::from_config(config, context.ports.clone())?;
+        let not_ready = match build_sender(config, &state).await? {
+            Ok(sender) => {
+                store.runtime().provide_notifications(Arc::new(sender));
+                info!(dry_run = config.push.dry_run, "sender ready: the notifications capability is served");
+                None
+            }
+            Err(reason) => {
+                warn!(reason, "the sender cannot send: /ready answers 503 until it is configured");
+                Some(reason)
+            }
+        };
+        let bundled = config.plugins.bundled;
+        let check_store = store.clone();
+        let readiness = Check::sync(SENDER_CHECK, move || {
+            if let Some(reason) = &not_ready {
+                return Err(reason.clone());
+            }
+            if bundled && check_store.active(NOTIFICATIONS_PLUGIN).is_none() {
+                return Err(format!("the {NOTIFICATIONS_PLUGIN} plugin is not active"));
+            }
+            Ok(())
+        });
+        let shutdown = context.shutdown.clone();
+        let withdraw = async move {
+            shutdown.cancelled().await;
+            store.runtime().withdraw_notifications();
+            Ok(())
+        };
+        Ok(RoleParts::default().task(Box::pin(withdraw)).readiness(readiness))
+    }
+}

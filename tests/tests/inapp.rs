@@ -1,0 +1,261 @@
+//! In-app messages as a bridge and a browser see them (spec 000: `send_inapp` input, result and outcome table):
+//! templates, the editor's send route running the `notifications` plugin, the websocket (hello, live messages,
+//! resume after a cursor, read frames), the inbox routes, a deactivated channel's skip-forward, two nodes
+//! sharing the subjects port, and a Kafka event running a flow to a message on a websocket.
+
+use std::time::Duration;
+
+use flowhost_core::config::Config;
+use flowhost_tests::inapp::{connect_token, InAppSocket};
+use flowhost_tests::push::{assert_error, editor, platform, OPS_TOKEN, TENANT_A};
+use flowhost_tests::{on_both_backends, unique, Backends, TestHost};
+use serde_json::{json, Value};
+
+on_both_backends!(
+    a_sent_message_reaches_the_socket_and_the_inbox,
+    a_reconnect_resumes_after_its_cursor,
+    a_deactivated_channel_skips_and_bad_tokens_are_refused,
+    a_kafka_event_runs_a_flow_to_a_message_on_a_websocket,
+);
+
+const SEND: &str = "/api/v1/templates/in-app/send";
+const WAIT: Duration = Duration::from_secs(20);
+
+fn configure(config: &mut Config) {
+    config.plugins.bundled = true;
+    config.engine.flows_poll_interval_ms = 50;
+}
+
+async fn start_with(backends: Backends, tweak: impl FnOnce(&mut Config)) -> TestHost {
+    let host = TestHost::start_configured(backends, None, |config| {
+        configure(config);
+        tweak(config);
+    })
+    .await;
+    host.wait_ready().await;
+    host
+}
+
+async fn start(backends: Backends) -> TestHost {
+    let host = start_with(backends, |_| {}).await;
+    let (status, created) = editor(&host, Some(TENANT_A), "POST", "/api/v1/templates/in-app", Some(template())).await;
+    assert_eq!((status, created["id"].as_i64()), (201, Some(1)), "{created}");
+    host
+}
+
+/// An in-app template: no target URL needed, a default language.
+fn template() -> Value {
+    json!({
+        "name": "Cashback",
+        "placeholders": [{ "name": "amount" }],
+        "default_language": "en",
+        "contents": {
+            "en": { "title": "Cashback", "body": "You got {{amount}} back" },
+            "de": { "title": "Cashback", "body": "{{amount}} zurück" }
+        }
+    })
+}
+
+fn send_body(player: i64, amount: &str) -> Value {
+    json!({ "tenant_id": TENANT_A, "template_id": 1, "player_id": player, "placeholders": { "amount": amount },
+            "vertical": "casino", "category": "promo", "subcategory": "cashback" })
+}
+
+async fn send(host: &TestHost, body: Value) -> Value {
+    let (status, result) = editor(host, None, "POST", SEND, Some(body)).await;
+    assert_eq!(status, 200, "{result}");
+    result
+}
+
+async fn inbox(host: &TestHost, player: i64, query: &str) -> Value {
+    let path = format!("/api/v1/service/inapp/inbox?tenant_id={TENANT_A}&player_id={player}{query}");
+    let (status, page) = platform(host, OPS_TOKEN, "GET", &path, None).await;
+    assert_eq!(status, 200, "{page}");
+    page
+}
+
+async fn a_sent_message_reaches_the_socket_and_the_inbox(backends: Backends) {
+    let host = start(backends).await;
+    let (mut socket, hello) = InAppSocket::connect(&host, TENANT_A, 7, None).await;
+    assert_eq!((hello["player_id"].as_i64(), hello["unread"].as_u64()), (Some(7), Some(0)), "{hello}");
+    // A second tab of the same player gets it too; another player does not.
+    let (mut second, _) = InAppSocket::connect(&host, TENANT_A, 7, None).await;
+    let (mut other, _) = InAppSocket::connect(&host, TENANT_A, 8, None).await;
+
+    let result = send(&host, send_body(7, "10 EUR")).await;
+    assert_eq!(result["delivered"], true, "{result}");
+    let id = result["notification_id"].as_str().unwrap().to_owned();
+    for tab in [&mut socket, &mut second] {
+        let message = tab.next_message(WAIT).await.expect("the message");
+        assert_eq!(message["notification_id"], id.as_str());
+        assert_eq!(message["content"]["body"], "You got 10 EUR back", "the default language: {message}");
+        assert_eq!(
+            (message["vertical"].as_str(), message["category"].as_str(), message["subcategory"].as_str()),
+            (Some("casino"), Some("promo"), Some("cashback"))
+        );
+        assert_eq!(message["status"], "unread");
+    }
+    assert!(other.next_message(Duration::from_millis(500)).await.is_none(), "another player's socket stays quiet");
+
+    // The stored record and the editor's activity show it with the labels.
+    let page = inbox(&host, 7, "").await;
+    assert_eq!((page["total"].as_u64(), page["unread"].as_u64()), (Some(1), Some(1)), "{page}");
+    assert_eq!(page["items"][0]["subcategory"], "cashback");
+    let (status, record) = editor(&host, None, "GET", &format!("/api/v1/webpush/notifications/{id}"), None).await;
+    assert_eq!(status, 200, "{record}");
+    assert_eq!((record["channel"].as_str(), record["status"].as_str()), (Some("IN_APP"), Some("delivered")));
+    assert_eq!(record["content"]["vertical"], "casino");
+
+    // A language asked for explicitly.
+    let mut german = send_body(7, "5 EUR");
+    german["language_id"] = json!("de");
+    let german_id = send(&host, german).await["notification_id"].as_str().unwrap().to_owned();
+    let message = socket.next_message(WAIT).await.unwrap();
+    assert_eq!(message["content"]["body"], "5 EUR zurück");
+
+    // Read from the socket (a `read` frame) and from the bridge route.
+    socket.send(&json!({ "type": "read", "notification_ids": [id] })).await;
+    let answer = socket.next_frame(WAIT).await.unwrap();
+    assert_eq!(answer, json!({ "type": "read", "marked": 1 }));
+    let body = json!({ "tenant_id": TENANT_A, "player_id": 7, "notification_ids": [german_id, "unknown"] });
+    let (status, marked) = platform(&host, OPS_TOKEN, "POST", "/api/v1/service/inapp/inbox/read", Some(body)).await;
+    assert_eq!((status, marked), (200, json!({ "marked": 1 })));
+    let page = inbox(&host, 7, "&status=read").await;
+    assert_eq!((page["total"].as_u64(), page["unread"].as_u64()), (Some(2), Some(0)), "{page}");
+    // Another player cannot mark them.
+    let body = json!({ "tenant_id": TENANT_A, "player_id": 8, "notification_ids": [id] });
+    assert_eq!(platform(&host, OPS_TOKEN, "POST", "/api/v1/service/inapp/inbox/read", Some(body)).await.1["marked"], 0);
+
+    // Unknown template: a permanent failure before anything is stored.
+    let mut missing = send_body(7, "1");
+    missing["template_id"] = json!(99);
+    let response = editor(&host, None, "POST", SEND, Some(missing)).await;
+    assert_error(&response, 422, "SEND_FAILED", "unknown in-app template");
+    for tab in [socket, second, other] {
+        tab.close().await;
+    }
+    host.stop().await;
+}
+
+async fn a_reconnect_resumes_after_its_cursor(backends: Backends) {
+    let host = start(backends).await;
+    let (mut socket, _) = InAppSocket::connect(&host, TENANT_A, 9, None).await;
+    send(&host, send_body(9, "1")).await;
+    let first = socket.next_message(WAIT).await.unwrap();
+    let cursor = first["cursor"].as_str().unwrap().to_owned();
+    socket.close().await;
+    // Offline: two messages are sent.
+    let second = send(&host, send_body(9, "2")).await["notification_id"].clone();
+    let third = send(&host, send_body(9, "3")).await["notification_id"].clone();
+    // Reconnecting after the last cursor seen replays exactly the missed ones, oldest first.
+    let (mut socket, hello) = InAppSocket::connect(&host, TENANT_A, 9, Some(&cursor)).await;
+    assert_eq!(hello["unread"], 3);
+    let replayed = [socket.next_message(WAIT).await.unwrap(), socket.next_message(WAIT).await.unwrap()];
+    assert_eq!([replayed[0]["notification_id"].clone(), replayed[1]["notification_id"].clone()], [second, third]);
+    let resumed = socket.next_frame(WAIT).await.unwrap();
+    assert_eq!(resumed, json!({ "type": "resumed", "count": 2, "more": false }));
+    // Live messages follow.
+    let fourth = send(&host, send_body(9, "4")).await["notification_id"].clone();
+    assert_eq!(socket.next_message(WAIT).await.unwrap()["notification_id"], fourth);
+    socket.close().await;
+    host.stop().await;
+}
+
+async fn a_deactivated_channel_skips_and_bad_tokens_are_refused(backends: Backends) {
+    let host = start(backends).await;
+    let body = json!({ "tenant_id": TENANT_A, "player_id": 11 });
+    let deactivate = "/api/v1/service/inapp/subscriptions/deactivate";
+    let (status, answer) = platform(&host, OPS_TOKEN, "POST", deactivate, Some(body.clone())).await;
+    assert_eq!((status, answer), (200, json!({ "deactivated": true })));
+    // Skip-forward: 200 with delivered false, nothing stored.
+    let result = send(&host, send_body(11, "1")).await;
+    assert_eq!((result["delivered"].as_bool(), result["status"].as_str()), (Some(false), Some("inactive")), "{result}");
+    assert_eq!(inbox(&host, 11, "").await["total"], 0);
+    let (status, _) = platform(&host, OPS_TOKEN, "POST", "/api/v1/service/inapp/subscriptions", Some(body)).await;
+    assert_eq!(status, 200);
+    assert_eq!(send(&host, send_body(11, "1")).await["delivered"], true);
+
+    // The websocket needs a valid connect token.
+    let ws = |token: &str| format!("{}/api/v1/inapp/ws?token={token}", host.base_url.replacen("http", "ws", 1));
+    let token = connect_token(&host, TENANT_A, 11).await;
+    let forged = format!("{}x", &token[..token.len() - 1]);
+    for url in [ws(&forged), ws("v1.e30.AAAA"), format!("{}/api/v1/inapp/ws", host.base_url.replacen("http", "ws", 1))]
+    {
+        let refused = tokio_tungstenite::connect_async(url).await;
+        match refused {
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => assert_eq!(response.status(), 401),
+            other => panic!("not refused: {:?}", other.map(|_| ())),
+        }
+    }
+    // Bridge routes: the caller's tenant scope and the inputs are checked.
+    let (status, _) = platform(
+        &host,
+        flowhost_tests::push::BRIDGE_TOKEN,
+        "POST",
+        "/api/v1/service/inapp/connect-tokens",
+        Some(json!({ "tenant_id": "tenant-b", "player_id": 1 })),
+    )
+    .await;
+    assert_eq!(status, 403, "the bridge is scoped to tenant-a (and not allowed the route)");
+    let response = platform(
+        &host,
+        OPS_TOKEN,
+        "POST",
+        "/api/v1/service/inapp/connect-tokens",
+        Some(json!({ "tenant_id": TENANT_A, "player_id": 0 })),
+    )
+    .await;
+    assert_error(&response, 400, "VALIDATION_ERROR", "player 0");
+    let response =
+        platform(&host, OPS_TOKEN, "GET", "/api/v1/service/inapp/inbox?tenant_id=tenant-a&player_id=1&limit=0", None)
+            .await;
+    assert_error(&response, 400, "VALIDATION_ERROR", "limit 0");
+    host.stop().await;
+}
+
+async fn a_kafka_event_runs_a_flow_to_a_message_on_a_websocket(backends: Backends) {
+    let host = start(backends).await;
+    let schema = json!({"fields": [{"name": "player_id", "type": "int"}, {"name": "amount", "type": "string"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/cashback", Some(schema)).await.0, 200);
+    let source = unique("cashbacks");
+    let flow = json!({
+        "nodes": [
+            {"id": "src", "kind": "source", "config": {"event_type": "cashback", "topic": source}},
+            {"id": "seg", "kind": "service-in", "config": {"service": "notifications"}},
+            {"id": "msg", "kind": "action", "config": {
+                "action_ref": "send_inapp", "tenant_id": "{{tenant_id}}", "player_id": "{{player_id}}",
+                "template_id": 1, "placeholders": {"amount": "{{amount}}"}, "vertical": "casino"}},
+        ],
+        "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "msg"}],
+    });
+    let (status, created) = host.call("POST", "/api/v2/flows", Some(flow)).await;
+    assert_eq!((status, created["validation"]["valid"].as_bool()), (201, Some(true)), "{created}");
+    let flow_id = created["id"].as_str().unwrap().to_owned();
+    let (status, released) = host.call("POST", &format!("/api/v2/flows/{flow_id}/release"), Some(json!({}))).await;
+    assert_eq!(status, 200, "{released}");
+    let (mut socket, _) = InAppSocket::connect(&host, TENANT_A, 21, None).await;
+    let event = json!({"event_type": "cashback", "tenant_id": TENANT_A, "player_id": 21, "amount": "7 EUR"});
+    host.publish(&source, &[event]).await;
+    let message = socket.next_message(Duration::from_secs(60)).await.expect("the flow's message");
+    assert_eq!(message["content"]["body"], "You got 7 EUR back");
+    assert_eq!(message["vertical"], "casino");
+    socket.close().await;
+    host.stop().await;
+}
+
+/// Two nodes on the same NATS and MongoDB: a player connected to one receives what the other sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_player_on_another_node_receives_through_the_subjects_port() {
+    let first = start(Backends::Distributed).await;
+    let mut config = first.config.clone();
+    config.data_dir = tempfile::tempdir().unwrap().keep();
+    let second = TestHost::start_with(config).await;
+    second.wait_ready().await;
+    let (mut socket, _) = InAppSocket::connect(&second, TENANT_A, 31, None).await;
+    let result = send(&first, send_body(31, "9 EUR")).await;
+    let message = socket.next_message(WAIT).await.expect("delivered across nodes");
+    assert_eq!(message["notification_id"], result["notification_id"]);
+    socket.close().await;
+    second.stop().await;
+    first.stop().await;
+}

@@ -1,0 +1,342 @@
+//! The sender as flows, editors and push services see it (spec 000: sender actions, both outcome tables,
+//! delivered payload, states): the bundled `notifications` plugin delivers through the host's capability to a
+//! local HTTPS push service that decrypts every message independently (`http_ece`) and verifies every VAPID
+//! token; the editor's send route runs the same action path; a Kafka source event runs a released flow to a
+//! delivered push. Every case on the embedded backends and on MongoDB/Kafka/NATS/Redis.
+
+use std::time::Duration;
+
+use flowhost_core::collections::WEBPUSH_SUBSCRIPTIONS;
+use flowhost_core::config::Config;
+use flowhost_tests::push::{assert_error, editor, platform, subscription, EDITOR_TOKEN, OPS_TOKEN, TENANT_A};
+use flowhost_tests::push_service::{PushService, PushSubscription};
+use flowhost_tests::{on_both_backends, unique, Backends, TestHost};
+use serde_json::{json, Value};
+
+on_both_backends!(
+    the_editor_send_delivers_and_classifies_every_outcome,
+    a_redelivered_send_pushes_once_and_honours_retry_after,
+    dry_run_records_skipped_deliveries,
+    a_kafka_event_runs_a_flow_to_a_delivered_push,
+    the_data_sources_answer_through_the_catalog,
+);
+
+const SEND: &str = "/api/v1/webpush/send";
+
+fn configure(config: &mut Config, service: &PushService) {
+    config.plugins.bundled = true;
+    config.engine.flows_poll_interval_ms = 50;
+    config.push.push_service_hosts = Some("127.0.0.1".into());
+    config.push.ssl_cert_file = Some(service.ca_path.display().to_string());
+    config.push.vapid_subject = "mailto:push-ops@casino.example".into();
+}
+
+async fn start(backends: Backends, service: &PushService, tweak: impl FnOnce(&mut Config)) -> TestHost {
+    let host = TestHost::start_configured(backends, None, |config| {
+        configure(config, service);
+        tweak(config);
+    })
+    .await;
+    host.wait_ready().await;
+    let (status, created) = editor(&host, Some(TENANT_A), "POST", "/api/v1/templates/web-push", Some(template())).await;
+    assert_eq!((status, created["id"].as_i64()), (201, Some(1)), "{created}");
+    host
+}
+
+fn template() -> Value {
+    json!({
+        "name": "Bonus",
+        "placeholders": [{ "name": "first_name", "default": "friend" }, { "name": "game" }],
+        "icon": "https://cdn.casino.example/icon.png",
+        "target_url": "https://casino.example/play/{{game}}",
+        "tag": "bonus",
+        "actions": [{ "id": "play", "label": "Play {{game}}", "target_url": "https://casino.example/{{game}}" }],
+        "contents": { "en": { "title": "Hi {{first_name}}", "body": "Try {{game}} now" } }
+    })
+}
+
+fn send_body(player: i64) -> Value {
+    json!({ "tenant_id": TENANT_A, "player_id": player, "template_id": 1, "language_enabled_id": "en",
+            "placeholders": { "game": "slots", "first_name": "Ada" } })
+}
+
+/// Stores `subscription` for `(TENANT_A, player)` through the push-platform route, as the bridge does.
+async fn subscribe(host: &TestHost, player: i64, subscription_of: &PushSubscription) {
+    let mut body = subscription(TENANT_A, player, &subscription_of.endpoint);
+    body["keys"] = json!({ "p256dh": subscription_of.p256dh, "auth": subscription_of.auth });
+    let (status, stored) = platform(host, OPS_TOKEN, "POST", "/api/v1/service/webpush/subscriptions", Some(body)).await;
+    assert_eq!(status, 201, "{stored}");
+}
+
+/// An editor send with an `Idempotency-Key`: status, `Retry-After` and body.
+async fn send_keyed(host: &TestHost, body: &Value, key: &str) -> (u16, Option<String>, Value) {
+    let response = host
+        .http
+        .post(host.url(SEND))
+        .header("authorization", format!("Bearer {EDITOR_TOKEN}"))
+        .header("idempotency-key", key)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let retry_after = response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
+    (status, retry_after, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn notification(host: &TestHost, id: &str) -> Value {
+    let (status, record) = editor(host, None, "GET", &format!("/api/v1/webpush/notifications/{id}"), None).await;
+    assert_eq!(status, 200, "{record}");
+    record
+}
+
+fn outcomes(record: &Value) -> Vec<String> {
+    let mut outcomes: Vec<String> =
+        record["deliveries"].as_array().unwrap().iter().map(|d| d["outcome"].as_str().unwrap().to_owned()).collect();
+    outcomes.sort();
+    outcomes
+}
+
+async fn the_editor_send_delivers_and_classifies_every_outcome(backends: Backends) {
+    let service = PushService::start().await;
+    let host = start(backends, &service, |_| {}).await;
+
+    // Player 42: two live subscriptions and one the push service says is gone.
+    let live = [service.subscribe(&[201], None).await, service.subscribe(&[201], None).await];
+    let gone = service.subscribe(&[410], None).await;
+    for sub in live.iter().chain([&gone]) {
+        subscribe(&host, 42, sub).await;
+    }
+    let (status, result) = editor(&host, None, "POST", SEND, Some(send_body(42))).await;
+    assert_eq!(status, 200, "{result}");
+    let id = result["notification_id"].as_str().unwrap().to_owned();
+    assert_eq!(result["player_id"], 42);
+    assert_eq!(result["status"], "delivered");
+    assert_eq!(result["delivered"], true);
+    assert_eq!(result["invalidated_subscriptions"], json!([gone.endpoint]));
+
+    // Each live subscription got one message, decrypted by http_ece into DeliveryContent v1.
+    let mut delivery_ids = Vec::new();
+    let mut token = String::new();
+    for sub in &live {
+        let received = service.received(sub).await;
+        assert_eq!(received.len(), 1, "{received:?}");
+        let push = &received[0];
+        assert!(push.get("error").is_none(), "{push}");
+        let payload = &push["payload"];
+        assert_eq!(payload["payload_version"], "v1");
+        assert_eq!((payload["title"].as_str(), payload["body"].as_str()), (Some("Hi Ada"), Some("Try slots now")));
+        assert_eq!(payload["target_url"], "https://casino.example/play/slots");
+        assert_eq!(payload["actions"][0]["label"], "Play slots");
+        assert_eq!(payload["data"]["notification_id"], id.as_str());
+        assert_eq!(push["claims"]["sub"], "mailto:push-ops@casino.example");
+        assert_eq!(push["claims"]["aud"], service.base_url);
+        assert_eq!(push["headers"]["topic"], "bonus");
+        assert!(push["headers"]["ttl"].as_str().is_some());
+        delivery_ids.push(payload["delivery_id"].as_str().unwrap().to_owned());
+        token = payload["interaction_token"].as_str().unwrap().to_owned();
+    }
+    assert_ne!(delivery_ids[0], delivery_ids[1], "a delivery id per delivery");
+
+    // The service worker reports `displayed` with the token it received.
+    let event = json!({ "event_id": "e1", "delivery_id": delivery_ids[1], "notification_id": id,
+        "interaction_token": token, "event_type": "displayed", "endpoint": live[1].endpoint,
+        "occurred_at": "2026-11-24T10:00:00Z", "metadata": {} });
+    let (status, _) = platform(&host, OPS_TOKEN, "POST", "/api/v1/service/webpush/events/browser", Some(event)).await;
+    assert_eq!(status, 202);
+
+    // The record shows every delivery with its outcome and the browser events.
+    let record = notification(&host, &id).await;
+    assert_eq!(outcomes(&record), ["delivered", "delivered", "expired"]);
+    assert_eq!((record["status"].as_str(), record["delivered"].as_bool()), (Some("delivered"), Some(true)));
+    assert_eq!(record["events"][0]["event_type"], "displayed", "{record}");
+    // The expired subscription is deactivated: the next send does not call it.
+    let gone_doc = host
+        .ports
+        .documents
+        .get(WEBPUSH_SUBSCRIPTIONS, &flowhost_webpush::records::subscription_id(&gone.endpoint))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(gone_doc["status"], "deactivated");
+    let (status, again) = editor(&host, None, "POST", SEND, Some(send_body(42))).await;
+    assert_eq!((status, again["invalidated_subscriptions"].clone()), (200, json!([])), "{again}");
+    assert_ne!(again["notification_id"], id.as_str(), "another send is another notification");
+    assert_eq!(service.received(&gone).await.len(), 1);
+
+    // No active subscription: skip-forward, answered 200 with delivered false.
+    let (status, none) = editor(&host, None, "POST", SEND, Some(send_body(43))).await;
+    assert_eq!(status, 200, "{none}");
+    assert_eq!((none["status"].as_str(), none["delivered"].as_bool()), (Some("no_active_subscriptions"), Some(false)));
+    assert_eq!(none["invalidated_subscriptions"], json!([]));
+    // Only expired subscriptions: success with status subscription_expired, nothing to retry.
+    let expired = [service.subscribe(&[404], None).await, service.subscribe(&[410], None).await];
+    for sub in &expired {
+        subscribe(&host, 44, sub).await;
+    }
+    let (status, result) = editor(&host, None, "POST", SEND, Some(send_body(44))).await;
+    assert_eq!(status, 200, "{result}");
+    assert_eq!((result["status"].as_str(), result["delivered"].as_bool()), (Some("subscription_expired"), Some(false)));
+    let mut invalidated: Vec<&str> =
+        result["invalidated_subscriptions"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+    invalidated.sort();
+    let mut expected = [expired[0].endpoint.as_str(), expired[1].endpoint.as_str()];
+    expected.sort();
+    assert_eq!(invalidated, expected);
+    // Refused for good (403): a permanent failure, 4xx with the envelope.
+    let refusing = service.subscribe(&[403], None).await;
+    subscribe(&host, 45, &refusing).await;
+    let details =
+        assert_error(&editor(&host, None, "POST", SEND, Some(send_body(45))).await, 422, "SEND_FAILED", "403");
+    assert!(details["notification_id"].as_str().is_some());
+    // A missing template is refused before anything runs.
+    let mut missing = send_body(42);
+    missing["template_id"] = json!(99);
+    assert_error(&editor(&host, None, "POST", SEND, Some(missing)).await, 404, "NOT_FOUND", "template 99");
+    host.stop().await;
+}
+
+async fn a_redelivered_send_pushes_once_and_honours_retry_after(backends: Backends) {
+    let service = PushService::start().await;
+    let host = start(backends, &service, |_| {}).await;
+    // 429 with Retry-After 2, then accepted; the second subscription accepts at once.
+    let limited = service.subscribe(&[429, 201], Some("2")).await;
+    let fine = service.subscribe(&[201], None).await;
+    subscribe(&host, 50, &limited).await;
+    subscribe(&host, 50, &fine).await;
+    // One subscription delivered is a success: the limited one is recorded to retry.
+    let key = unique("send");
+    let (status, _, result) = send_keyed(&host, &send_body(50), &key).await;
+    assert_eq!((status, result["status"].as_str()), (200, Some("delivered")), "{result}");
+    // The same request again (same Idempotency-Key): the same notification, nothing pushed twice.
+    let (status, _, again) = send_keyed(&host, &send_body(50), &key).await;
+    assert_eq!((status, again["notification_id"].clone()), (200, result["notification_id"].clone()));
+    assert_eq!(service.received(&fine).await.len(), 1, "the delivered subscription is not sent to again");
+
+    // Only a rate-limited subscription: retryable, 503 with the push service's Retry-After.
+    let slow = service.subscribe(&[429, 201], Some("3")).await;
+    subscribe(&host, 51, &slow).await;
+    let key = unique("send");
+    let (status, retry_after, body) = send_keyed(&host, &send_body(51), &key).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (503, Some("SEND_RETRYABLE")), "{body}");
+    assert_eq!(retry_after.as_deref(), Some("3"));
+    // Retried at once: the hold is honoured, the push service is not called before its time.
+    let (status, retry_after, _) = send_keyed(&host, &send_body(51), &key).await;
+    assert_eq!(status, 503);
+    assert!(retry_after.is_some_and(|s| s.parse::<u64>().unwrap() <= 3));
+    assert_eq!(service.received(&slow).await.len(), 1);
+    // After Retry-After: delivered, on the same notification, with both attempts recorded.
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let (status, _, result) = send_keyed(&host, &send_body(51), &key).await;
+    assert_eq!((status, result["delivered"].as_bool()), (200, Some(true)), "{result}");
+    let record = notification(&host, result["notification_id"].as_str().unwrap()).await;
+    assert_eq!(outcomes(&record), ["delivered"]);
+    assert_eq!(record["attempts"], 3);
+    assert_eq!(service.received(&slow).await.len(), 2);
+
+    // A push service failing with 500 (no Retry-After): 503 with the default wait.
+    let failing = service.subscribe(&[500], None).await;
+    subscribe(&host, 52, &failing).await;
+    let (status, retry_after, _) = send_keyed(&host, &send_body(52), &unique("send")).await;
+    assert_eq!((status, retry_after.as_deref()), (503, Some("2")));
+    host.stop().await;
+}
+
+async fn dry_run_records_skipped_deliveries(backends: Backends) {
+    let service = PushService::start().await;
+    let host = start(backends, &service, |config| config.push.dry_run = true).await;
+    let sub = service.subscribe(&[201], None).await;
+    subscribe(&host, 60, &sub).await;
+    let (status, result) = editor(&host, None, "POST", SEND, Some(send_body(60))).await;
+    assert_eq!(status, 200, "{result}");
+    assert_eq!((result["status"].as_str(), result["delivered"].as_bool()), (Some("dry_run"), Some(false)));
+    let record = notification(&host, result["notification_id"].as_str().unwrap()).await;
+    assert_eq!(outcomes(&record), ["skipped"]);
+    assert_eq!(record["delivered"], false);
+    assert!(service.received(&sub).await.is_empty(), "nothing was sent");
+    host.stop().await;
+}
+
+async fn a_kafka_event_runs_a_flow_to_a_delivered_push(backends: Backends) {
+    let service = PushService::start().await;
+    let host = start(backends, &service, |_| {}).await;
+    let sub = service.subscribe(&[201], None).await;
+    subscribe(&host, 77, &sub).await;
+    let schema = json!({"fields": [{"name": "player_id", "type": "int"}, {"name": "game", "type": "string"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/big_win", Some(schema)).await.0, 200);
+    let (source, out) = (unique("wins"), unique("notified"));
+    let flow = json!({
+        "nodes": [
+            {"id": "src", "kind": "source", "config": {"event_type": "big_win", "topic": source}},
+            {"id": "seg", "kind": "service-in", "config": {"service": "notifications"}},
+            {"id": "push", "kind": "action", "config": {
+                "action_ref": "send_webpush", "tenant_id": "{{tenant_id}}", "player_id": "{{player_id}}",
+                "template_id": 1, "language_enabled_id": "en", "placeholders": {"game": "{{game}}"}}},
+            {"id": "out", "kind": "output-topic", "config": {"topic": out}},
+        ],
+        "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "push"}, {"from": "push", "to": "out"}],
+    });
+    let (status, created) = host.call("POST", "/api/v2/flows", Some(flow)).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["validation"]["valid"], true, "{created}");
+    let flow_id = created["id"].as_str().unwrap().to_owned();
+    let (status, released) = host.call("POST", &format!("/api/v2/flows/{flow_id}/release"), Some(json!({}))).await;
+    assert_eq!(status, 200, "{released}");
+
+    let event = json!({"event_type": "big_win", "tenant_id": TENANT_A, "player_id": 77, "game": "roulette"});
+    host.publish(&source, &[event]).await;
+    let outputs = host.read(&out, 1, Duration::from_secs(60)).await;
+    if outputs.is_empty() {
+        let (_, runs) = host.call("GET", &format!("/api/v2/flows/{flow_id}/runs"), None).await;
+        panic!("no output; runs: {runs:#}");
+    }
+    let value: Value = serde_json::from_slice(&outputs[0].value).unwrap();
+    assert_eq!(value["result"]["delivered"], true, "{value}");
+    assert_eq!(value["result"]["status"], "delivered");
+    let received = service.received(&sub).await;
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0]["payload"]["body"], "Try roulette now");
+    assert_eq!(received[0]["payload"]["data"]["notification_id"], value["result"]["notification_id"]);
+    // The notification belongs to the run: its record names it.
+    let record = notification(&host, value["result"]["notification_id"].as_str().unwrap()).await;
+    let run_id = String::from_utf8(outputs[0].header("flowhost-run-id").unwrap().to_vec()).unwrap();
+    assert_eq!(record["run_id"], run_id.as_str());
+    host.stop().await;
+}
+
+async fn the_data_sources_answer_through_the_catalog(backends: Backends) {
+    let service = PushService::start().await;
+    let host = start(backends, &service, |_| {}).await;
+    let (status, components) = host.call("GET", "/api/v1/components", None).await;
+    assert_eq!(status, 200);
+    let row = components
+        .as_array()
+        .or_else(|| components["components"].as_array())
+        .unwrap()
+        .iter()
+        .find(|c| c["component_id"] == "notifications")
+        .unwrap_or_else(|| panic!("no notifications component: {components}"))
+        .clone();
+    let listed = |field: &str| {
+        let mut values: Vec<String> =
+            row[field].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect();
+        values.sort();
+        values
+    };
+    assert_eq!(listed("service_sources"), ["http", "kafka", "nats"], "{row}");
+    assert_eq!(listed("supports_nodes"), ["condition", "lookup", "mapping"], "{row}");
+    let (status, templates) = host
+        .call("GET", &format!("/api/v1/components/notifications/data/push_templates?tenant_id={TENANT_A}"), None)
+        .await;
+    assert_eq!(status, 200, "{templates}");
+    assert_eq!(templates["items"][0]["id"], 1);
+    assert_eq!(templates["items"][0]["languages"], json!(["en"]));
+    let (status, fields) =
+        host.call("GET", "/api/v1/components/notifications/data/push_template_fields?template_id=1", None).await;
+    assert_eq!(status, 200, "{fields}");
+    assert_eq!(fields["placeholders"][1], json!({"name": "game", "default": null, "required": true}));
+    let (status, tenants) = host.call("GET", "/api/v1/components/notifications/data/tenants", None).await;
+    assert_eq!(status, 200);
+    assert!(tenants["items"].as_array().unwrap().contains(&json!({"tenant_id": TENANT_A})), "{tenants}");
+    host.stop().await;
+}
