@@ -19,6 +19,7 @@ on_both_backends!(
     dry_run_records_skipped_deliveries,
     a_kafka_event_runs_a_flow_to_a_delivered_push,
     the_data_sources_answer_through_the_catalog,
+    flows_reach_the_service_over_nats_and_kafka_too,
 );
 
 const SEND: &str = "/api/v1/webpush/send";
@@ -257,18 +258,19 @@ async fn dry_run_records_skipped_deliveries(backends: Backends) {
     host.stop().await;
 }
 
-async fn a_kafka_event_runs_a_flow_to_a_delivered_push(backends: Backends) {
-    let service = PushService::start().await;
-    let host = start(backends, &service, |_| {}).await;
-    let sub = service.subscribe(&[201], None).await;
-    subscribe(&host, 77, &sub).await;
+/// Releases source -> notifications segment (over `transport`, in process when `None`) -> send_webpush -> output.
+async fn release_push_flow(host: &TestHost, transport: Option<&str>) -> (String, String, String) {
     let schema = json!({"fields": [{"name": "player_id", "type": "int"}, {"name": "game", "type": "string"}]});
     assert_eq!(host.call("PUT", "/api/v1/schemas/big_win", Some(schema)).await.0, 200);
     let (source, out) = (unique("wins"), unique("notified"));
+    let mut segment = json!({"service": "notifications"});
+    if let Some(transport) = transport {
+        segment["transport"] = json!(transport);
+    }
     let flow = json!({
         "nodes": [
             {"id": "src", "kind": "source", "config": {"event_type": "big_win", "topic": source}},
-            {"id": "seg", "kind": "service-in", "config": {"service": "notifications"}},
+            {"id": "seg", "kind": "service-in", "config": segment},
             {"id": "push", "kind": "action", "config": {
                 "action_ref": "send_webpush", "tenant_id": "{{tenant_id}}", "player_id": "{{player_id}}",
                 "template_id": 1, "language_enabled_id": "en", "placeholders": {"game": "{{game}}"}}},
@@ -282,6 +284,15 @@ async fn a_kafka_event_runs_a_flow_to_a_delivered_push(backends: Backends) {
     let flow_id = created["id"].as_str().unwrap().to_owned();
     let (status, released) = host.call("POST", &format!("/api/v2/flows/{flow_id}/release"), Some(json!({}))).await;
     assert_eq!(status, 200, "{released}");
+    (flow_id, source, out)
+}
+
+async fn a_kafka_event_runs_a_flow_to_a_delivered_push(backends: Backends) {
+    let service = PushService::start().await;
+    let host = start(backends, &service, |_| {}).await;
+    let sub = service.subscribe(&[201], None).await;
+    subscribe(&host, 77, &sub).await;
+    let (flow_id, source, out) = release_push_flow(&host, None).await;
 
     let event = json!({"event_type": "big_win", "tenant_id": TENANT_A, "player_id": 77, "game": "roulette"});
     host.publish(&source, &[event]).await;
@@ -338,5 +349,31 @@ async fn the_data_sources_answer_through_the_catalog(backends: Backends) {
     let (status, tenants) = host.call("GET", "/api/v1/components/notifications/data/tenants", None).await;
     assert_eq!(status, 200);
     assert!(tenants["items"].as_array().unwrap().contains(&json!({"tenant_id": TENANT_A})), "{tenants}");
+    host.stop().await;
+}
+
+async fn flows_reach_the_service_over_nats_and_kafka_too(backends: Backends) {
+    let service = PushService::start().await;
+    let host = start(backends, &service, |_| {}).await;
+    for (player, transport) in [(81, "nats"), (82, "kafka")] {
+        let sub = service.subscribe(&[201], None).await;
+        subscribe(&host, player, &sub).await;
+        let (_, source, out) = release_push_flow(&host, Some(transport)).await;
+        let event = json!({"event_type": "big_win", "tenant_id": TENANT_A, "player_id": player, "game": transport});
+        host.publish(&source, &[event]).await;
+        let outputs = host.read(&out, 1, Duration::from_secs(60)).await;
+        assert_eq!(outputs.len(), 1, "{transport}: no output");
+        let value: Value = serde_json::from_slice(&outputs[0].value).unwrap();
+        assert_eq!(value["result"]["status"], "delivered", "{transport}: {value}");
+        let received = service.received(&sub).await;
+        assert_eq!(received.len(), 1, "{transport}");
+        assert_eq!(received[0]["payload"]["body"], format!("Try {transport} now"));
+    }
+    // The data sources answer on their subjects too (a lookup from another deployment asks there).
+    let subject = "triggers.v2.service.notifications.data.push_templates";
+    let request = json!({"tenant_id": TENANT_A}).to_string().into_bytes();
+    let answer = host.ports.subjects.request(subject, request, Duration::from_secs(10)).await.unwrap();
+    let templates: Value = serde_json::from_slice(&answer.payload).unwrap();
+    assert_eq!(templates["items"][0]["name"], "Bonus", "{templates}");
     host.stop().await;
 }

@@ -5,6 +5,9 @@
 //! routes; its readiness check ([`SENDER_CHECK`]) fails on every listener until the plugin can send: the keys
 //! and the token secret are configured and, with the bundled plugins on, the `notifications` plugin is active.
 //!
+//! It also serves the `notifications` service's inbound envelopes over NATS and Kafka and its data-source
+//! subjects (`flowhost_runs::ServiceEndpoint`), for flows whose segment picks those transports.
+//!
 //! Missing keys do not stop the process (the other roles keep working); a malformed push-service allowlist or
 //! an unreadable `SSL_CERT_FILE` does, naming the setting.
 
@@ -24,6 +27,8 @@ use crate::PushState;
 pub const SENDER_CHECK: &str = "notifications_sender";
 /// The bundled plugin the sender serves.
 pub const NOTIFICATIONS_PLUGIN: &str = "notifications";
+/// The service that plugin registers.
+pub const NOTIFICATIONS_SERVICE: &str = "notifications";
 
 /// The sender role (see the module documentation).
 #[derive(Debug)]
@@ -98,12 +103,23 @@ impl Role for SenderRole {
             }
             Ok(())
         });
+        // The service side of the notifications service's other transports (NATS, Kafka) and its data-source
+        // subjects; in process, flows call the plugin directly.
+        let endpoint =
+            flowhost_runs::ServiceEndpoint::new(store.clone(), context.ports.clone(), &config.engine.group_id);
+        let serving = endpoint.run(NOTIFICATIONS_SERVICE.to_owned(), context.shutdown.clone());
         let shutdown = context.shutdown.clone();
         let withdraw = async move {
             shutdown.cancelled().await;
             store.runtime().withdraw_notifications();
             Ok(())
         };
-        Ok(RoleParts::default().task(Box::pin(withdraw)).readiness(readiness))
+        Ok(RoleParts::default()
+            .task(Box::pin(withdraw))
+            .task(Box::pin(async move {
+                serving.await;
+                Ok(())
+            }))
+            .readiness(readiness))
     }
 }

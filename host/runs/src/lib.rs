@@ -15,6 +15,7 @@
 //! - [`runner`]: the tasks the engine role runs (plan reload, source loop, scheduler).
 
 pub mod effects;
+pub mod endpoint;
 pub mod execute;
 pub mod ids;
 pub mod metrics;
@@ -26,6 +27,7 @@ pub mod runner;
 pub mod services;
 pub mod store;
 
+pub use endpoint::ServiceEndpoint;
 pub use execute::{CallError, ServiceCalls};
 pub use metrics::RunMetrics;
 pub use model::{
