@@ -106,7 +106,7 @@ impl PushClient {
             .timeout(REQUEST_TIMEOUT)
             .connect_timeout(Duration::from_secs(5))
             .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(64);
+            .pool_max_idle_per_host(1024);
         if let Some(path) = extra_roots {
             let pem = std::fs::read(path).map_err(|e| format!("SSL_CERT_FILE {}: {e}", path.display()))?;
             let certificates = reqwest::Certificate::from_pem_bundle(&pem)

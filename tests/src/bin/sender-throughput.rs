@@ -1,0 +1,344 @@
+//! The sender's delivery figures on this machine:
+//!
+//! 1. **Pushes per second**: the push client alone (RFC 8291 encryption with a fresh ephemeral key per message,
+//!    the VAPID header from the per-origin cache, the HTTPS POST over pooled connections) against a local HTTPS
+//!    push service written here in Rust (hyper + rustls, answering 201 without decrypting, so the service is not
+//!    the bottleneck; its certificate comes from `tests/scripts/push_service.py`), 256 in flight.
+//! 2. **Fan-out latency**: `send_webpush` through the host's sender (render, resolve the recipient's 5 active
+//!    subscriptions, 5 concurrent pushes, the notification record written) for players one after another and
+//!    64 at a time: p50 / p99 per notification.
+//! 3. **In-app messages per second to 10k websockets**: a whole Flowhost (embedded backends) with 10,000 players
+//!    connected (the clients run in a child process, each process has its own descriptor limit), 20,000
+//!    `send_inapp` (inbox write, activity record, publish, fan-out to the socket), from the first send until the
+//!    clients received every message.
+//!
+//!     cargo run --release -p flowhost-tests --bin sender-throughput [-- PUSHES]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flowhost_core::config::{Channel, Secret};
+use flowhost_core::notify::{InAppRequest, Notifications, WebPushRequest};
+use flowhost_core::SystemClock;
+use flowhost_tests::push::{editor, platform, subscription, INTERACTION_SECRET, OPS_TOKEN, TENANT_A};
+use flowhost_tests::push_service::{PushService, PushSubscription};
+use flowhost_tests::{Backends, TestHost};
+use flowhost_webpush::push::{PushClient, PushMessage, PushServiceHosts, Urgency, VapidSigner};
+use flowhost_webpush::sender::{Sender, SenderSettings};
+use flowhost_webpush::targets::TargetPolicy;
+use flowhost_webpush::vapid::{generate, VapidKeys};
+use futures::StreamExt;
+use serde_json::json;
+
+const WEBSOCKETS: usize = 10_000;
+const INAPP_MESSAGES: usize = 20_000;
+const SUBSCRIPTIONS_PER_PLAYER: usize = 5;
+
+/// A local HTTPS push service answering every POST with 201, on the certificate `push_service.py` made.
+async fn sink(certificates: &std::path::Path) -> (String, Arc<AtomicU64>) {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(certificates.join("server.pem"))
+        .expect("server.pem")
+        .collect::<Result<_, _>>()
+        .expect("certificates");
+    let key = PrivateKeyDer::from_pem_file(certificates.join("server-key.pem")).expect("server-key.pem");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("server certificate");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let received = Arc::new(AtomicU64::new(0));
+    let counter = received.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            let (acceptor, counter) = (acceptor.clone(), counter.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(stream).await else { return };
+                let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                    let counter = counter.clone();
+                    async move {
+                        use http_body_util::BodyExt;
+                        let _ = request.into_body().collect().await;
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        let mut response = hyper::Response::new(http_body_util::Empty::<bytes::Bytes>::new());
+                        *response.status_mut() = hyper::StatusCode::CREATED;
+                        Ok::<_, std::convert::Infallible>(response)
+                    }
+                });
+                let io = hyper_util::rt::TokioIo::new(tls);
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            });
+        }
+    });
+    (url, received)
+}
+
+fn client(ca: &std::path::Path) -> (PushClient, VapidKeys) {
+    let (public, private) = generate().unwrap();
+    let keys = VapidKeys { public_key: public, private_key: Secret::new(private), temporary: false };
+    let signer = VapidSigner::new(&keys, "mailto:bench@casino.example", Arc::new(SystemClock)).unwrap();
+    let hosts = PushServiceHosts::parse("127.0.0.1").unwrap();
+    (PushClient::new(Arc::new(signer), hosts, Some(ca)).unwrap(), keys)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}
+
+/// RFC 8291 encryption of one payload, on one core: the part of a push no connection reuse can save.
+fn encryption_alone(keys: &PushSubscription) {
+    let p256dh = flowhost_webpush::vapid::decode_base64url(&keys.p256dh).unwrap();
+    let auth = flowhost_webpush::vapid::decode_base64url(&keys.auth).unwrap();
+    let payload = vec![b'x'; 600];
+    let count = 20_000;
+    let started = Instant::now();
+    for _ in 0..count {
+        flowhost_webpush::push::ece::encrypt(&payload, &p256dh, &auth).unwrap();
+    }
+    let each = started.elapsed() / count;
+    println!(
+        "| RFC 8291 encryption of a 600-byte payload, one core | {count} | {:.1} µs each | {:.0}/s per core |",
+        each.as_secs_f64() * 1e6,
+        1.0 / each.as_secs_f64()
+    );
+}
+
+async fn pushes_per_second(
+    pushes: usize,
+    url: &str,
+    received: &AtomicU64,
+    client: &PushClient,
+    keys: &PushSubscription,
+) {
+    let payload = json!({"payload_version": "v1", "delivery_id": "d", "title": "Bonus", "body": "50 free spins",
+        "interaction_token": "v1.".to_owned() + &"x".repeat(220), "data": {"notification_id": "n"}})
+    .to_string();
+    let endpoint = format!("{url}/push/bench");
+    let started = Instant::now();
+    let before = received.load(Ordering::Relaxed);
+    futures::stream::iter(0..pushes)
+        .for_each_concurrent(256, |_| async {
+            let message = PushMessage {
+                endpoint: &endpoint,
+                p256dh: &keys.p256dh,
+                auth: &keys.auth,
+                payload: payload.as_bytes(),
+                ttl_seconds: 3600,
+                urgency: Urgency::Normal,
+                topic: None,
+            };
+            let outcome = client.send(&message).await;
+            assert_eq!(outcome.as_str(), "delivered", "{outcome:?}");
+        })
+        .await;
+    let elapsed = started.elapsed();
+    assert_eq!(received.load(Ordering::Relaxed) - before, pushes as u64);
+    println!(
+        "| pushes (encrypt + cached VAPID + HTTPS POST, 256 in flight) | {pushes} | {:.0}/s | {:.1} µs CPU-time share per push |",
+        pushes as f64 / elapsed.as_secs_f64(),
+        elapsed.as_micros() as f64 * 2.0 / pushes as f64
+    );
+}
+
+async fn fan_out(host: &TestHost, sender: &Sender, url: &str, keys: &PushSubscription) {
+    let players = 400;
+    for player in 1..=players {
+        for n in 0..SUBSCRIPTIONS_PER_PLAYER {
+            let mut body = subscription(TENANT_A, player, &format!("{url}/push/p{player}-{n}"));
+            body["keys"] = json!({"p256dh": keys.p256dh, "auth": keys.auth});
+            let (status, _) =
+                platform(host, OPS_TOKEN, "POST", "/api/v1/service/webpush/subscriptions", Some(body)).await;
+            assert_eq!(status, 201);
+        }
+    }
+    let request = |player: i64, key: String| WebPushRequest {
+        tenant_id: TENANT_A.into(),
+        player_id: player,
+        template_id: 1,
+        language_enabled_id: "en".into(),
+        placeholders: vec![("game".into(), "slots".into())],
+        idempotency_key: key,
+        run_id: None,
+    };
+    for (label, concurrency) in [("one at a time", 1), ("64 at a time", 64)] {
+        let latencies = futures::stream::iter(1..=players)
+            .map(|player| {
+                let request = request(player, format!("{label}-{player}"));
+                async move {
+                    let started = Instant::now();
+                    let report = sender.send_webpush(request).await.expect("send");
+                    assert_eq!(report.deliveries.len(), SUBSCRIPTIONS_PER_PLAYER);
+                    started.elapsed()
+                }
+            })
+            .buffer_unordered(concurrency)
+            .collect::<Vec<_>>()
+            .await;
+        let mut sorted = latencies;
+        sorted.sort();
+        let total: Duration = sorted.iter().sum();
+        println!(
+            "| send_webpush to a player with {SUBSCRIPTIONS_PER_PLAYER} subscriptions, {label} | {players} | p50 {:.1} ms, p99 {:.1} ms | {:.0} notifications/s |",
+            percentile(&sorted, 0.5).as_secs_f64() * 1000.0,
+            percentile(&sorted, 0.99).as_secs_f64() * 1000.0,
+            players as f64 / (total.as_secs_f64() / concurrency as f64)
+        );
+    }
+}
+
+/// The child process: connects `count` players to `ws_url`, prints `CONNECTED`, then prints the Unix time in
+/// milliseconds at which `expected` messages had arrived.
+async fn websocket_clients(ws_url: String, count: usize, expected: usize) {
+    let received = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(tokio::sync::Notify::new());
+    let connected = Arc::new(AtomicU64::new(0));
+    let all_connected = Arc::new(tokio::sync::Notify::new());
+    for player in 1..=count {
+        let claims = flowhost_webpush::token::ConnectClaims {
+            tenant_id: TENANT_A.into(),
+            player_id: player as i64,
+            expires_at_ms: flowhost_core::Clock::now_ms(&SystemClock) + 600_000,
+        };
+        let token = flowhost_webpush::token::mint_connect(INTERACTION_SECRET.as_bytes(), &claims);
+        let url = format!("{ws_url}?token={token}");
+        let (received, done, connected, all_connected) =
+            (received.clone(), done.clone(), connected.clone(), all_connected.clone());
+        tokio::spawn(async move {
+            let (mut stream, _) = tokio_tungstenite::connect_async(url).await.expect("connect");
+            let _hello = stream.next().await;
+            if connected.fetch_add(1, Ordering::Relaxed) + 1 == count as u64 {
+                all_connected.notify_one();
+            }
+            while let Some(Ok(message)) = stream.next().await {
+                if message.to_text().is_ok_and(|t| t.contains("\"type\":\"message\""))
+                    && received.fetch_add(1, Ordering::Relaxed) + 1 == expected as u64
+                {
+                    done.notify_one();
+                }
+            }
+        });
+        if player % 500 == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    all_connected.notified().await;
+    println!("CONNECTED");
+    done.notified().await;
+    println!("DONE {}", flowhost_core::Clock::now_ms(&SystemClock));
+}
+
+async fn inapp_fan_out(host: &TestHost, sender: &Sender) {
+    let (status, created) = editor(
+        host,
+        Some(TENANT_A),
+        "POST",
+        "/api/v1/templates/in-app",
+        Some(json!({"name": "Bonus", "contents": {"en": {"title": "Bonus", "body": "A bonus for you"}}})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let ws_url = format!("{}/api/v1/inapp/ws", host.base_url.replacen("http", "ws", 1));
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--websocket-clients", &ws_url, &WEBSOCKETS.to_string(), &INAPP_MESSAGES.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("client process");
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stdout.take().unwrap()));
+    let connecting = Instant::now();
+    assert_eq!(lines.next_line().await.unwrap().as_deref(), Some("CONNECTED"));
+    let connect_time = connecting.elapsed();
+    let started_ms = flowhost_core::Clock::now_ms(&SystemClock);
+    futures::stream::iter(0..INAPP_MESSAGES)
+        .for_each_concurrent(64, |n| async move {
+            let request = InAppRequest {
+                tenant_id: TENANT_A.into(),
+                player_id: (n % WEBSOCKETS) as i64 + 1,
+                template_id: 1,
+                language_id: None,
+                placeholders: vec![],
+                vertical: Some("casino".into()),
+                category: None,
+                subcategory: None,
+                idempotency_key: format!("bench-{n}"),
+                run_id: None,
+            };
+            sender.send_inapp(request).await.expect("send_inapp");
+        })
+        .await;
+    let sent_ms = flowhost_core::Clock::now_ms(&SystemClock);
+    let done = lines.next_line().await.unwrap().unwrap();
+    let done_ms: i64 = done.strip_prefix("DONE ").unwrap().parse().unwrap();
+    let _ = child.kill().await;
+    println!(
+        "| in-app messages to {WEBSOCKETS} connected websockets (inbox + activity + publish + socket) | {INAPP_MESSAGES} | {:.0} messages/s delivered | sent in {:.1} s, all received {} ms later; {WEBSOCKETS} sockets connected in {:.1} s |",
+        INAPP_MESSAGES as f64 / ((done_ms - started_ms) as f64 / 1000.0),
+        (sent_ms - started_ms) as f64 / 1000.0,
+        done_ms - sent_ms,
+        connect_time.as_secs_f64()
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--websocket-clients") {
+        websocket_clients(args[1].clone(), args[2].parse().unwrap(), args[3].parse().unwrap()).await;
+        return;
+    }
+    let pushes: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(50_000);
+    let certificates = PushService::start().await;
+    let keys = certificates.subscribe(&[201], None).await;
+    let (url, received) = sink(certificates.ca_path.parent().unwrap()).await;
+    let (client, vapid) = client(&certificates.ca_path);
+
+    println!("Sender delivery, {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!();
+    println!("| What | Count | Figure | Note |");
+    println!("|---|---|---|---|");
+    encryption_alone(&keys);
+    // Warm the connection pool and the VAPID cache.
+    pushes_per_second(2_000, &url, &received, &client, &keys).await;
+    pushes_per_second(pushes, &url, &received, &client, &keys).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TestHost::config(Backends::Embedded, dir.path());
+    config.roles = vec![flowhost_core::config::Role::Admin, flowhost_core::config::Role::PushApi];
+    config.push.max_inapp_connections = WEBSOCKETS + 100;
+    let host = TestHost::start_with(config).await;
+    let (status, _) = editor(
+        &host,
+        Some(TENANT_A),
+        "POST",
+        "/api/v1/templates/web-push",
+        Some(
+            json!({"name": "Bonus", "placeholders": [{"name": "game"}], "target_url": "https://casino.example/{{game}}",
+                    "contents": {"en": {"title": "Bonus", "body": "Try {{game}}"}}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let settings = SenderSettings {
+        channels: vec![Channel::WebPush, Channel::InApp],
+        dry_run: false,
+        retention: Duration::from_secs(30 * 24 * 3600),
+        targets: TargetPolicy::new(&["casino.example".to_owned()]),
+        token_secret: Secret::new(INTERACTION_SECRET),
+        ttl_seconds: 3600,
+        max_concurrent_pushes: 256,
+        tenants: vec![],
+    };
+    let _ = vapid;
+    let sender = Sender::new(host.ports.clone(), settings, client.clone()).await.unwrap();
+    fan_out(&host, &sender, &url, &keys).await;
+    inapp_fan_out(&host, &sender).await;
+    host.stop().await;
+}
