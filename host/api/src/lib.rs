@@ -39,6 +39,8 @@ pub struct AppState {
     pub flows: flowhost_flows::Flows,
     /// How long a service reply is remembered to ignore its redeliveries (`engine.dedup_ttl_ms`).
     pub reply_dedup: Option<std::time::Duration>,
+    /// Serves `/v2/<service>/inbound` for the services running in process; `None` answers it 404.
+    pub endpoint: Option<flowhost_runs::ServiceEndpoint>,
 }
 
 impl AppState {
@@ -49,7 +51,14 @@ impl AppState {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
-        AppState { flows: flowhost_flows::Flows::new(ports.clone()), ports, http, components: None, reply_dedup: None }
+        AppState {
+            flows: flowhost_flows::Flows::new(ports.clone()),
+            ports,
+            http,
+            components: None,
+            reply_dedup: None,
+            endpoint: None,
+        }
     }
 
     /// Serves the plugin routes (and in-process data sources) from `store`.

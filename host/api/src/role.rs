@@ -30,6 +30,8 @@ impl Role for AdminRole {
         let mut state = AppState::new(context.ports.clone());
         state.reply_dedup = config.reply_dedup();
         if let Some(store) = context.service::<Arc<flowhost_components::ComponentStore>>() {
+            let ports = context.ports.clone();
+            state.endpoint = Some(flowhost_runs::ServiceEndpoint::new(store.clone(), ports, &config.engine.group_id));
             state = state.with_components(store);
         }
         let flows = state.flows.clone();

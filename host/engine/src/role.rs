@@ -48,6 +48,7 @@ impl Role for EngineRole {
             poll_interval: std::time::Duration::from_millis(config.engine.flows_poll_interval_ms),
             reply_url_base: config.public_base_url(),
             reply_dedup: config.reply_dedup(),
+            admin_token: config.api.admin_token.clone(),
         };
         let runner = flowhost_runs::Runner::new(context.ports.clone(), runner_config, services, run_metrics);
         let runs = runner.status();

@@ -195,7 +195,7 @@ pub async fn serve_listeners(
         if let Some(fallback) = socket.fallback {
             router = router.fallback_service(fallback);
         }
-        let router = router.layer(axum::middleware::map_response(close_after_refused_body));
+        let router = router.layer(axum::middleware::from_fn(close_after_refused_body));
         info!(%addr, listeners = ?socket.names, "listening");
         bound.push(BoundListener { addr, names: socket.names });
         let token = shutdown.clone();
@@ -209,12 +209,18 @@ pub async fn serve_listeners(
     Ok((bound, tasks))
 }
 
-/// A request refused for its body's size leaves the unread rest of that body on the connection: the response says
-/// `Connection: close`, so the client does not send its next request on a connection the server is dropping
-/// (clients reusing it saw an incomplete message instead of their answer).
-async fn close_after_refused_body(mut response: Response) -> Response {
-    if response.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-        response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+/// A request refused before its body was read (too large, a bad query or header checked first) may leave the unread
+/// rest of that body on the connection, which the server then drops: a refusal (4xx) of a request that carries a
+/// body says `Connection: close`, so the client does not send its next request on that connection (clients
+/// reusing it saw an incomplete message or a broken pipe instead of their answer).
+async fn close_after_refused_body(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    use axum::http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+    let headers = request.headers();
+    let has_body = headers.contains_key(TRANSFER_ENCODING)
+        || headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() != "0");
+    let mut response = next.run(request).await;
+    if has_body && response.status().is_client_error() {
+        response.headers_mut().insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
     }
     response
 }

@@ -39,6 +39,11 @@ pub struct Durability {
     pub completions_topic: String,
     pub metrics: Arc<RunMetrics>,
     pub http: reqwest::Client,
+    /// This deployment's public base URL: an HTTP send to a relative path (a service Flowhost serves itself)
+    /// goes under it.
+    pub own_base_url: String,
+    /// Sent as the bearer to this deployment's own routes when the admin API has a token.
+    pub admin_token: Option<flowhost_core::config::Secret>,
 }
 
 impl Durability {
@@ -108,7 +113,10 @@ impl Durability {
                     );
                     continue;
                 }
-                Via::Http { url } => self.post(url, &outgoing.traceparent, outgoing.body).await,
+                Via::Http { url } => {
+                    let url = if url.starts_with('/') { format!("{}{url}", self.own_base_url) } else { url.clone() };
+                    self.post(&url, &outgoing.traceparent, outgoing.body).await
+                }
             };
             self.sent(transport, result);
         }
@@ -126,9 +134,11 @@ impl Durability {
     }
 
     async fn post(&self, url: &str, traceparent: &str, body: Vec<u8>) -> Result<(), String> {
-        let response = self
-            .http
-            .post(url)
+        let mut request = self.http.post(url);
+        if let Some(token) = self.admin_token.as_ref().filter(|_| url.starts_with(&self.own_base_url)) {
+            request = request.bearer_auth(token.expose());
+        }
+        let response = request
             .header("content-type", "application/json")
             .header("traceparent", traceparent)
             .body(body)

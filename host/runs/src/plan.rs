@@ -242,12 +242,20 @@ impl FlowPlan {
                             None => Via::Kafka { topic: format!("triggers_v2_{service}_inbound"), retarget: false },
                         },
                         Some("http") => {
-                            let endpoint = deps
-                                .services
-                                .get(&service)
-                                .and_then(|s| s.components.iter().find_map(|c| c.endpoint().map(str::to_owned)))
-                                .ok_or_else(|| format!("service {service:?} has no transports.http.endpoint"))?;
-                            Via::Http { url: format!("{}/v2/{service}/inbound", endpoint.trim_end_matches('/')) }
+                            let active = deps.services.get(&service);
+                            let endpoint =
+                                active.and_then(|s| s.components.iter().find_map(|c| c.endpoint().map(str::to_owned)));
+                            match endpoint {
+                                Some(endpoint) => Via::Http {
+                                    url: format!("{}/v2/{service}/inbound", endpoint.trim_end_matches('/')),
+                                },
+                                // A service running in this deployment is served by Flowhost itself, under its
+                                // own public base URL (the executor puts it in front).
+                                None if active.is_some_and(|s| s.in_process()) => {
+                                    Via::Http { url: format!("/v2/{service}/inbound") }
+                                }
+                                None => return Err(format!("service {service:?} has no transports.http.endpoint")),
+                            }
                         }
                         Some(other) => return Err(format!("segment {:?}: unknown transport {other:?}", segment.id)),
                     };

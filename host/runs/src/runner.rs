@@ -95,6 +95,8 @@ pub struct RunnerConfig {
     pub reply_url_base: String,
     /// How long a reply taken once is remembered in the cache (`engine.dedup_ttl_ms`; `None`: off).
     pub reply_dedup: Option<Duration>,
+    /// The admin API's token, sent to this deployment's own service routes (`/v2/<service>/inbound`).
+    pub admin_token: Option<flowhost_core::config::Secret>,
 }
 
 /// Runs released flows (see the module documentation).
@@ -138,6 +140,8 @@ impl Runner {
                     .redirect(reqwest::redirect::Policy::none())
                     .build()
                     .unwrap_or_else(|_| reqwest::Client::new()),
+                own_base_url: self.config.reply_url_base.trim_end_matches('/').to_owned(),
+                admin_token: self.config.admin_token.clone(),
             },
             outbound: Outbound {
                 reply_timeout: Duration::from_millis(self.config.engine.reply_timeout_ms),

@@ -40,6 +40,7 @@ pub(crate) fn routes() -> Router<SharedState> {
         .route("/api/v2/flows/{id}/runs", get(runs::list))
         .route("/api/v2/runs/{run_id}", get(runs::read))
         .route("/api/v2/runs/{run_id}/reply", post(runs::reply))
+        .route("/v2/{service}/inbound", post(runs::inbound))
         .route("/api/v2/dead-letters", get(runs::dead_letters))
         .route("/api/v2/dead-letters/replay", post(runs::replay_many))
         .route("/api/v2/dead-letters/{id}", get(runs::dead_letter))

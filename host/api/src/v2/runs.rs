@@ -92,6 +92,24 @@ pub(crate) async fn reply(
     Ok((StatusCode::ACCEPTED, Json(json!({ "status": accepted.as_str() }))))
 }
 
+/// `POST /v2/{service}/inbound` with an inbound envelope, for a service this deployment runs in process (a
+/// flow segment over `http`): 202 `{"status": "accepted"}` at once; the action runs in the background and its
+/// reply goes to the envelope's `reply_to.url`. 404 `SERVICE_NOT_HERE` for a service not loaded here.
+pub(crate) async fn inbound(
+    State(state): State<SharedState>,
+    Path(service): Path<String>,
+    V2Json(envelope): V2Json<flowhost_runs::InboundEnvelope>,
+) -> Result<(StatusCode, Json<Value>), V2Error> {
+    if envelope.service != service {
+        return Err(V2Error::invalid_field("service", "differs from the service in the path"));
+    }
+    let endpoint = state.endpoint.as_ref().filter(|endpoint| endpoint.serves(&service)).ok_or_else(|| {
+        V2Error::new(StatusCode::NOT_FOUND, "SERVICE_NOT_HERE", format!("service {service:?} does not run here"))
+    })?;
+    endpoint.accept_http(envelope);
+    Ok((StatusCode::ACCEPTED, Json(json!({ "status": "accepted" }))))
+}
+
 #[derive(Deserialize)]
 pub(crate) struct DeadLettersQuery {
     flow_id: Option<String>,

@@ -1,0 +1,113 @@
+// The page side of the browser kit (spec 000, "Browser-side rules"): subscribe inside a user gesture with
+// userVisibleOnly and the service's public key, hand only endpoint and keys to the bridge, and keep an in-app
+// websocket open with resume after the last cursor.
+
+const status = (text) => (document.getElementById("status").textContent = text);
+
+/** The public key of client-config (base64url) as the bytes `applicationServerKey` takes. */
+function decodeBase64Url(value) {
+  const padded = value.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - (value.length % 4)) % 4);
+  return Uint8Array.from(atob(padded), (c) => c.charCodeAt(0));
+}
+
+function supported() {
+  return "serviceWorker" in navigator && "PushManager" in window && "Notification" in window;
+}
+
+async function registration() {
+  return navigator.serviceWorker.register("/sw.js", { scope: "/" });
+}
+
+/** Runs inside the click handler: permission and subscribe need a user gesture. */
+async function enable() {
+  try {
+    const permission = await Notification.requestPermission();
+    if (permission !== "granted") return status("Notifications are blocked in this browser.");
+    const config = await (await fetch("/api/push/config")).json();
+    if (!config.public_key) return status("Notifications are not available right now.");
+    const reg = await registration();
+    await navigator.serviceWorker.ready;
+    const subscription = await reg.pushManager.subscribe({
+      userVisibleOnly: true,
+      applicationServerKey: decodeBase64Url(config.public_key),
+    });
+    const { endpoint, keys } = subscription.toJSON();
+    const answer = await fetch("/api/push/subscriptions", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ endpoint, keys }),
+    });
+    if (!answer.ok) throw new Error(`the bridge answered ${answer.status}`);
+    status("Notifications are on.");
+    document.getElementById("disable").hidden = false;
+  } catch (error) {
+    status(`Could not turn notifications on: ${error.message}`);
+  }
+}
+
+async function disable() {
+  const reg = await navigator.serviceWorker.getRegistration("/");
+  const subscription = await reg?.pushManager.getSubscription();
+  if (!subscription) return status("Notifications are off.");
+  await fetch("/api/push/deactivate", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ endpoint: subscription.endpoint }),
+  });
+  await subscription.unsubscribe();
+  status("Notifications are off.");
+}
+
+// In-app messages: a websocket with heartbeats, read frames and resume after the last cursor.
+const seen = new Set();
+let lastCursor = null;
+let retryDelay = 1000;
+
+function show(message) {
+  if (seen.has(message.notification_id)) return;
+  seen.add(message.notification_id);
+  lastCursor = message.cursor;
+  const item = document.createElement("li");
+  item.dataset.notificationId = message.notification_id;
+  item.className = message.status === "unread" ? "unread" : "";
+  item.textContent = `${message.content.title}: ${message.content.body}`;
+  document.getElementById("messages").prepend(item);
+}
+
+async function connect() {
+  const inbox = document.getElementById("inbox-status");
+  try {
+    const minted = await (await fetch("/api/inapp/connect", { method: "POST" })).json();
+    const url = minted.websocket + (lastCursor ? `&after=${encodeURIComponent(lastCursor)}` : "");
+    const socket = new WebSocket(url);
+    socket.onmessage = (event) => {
+      const frame = JSON.parse(event.data);
+      if (frame.type === "hello") {
+        retryDelay = 1000;
+        inbox.textContent = `Connected; ${frame.unread} unread.`;
+      } else if (frame.type === "message") {
+        show(frame.message);
+      } else if (frame.type === "ping") {
+        socket.send(JSON.stringify({ type: "pong" }));
+      }
+    };
+    socket.onclose = () => {
+      inbox.textContent = "Reconnecting…";
+      setTimeout(connect, retryDelay);
+      retryDelay = Math.min(retryDelay * 2, 30000);
+    };
+    window.inAppSocket = socket;
+  } catch {
+    setTimeout(connect, retryDelay);
+    retryDelay = Math.min(retryDelay * 2, 30000);
+  }
+}
+
+document.getElementById("support").textContent = supported()
+  ? ""
+  : "This browser cannot show notifications (on iOS, add the site to the Home Screen first).";
+document.getElementById("enable").disabled = !supported();
+document.getElementById("enable").addEventListener("click", enable);
+document.getElementById("disable").addEventListener("click", disable);
+if (supported()) registration();
+connect();
