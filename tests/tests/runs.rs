@@ -108,6 +108,19 @@ async fn run(host: &TestHost, run_id: &str) -> Value {
     run
 }
 
+/// The run once it is stored as completed (outputs are published before the run is stored).
+async fn completed_run(host: &TestHost, run_id: &str) -> Value {
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let stored = run(host, run_id).await;
+        if stored["status"] == "completed" {
+            return stored;
+        }
+        assert!(tokio::time::Instant::now() < until, "the run never completed: {stored:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn node_of<'a>(run: &'a Value, id: &str) -> &'a Value {
     run["nodes"].as_array().unwrap().iter().find(|n| n["node_id"] == id).unwrap_or_else(|| panic!("no {id}: {run}"))
 }
@@ -285,9 +298,9 @@ async fn a_permanent_failure_is_dead_lettered_and_replayed(backends: Backends) {
     let outputs = host.read(&out, 1, Duration::from_secs(60)).await;
     let value: Value = serde_json::from_slice(&outputs[0].value).unwrap();
     assert_eq!(value["result"]["accepted"], 150.0);
-    let replay_run = run(&host, &new_run).await;
+    // The output is published before the run is stored (effects: publish, then store): wait for the store.
+    let replay_run = completed_run(&host, &new_run).await;
     assert_eq!((replay_run["version"].as_i64(), replay_run["replay_of"].as_str()), (Some(2), Some(run_id.as_str())));
-    assert_eq!(replay_run["status"], "completed");
     let (_, letter) = host.call("GET", &format!("/api/v2/dead-letters/{letter_id}"), None).await;
     assert_eq!(letter["status"], "replayed");
     let (status, again) = host.call("POST", &format!("/api/v2/dead-letters/{letter_id}/replay"), Some(json!({}))).await;
