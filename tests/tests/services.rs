@@ -169,7 +169,15 @@ async fn an_external_service_answers_over_nats_kafka_and_http(backends: Backends
         );
         let (_, page) = host.call("GET", &format!("/api/v2/flows/{id}/runs"), None).await;
         let run_id = page["runs"][0]["run_id"].as_str().unwrap().to_owned();
-        let (_, run) = host.call("GET", &format!("/api/v2/runs/{run_id}"), None).await;
+        // The output is published before the run is stored as completed (by design): wait for the store.
+        let until = tokio::time::Instant::now() + Duration::from_secs(30);
+        let run = loop {
+            let (_, run) = host.call("GET", &format!("/api/v2/runs/{run_id}"), None).await;
+            if run["status"] == "completed" || tokio::time::Instant::now() > until {
+                break run;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
         assert_eq!(run["status"], "completed", "{run:#}");
         let tag = run["nodes"].as_array().unwrap().iter().find(|n| n["node_id"] == "tag").unwrap();
         let outcomes: Vec<&str> =
