@@ -1,6 +1,7 @@
 //! The `flowhost` command line: `serve` runs the roles; `events publish` / `events tail` write and read
 //! topics on whichever backend the configuration names, so the embedded mode needs no Kafka tools;
-//! `webpush vapid-keys` prints a fresh VAPID keypair for operators.
+//! `webpush vapid-keys` prints a fresh VAPID keypair for operators; `gateway origin-map generate` builds the
+//! gateway's origin map from the operators' normalized input file.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -28,7 +29,7 @@ struct Cli {
 enum Command {
     /// Run the roles (all of them by default) until interrupted.
     Serve {
-        /// Comma-separated roles to run (admin, engine, push-api) or `all`; overrides FLOWHOST_ROLES.
+        /// Comma-separated roles to run (admin, engine, push-api, sender) or `all`; overrides FLOWHOST_ROLES.
         #[arg(long)]
         roles: Option<String>,
     },
@@ -42,6 +43,30 @@ enum Command {
     /// Web-push operator tools.
     #[command(subcommand)]
     Webpush(WebpushCommand),
+    /// Edge analytics gateway operator tools.
+    #[command(subcommand)]
+    Gateway(GatewayCommand),
+}
+
+#[derive(Subcommand)]
+enum GatewayCommand {
+    /// The origin map.
+    #[command(subcommand)]
+    OriginMap(OriginMapCommand),
+}
+
+#[derive(Subcommand)]
+enum OriginMapCommand {
+    /// Builds the origin map (GATEWAY_EDGE_ORIGINS_FILE) from one normalized input file: deterministic output;
+    /// any invalid entry rejects the whole input and nothing is written.
+    Generate {
+        /// The normalized input (schema_version, environment, player_url, hosts, mappings).
+        #[arg(long)]
+        input: PathBuf,
+        /// Where to write the map (replaced atomically).
+        #[arg(long)]
+        output: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -174,6 +199,9 @@ async fn run() -> anyhow::Result<()> {
         println!("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY={private}");
         return Ok(());
     }
+    if let Command::Gateway(GatewayCommand::OriginMap(OriginMapCommand::Generate { input, output })) = &cli.command {
+        return generate_origin_map(input, output);
+    }
     let mut config = Config::load(cli.config.as_deref(), |name| std::env::var(name).ok())?;
     match cli.command {
         Command::Serve { roles } => {
@@ -204,8 +232,28 @@ async fn run() -> anyhow::Result<()> {
                 EventsCommand::Tail(args) => tail(&ports, args).await,
             }
         }
-        Command::Webpush(WebpushCommand::VapidKeys) => unreachable!("handled before the configuration loads"),
+        Command::Webpush(WebpushCommand::VapidKeys) | Command::Gateway(_) => {
+            unreachable!("handled before the configuration loads")
+        }
     }
+}
+
+/// `gateway origin-map generate`: reads the input (at most 4 MiB), writes the map through a temporary file
+/// renamed into place, so a failure leaves `output` as it was.
+fn generate_origin_map(input: &std::path::Path, output: &std::path::Path) -> anyhow::Result<()> {
+    const MAX_INPUT_BYTES: u64 = 4 * 1024 * 1024;
+    let size = std::fs::metadata(input).with_context(|| format!("reading {}", input.display()))?.len();
+    if size > MAX_INPUT_BYTES {
+        bail!("{}: {size} bytes; the input may have at most {MAX_INPUT_BYTES}", input.display());
+    }
+    let text = std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?;
+    let map = flowhost_gateway::origins::generate(&text)
+        .map_err(|error| anyhow::anyhow!("{}: rejected, nothing written: {error}", input.display()))?;
+    let temporary = output.with_extension("tmp");
+    std::fs::write(&temporary, &map).with_context(|| format!("writing {}", temporary.display()))?;
+    std::fs::rename(&temporary, output).with_context(|| format!("writing {}", output.display()))?;
+    eprintln!("wrote {} ({} bytes)", output.display(), map.len());
+    Ok(())
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
