@@ -141,12 +141,42 @@ impl ServiceEndpoint {
 
     /// Serves `service`'s NATS inbound subject and data-source subjects, and its Kafka inbound topic, until
     /// `shutdown`. A failure of one transport is logged and retried; it never stops the others.
+    ///
+    /// Nothing is subscribed or consumed until a component of `service` is active here, and only the transports
+    /// its manifest lists in `service_sources` are served.
     pub async fn run(self, service: String, shutdown: CancellationToken) {
-        info!(service, "serving the service's inbound transports and data sources");
+        let plugin = loop {
+            if let Some(plugin) = self.component(&service, None) {
+                break plugin;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        };
+        let sources = plugin.manifest().service_sources.clone();
+        let serves = |transport: &str| sources.iter().any(|s| s == transport);
+        info!(service, ?sources, "serving the service's inbound transports and data sources");
+        let nats = serves("nats").then(|| self.clone().run_nats(service.clone(), shutdown.clone()));
+        let kafka = serves("kafka").then(|| self.clone().run_kafka(service.clone(), shutdown.clone()));
+        let data = (!plugin.manifest().data_sources.is_empty())
+            .then(|| self.clone().run_data_sources(service.clone(), shutdown.clone()));
         tokio::join!(
-            self.clone().run_nats(service.clone(), shutdown.clone()),
-            self.clone().run_data_sources(service.clone(), shutdown.clone()),
-            self.run_kafka(service, shutdown),
+            async move {
+                if let Some(nats) = nats {
+                    nats.await
+                }
+            },
+            async move {
+                if let Some(kafka) = kafka {
+                    kafka.await
+                }
+            },
+            async move {
+                if let Some(data) = data {
+                    data.await
+                }
+            },
         );
     }
 
