@@ -220,6 +220,19 @@ impl ComponentStore {
         self.read_loaded().active.iter().map(|(id, plugin)| (id.clone(), plugin.clone())).collect()
     }
 
+    /// The first active plugin (by id) of `service` (its manifest's `service`, else its id) that `accepts`.
+    pub fn active_of_service(&self, service: &str, accepts: impl Fn(&Plugin) -> bool) -> Option<Plugin> {
+        let loaded = self.read_loaded();
+        loaded
+            .active
+            .values()
+            .find(|plugin| {
+                let manifest = plugin.manifest();
+                manifest.service.as_deref().unwrap_or(&manifest.id) == service && accepts(plugin)
+            })
+            .cloned()
+    }
+
     /// Checks an upload of `wasm` as plugin `id` version `version` without storing anything: size, names,
     /// immutability, and that the runtime loads it with a manifest naming the same id and version.
     pub async fn prepare(&self, id: &str, version: &str, wasm: Vec<u8>) -> Result<Prepared, ComponentError> {

@@ -73,10 +73,8 @@ impl ServiceEndpoint {
 
     /// The active component of `service` offering `action` (or, without an action, any component of it).
     fn component(&self, service: &str, action: Option<&str>) -> Option<Plugin> {
-        self.store.active_plugins().into_values().find(|plugin| {
-            let manifest = plugin.manifest();
-            manifest.service.as_deref().unwrap_or(&manifest.id) == service
-                && action.is_none_or(|action| manifest.actions.iter().any(|a| a.name == action))
+        self.store.active_of_service(service, |plugin| {
+            action.is_none_or(|action| plugin.manifest().actions.iter().any(|a| a.name == action))
         })
     }
 

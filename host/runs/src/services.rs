@@ -107,12 +107,7 @@ impl ServiceCalls for Services {
         }
         let store = self.store.as_ref().ok_or_else(|| CallError::retryable("this node runs no plugins"))?;
         let plugin = store
-            .active_plugins()
-            .into_values()
-            .find(|p| {
-                p.manifest().service.as_deref().unwrap_or(&p.manifest().id) == service
-                    && p.manifest().data_sources.iter().any(|d| d.name == data_source)
-            })
+            .active_of_service(service, |p| p.manifest().data_sources.iter().any(|d| d.name == data_source))
             .ok_or_else(|| CallError {
                 outcome: Outcome::Retryable,
                 message: format!("no loaded component of service {service:?} answers {data_source:?}"),
