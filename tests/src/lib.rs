@@ -6,6 +6,7 @@ mod both;
 pub mod cli;
 pub mod contract;
 pub mod faulty;
+pub mod gateway;
 pub mod host;
 pub mod inapp;
 pub mod keyvault;

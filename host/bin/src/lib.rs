@@ -184,7 +184,25 @@ fn role_entry(role: Role) -> RoleEntry {
         Role::Engine => RoleEntry::of::<flowhost_engine::EngineRole>(),
         Role::PushApi => RoleEntry::of::<flowhost_push::PushRole>(),
         Role::Sender => RoleEntry::of::<flowhost_push::SenderRole>(),
+        Role::Gateway => RoleEntry::of::<flowhost_gateway::GatewayRole>(),
+        Role::GatewayEdge => RoleEntry::of::<flowhost_gateway::GatewayEdgeRole>(),
+        Role::GatewayIngest => RoleEntry::of::<flowhost_gateway::GatewayIngestRole>(),
+        Role::GatewayWorker => RoleEntry::of::<flowhost_gateway::GatewayWorkerRole>(),
     }
+}
+
+/// The cache of the gateway's player validations and limits: Redis at `GATEWAY_EDGE_CACHE_URL` (its own
+/// logical database, never the flow runtime's), else a cache inside this process.
+async fn gateway_cache(config: &Config, clock: Arc<dyn Clock>) -> anyhow::Result<flowhost_gateway::GatewayCache> {
+    let cache: Arc<dyn Cache> = match &config.gateway.cache_url {
+        Some(url) => Arc::new(
+            flowhost_redis::RedisCache::connect(url.expose())
+                .await
+                .context("connecting the gateway's cache (GATEWAY_EDGE_CACHE_URL)")?,
+        ),
+        None => Arc::new(LocalCache::with_max_entries(clock, config.cache.max_entries)),
+    };
+    Ok(flowhost_gateway::GatewayCache(cache))
 }
 
 /// Runs the configured roles until `shutdown` is cancelled. `main` is the main listener, bound by the caller to
@@ -200,6 +218,9 @@ pub async fn serve(config: Config, ports: Ports, main: TcpListener, shutdown: Ca
         let store = start_components(&config, &ports, &registry).await?;
         tasks.spawn(store.clone().run_sync(shutdown.clone()).map(Ok));
         services.insert(store);
+    }
+    if config.roles.iter().any(|role| role.gateway_parts().is_some_and(|parts| parts.edge)) {
+        services.insert(gateway_cache(&config, ports.clock.clone()).await?);
     }
     let context = RoleContext {
         config: Arc::new(config.clone()),

@@ -16,6 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::ports::SecretStore;
 
+mod gateway;
+pub use gateway::{GatewayConfig, ScopeLimits, DEFAULT_INVALID_STATUSES, MIN_CACHE_HMAC_KEY_BYTES};
+
 /// A setting that could not be used; the message names it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("configuration: {setting}: {message}")]
@@ -45,10 +48,43 @@ pub enum Role {
     /// The web-push notification service's sender: delivers what the bundled `notifications` plugin asks for
     /// (the host side of the `notifications` capability, with the VAPID keys and the token secret).
     Sender,
+    /// The edge analytics gateway in one process: edge, ingest, worker and queue admin (spec 002 part A).
+    Gateway,
+    /// The gateway's public listener alone (`/api/gateway/events`), posting to `GATEWAY_EDGE_INGEST_URL`.
+    #[serde(rename = "gateway-edge")]
+    GatewayEdge,
+    /// The gateway's ingest process: the private ingest listener, its health listener and the queue admin.
+    #[serde(rename = "gateway-ingest")]
+    GatewayIngest,
+    /// The gateway's worker: the durable queue to the broker.
+    #[serde(rename = "gateway-worker")]
+    GatewayWorker,
 }
 
 impl Role {
+    /// What `all` (and no `FLOWHOST_ROLES`) runs: the flow runtime and the notification service. The gateway
+    /// roles are named explicitly: they need their own secrets and origin map, and own public ports.
     pub const ALL: [Role; 4] = [Role::Admin, Role::Engine, Role::PushApi, Role::Sender];
+
+    /// Whether this is one of the gateway's roles, and which of its parts it runs.
+    pub fn gateway_parts(self) -> Option<GatewayParts> {
+        let (edge, ingest, worker) = match self {
+            Role::Gateway => (true, true, true),
+            Role::GatewayEdge => (true, false, false),
+            Role::GatewayIngest => (false, true, false),
+            Role::GatewayWorker => (false, false, true),
+            _ => return None,
+        };
+        Some(GatewayParts { edge, ingest, worker })
+    }
+}
+
+/// The parts of the gateway one role runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatewayParts {
+    pub edge: bool,
+    pub ingest: bool,
+    pub worker: bool,
 }
 
 impl FromStr for Role {
@@ -59,7 +95,14 @@ impl FromStr for Role {
             "engine" => Ok(Role::Engine),
             "push-api" => Ok(Role::PushApi),
             "sender" => Ok(Role::Sender),
-            other => Err(format!("unknown role {other:?} (known: admin, engine, push-api, sender)")),
+            "gateway" => Ok(Role::Gateway),
+            "gateway-edge" => Ok(Role::GatewayEdge),
+            "gateway-ingest" => Ok(Role::GatewayIngest),
+            "gateway-worker" => Ok(Role::GatewayWorker),
+            other => Err(format!(
+                "unknown role {other:?} (known: admin, engine, push-api, sender, gateway, gateway-edge, \
+                 gateway-ingest, gateway-worker)"
+            )),
         }
     }
 }
@@ -95,6 +138,7 @@ pub struct Config {
     pub log: LogConfig,
     pub push: PushConfig,
     pub plugins: PluginsConfig,
+    pub gateway: GatewayConfig,
     /// Secret store address (`KEY_VAULT_URL`, an Azure Key Vault `https://` URL); needed by every
     /// `*_SECRET_NAME` setting.
     pub key_vault_url: Option<String>,
@@ -116,6 +160,7 @@ impl Default for Config {
             log: LogConfig::default(),
             push: PushConfig::default(),
             plugins: PluginsConfig::default(),
+            gateway: GatewayConfig::default(),
             key_vault_url: None,
         }
     }
@@ -805,6 +850,7 @@ impl Config {
             };
         }
         self.apply_push_env(&get)?;
+        self.gateway.apply_env(&get)?;
         let plugins = &mut self.plugins;
         for (name, slot) in [
             ("FLOWHOST_PLUGINS_TIMEOUT_MS", &mut plugins.timeout_ms),
@@ -947,6 +993,17 @@ impl Config {
         }
         if self.roles.is_empty() {
             return Err(ConfigError::new("roles", "no role given"));
+        }
+        let gateway_parts: Vec<GatewayParts> = self.roles.iter().filter_map(|r| r.gateway_parts()).collect();
+        if !gateway_parts.is_empty() {
+            let count = |part: fn(&GatewayParts) -> bool| gateway_parts.iter().filter(|p| part(p)).count();
+            if count(|p| p.edge) > 1 || count(|p| p.ingest) > 1 || count(|p| p.worker) > 1 {
+                return Err(ConfigError::new(
+                    "FLOWHOST_ROLES",
+                    "a gateway part is named twice (gateway already runs gateway-edge, gateway-ingest and gateway-worker)",
+                ));
+            }
+            self.gateway.validate(count(|p| p.edge) > 0)?;
         }
         if let Some(url) = &self.api.public_base_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use flowhost_core::ports::{Cache, PortError};
+use flowhost_core::ports::{Cache, Counter, PortError};
 use flowhost_core::Clock;
 
 #[derive(Debug)]
@@ -125,7 +125,7 @@ impl Cache for LocalCache {
         Ok(self.with_entries(key, false, |entries, _| entries.remove(key).is_some()))
     }
 
-    async fn incr(&self, key: &str, ttl: Duration) -> Result<i64, PortError> {
+    async fn incr_window(&self, key: &str, ttl: Duration) -> Result<Counter, PortError> {
         self.with_entries(key, true, |entries, now| {
             if !entries.contains_key(key) {
                 entries.insert(key.to_owned(), Entry { value: b"0".to_vec(), expires_at_ms: expiry(now, Some(ttl)) });
@@ -138,7 +138,8 @@ impl Cache for LocalCache {
                 .and_then(|s| s.parse().ok())
                 .ok_or_else(|| PortError::Invalid(format!("cache key {key:?} does not hold a counter")))?;
             entry.value = (current + 1).to_string().into_bytes();
-            Ok(current + 1)
+            let left_ms = entry.expires_at_ms.map_or(0, |at| (at - now).max(0));
+            Ok(Counter { count: current + 1, resets_in: Duration::from_millis(left_ms as u64) })
         })
     }
 }

@@ -1,5 +1,20 @@
-//! `flowhost-gateway`: the edge analytics gateway (spec 002, part A) as a domain, without HTTP. So far the
-//! origin map ([`origins`]): the runtime's parsed and checked map from an exact browser origin to tenant, site
-//! and player-validation target, and the operators' generator that builds it from one normalized input file.
+//! `flowhost-gateway`: the edge analytics gateway (spec 002, part A). Domain modules know no HTTP: the origin
+//! map and its generator ([`origins`]), who the client is ([`client_ip`]), keyed cache identities ([`keys`]),
+//! limits ([`limits`]), player validation ([`player`]), the browser event and the published envelope
+//! ([`event`]), the durable queue and the worker ([`pipeline`]). The HTTP surfaces are thin: the public route
+//! ([`edge`]), internal ingest and queue administration ([`ingest`]), and the roles that assemble them
+//! ([`role`]).
 
+pub mod client_ip;
+pub mod edge;
+pub mod event;
+pub mod ingest;
+pub mod keys;
+pub mod limits;
+pub mod metrics;
 pub mod origins;
+pub mod pipeline;
+pub mod player;
+pub mod role;
+
+pub use role::{GatewayCache, GatewayEdgeRole, GatewayIngestRole, GatewayRole, GatewayWorkerRole};

@@ -144,6 +144,29 @@ impl OriginMap {
         }
     }
 
+    /// Reads the map the gateway serves: the file (`GATEWAY_EDGE_ORIGINS_FILE`, at most [`MAX_FILE_BYTES`],
+    /// refused before it is read when larger) or the inline value (`GATEWAY_EDGE_ORIGINS_JSON`, at most
+    /// [`MAX_INLINE_BYTES`]); both set is ambiguous and refused.
+    pub fn load(file: Option<&str>, inline: Option<&str>) -> Result<OriginMap, OriginsError> {
+        match (file, inline) {
+            (Some(_), Some(_)) => Err(OriginsError(vec![
+                "GATEWAY_EDGE_ORIGINS_FILE and GATEWAY_EDGE_ORIGINS_JSON are both set; use one".to_owned(),
+            ])),
+            (Some(path), None) => {
+                let problem = |e: std::io::Error| OriginsError(vec![format!("GATEWAY_EDGE_ORIGINS_FILE {path}: {e}")]);
+                let size = std::fs::metadata(path).map_err(problem)?.len();
+                if size > MAX_FILE_BYTES as u64 {
+                    return Err(OriginsError(vec![format!(
+                        "GATEWAY_EDGE_ORIGINS_FILE {path}: {size} bytes; at most {MAX_FILE_BYTES} are read"
+                    )]));
+                }
+                OriginMap::parse(&std::fs::read_to_string(path).map_err(problem)?, MAX_FILE_BYTES)
+            }
+            (None, Some(text)) => OriginMap::parse(text, MAX_INLINE_BYTES),
+            (None, None) => Err(OriginsError(vec!["no origin map is configured".to_owned()])),
+        }
+    }
+
     /// The entry of the exact `origin`.
     pub fn entry(&self, origin: &str) -> Option<&OriginEntry> {
         self.origins.iter().find(|entry| entry.origin == origin)

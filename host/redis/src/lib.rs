@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use flowhost_core::ports::{Cache, PortError};
+use flowhost_core::ports::{Cache, Counter, PortError};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Value};
 use tracing::{debug, warn};
@@ -105,11 +105,12 @@ impl Cache for RedisCache {
         Ok(removed > 0)
     }
 
-    async fn incr(&self, key: &str, ttl: Duration) -> Result<i64, PortError> {
+    async fn incr_window(&self, key: &str, ttl: Duration) -> Result<Counter, PortError> {
         let mut connection = self.connection.clone();
         // One MULTI/EXEC: `SET key 0 NX PX ttl` creates the counter with its window only when it is absent, and
-        // `INCR` keeps that expiry, so the first increment starts the window and later ones never extend it.
-        let (value,): (i64,) = redis::pipe()
+        // `INCR` keeps that expiry, so the first increment starts the window and later ones never extend it;
+        // `PTTL` reads what is left of it.
+        let (count, left_ms): (i64, i64) = redis::pipe()
             .atomic()
             .cmd("SET")
             .arg(key)
@@ -120,10 +121,12 @@ impl Cache for RedisCache {
             .ignore()
             .cmd("INCR")
             .arg(key)
+            .cmd("PTTL")
+            .arg(key)
             .query_async(&mut connection)
             .await
             .map_err(|error| map_error(error, "INCR"))?;
-        Ok(value)
+        Ok(Counter { count, resets_in: Duration::from_millis(left_ms.max(0) as u64) })
     }
 }
 

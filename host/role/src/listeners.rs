@@ -43,6 +43,9 @@ pub struct Listener {
     /// listener of a socket that has one provides it.
     pub fallback: Option<Router>,
     pub health: HealthStyle,
+    /// This listener's own readiness checks, instead of its role's (a role whose sockets serve different parts,
+    /// such as the gateway's edge and ingest listeners).
+    pub readiness: Option<Vec<Check>>,
 }
 
 impl std::fmt::Debug for Listener {
@@ -53,7 +56,15 @@ impl std::fmt::Debug for Listener {
 
 impl Listener {
     pub fn new(name: &'static str, addr: impl Into<String>, settings: &'static str, router: Router) -> Listener {
-        Listener { name, addr: addr.into(), settings, router, fallback: None, health: HealthStyle::Json }
+        Listener {
+            name,
+            addr: addr.into(),
+            settings,
+            router,
+            fallback: None,
+            health: HealthStyle::Json,
+            readiness: None,
+        }
     }
 
     /// Sets the handler of unmatched requests (a router whose own fallback answers them).
@@ -64,6 +75,12 @@ impl Listener {
 
     pub fn with_health(mut self, health: HealthStyle) -> Listener {
         self.health = health;
+        self
+    }
+
+    /// Gives this listener its own readiness checks instead of its role's.
+    pub fn with_readiness(mut self, checks: Vec<Check>) -> Listener {
+        self.readiness = Some(checks);
         self
     }
 }
@@ -85,8 +102,9 @@ impl ListenerSet {
             self.everywhere.extend(readiness);
             return;
         }
-        for listener in listeners {
-            self.listeners.push((listener, readiness.clone()));
+        for mut listener in listeners {
+            let checks = listener.readiness.take().unwrap_or_else(|| readiness.clone());
+            self.listeners.push((listener, checks));
         }
     }
 }
@@ -152,6 +170,11 @@ pub async fn serve_listeners(
             }
         };
         let socket = &mut sockets[index];
+        if socket.names.contains(&listener.name) {
+            // The same listener asked for twice (two roles of one family in one process, such as
+            // `gateway-edge,gateway-worker` both serving the gateway's metrics): served once.
+            continue;
+        }
         if socket.names.is_empty() {
             socket.health = listener.health;
             socket.settings = listener.settings;
@@ -187,7 +210,7 @@ pub async fn serve_listeners(
         let probes = Arc::new(Probes { liveness: liveness.clone(), readiness, health: socket.health });
         let mut router = Router::new().route("/health", get(health)).route("/ready", get(ready)).with_state(probes);
         if index == 0 {
-            router = router.merge(Router::new().route("/metrics", get(metrics)).with_state(registry.clone()));
+            router = router.merge(metrics_router(registry.clone()));
         }
         if let Some(routes) = socket.router {
             router = router.merge(routes);
@@ -264,6 +287,11 @@ async fn ready(State(probes): State<Arc<Probes>>) -> Response {
 /// header.
 fn failing_header(failing: &[&'static str]) -> [(&'static str, String); 1] {
     [("flowhost-failing-checks", failing.join(","))]
+}
+
+/// `GET /metrics` over `registry`, for a role that serves metrics on a listener of its own as well.
+pub fn metrics_router(registry: prometheus::Registry) -> Router {
+    Router::new().route("/metrics", get(metrics)).with_state(registry)
 }
 
 async fn metrics(State(registry): State<prometheus::Registry>) -> Response {

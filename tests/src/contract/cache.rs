@@ -104,7 +104,13 @@ pub async fn incr_window(cache: Arc<dyn Cache>, advance: Advance) {
     let ttl = Duration::from_millis(1000);
     assert_eq!(cache.incr(&key, ttl).await.expect("first"), 1);
     advance(Duration::from_millis(600)).await;
-    assert_eq!(cache.incr(&key, ttl).await.expect("inside the window"), 2);
+    let counter = cache.incr_window(&key, ttl).await.expect("inside the window");
+    assert_eq!(counter.count, 2);
+    // What is left of the window (a rate limit's Retry-After): about 400 ms, never the whole ttl again.
+    assert!(
+        counter.resets_in > Duration::from_millis(100) && counter.resets_in <= Duration::from_millis(400),
+        "{counter:?}"
+    );
     advance(Duration::from_millis(600)).await;
     // 1200 ms after the first increment: past its window even though the second was only 600 ms ago.
     assert_eq!(cache.incr(&key, ttl).await.expect("after the window"), 1, "the window is not extended");

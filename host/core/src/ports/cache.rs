@@ -22,5 +22,18 @@ pub trait Cache: Send + Sync + 'static {
     async fn delete(&self, key: &str) -> Result<bool, PortError>;
 
     /// Adds one to a counter and returns the new value; the first increment starts its `ttl` window.
-    async fn incr(&self, key: &str, ttl: Duration) -> Result<i64, PortError>;
+    async fn incr(&self, key: &str, ttl: Duration) -> Result<i64, PortError> {
+        Ok(self.incr_window(key, ttl).await?.count)
+    }
+
+    /// [`Cache::incr`], also telling how long the counter's window has left (a rate limit's `Retry-After`).
+    async fn incr_window(&self, key: &str, ttl: Duration) -> Result<Counter, PortError>;
+}
+
+/// A counter after an increment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counter {
+    pub count: i64,
+    /// Until the window that the first increment started ends and the counter starts again from zero.
+    pub resets_in: Duration,
 }

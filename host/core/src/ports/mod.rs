@@ -11,7 +11,7 @@ mod topics;
 
 use std::sync::Arc;
 
-pub use cache::Cache;
+pub use cache::{Cache, Counter};
 pub use documents::{check_path, Direction, DocumentStore, Filter, IndexSpec, Page, Query, Versioned};
 pub use queue::{check_queue_name, QueueMessage, QueueStats, WorkQueue};
 pub use secrets::{SecretError, SecretStore};

@@ -1,0 +1,369 @@
+//! The edge analytics gateway's settings (spec 002 part A): every `GATEWAY_EDGE_*` name of the spec, the
+//! spec's ports, and the limits the spec leaves to the product (documented in README "Edge analytics gateway").
+
+use serde::{Deserialize, Serialize};
+
+use super::{parse, split_list, ConfigError, Secret};
+
+/// The shortest HMAC key the spec allows (`GATEWAY_EDGE_CACHE_HMAC_KEY`, at least 32 bytes).
+pub const MIN_CACHE_HMAC_KEY_BYTES: usize = 32;
+
+/// The default player-validation statuses that mean "definitively invalid" (cached for the negative lifetime).
+pub const DEFAULT_INVALID_STATUSES: [u16; 3] = [401, 403, 422];
+
+/// Requests or player validations allowed per minute in one scope; 0 means no limit in that scope.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScopeLimits {
+    pub token: u64,
+    pub tenant: u64,
+    pub global: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewayConfig {
+    /// Host the edge, ingest-health, admin and metrics listeners bind (`GATEWAY_BIND_HOST`; default
+    /// `127.0.0.1`; `0.0.0.0` in a pod behind its ingress).
+    pub bind_host: String,
+    /// Host the private ingest listener binds (`GATEWAY_INGEST_PRIVATE_HOST`; default `127.0.0.1`, never a
+    /// public address by default: the edge pods reach it over the cluster network only).
+    pub ingest_private_host: String,
+    /// `GATEWAY_EDGE_HTTP_PORT` (8083): the public route `/api/gateway/events`.
+    pub edge_port: u16,
+    /// `GATEWAY_INGEST_HTTP_PORT` (8080): the ingest process's `/health` and `/ready`.
+    pub ingest_port: u16,
+    /// `GATEWAY_ADMIN_HTTP_PORT` (8081): `GET /admin/v1/queues`.
+    pub admin_port: u16,
+    /// `GATEWAY_INGEST_PRIVATE_PORT` (8082): `POST /internal/v1/events`.
+    pub ingest_private_port: u16,
+    /// `GATEWAY_METRICS_PORT` (9090): `/metrics`.
+    pub metrics_port: u16,
+    /// `GATEWAY_EDGE_TRUSTED_PROXY_CIDRS`: comma-separated canonical prefixes; empty is local mode (the socket
+    /// peer is the client).
+    pub trusted_proxy_cidrs: Vec<String>,
+    /// `GATEWAY_EDGE_ORIGINS_FILE`: the mounted origin map.
+    pub origins_file: Option<String>,
+    /// `GATEWAY_EDGE_ORIGINS_JSON`: an inline origin map, for local use only (at most 128 KiB).
+    pub origins_json: Option<String>,
+    /// `GATEWAY_EDGE_CACHE_URL`: the Redis URL of the validation cache and limits; unset is the embedded
+    /// (per-process) cache.
+    pub cache_url: Option<Secret>,
+    /// `GATEWAY_EDGE_CACHE_HMAC_KEY`: keys every cache identity (at least 32 bytes; required by the edge).
+    pub cache_hmac_key: Option<Secret>,
+    /// `GATEWAY_EDGE_ROLLOUT_CHECKSUM`: the opaque checksum of the two secrets above, changed on every
+    /// rotation; logged at start and exported as `gateway_edge_rollout_info{checksum}`.
+    pub rollout_checksum: Option<String>,
+    /// `GATEWAY_EDGE_MAX_INFLIGHT` (256): requests in progress on the public route before shedding with 503.
+    pub max_inflight: usize,
+    /// `GATEWAY_EDGE_MAX_BODY_BYTES` (16384): the largest event body.
+    pub max_body_bytes: usize,
+    /// `GATEWAY_EDGE_CACHE_TIMEOUT_MS` (200).
+    pub cache_timeout_ms: u64,
+    /// `GATEWAY_EDGE_PLAYER_TIMEOUT_MS` (2000).
+    pub player_timeout_ms: u64,
+    /// `GATEWAY_EDGE_PLAYER_CACHE_TTL_SECONDS` (300).
+    pub player_cache_ttl_seconds: u64,
+    /// `GATEWAY_EDGE_PLAYER_NEGATIVE_TTL_SECONDS` (5).
+    pub player_negative_ttl_seconds: u64,
+    /// `GATEWAY_EDGE_PLAYER_INVALID_STATUSES` (401,403,422).
+    pub player_invalid_statuses: Vec<u16>,
+    /// `GATEWAY_EDGE_INGEST_URL`: the full URL of the internal ingest route.
+    pub ingest_url: String,
+    /// `GATEWAY_EDGE_INGEST_TIMEOUT_MS` (1000): the ingest request and the edge's readiness probe of it.
+    pub ingest_timeout_ms: u64,
+    /// `GATEWAY_EDGE_{TOKEN,TENANT,GLOBAL}_REQUESTS_PER_MINUTE` (600, 600000, 0 = none).
+    pub requests_per_minute: ScopeLimits,
+    /// `GATEWAY_EDGE_{TOKEN,TENANT,GLOBAL}_VALIDATIONS_PER_MINUTE` (20, 6000, 60000): calls to the validation
+    /// backend on a cache miss.
+    pub validations_per_minute: ScopeLimits,
+    /// `GATEWAY_ANALYTICS_TOPIC` (`gateway.analytics-events.v1`): where event types other than presence go.
+    pub analytics_topic: String,
+    /// `GATEWAY_WORKER_BATCH_SIZE` (500): messages the worker leases and produces at once.
+    pub worker_batch_size: usize,
+    /// `GATEWAY_WORKER_LEASE_MS` (30000): how long a leased message stays hidden before it is delivered again.
+    pub worker_lease_ms: u64,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            bind_host: "127.0.0.1".to_owned(),
+            ingest_private_host: "127.0.0.1".to_owned(),
+            edge_port: 8083,
+            ingest_port: 8080,
+            admin_port: 8081,
+            ingest_private_port: 8082,
+            metrics_port: 9090,
+            trusted_proxy_cidrs: Vec::new(),
+            origins_file: None,
+            origins_json: None,
+            cache_url: None,
+            cache_hmac_key: None,
+            rollout_checksum: None,
+            max_inflight: 256,
+            max_body_bytes: 16 * 1024,
+            cache_timeout_ms: 200,
+            player_timeout_ms: 2000,
+            player_cache_ttl_seconds: 300,
+            player_negative_ttl_seconds: 5,
+            player_invalid_statuses: DEFAULT_INVALID_STATUSES.to_vec(),
+            ingest_url: "http://127.0.0.1:8082/internal/v1/events".to_owned(),
+            ingest_timeout_ms: 1000,
+            requests_per_minute: ScopeLimits { token: 600, tenant: 600_000, global: 0 },
+            validations_per_minute: ScopeLimits { token: 20, tenant: 6_000, global: 60_000 },
+            analytics_topic: "gateway.analytics-events.v1".to_owned(),
+            worker_batch_size: 500,
+            worker_lease_ms: 30_000,
+        }
+    }
+}
+
+impl GatewayConfig {
+    pub(super) fn apply_env(&mut self, get: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        for (name, slot) in [
+            ("GATEWAY_BIND_HOST", &mut self.bind_host),
+            ("GATEWAY_INGEST_PRIVATE_HOST", &mut self.ingest_private_host),
+            ("GATEWAY_EDGE_INGEST_URL", &mut self.ingest_url),
+            ("GATEWAY_ANALYTICS_TOPIC", &mut self.analytics_topic),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = v.trim().to_owned();
+            }
+        }
+        for (name, slot) in [
+            ("GATEWAY_EDGE_HTTP_PORT", &mut self.edge_port),
+            ("GATEWAY_INGEST_HTTP_PORT", &mut self.ingest_port),
+            ("GATEWAY_ADMIN_HTTP_PORT", &mut self.admin_port),
+            ("GATEWAY_INGEST_PRIVATE_PORT", &mut self.ingest_private_port),
+            ("GATEWAY_METRICS_PORT", &mut self.metrics_port),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = parse(name, v)?;
+            }
+        }
+        for (name, slot) in [
+            ("GATEWAY_EDGE_ORIGINS_FILE", &mut self.origins_file),
+            ("GATEWAY_EDGE_ORIGINS_JSON", &mut self.origins_json),
+            ("GATEWAY_EDGE_ROLLOUT_CHECKSUM", &mut self.rollout_checksum),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = Some(v.trim().to_owned());
+            }
+        }
+        for (name, slot) in
+            [("GATEWAY_EDGE_CACHE_URL", &mut self.cache_url), ("GATEWAY_EDGE_CACHE_HMAC_KEY", &mut self.cache_hmac_key)]
+        {
+            if let Some(v) = get(name) {
+                *slot = Some(Secret::new(v));
+            }
+        }
+        if let Some(v) = get("GATEWAY_EDGE_TRUSTED_PROXY_CIDRS") {
+            self.trusted_proxy_cidrs = split_list(&v);
+        }
+        for (name, slot) in [
+            ("GATEWAY_EDGE_MAX_INFLIGHT", &mut self.max_inflight),
+            ("GATEWAY_EDGE_MAX_BODY_BYTES", &mut self.max_body_bytes),
+            ("GATEWAY_WORKER_BATCH_SIZE", &mut self.worker_batch_size),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = parse(name, v)?;
+            }
+        }
+        for (name, slot) in [
+            ("GATEWAY_EDGE_CACHE_TIMEOUT_MS", &mut self.cache_timeout_ms),
+            ("GATEWAY_EDGE_PLAYER_TIMEOUT_MS", &mut self.player_timeout_ms),
+            ("GATEWAY_EDGE_PLAYER_CACHE_TTL_SECONDS", &mut self.player_cache_ttl_seconds),
+            ("GATEWAY_EDGE_PLAYER_NEGATIVE_TTL_SECONDS", &mut self.player_negative_ttl_seconds),
+            ("GATEWAY_EDGE_INGEST_TIMEOUT_MS", &mut self.ingest_timeout_ms),
+            ("GATEWAY_EDGE_TOKEN_REQUESTS_PER_MINUTE", &mut self.requests_per_minute.token),
+            ("GATEWAY_EDGE_TENANT_REQUESTS_PER_MINUTE", &mut self.requests_per_minute.tenant),
+            ("GATEWAY_EDGE_GLOBAL_REQUESTS_PER_MINUTE", &mut self.requests_per_minute.global),
+            ("GATEWAY_EDGE_TOKEN_VALIDATIONS_PER_MINUTE", &mut self.validations_per_minute.token),
+            ("GATEWAY_EDGE_TENANT_VALIDATIONS_PER_MINUTE", &mut self.validations_per_minute.tenant),
+            ("GATEWAY_EDGE_GLOBAL_VALIDATIONS_PER_MINUTE", &mut self.validations_per_minute.global),
+            ("GATEWAY_WORKER_LEASE_MS", &mut self.worker_lease_ms),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = parse(name, v)?;
+            }
+        }
+        if let Some(v) = get("GATEWAY_EDGE_PLAYER_INVALID_STATUSES") {
+            self.player_invalid_statuses = split_list(&v)
+                .into_iter()
+                .map(|status| parse("GATEWAY_EDGE_PLAYER_INVALID_STATUSES", status))
+                .collect::<Result<_, _>>()?;
+        }
+        Ok(())
+    }
+
+    /// Checks what every gateway process needs; `edge` adds what only the public listener needs (the HMAC
+    /// key and an origin map).
+    pub fn validate(&self, edge: bool) -> Result<(), ConfigError> {
+        if edge {
+            match &self.cache_hmac_key {
+                None => {
+                    return Err(ConfigError::new(
+                        "GATEWAY_EDGE_CACHE_HMAC_KEY",
+                        "is required by the gateway (at least 32 bytes; generate one with `openssl rand -base64 48`)",
+                    ))
+                }
+                Some(key) if key.expose().len() < MIN_CACHE_HMAC_KEY_BYTES => {
+                    return Err(ConfigError::new(
+                        "GATEWAY_EDGE_CACHE_HMAC_KEY",
+                        format!("must be at least {MIN_CACHE_HMAC_KEY_BYTES} bytes"),
+                    ))
+                }
+                Some(_) => {}
+            }
+            if self.origins_file.is_none() && self.origins_json.is_none() {
+                return Err(ConfigError::new(
+                    "GATEWAY_EDGE_ORIGINS_FILE",
+                    "the gateway needs an origin map (GATEWAY_EDGE_ORIGINS_FILE, or GATEWAY_EDGE_ORIGINS_JSON locally)",
+                ));
+            }
+            if self.rollout_checksum.as_deref().is_some_and(|c| c.trim().is_empty()) {
+                return Err(ConfigError::new("GATEWAY_EDGE_ROLLOUT_CHECKSUM", "must not be empty when set"));
+            }
+        }
+        if self.max_inflight == 0 {
+            return Err(ConfigError::new("GATEWAY_EDGE_MAX_INFLIGHT", "must be positive"));
+        }
+        if self.max_body_bytes == 0 {
+            return Err(ConfigError::new("GATEWAY_EDGE_MAX_BODY_BYTES", "must be positive"));
+        }
+        for (name, value) in [
+            ("GATEWAY_EDGE_CACHE_TIMEOUT_MS", self.cache_timeout_ms),
+            ("GATEWAY_EDGE_PLAYER_TIMEOUT_MS", self.player_timeout_ms),
+            ("GATEWAY_EDGE_PLAYER_CACHE_TTL_SECONDS", self.player_cache_ttl_seconds),
+            ("GATEWAY_EDGE_PLAYER_NEGATIVE_TTL_SECONDS", self.player_negative_ttl_seconds),
+            ("GATEWAY_EDGE_INGEST_TIMEOUT_MS", self.ingest_timeout_ms),
+            ("GATEWAY_WORKER_LEASE_MS", self.worker_lease_ms),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::new(name, "must be positive"));
+            }
+        }
+        if self.worker_batch_size == 0 {
+            return Err(ConfigError::new("GATEWAY_WORKER_BATCH_SIZE", "must be positive"));
+        }
+        if let Some(status) = self.player_invalid_statuses.iter().find(|s| !(400..=499).contains(*s)) {
+            return Err(ConfigError::new(
+                "GATEWAY_EDGE_PLAYER_INVALID_STATUSES",
+                format!("{status} is not a 4xx status (only a client error can say a player is invalid)"),
+            ));
+        }
+        let url = url::Url::parse(&self.ingest_url)
+            .map_err(|e| ConfigError::new("GATEWAY_EDGE_INGEST_URL", format!("{:?}: {e}", self.ingest_url)))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(ConfigError::new("GATEWAY_EDGE_INGEST_URL", "must be an http:// or https:// URL"));
+        }
+        super::flowhost_topic_name("GATEWAY_ANALYTICS_TOPIC", &self.analytics_topic)?;
+        for (name, host) in
+            [("GATEWAY_BIND_HOST", &self.bind_host), ("GATEWAY_INGEST_PRIVATE_HOST", &self.ingest_private_host)]
+        {
+            if host.parse::<std::net::IpAddr>().is_err() {
+                return Err(ConfigError::new(name, format!("{host:?} is not an IP address")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The address of one of the gateway's listeners.
+    pub fn addr(&self, port: u16) -> String {
+        join_host_port(&self.bind_host, port)
+    }
+
+    pub fn ingest_private_addr(&self) -> String {
+        join_host_port(&self.ingest_private_host, self.ingest_private_port)
+    }
+}
+
+fn join_host_port(host: &str, port: u16) -> String {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
+        _ => format!("{host}:{port}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(vars: &[(&str, &str)]) -> Result<GatewayConfig, ConfigError> {
+        let mut config = GatewayConfig::default();
+        let get = |name: &str| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned());
+        config.apply_env(&get)?;
+        config.validate(true)?;
+        Ok(config)
+    }
+
+    const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn the_spec_names_set_the_settings() {
+        let config = with(&[
+            ("GATEWAY_EDGE_CACHE_HMAC_KEY", KEY),
+            ("GATEWAY_EDGE_ORIGINS_FILE", "/etc/gateway/origins.json"),
+            ("GATEWAY_EDGE_TRUSTED_PROXY_CIDRS", "10.0.0.0/8, fd00::/8"),
+            ("GATEWAY_EDGE_PLAYER_INVALID_STATUSES", "401,403"),
+            ("GATEWAY_EDGE_TOKEN_REQUESTS_PER_MINUTE", "5"),
+            ("GATEWAY_EDGE_MAX_INFLIGHT", "8"),
+            ("GATEWAY_EDGE_HTTP_PORT", "9083"),
+        ])
+        .unwrap();
+        assert_eq!(config.trusted_proxy_cidrs, ["10.0.0.0/8", "fd00::/8"]);
+        assert_eq!(config.player_invalid_statuses, [401, 403]);
+        assert_eq!(config.requests_per_minute.token, 5);
+        assert_eq!(config.max_inflight, 8);
+        assert_eq!(config.addr(config.edge_port), "127.0.0.1:9083");
+        assert_eq!(config.ingest_private_addr(), "127.0.0.1:8082");
+    }
+
+    #[test]
+    fn the_edge_refuses_to_start_without_its_secrets_or_with_bad_values() {
+        for (vars, setting) in [
+            (vec![("GATEWAY_EDGE_ORIGINS_JSON", "{}")], "GATEWAY_EDGE_CACHE_HMAC_KEY"),
+            (
+                vec![("GATEWAY_EDGE_CACHE_HMAC_KEY", "short"), ("GATEWAY_EDGE_ORIGINS_JSON", "{}")],
+                "GATEWAY_EDGE_CACHE_HMAC_KEY",
+            ),
+            (vec![("GATEWAY_EDGE_CACHE_HMAC_KEY", KEY)], "GATEWAY_EDGE_ORIGINS_FILE"),
+            (
+                vec![
+                    ("GATEWAY_EDGE_CACHE_HMAC_KEY", KEY),
+                    ("GATEWAY_EDGE_ORIGINS_JSON", "{}"),
+                    ("GATEWAY_EDGE_MAX_INFLIGHT", "0"),
+                ],
+                "GATEWAY_EDGE_MAX_INFLIGHT",
+            ),
+            (
+                vec![
+                    ("GATEWAY_EDGE_CACHE_HMAC_KEY", KEY),
+                    ("GATEWAY_EDGE_ORIGINS_JSON", "{}"),
+                    ("GATEWAY_EDGE_PLAYER_INVALID_STATUSES", "401,500"),
+                ],
+                "GATEWAY_EDGE_PLAYER_INVALID_STATUSES",
+            ),
+            (
+                vec![
+                    ("GATEWAY_EDGE_CACHE_HMAC_KEY", KEY),
+                    ("GATEWAY_EDGE_ORIGINS_JSON", "{}"),
+                    ("GATEWAY_EDGE_INGEST_URL", "ftp://x"),
+                ],
+                "GATEWAY_EDGE_INGEST_URL",
+            ),
+            (
+                vec![
+                    ("GATEWAY_EDGE_CACHE_HMAC_KEY", KEY),
+                    ("GATEWAY_EDGE_ORIGINS_JSON", "{}"),
+                    ("GATEWAY_BIND_HOST", "example.com"),
+                ],
+                "GATEWAY_BIND_HOST",
+            ),
+        ] {
+            let error = with(&vars).unwrap_err();
+            assert_eq!(error.setting, setting, "{vars:?}: {error}");
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! What a browser posts and what the gateway publishes (documented in README "Edge analytics gateway").
+//!
+//! The browser body of `POST /api/gateway/events` is one JSON object:
+//!
+//! ```json
+//! {"event_type": "player.casino-presence.v1", "event_id": "<UUID>", "occurred_at": "<RFC 3339>",
+//!  "event_payload": {"presence_session_id": "<UUID>", "action": "heartbeat"}}
+//! ```
+//!
+//! Every event is published in one envelope; tenant, site and user come from the origin map and the player
+//! validation, never from the browser (the browser has no field for them, and unknown top-level fields are
+//! refused):
+//!
+//! ```json
+//! {"envelope_version": 1, "event_type": "...", "source": "casino-web",
+//!  "metadata": {"event_id": "...", "received_at": "<gateway clock>", "occurred_at": "<browser clock>"},
+//!  "body": {"schema_version": 1, "tenant_id": "12", "site_id": "34", "user": {"user_id": "<client_player_id>"}},
+//!  "event_payload": {...}}
+//! ```
+//!
+//! Presence events (`player.casino-presence.v1`) go to `gateway.player-casino-presence.v1` with exactly that
+//! envelope and a payload of `presence_session_id`, `action` (`opened`, `heartbeat`, `closed`) and, with
+//! `closed` only, `close_reason` (`last_tab`, `logout`). Other event types go to the analytics topic
+//! (`GATEWAY_ANALYTICS_TOPIC`), whose envelope's `body.user` also carries `global_user_id`. Both are keyed
+//! `<tenant_id>:<client_player_id>`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::origins::OriginEntry;
+use crate::player::Player;
+
+/// The presence event type and its topic (owned by the gateway: the worker creates it).
+pub const PRESENCE_EVENT_TYPE: &str = "player.casino-presence.v1";
+pub const PRESENCE_TOPIC: &str = "gateway.player-casino-presence.v1";
+/// The envelope's `source`: a constant naming the front-end application (forgeable, not authentication).
+pub const SOURCE: &str = "casino-web";
+/// The longest `event_type`.
+pub const MAX_EVENT_TYPE_LEN: usize = 128;
+
+/// The browser's event, as posted.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrowserEvent {
+    pub event_type: String,
+    pub event_id: String,
+    pub occurred_at: String,
+    pub event_payload: Map<String, Value>,
+}
+
+/// A presence event's payload.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct PresencePayload {
+    presence_session_id: String,
+    action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    close_reason: Option<String>,
+}
+
+/// One accepted event on its way to the broker: what the edge posts to internal ingest and what the durable
+/// queue holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestRecord {
+    pub topic: String,
+    pub key: String,
+    pub envelope: Value,
+}
+
+impl IngestRecord {
+    /// The event id (for the broker record's headers).
+    pub fn event_id(&self) -> Option<&str> {
+        self.envelope.pointer("/metadata/event_id").and_then(Value::as_str)
+    }
+
+    pub fn event_type(&self) -> Option<&str> {
+        self.envelope.get("event_type").and_then(Value::as_str)
+    }
+
+    /// Checks a record received by internal ingest: one of the gateway's topics, a key, an envelope of version
+    /// 1 with an event id.
+    pub fn check(&self, analytics_topic: &str) -> Result<(), String> {
+        if self.topic != PRESENCE_TOPIC && self.topic != analytics_topic {
+            return Err(format!("topic {:?} is not one of the gateway's", self.topic));
+        }
+        if self.key.is_empty() || self.key.len() > 256 {
+            return Err("key must be 1 to 256 bytes".to_owned());
+        }
+        if self.envelope.get("envelope_version") != Some(&json!(1)) {
+            return Err("envelope.envelope_version must be 1".to_owned());
+        }
+        if self.event_id().is_none_or(|id| uuid::Uuid::parse_str(id).is_err()) {
+            return Err("envelope.metadata.event_id must be a UUID".to_owned());
+        }
+        if self.event_type().is_none() {
+            return Err("envelope.event_type must be a string".to_owned());
+        }
+        Ok(())
+    }
+}
+
+/// Parses and checks the browser's body; an error is a message for the 400 answer.
+pub fn parse(body: &[u8]) -> Result<BrowserEvent, String> {
+    let event: BrowserEvent = serde_json::from_slice(body).map_err(|error| format!("not an event: {error}"))?;
+    let type_ok = !event.event_type.is_empty()
+        && event.event_type.len() <= MAX_EVENT_TYPE_LEN
+        && event.event_type.starts_with(|c: char| c.is_ascii_lowercase())
+        && event.event_type.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
+    if !type_ok {
+        return Err(format!("event_type must be 1 to {MAX_EVENT_TYPE_LEN} of a-z 0-9 . _ - starting with a letter"));
+    }
+    if uuid::Uuid::parse_str(&event.event_id).is_err() {
+        return Err("event_id must be a UUID".to_owned());
+    }
+    if chrono::DateTime::parse_from_rfc3339(&event.occurred_at).is_err() {
+        return Err("occurred_at must be an RFC 3339 date-time".to_owned());
+    }
+    if event.event_type == PRESENCE_EVENT_TYPE {
+        presence_payload(&event.event_payload)?;
+    }
+    Ok(event)
+}
+
+fn presence_payload(payload: &Map<String, Value>) -> Result<PresencePayload, String> {
+    let presence: PresencePayload = serde_json::from_value(Value::Object(payload.clone()))
+        .map_err(|error| format!("event_payload of a presence event: {error}"))?;
+    if uuid::Uuid::parse_str(&presence.presence_session_id).is_err() {
+        return Err("event_payload.presence_session_id must be a UUID".to_owned());
+    }
+    if !["opened", "heartbeat", "closed"].contains(&presence.action.as_str()) {
+        return Err("event_payload.action must be opened, heartbeat or closed".to_owned());
+    }
+    match presence.close_reason.as_deref() {
+        None => {}
+        Some(_) if presence.action != "closed" => {
+            return Err("event_payload.close_reason is allowed only with action closed".to_owned())
+        }
+        Some("last_tab" | "logout") => {}
+        Some(_) => return Err("event_payload.close_reason must be last_tab or logout".to_owned()),
+    }
+    Ok(presence)
+}
+
+/// The record to publish for an accepted event: topic, key and envelope, with tenant, site and user from
+/// `origin` and `player` and the gateway's `received_at`.
+pub fn record(
+    event: BrowserEvent,
+    origin: &OriginEntry,
+    player: Player,
+    received_at: String,
+    analytics_topic: &str,
+) -> IngestRecord {
+    let presence = event.event_type == PRESENCE_EVENT_TYPE;
+    let user_id = player.client_player_id.to_string();
+    let mut user = json!({ "user_id": user_id });
+    if !presence {
+        user["global_user_id"] = json!(player.global_player_id.to_string());
+    }
+    let envelope = json!({
+        "envelope_version": 1,
+        "event_type": event.event_type,
+        "source": SOURCE,
+        "metadata": {
+            "event_id": event.event_id,
+            "received_at": received_at,
+            "occurred_at": event.occurred_at,
+        },
+        "body": {
+            "schema_version": 1,
+            "tenant_id": origin.tenant_id,
+            "site_id": origin.site_id,
+            "user": user,
+        },
+        "event_payload": Value::Object(event.event_payload),
+    });
+    IngestRecord {
+        topic: if presence { PRESENCE_TOPIC.to_owned() } else { analytics_topic.to_owned() },
+        key: format!("{}:{}", origin.tenant_id, user_id),
+        envelope,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin() -> OriginEntry {
+        OriginEntry {
+            origin: "https://play.example.com".into(),
+            tenant_id: "12".into(),
+            site_id: "34".into(),
+            player_url: "https://players.internal".into(),
+        }
+    }
+
+    const PLAYER: Player = Player { client_player_id: 501, global_player_id: 9001 };
+
+    fn presence(payload: Value) -> Value {
+        json!({"event_type": PRESENCE_EVENT_TYPE, "event_id": "6f1c1e8a-8f7e-4a53-9d55-2f1a3b4c5d6e",
+            "occurred_at": "2026-11-24T10:00:00.120Z", "event_payload": payload})
+    }
+
+    #[test]
+    fn a_presence_event_becomes_the_presence_envelope() {
+        let body = presence(
+            json!({"presence_session_id": "0b6f3a52-3c2f-4d0e-9d1a-7f3e2b1c0a99", "action": "closed", "close_reason": "logout"}),
+        );
+        let event = parse(body.to_string().as_bytes()).unwrap();
+        let record = record(event, &origin(), PLAYER, "2026-11-24T10:00:00.500Z".into(), "gateway.analytics-events.v1");
+        assert_eq!(record.topic, PRESENCE_TOPIC);
+        assert_eq!(record.key, "12:501");
+        assert_eq!(
+            record.envelope,
+            json!({"envelope_version": 1, "event_type": "player.casino-presence.v1", "source": SOURCE,
+                "metadata": {"event_id": "6f1c1e8a-8f7e-4a53-9d55-2f1a3b4c5d6e", "received_at": "2026-11-24T10:00:00.500Z",
+                    "occurred_at": "2026-11-24T10:00:00.120Z"},
+                "body": {"schema_version": 1, "tenant_id": "12", "site_id": "34", "user": {"user_id": "501"}},
+                "event_payload": {"presence_session_id": "0b6f3a52-3c2f-4d0e-9d1a-7f3e2b1c0a99", "action": "closed", "close_reason": "logout"}})
+        );
+        assert_eq!(record.check("gateway.analytics-events.v1"), Ok(()));
+    }
+
+    #[test]
+    fn other_events_go_to_the_analytics_topic() {
+        let body = json!({"event_type": "casino.game-opened.v1", "event_id": "6f1c1e8a-8f7e-4a53-9d55-2f1a3b4c5d6e",
+            "occurred_at": "2026-11-24T10:00:00+01:00", "event_payload": {"game": "roulette", "tenant_id": "99"}});
+        let record = record(parse(body.to_string().as_bytes()).unwrap(), &origin(), PLAYER, "t".into(), "analytics.v1");
+        assert_eq!(record.topic, "analytics.v1");
+        assert_eq!(record.envelope["body"]["tenant_id"], "12", "the browser's tenant never wins");
+        assert_eq!(record.envelope["body"]["user"], json!({"user_id": "501", "global_user_id": "9001"}));
+        assert_eq!(record.envelope["event_payload"]["game"], "roulette");
+    }
+
+    #[test]
+    fn bad_bodies_are_refused_with_the_reason() {
+        let session = "0b6f3a52-3c2f-4d0e-9d1a-7f3e2b1c0a99";
+        let cases = [
+            (json!([]), "not an event"),
+            (
+                json!({"event_type": "a.b", "event_id": "x", "occurred_at": "2026-11-24T10:00:00Z", "event_payload": {}}),
+                "event_id",
+            ),
+            (
+                json!({"event_type": "A", "event_id": session, "occurred_at": "2026-11-24T10:00:00Z", "event_payload": {}}),
+                "event_type",
+            ),
+            (
+                json!({"event_type": "a", "event_id": session, "occurred_at": "yesterday", "event_payload": {}}),
+                "occurred_at",
+            ),
+            (
+                json!({"event_type": "a", "event_id": session, "occurred_at": "2026-11-24T10:00:00Z", "event_payload": {}, "tenant_id": "1"}),
+                "unknown field",
+            ),
+            (presence(json!({"presence_session_id": "nope", "action": "opened"})), "presence_session_id"),
+            (presence(json!({"presence_session_id": session, "action": "left"})), "action"),
+            (
+                presence(json!({"presence_session_id": session, "action": "opened", "close_reason": "logout"})),
+                "only with action closed",
+            ),
+            (
+                presence(json!({"presence_session_id": session, "action": "closed", "close_reason": "crash"})),
+                "last_tab or logout",
+            ),
+            (presence(json!({"presence_session_id": session, "action": "opened", "user_id": "7"})), "unknown field"),
+        ];
+        for (body, expected) in cases {
+            let error = parse(body.to_string().as_bytes()).unwrap_err();
+            assert!(error.contains(expected), "{body}: {error}");
+        }
+    }
+}

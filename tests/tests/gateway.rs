@@ -1,0 +1,436 @@
+//! The edge analytics gateway end to end (spec 002 part A): the public route's controls in the spec's order and
+//! every status of its errors table, player validation against a backend the test serves (cached under a keyed
+//! identity, negative answers briefly, failures never), limits with `Retry-After`, load shedding, internal
+//! ingest, the durable queue and the worker producing the presence envelope to the broker, the queue
+//! administration API, the probes and the metrics, on the embedded defaults and on Redis and Kafka.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use flowhost_core::config::Config;
+use flowhost_core::ports::{ConsumerConfig, Ports, Record, StartFrom};
+use flowhost_tests::gateway::{configure, parts, presence_event, GatewayAddrs, PlayerBackend, SITE, TENANT};
+use flowhost_tests::{servers, unique, Backends, TestHost};
+use serde_json::{json, Value};
+
+const ORIGIN: &str = "https://play.example.com";
+const PRESENCE_TOPIC: &str = "gateway.player-casino-presence.v1";
+
+struct Gateway {
+    host: TestHost,
+    addrs: GatewayAddrs,
+    http: reqwest::Client,
+}
+
+impl Gateway {
+    async fn start(backends: Backends, backend: &PlayerBackend, change: impl FnOnce(&mut Config)) -> Gateway {
+        let addrs = GatewayAddrs::free();
+        let host = TestHost::start_configured(backends, None, |config| {
+            configure(config, &addrs, &[ORIGIN], backend);
+            change(config);
+        })
+        .await;
+        let gateway = Gateway { host, addrs, http: reqwest::Client::new() };
+        gateway.wait_ready(addrs.edge).await;
+        gateway
+    }
+
+    async fn wait_ready(&self, addr: std::net::SocketAddr) {
+        let until = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(response) = self.http.get(format!("http://{addr}/ready")).send().await {
+                if response.status() == 200 {
+                    return;
+                }
+            }
+            assert!(tokio::time::Instant::now() < until, "{addr} never ready");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Posts `body` to the public route with `Origin` and, when given, the bearer.
+    async fn post(
+        &self,
+        origin: &str,
+        token: Option<&str>,
+        body: &Value,
+    ) -> (u16, std::collections::HashMap<String, String>, Value) {
+        let mut request =
+            self.http.post(self.addrs.edge_url("/api/gateway/events")).header("origin", origin).json(body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        parts(request.send().await.unwrap()).await
+    }
+
+    async fn metrics(&self) -> String {
+        self.http.get(format!("http://{}/metrics", self.addrs.metrics)).send().await.unwrap().text().await.unwrap()
+    }
+}
+
+/// Reads `topic` until the records of every id in `event_ids` arrived; returns them in arrival order.
+async fn read_events(ports: &Ports, topic: &str, event_ids: &HashSet<String>, deadline: Duration) -> Vec<Record> {
+    let mut consumer = ports
+        .topics
+        .consumer(ConsumerConfig {
+            group: unique("reader"),
+            topics: vec![topic.to_owned()],
+            start: StartFrom::Earliest,
+        })
+        .await
+        .expect("consumer");
+    let until = tokio::time::Instant::now() + deadline;
+    let mut found = Vec::new();
+    let mut seen = HashSet::new();
+    while seen.len() < event_ids.len() && tokio::time::Instant::now() < until {
+        for record in consumer.poll(500, Duration::from_millis(200)).await.unwrap_or_default() {
+            let value: Value = serde_json::from_slice(&record.value).unwrap_or(Value::Null);
+            let id = value.pointer("/metadata/event_id").and_then(Value::as_str).unwrap_or_default().to_owned();
+            if event_ids.contains(&id) {
+                seen.insert(id);
+                found.push(record);
+            }
+        }
+    }
+    assert_eq!(seen.len(), event_ids.len(), "not every accepted event reached {topic}");
+    found
+}
+
+fn event_id(body: &Value) -> String {
+    body["event_id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_public_route_answers_every_status_of_its_errors_table() {
+    let backend = PlayerBackend::start().await;
+    let gateway = Gateway::start(Backends::Embedded, &backend, |config| {
+        config.gateway.requests_per_minute.token = 5;
+    })
+    .await;
+
+    // Preflight: answered with the exact CORS headers, never `*`; an excluded origin gets 403 without them.
+    let preflight = |origin: &str| {
+        gateway
+            .http
+            .request(reqwest::Method::OPTIONS, gateway.addrs.edge_url("/api/gateway/events"))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "authorization, content-type")
+            .send()
+    };
+    let (status, headers, _) = parts(preflight(ORIGIN).await.unwrap()).await;
+    assert_eq!(status, 204);
+    assert_eq!(headers["access-control-allow-origin"], ORIGIN);
+    assert_eq!(headers["access-control-allow-methods"], "POST");
+    assert_eq!(headers["access-control-allow-headers"], "authorization, content-type");
+    assert!(!headers.contains_key("access-control-allow-credentials"));
+    let (status, headers, _) = parts(preflight("https://evil.example.com").await.unwrap()).await;
+    assert_eq!(status, 403);
+    assert!(!headers.contains_key("access-control-allow-origin"));
+
+    // 403 for an excluded origin on the POST too, before anything else is looked at.
+    let (status, headers, body) =
+        gateway.post("https://evil.example.com", Some("player-1"), &presence_event("opened")).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("ORIGIN_FORBIDDEN")));
+    assert!(!headers.contains_key("access-control-allow-origin"));
+    assert_eq!(backend.calls_of("player-1"), 0);
+
+    // 401: missing, malformed, invalid (cached briefly: the second invalid answer does not ask the backend).
+    for token in [None, Some("not a token")] {
+        let (status, headers, body) = gateway.post(ORIGIN, token, &presence_event("opened")).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (401, Some("UNAUTHORIZED")), "{token:?}");
+        assert_eq!(headers["access-control-allow-origin"], ORIGIN, "the page can read the refusal");
+    }
+    for _ in 0..2 {
+        assert_eq!(gateway.post(ORIGIN, Some("invalid"), &presence_event("opened")).await.0, 401);
+    }
+    assert_eq!(backend.calls_of("invalid"), 1, "a definitive invalid answer is cached");
+    assert_eq!(gateway.post(ORIGIN, Some("forbidden"), &presence_event("opened")).await.0, 401);
+
+    // 202: validated once with the canonical client IP and the trusted site id, then from the cache.
+    let first = presence_event("opened");
+    let (status, headers, body) = gateway.post(ORIGIN, Some("player-501"), &first).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body, json!({"status": "accepted", "event_id": event_id(&first)}));
+    assert_eq!(headers["access-control-allow-origin"], ORIGIN);
+    assert_eq!(backend.last_body_of("player-501"), Some(json!({"ip": "127.0.0.1", "site_id": 34})));
+    let second = presence_event("heartbeat");
+    assert_eq!(gateway.post(ORIGIN, Some("player-501"), &second).await.0, 202);
+    assert_eq!(backend.calls_of("player-501"), 1, "the second request is answered from the cache");
+
+    // 503 for a failing backend, never cached; a 200 without a positive pair is a failure too.
+    for token in ["broken", "garbage"] {
+        for _ in 0..2 {
+            let (status, _, body) = gateway.post(ORIGIN, Some(token), &presence_event("opened")).await;
+            assert_eq!((status, body["error"]["code"].as_str()), (503, Some("UNAVAILABLE")), "{token}");
+        }
+        assert_eq!(backend.calls_of(token), 2, "{token}: a failure is not cached");
+    }
+
+    // 400 and 413 for bodies, after validation; the browser's tenant never wins (unknown fields refused).
+    let mut forged = presence_event("opened");
+    forged["tenant_id"] = json!("99");
+    let (status, _, body) = gateway.post(ORIGIN, Some("player-502"), &forged).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("INVALID_EVENT")), "{body}");
+    let mut huge = presence_event("opened");
+    huge["event_payload"]["padding"] = json!("x".repeat(20_000));
+    assert_eq!(gateway.post(ORIGIN, Some("player-502"), &huge).await.0, 413);
+
+    // 429: the sixth request of one token within a minute, with Retry-After.
+    for n in 0..5 {
+        assert_eq!(gateway.post(ORIGIN, Some("player-503"), &presence_event("heartbeat")).await.0, 202, "request {n}");
+    }
+    let (status, headers, body) = gateway.post(ORIGIN, Some("player-503"), &presence_event("heartbeat")).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (429, Some("RATE_LIMITED")));
+    let retry_after: u64 = headers["retry-after"].parse().unwrap();
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+
+    // The worker produced the accepted events as presence envelopes keyed by tenant and player.
+    let ids: HashSet<String> = [event_id(&first), event_id(&second)].into();
+    let records = read_events(&gateway.host.ports, PRESENCE_TOPIC, &ids, Duration::from_secs(20)).await;
+    let record = records.iter().find(|r| r.value.windows(6).any(|w| w == b"opened")).unwrap();
+    assert_eq!(record.key.as_deref(), Some(format!("{TENANT}:501").as_bytes()));
+    let envelope: Value = serde_json::from_slice(&record.value).unwrap();
+    assert_eq!(envelope["envelope_version"], 1);
+    assert_eq!(envelope["event_type"], "player.casino-presence.v1");
+    assert_eq!(
+        envelope["body"],
+        json!({"schema_version": 1, "tenant_id": TENANT, "site_id": SITE, "user": {"user_id": "501"}})
+    );
+    assert_eq!(envelope["metadata"]["occurred_at"], "2026-11-24T10:00:00.000Z");
+    assert!(chrono_like(envelope["metadata"]["received_at"].as_str().unwrap()));
+    assert_eq!(envelope["event_payload"], first["event_payload"]);
+    assert!(!String::from_utf8_lossy(&record.value).contains("127.0.0.1"), "the client IP is never published");
+    let header = |name: &str| {
+        record.headers.iter().find(|h| h.key == name).map(|h| String::from_utf8_lossy(&h.value).into_owned())
+    };
+    assert_eq!(header("event_id"), Some(event_id(&first)));
+
+    // The queue administration API shows the queue drained and acknowledged.
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let queues: Value = gateway
+            .http
+            .get(format!("http://{}/admin/v1/queues", gateway.addrs.admin))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let events = &queues["queues"][0];
+        assert_eq!(events["name"], "gateway-events");
+        if events["pending"] == 0 && events["acknowledged"].as_u64() >= Some(7) {
+            assert_eq!(queues["queues"][1]["name"], "gateway-events-dead");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "the queue never drained: {queues}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Probes answer without Origin or a client IP on every listener; the counters are on the metrics port.
+    for addr in [gateway.addrs.edge, gateway.addrs.ingest, gateway.addrs.admin, gateway.addrs.private] {
+        for probe in ["/health", "/ready"] {
+            let status = gateway.http.get(format!("http://{addr}{probe}")).send().await.unwrap().status();
+            assert_eq!(status, 200, "{addr}{probe}");
+        }
+    }
+    let metrics = gateway.metrics().await;
+    for line in [
+        "gateway_edge_requests_total{outcome=\"accepted\"} 7",
+        "gateway_edge_requests_total{outcome=\"origin_forbidden\"} 2",
+        "gateway_edge_requests_total{outcome=\"rate_limited\"} 1",
+        "gateway_edge_player_validation_total{outcome=\"invalid\"} 2",
+        "gateway_edge_player_cache_total{outcome=\"negative_hit\"} 1",
+        "gateway_ingest_events_total{outcome=\"accepted\"} 7",
+        "gateway_queue_publish_total{outcome=\"ok\"} 7",
+        "gateway_broker_produce_total{outcome=\"ok\"} 7",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
+    }
+}
+
+/// An RFC 3339 UTC instant with milliseconds, as the gateway's clock writes it.
+fn chrono_like(text: &str) -> bool {
+    text.len() == 24 && text.ends_with('Z') && text.as_bytes()[10] == b'T'
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_trusted_proxy_naming_one_client_ip_gets_through() {
+    let backend = PlayerBackend::start().await;
+    let untrusted = Gateway::start(Backends::Embedded, &backend, |config| {
+        config.gateway.trusted_proxy_cidrs = vec!["10.0.0.0/8".into()];
+    })
+    .await;
+    let (status, _, body) = untrusted.post(ORIGIN, Some("player-1"), &presence_event("opened")).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("FORBIDDEN")));
+    let status = untrusted.http.get(untrusted.addrs.edge_url("/health")).send().await.unwrap().status();
+    assert_eq!(status, 200, "probes answer any peer");
+    untrusted.host.stop().await;
+
+    let trusted = Gateway::start(Backends::Embedded, &backend, |config| {
+        config.gateway.trusted_proxy_cidrs = vec!["127.0.0.0/8".into()];
+    })
+    .await;
+    let post = |client_ips: &[&str]| {
+        let mut request = trusted
+            .http
+            .post(trusted.addrs.edge_url("/api/gateway/events"))
+            .header("origin", ORIGIN)
+            .bearer_auth("player-9")
+            .json(&presence_event("opened"));
+        for ip in client_ips {
+            request = request.header("x-gateway-client-ip", *ip);
+        }
+        request.send()
+    };
+    for client_ips in [&[][..], &["203.0.113.9", "203.0.113.10"], &["203.0.113.9, 10.0.0.1"], &["not-an-ip"]] {
+        let (status, _, body) = parts(post(client_ips).await.unwrap()).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (503, Some("CLIENT_IP_INVALID")), "{client_ips:?}");
+    }
+    assert_eq!(backend.calls_of("player-9"), 0);
+    let (status, _, _) = parts(post(&["::ffff:203.0.113.9"]).await.unwrap()).await;
+    assert_eq!(status, 202);
+    assert_eq!(backend.last_body_of("player-9"), Some(json!({"ip": "203.0.113.9", "site_id": 34})));
+    // Another client IP with the same bearer is validated again: the cache never crosses client IPs.
+    assert_eq!(parts(post(&["203.0.113.10"]).await.unwrap()).await.0, 202);
+    assert_eq!(backend.calls_of("player-9"), 2);
+    trusted.host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_inflight_budget_sheds_at_once_and_timeouts_are_enforced() {
+    let backend = PlayerBackend::start().await;
+    let gateway = Gateway::start(Backends::Embedded, &backend, |config| {
+        config.gateway.max_inflight = 1;
+        config.gateway.player_timeout_ms = 1500;
+    })
+    .await;
+    // `slow` holds the only permit for its validation (answered after 3 s: past the 1.5 s player timeout).
+    let slow = {
+        let http = gateway.http.clone();
+        let url = gateway.addrs.edge_url("/api/gateway/events");
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let response = http
+                .post(url)
+                .header("origin", ORIGIN)
+                .bearer_auth("slow")
+                .json(&presence_event("opened"))
+                .send()
+                .await
+                .unwrap();
+            (response.status().as_u16(), started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    let (status, _, body) = gateway.post(ORIGIN, Some("player-3"), &presence_event("opened")).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (503, Some("OVERLOADED")));
+    assert!(started.elapsed() < Duration::from_millis(500), "shed at once, not queued");
+    // A preflight is answered before the in-flight control.
+    let preflight = gateway
+        .http
+        .request(reqwest::Method::OPTIONS, gateway.addrs.edge_url("/api/gateway/events"))
+        .header("origin", ORIGIN)
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status(), 204);
+    let (status, elapsed) = slow.await.unwrap();
+    assert_eq!(status, 503, "the validation timeout is a dependency failure");
+    assert!(elapsed < Duration::from_millis(2500), "GATEWAY_EDGE_PLAYER_TIMEOUT_MS is enforced: {elapsed:?}");
+    assert_eq!(gateway.post(ORIGIN, Some("player-3"), &presence_event("opened")).await.0, 202, "the permit is back");
+    assert!(gateway.metrics().await.contains("gateway_edge_requests_total{outcome=\"shed\"} 1"));
+    assert!(gateway.metrics().await.contains("gateway_edge_player_validation_total{outcome=\"timeout\"} 1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_fails_while_internal_ingest_is_unavailable() {
+    let backend = PlayerBackend::start().await;
+    let addrs = GatewayAddrs::free();
+    // An edge alone, whose ingest URL points at nothing.
+    let host = TestHost::start_configured(Backends::Embedded, None, |config| {
+        configure(config, &addrs, &[ORIGIN], &backend);
+        config.roles = vec![flowhost_core::config::Role::GatewayEdge];
+        config.gateway.ingest_url =
+            format!("http://127.0.0.1:{}/internal/v1/events", flowhost_tests::gateway::free_port());
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    let (status, body) = loop {
+        match http.get(format!("http://{}/ready", addrs.edge)).send().await {
+            Ok(response) => break (response.status().as_u16(), response.json::<Value>().await.unwrap()),
+            Err(_) if tokio::time::Instant::now() < until => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(error) => panic!("the edge never listened: {error:?}"),
+        }
+    };
+    assert_eq!(status, 503);
+    assert_eq!(body["failing"], json!(["gateway_ingest"]));
+    let response = http
+        .post(addrs.edge_url("/api/gateway/events"))
+        .header("origin", ORIGIN)
+        .bearer_auth("player-4")
+        .json(&presence_event("opened"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503, "a dependency failure");
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_and_kafka_events_reach_the_broker_and_limits_are_shared() {
+    let backend = PlayerBackend::start().await;
+    let redis = format!("{}/5", servers::redis_url().trim_end_matches('/'));
+    let gateway = Gateway::start(Backends::Distributed, &backend, |config| {
+        config.gateway.cache_url = Some(flowhost_core::config::Secret::new(redis.clone()));
+        config.gateway.requests_per_minute.token = 3;
+    })
+    .await;
+    let token = format!("player-{}", rand_id());
+    let mut ids = HashSet::new();
+    for action in ["opened", "heartbeat", "heartbeat"] {
+        let event = presence_event(action);
+        assert_eq!(gateway.post(ORIGIN, Some(&token), &event).await.0, 202);
+        ids.insert(event_id(&event));
+    }
+    let analytics = json!({"event_type": "casino.game-opened.v1", "event_id": uuid::Uuid::new_v4().to_string(),
+        "occurred_at": "2026-11-24T10:00:00Z", "event_payload": {"game": "roulette"}});
+    let other = format!("player-{}", rand_id());
+    assert_eq!(gateway.post(ORIGIN, Some(&other), &analytics).await.0, 202);
+    assert_eq!(backend.calls_of(&token), 1);
+
+    // A second gateway on the same Redis shares the validation cache and the token's request window.
+    let second = Gateway::start(Backends::Distributed, &backend, |config| {
+        config.gateway.cache_url = Some(flowhost_core::config::Secret::new(redis.clone()));
+        config.gateway.requests_per_minute.token = 3;
+    })
+    .await;
+    let (status, headers, _) = second.post(ORIGIN, Some(&token), &presence_event("heartbeat")).await;
+    assert_eq!(status, 429, "the fourth request of the token, counted across replicas");
+    assert!(headers.contains_key("retry-after"));
+    assert_eq!(backend.calls_of(&token), 1);
+
+    let records = read_events(&gateway.host.ports, PRESENCE_TOPIC, &ids, Duration::from_secs(60)).await;
+    let player = token.trim_start_matches("player-");
+    assert!(records.iter().all(|r| r.key.as_deref() == Some(format!("{TENANT}:{player}").as_bytes())));
+    let analytics_topic = gateway.host.config.gateway.analytics_topic.clone();
+    let records =
+        read_events(&gateway.host.ports, &analytics_topic, &[event_id(&analytics)].into(), Duration::from_secs(60))
+            .await;
+    let envelope: Value = serde_json::from_slice(&records[0].value).unwrap();
+    let other_id = other.trim_start_matches("player-");
+    let global = (other_id.parse::<u64>().unwrap() + 1000).to_string();
+    assert_eq!(envelope["body"]["user"], json!({"user_id": other_id, "global_user_id": global}));
+    assert_eq!(envelope["event_payload"], json!({"game": "roulette"}));
+    second.host.stop().await;
+    gateway.host.stop().await;
+}
+
+/// A player id no other run used (the Redis cache outlives test runs).
+fn rand_id() -> u64 {
+    (uuid::Uuid::new_v4().as_u128() % 1_000_000_000) as u64 + 1
+}
