@@ -228,6 +228,29 @@ async fn the_public_route_answers_every_status_of_its_errors_table() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    // A message that can never be produced is moved to the dead-letter queue, with its reason, and acknowledged.
+    gateway.host.ports.queue.enqueue("gateway-events", b"{not a record".to_vec()).await.unwrap();
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let queues: Value = gateway
+            .http
+            .get(format!("http://{}/admin/v1/queues", gateway.addrs.admin))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if queues["queues"][1]["pending"] == 1 && queues["queues"][0]["pending"] == 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "no dead letter: {queues}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let dead = gateway.host.ports.queue.lease("gateway-events-dead", "test", 1, Duration::from_secs(30)).await.unwrap();
+    let dead: Value = serde_json::from_slice(&dead[0].payload).unwrap();
+    assert_eq!((dead["reason"].as_str(), dead["message"].as_str()), (Some("undecodable"), Some("{not a record")));
+
     // Probes answer without Origin or a client IP on every listener; the counters are on the metrics port.
     for addr in [gateway.addrs.edge, gateway.addrs.ingest, gateway.addrs.admin, gateway.addrs.private] {
         for probe in ["/health", "/ready"] {
@@ -245,6 +268,7 @@ async fn the_public_route_answers_every_status_of_its_errors_table() {
         "gateway_ingest_events_total{outcome=\"accepted\"} 7",
         "gateway_queue_publish_total{outcome=\"ok\"} 7",
         "gateway_broker_produce_total{outcome=\"ok\"} 7",
+        "gateway_dead_letters_total{reason=\"undecodable\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
     }
@@ -433,4 +457,199 @@ async fn on_redis_and_kafka_events_reach_the_broker_and_limits_are_shared() {
 /// A player id no other run used (the Redis cache outlives test runs).
 fn rand_id() -> u64 {
     (uuid::Uuid::new_v4().as_u128() % 1_000_000_000) as u64 + 1
+}
+
+/// A `flowhost serve` process of this test, killed when dropped; its log (stdout and stderr) in `log`.
+struct Process {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl Process {
+    fn start(roles: &str, data_dir: &std::path::Path, env: &[(&str, String)], log: std::path::PathBuf) -> Process {
+        let file = std::fs::File::create(&log).unwrap();
+        let mut command = std::process::Command::new(flowhost_tests::cli::flowhost_bin());
+        command
+            .args(["serve", "--roles", roles])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("FLOWHOST_DATA_DIR", data_dir)
+            .env("API_PORT", flowhost_tests::gateway::free_port().to_string())
+            .env("FLOWHOST_LOG", "debug")
+            .env("FLOWHOST_PLUGINS_BUNDLED", "false")
+            .stdout(file.try_clone().unwrap())
+            .stderr(file);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        Process { child: command.spawn().expect("flowhost"), log }
+    }
+
+    fn kill_9(&mut self) {
+        let status = std::process::Command::new("kill").arg("-9").arg(self.child.id().to_string()).status().unwrap();
+        assert!(status.success());
+        let _ = self.child.wait();
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The client IP the ingress names in the kill test: it must appear in no log line, at debug level too.
+const CLIENT_IP: &str = "203.0.113.77";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_accepted_is_lost_across_a_kill_9_between_202_and_the_broker() {
+    let backend = PlayerBackend::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let addrs = GatewayAddrs::free();
+    let mut env = addrs.env();
+    env.extend([
+        ("GATEWAY_EDGE_ORIGINS_JSON", flowhost_tests::gateway::origins_json(&[ORIGIN], &backend.url)),
+        ("GATEWAY_EDGE_CACHE_HMAC_KEY", flowhost_tests::gateway::HMAC_KEY.to_owned()),
+        ("GATEWAY_EDGE_TRUSTED_PROXY_CIDRS", "127.0.0.0/8".to_owned()),
+    ]);
+    // Edge and ingest only: events are queued and acknowledged, and nothing drains the queue yet.
+    let mut front = Process::start("gateway-edge,gateway-ingest", dir.path(), &env, dir.path().join("front.log"));
+    let http = reqwest::Client::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    while http.get(addrs.edge_url("/ready")).send().await.map(|r| r.status() != 200).unwrap_or(true) {
+        assert!(tokio::time::Instant::now() < until, "the gateway never got ready:\n{}", front.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let token = format!("player-{}", rand_id());
+    let mut ids = HashSet::new();
+    for n in 0..40 {
+        let event = presence_event(if n == 0 { "opened" } else { "heartbeat" });
+        let response = http
+            .post(addrs.edge_url("/api/gateway/events"))
+            .header("origin", ORIGIN)
+            .header("x-gateway-client-ip", CLIENT_IP)
+            .bearer_auth(&token)
+            .json(&event)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202);
+        ids.insert(event_id(&event));
+    }
+    assert_eq!(backend.last_body_of(&token), Some(json!({"ip": CLIENT_IP, "site_id": 34})));
+    front.kill_9();
+
+    // A worker started on the same data directory after the kill produces every accepted event.
+    let mut worker_env = vec![
+        ("FLOWHOST_KAFKA_BROKERS", servers::kafka_brokers()),
+        ("GATEWAY_METRICS_PORT", flowhost_tests::gateway::free_port().to_string()),
+    ];
+    worker_env.push(("GATEWAY_ANALYTICS_TOPIC", unique("gateway.analytics")));
+    let worker = Process::start("gateway-worker", dir.path(), &worker_env, dir.path().join("worker.log"));
+    let kafka = TestHost::config(Backends::Distributed, dir.path());
+    let ports = flowhost::connect(&Config { mongodb: Default::default(), ..kafka }).await.unwrap();
+    let records = read_events(&ports, PRESENCE_TOPIC, &ids, Duration::from_secs(90)).await;
+    assert!(records.len() >= ids.len());
+    for process in [&front, &worker] {
+        let log = process.log();
+        assert!(!log.is_empty());
+        assert!(!log.contains(CLIENT_IP), "the client IP is in a log line:\n{log}");
+        assert!(!log.contains(&token), "the bearer is in a log line");
+    }
+}
+
+/// Serves `html` at `/` on a free loopback port; answers its origin.
+async fn page(html: &'static str) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let router = axum::Router::new().route("/", axum::routing::get(move || async move { axum::response::Html(html) }));
+    (origin, tokio::spawn(async move { axum::serve(listener, router).await.unwrap() }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_posts_from_an_allowed_origin_and_is_refused_from_an_excluded_one() {
+    let backend = PlayerBackend::start().await;
+    let (allowed, _allowed_page) = page("<!doctype html><title>Casino</title><h1>Allowed origin</h1>").await;
+    let (excluded, _excluded_page) = page("<!doctype html><title>Elsewhere</title><h1>Excluded origin</h1>").await;
+    let addrs = GatewayAddrs::free();
+    let host = TestHost::start_configured(Backends::Embedded, None, |config| {
+        configure(config, &addrs, &[allowed.as_str()], &backend);
+    })
+    .await;
+    let gateway = Gateway { host, addrs, http: reqwest::Client::new() };
+    gateway.wait_ready(addrs.edge).await;
+
+    let root = flowhost_tests::cli::repository_root();
+    let artifacts = root.join("target/test-artifacts/browser");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let output = tokio::process::Command::new("node")
+        .arg(root.join("tests/browser/gateway_cors.mjs"))
+        .args([addrs.edge_url(""), format!("{allowed}/"), format!("{excluded}/"), artifacts.display().to_string()])
+        .kill_on_drop(true)
+        .output();
+    let output =
+        tokio::time::timeout(Duration::from_secs(120), output).await.expect("the browser run finished").unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("DONE"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let cases: Vec<Value> =
+        stdout.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let case = |name: &str| cases.iter().find(|c| c["case"] == name).unwrap().clone();
+    assert_eq!(case("allowed")["status"], 202, "{cases:?}");
+    assert_eq!(case("allowed")["attempts"], 1);
+    assert!(case("client-ip-header")["error"].is_string(), "a page cannot send the client-IP header: {cases:?}");
+    assert!(case("excluded")["error"].is_string(), "the excluded origin's page cannot post: {cases:?}");
+    assert_eq!(backend.calls_of("player-77"), 1, "only the allowed origin's event was validated");
+    let metrics = gateway.metrics().await;
+    assert!(metrics.contains("gateway_edge_requests_total{outcome=\"origin_forbidden\"}"), "{metrics}");
+    assert!(artifacts.join("gateway-allowed.png").exists() && artifacts.join("gateway-excluded.png").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_settings_stop_the_start_naming_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let origins = flowhost_tests::gateway::origins_json(&[ORIGIN], "https://players.internal");
+    let key = flowhost_tests::gateway::HMAC_KEY.to_owned();
+    let cases = [
+        (vec![("GATEWAY_EDGE_ORIGINS_JSON", origins.clone())], "GATEWAY_EDGE_CACHE_HMAC_KEY"),
+        (
+            vec![("GATEWAY_EDGE_ORIGINS_JSON", origins.clone()), ("GATEWAY_EDGE_CACHE_HMAC_KEY", "too-short".into())],
+            "GATEWAY_EDGE_CACHE_HMAC_KEY",
+        ),
+        (
+            vec![
+                ("GATEWAY_EDGE_ORIGINS_JSON", origins.clone()),
+                ("GATEWAY_EDGE_CACHE_HMAC_KEY", key.clone()),
+                ("GATEWAY_EDGE_TRUSTED_PROXY_CIDRS", "10.0.0.1/8".into()),
+            ],
+            "GATEWAY_EDGE_TRUSTED_PROXY_CIDRS",
+        ),
+        (
+            vec![
+                ("GATEWAY_EDGE_ORIGINS_JSON", "{\"schema_version\": 2, \"origins\": []}".into()),
+                ("GATEWAY_EDGE_CACHE_HMAC_KEY", key),
+            ],
+            "GATEWAY_EDGE_ORIGINS_FILE",
+        ),
+    ];
+    for (n, (mut env, setting)) in cases.into_iter().enumerate() {
+        env.extend(GatewayAddrs::free().env());
+        let mut process = Process::start("gateway", dir.path(), &env, dir.path().join(format!("bad-{n}.log")));
+        let status = tokio::task::spawn_blocking(move || {
+            let status = process.child.wait().unwrap();
+            (status, process)
+        });
+        let (status, process) =
+            tokio::time::timeout(Duration::from_secs(30), status).await.expect("the start stops").unwrap();
+        assert!(!status.success());
+        assert!(process.log().contains(setting), "{setting}:\n{}", process.log());
+    }
 }

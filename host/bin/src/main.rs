@@ -29,7 +29,8 @@ struct Cli {
 enum Command {
     /// Run the roles (all of them by default) until interrupted.
     Serve {
-        /// Comma-separated roles to run (admin, engine, push-api, sender) or `all`; overrides FLOWHOST_ROLES.
+        /// Comma-separated roles to run (admin, engine, push-api, sender, gateway, gateway-edge, gateway-ingest,
+        /// gateway-worker) or `all` (the first four); overrides FLOWHOST_ROLES.
         #[arg(long)]
         roles: Option<String>,
     },
@@ -207,6 +208,8 @@ async fn run() -> anyhow::Result<()> {
         Command::Serve { roles } => {
             if let Some(roles) = roles {
                 config.roles = parse_roles(&roles).map_err(|e| anyhow::anyhow!("--roles: {e}"))?;
+                // What the roles need is checked for the roles given here (the gateway's key and origin map).
+                config.validate()?;
             }
             init_logging(&config);
             flowhost::resolve_secrets(&mut config, &|name| std::env::var(name).ok()).await?;
