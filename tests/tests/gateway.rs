@@ -653,3 +653,56 @@ async fn bad_settings_stop_the_start_naming_the_setting() {
         assert!(process.log().contains(setting), "{setting}:\n{}", process.log());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_cache_is_a_dependency_failure_within_the_cache_timeout() {
+    // A private Redis of this test, paused (SIGSTOP) mid-run so every cache call hangs.
+    let port = flowhost_tests::gateway::free_port();
+    let redis = std::process::Command::new("redis-server")
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server (installed by tests/scripts/servers.sh)");
+    let redis = Private(redis);
+    let until = tokio::time::Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(tokio::time::Instant::now() < until, "the private Redis did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let backend = PlayerBackend::start().await;
+    let gateway = Gateway::start(Backends::Embedded, &backend, |config| {
+        config.gateway.cache_url = Some(flowhost_core::config::Secret::new(format!("redis://127.0.0.1:{port}")));
+    })
+    .await;
+    assert_eq!(gateway.post(ORIGIN, Some("player-21"), &presence_event("opened")).await.0, 202);
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill").arg(format!("-{name}")).arg(redis.0.id().to_string()).status();
+        assert!(status.unwrap().success());
+    };
+    signal("STOP");
+    let started = std::time::Instant::now();
+    let (status, _, body) = gateway.post(ORIGIN, Some("player-21"), &presence_event("heartbeat")).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (503, Some("UNAVAILABLE")));
+    assert!(
+        started.elapsed() < Duration::from_millis(1000),
+        "GATEWAY_EDGE_CACHE_TIMEOUT_MS is enforced: {:?}",
+        started.elapsed()
+    );
+    let ready = gateway.http.get(gateway.addrs.edge_url("/ready")).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
+    assert_eq!(ready.json::<Value>().await.unwrap()["failing"], json!(["gateway_cache"]));
+    signal("CONT");
+    gateway.wait_ready(gateway.addrs.edge).await;
+    assert_eq!(gateway.post(ORIGIN, Some("player-21"), &presence_event("heartbeat")).await.0, 202);
+}
+
+/// A server process of one test: resumed and killed when dropped, also when the test fails.
+struct Private(std::process::Child);
+
+impl Drop for Private {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill").arg("-CONT").arg(self.0.id().to_string()).status();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
