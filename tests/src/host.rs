@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flowhost_core::config::Config;
-use flowhost_core::ports::{ConsumerConfig, OutRecord, Ports, Record, StartFrom};
+use flowhost_core::ports::{ConsumerConfig, OutRecord, Ports, Record, StartFrom, TopicConsumer};
 use flowhost_core::Clock;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -231,21 +231,19 @@ pub async fn response_parts(response: reqwest::Response) -> (u16, Value) {
 /// Reads `topic` from the beginning in a fresh group until `count` records arrived or `deadline` passed.
 pub async fn read_topic(ports: &Ports, topic: &str, count: usize, deadline: Duration) -> Vec<Record> {
     ports.topics.create_topic(topic, 1).await.expect("create topic");
-    let mut consumer = ports
-        .topics
-        .consumer(ConsumerConfig {
-            group: unique("reader"),
-            topics: vec![topic.to_owned()],
-            start: StartFrom::Earliest,
-        })
-        .await
-        .expect("consumer");
+    let mut consumer = reader(ports, topic).await;
     let until = tokio::time::Instant::now() + deadline;
     let mut records = Vec::new();
     while records.len() < count && tokio::time::Instant::now() < until {
         records.extend(consumer.poll(count - records.len(), Duration::from_millis(200)).await.expect("poll"));
     }
     records
+}
+
+/// A consumer of `topic` from the beginning, in a group of its own.
+pub async fn reader(ports: &Ports, topic: &str) -> Box<dyn TopicConsumer> {
+    let config = ConsumerConfig { group: unique("reader"), topics: vec![topic.to_owned()], start: StartFrom::Earliest };
+    ports.topics.consumer(config).await.expect("consumer")
 }
 
 /// Parses a record value as JSON.

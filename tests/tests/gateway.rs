@@ -8,8 +8,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use flowhost_core::config::Config;
-use flowhost_core::ports::{ConsumerConfig, Ports, Record, StartFrom};
+use flowhost_core::ports::{Ports, Record};
 use flowhost_tests::gateway::{configure, parts, presence_event, GatewayAddrs, PlayerBackend, SITE, TENANT};
+use flowhost_tests::host::reader;
 use flowhost_tests::{servers, unique, Backends, TestHost};
 use serde_json::{json, Value};
 
@@ -63,6 +64,20 @@ impl Gateway {
         parts(request.send().await.unwrap()).await
     }
 
+    /// Polls `GET /admin/v1/queues` until `done` holds for its `queues` (for at most 10 s); returns them.
+    async fn queues_until(&self, done: impl Fn(&Value) -> bool) -> Value {
+        let until = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let url = format!("http://{}/admin/v1/queues", self.addrs.admin);
+            let answer: Value = self.http.get(url).send().await.unwrap().json().await.unwrap();
+            if done(&answer["queues"]) {
+                return answer["queues"].clone();
+            }
+            assert!(tokio::time::Instant::now() < until, "the queues never got there: {answer}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     async fn metrics(&self) -> String {
         self.http.get(format!("http://{}/metrics", self.addrs.metrics)).send().await.unwrap().text().await.unwrap()
     }
@@ -70,15 +85,7 @@ impl Gateway {
 
 /// Reads `topic` until the records of every id in `event_ids` arrived; returns them in arrival order.
 async fn read_events(ports: &Ports, topic: &str, event_ids: &HashSet<String>, deadline: Duration) -> Vec<Record> {
-    let mut consumer = ports
-        .topics
-        .consumer(ConsumerConfig {
-            group: unique("reader"),
-            topics: vec![topic.to_owned()],
-            start: StartFrom::Earliest,
-        })
-        .await
-        .expect("consumer");
+    let mut consumer = reader(ports, topic).await;
     let until = tokio::time::Instant::now() + deadline;
     let mut found = Vec::new();
     let mut seen = HashSet::new();
@@ -207,46 +214,15 @@ async fn the_public_route_answers_every_status_of_its_errors_table() {
     assert_eq!(header("event_id"), Some(event_id(&first)));
 
     // The queue administration API shows the queue drained and acknowledged.
-    let until = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let queues: Value = gateway
-            .http
-            .get(format!("http://{}/admin/v1/queues", gateway.addrs.admin))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let events = &queues["queues"][0];
-        assert_eq!(events["name"], "gateway-events");
-        if events["pending"] == 0 && events["acknowledged"].as_u64() >= Some(7) {
-            assert_eq!(queues["queues"][1]["name"], "gateway-events-dead");
-            break;
-        }
-        assert!(tokio::time::Instant::now() < until, "the queue never drained: {queues}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let queues = gateway.queues_until(|q| q[0]["pending"] == 0 && q[0]["acknowledged"].as_u64() >= Some(7)).await;
+    assert_eq!(
+        (queues[0]["name"].as_str(), queues[1]["name"].as_str()),
+        (Some("gateway-events"), Some("gateway-events-dead"))
+    );
 
     // A message that can never be produced is moved to the dead-letter queue, with its reason, and acknowledged.
     gateway.host.ports.queue.enqueue("gateway-events", b"{not a record".to_vec()).await.unwrap();
-    let until = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let queues: Value = gateway
-            .http
-            .get(format!("http://{}/admin/v1/queues", gateway.addrs.admin))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if queues["queues"][1]["pending"] == 1 && queues["queues"][0]["pending"] == 0 {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < until, "no dead letter: {queues}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    gateway.queues_until(|q| q[1]["pending"] == 1 && q[0]["pending"] == 0).await;
     let dead = gateway.host.ports.queue.lease("gateway-events-dead", "test", 1, Duration::from_secs(30)).await.unwrap();
     let dead: Value = serde_json::from_slice(&dead[0].payload).unwrap();
     assert_eq!((dead["reason"].as_str(), dead["message"].as_str()), (Some("undecodable"), Some("{not a record")));
