@@ -8,9 +8,9 @@
 //! 4. the bearer is there and well-formed (401);
 //! 5. request limits per token, tenant and global scope (429 with `Retry-After`);
 //! 6. player validation, cached (401 invalid, 429 validation limit, 503 dependency failure);
-//! 7. the body (413 over `GATEWAY_EDGE_MAX_BODY_BYTES`, 400 not an event), then internal ingest: 202 once the
-//!    durable queue acknowledged the event, 503 when ingest fails or does not answer within
-//!    `GATEWAY_EDGE_INGEST_TIMEOUT_MS`.
+//! 7. the body (413 over `GATEWAY_EDGE_MAX_BODY_BYTES`, 400 not an event), then internal ingest (with the
+//!    events of concurrent requests, [`Forwarder`]): 202 once the durable queue acknowledged the event, 503 when
+//!    ingest fails or does not answer within `GATEWAY_EDGE_INGEST_TIMEOUT_MS`.
 //!
 //! Errors answer `{"error": {"code", "message"}}`. Answers to an allowed origin carry its CORS headers (never
 //! `*`, no credentials), so the page can read them; the route never redirects. No log line carries the client
@@ -34,6 +34,7 @@ use tokio::sync::Semaphore;
 
 use crate::client_ip::{ClientIpError, TrustedProxies};
 use crate::event;
+use crate::forward::Forwarder;
 use crate::keys::CacheKeys;
 use crate::limits::{LimitError, Limiter};
 use crate::metrics::EdgeMetrics;
@@ -54,8 +55,7 @@ pub struct Edge {
     pub request_limits: Limiter,
     pub validator: PlayerValidator,
     pub inflight: Arc<Semaphore>,
-    pub ingest: reqwest::Client,
-    pub ingest_url: String,
+    pub ingest: Forwarder,
     pub ingest_timeout: Duration,
     pub analytics_topic: String,
     pub max_body_bytes: usize,
@@ -225,16 +225,14 @@ async fn accept_from(
     let event_id = browser_event.event_id.clone();
     let received_at = iso_utc(edge.clock.now_ms());
     let record = event::record(browser_event, origin, player, received_at, &edge.analytics_topic);
-    let sent = edge.ingest.post(&edge.ingest_url).json(&record).timeout(edge.ingest_timeout).send().await;
-    match sent {
-        Ok(response) if response.status() == StatusCode::ACCEPTED => {
+    match tokio::time::timeout(edge.ingest_timeout, edge.ingest.forward(record)).await {
+        Ok(Ok(())) => {
             edge.metrics.requests.with_label_values(&["accepted"]).inc();
             edge.metrics.accepted_latency.observe(started.elapsed().as_secs_f64());
             (StatusCode::ACCEPTED, Json(json!({ "status": "accepted", "event_id": event_id }))).into_response()
         }
-        Ok(response) => unavailable(edge, &format!("internal ingest answered {}", response.status().as_u16())),
-        Err(error) if error.is_timeout() => unavailable(edge, "internal ingest did not answer in time"),
-        Err(error) => unavailable(edge, &format!("internal ingest: {}", error.without_url())),
+        Ok(Err(reason)) => unavailable(edge, &reason),
+        Err(_) => unavailable(edge, "internal ingest did not answer in time"),
     }
 }
 

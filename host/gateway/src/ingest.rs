@@ -11,9 +11,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use flowhost_core::ports::WorkQueue;
+use serde::Deserialize;
 use serde_json::json;
 
 use crate::event::IngestRecord;
+use crate::forward::MAX_FORWARD_BATCH;
 use crate::metrics::IngestMetrics;
 use crate::pipeline::{IngestBatcher, DEAD_LETTER_QUEUE, QUEUE};
 
@@ -26,13 +28,26 @@ pub struct Ingest {
     pub metrics: IngestMetrics,
 }
 
+/// The body: one record, or `{"records": [...]}` with 1 to [`MAX_FORWARD_BATCH`] of them (what the edge posts).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum IngestBody {
+    Batch { records: Vec<IngestRecord> },
+    One(IngestRecord),
+}
+
 impl Ingest {
-    /// The route, with a body limit room enough for an envelope around the largest event the edge accepts.
-    pub fn router(self: Arc<Self>, max_event_bytes: usize) -> Router {
+    /// The route, with a body limit of `max_body_bytes` (room for a full batch of the largest events).
+    pub fn router(self: Arc<Self>, max_body_bytes: usize) -> Router {
         Router::new()
             .route(INGEST_ROUTE, post(ingest))
-            .layer(DefaultBodyLimit::max(max_event_bytes.saturating_mul(2).saturating_add(4096)))
+            .layer(DefaultBodyLimit::max(max_body_bytes.saturating_mul(2).saturating_add(64 * 1024)))
             .with_state(self)
+    }
+
+    fn reject(&self, message: &str, count: u64) -> Response {
+        self.metrics.events.with_label_values(&["rejected"]).inc_by(count);
+        error(StatusCode::BAD_REQUEST, "INVALID_RECORD", message)
     }
 }
 
@@ -40,31 +55,37 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
     (status, Json(json!({ "error": { "code": code, "message": message } }))).into_response()
 }
 
+/// Writes the records (all or none: one is refused, the request is) and answers 202 once the durable queue
+/// acknowledged them.
 async fn ingest(State(ingest): State<Arc<Ingest>>, body: Bytes) -> Response {
-    let record: IngestRecord = match serde_json::from_slice(&body) {
-        Ok(record) => record,
-        Err(parse) => {
-            ingest.metrics.events.with_label_values(&["rejected"]).inc();
-            return error(StatusCode::BAD_REQUEST, "INVALID_RECORD", &format!("not a gateway record: {parse}"));
-        }
+    let records = match serde_json::from_slice(&body) {
+        Ok(IngestBody::Batch { records }) => records,
+        Ok(IngestBody::One(record)) => vec![record],
+        Err(_) => return ingest.reject("not a gateway record or batch of records", 1),
     };
-    if let Err(message) = record.check(&ingest.analytics_topic) {
-        ingest.metrics.events.with_label_values(&["rejected"]).inc();
-        return error(StatusCode::BAD_REQUEST, "INVALID_RECORD", &message);
+    if records.is_empty() || records.len() > MAX_FORWARD_BATCH {
+        return ingest.reject(&format!("a batch holds 1 to {MAX_FORWARD_BATCH} records"), 1);
     }
-    // What the queue holds is the checked record, re-serialized compactly.
-    let payload = serde_json::to_vec(&record).expect("a record serializes");
-    match ingest.batcher.enqueue(payload).await {
+    let count = records.len() as u64;
+    let mut payloads = Vec::with_capacity(records.len());
+    for (index, record) in records.iter().enumerate() {
+        if let Err(message) = record.check(&ingest.analytics_topic) {
+            return ingest.reject(&format!("records[{index}]: {message}"), count);
+        }
+        // What the queue holds is the checked record, serialized compactly.
+        payloads.push(serde_json::to_vec(record).expect("a record serializes"));
+    }
+    match ingest.batcher.enqueue(payloads).await {
         Ok(()) => {
-            ingest.metrics.events.with_label_values(&["accepted"]).inc();
-            (StatusCode::ACCEPTED, Json(json!({ "status": "queued" }))).into_response()
+            ingest.metrics.events.with_label_values(&["accepted"]).inc_by(count);
+            (StatusCode::ACCEPTED, Json(json!({ "status": "queued", "count": count }))).into_response()
         }
         Err(_) => {
-            ingest.metrics.events.with_label_values(&["unavailable"]).inc();
+            ingest.metrics.events.with_label_values(&["unavailable"]).inc_by(count);
             error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "QUEUE_UNAVAILABLE",
-                "the durable queue did not acknowledge the event",
+                "the durable queue did not acknowledge the events",
             )
         }
     }

@@ -2,12 +2,13 @@
 //! map and its generator ([`origins`]), who the client is ([`client_ip`]), keyed cache identities ([`keys`]),
 //! limits ([`limits`]), player validation ([`player`]), the browser event and the published envelope
 //! ([`event`]), the durable queue and the worker ([`pipeline`]). The HTTP surfaces are thin: the public route
-//! ([`edge`]), internal ingest and queue administration ([`ingest`]), and the roles that assemble them
+//! ([`edge`]) and its batching client of internal ingest ([`forward`]), internal ingest and queue administration ([`ingest`]), and the roles that assemble them
 //! ([`role`]).
 
 pub mod client_ip;
 pub mod edge;
 pub mod event;
+pub mod forward;
 pub mod ingest;
 pub mod keys;
 pub mod limits;

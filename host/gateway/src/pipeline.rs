@@ -2,9 +2,9 @@
 //! events to the durable queue (`gateway-events` in the work-queue port), and the worker drains it into the
 //! broker.
 //!
-//! - **Ingest** answers 202 only after the queue acknowledged the event. Concurrent requests are written
-//!   together ([`IngestBatcher`]: one `enqueue_batch` per wake-up, up to [`MAX_INGEST_BATCH`]), so the embedded
-//!   queue pays one commit for many events.
+//! - **Ingest** answers 202 only after the queue acknowledged the events of the request. Concurrent requests
+//!   are written together ([`IngestBatcher`]: one `enqueue_batch` per wake-up, up to [`MAX_INGEST_BATCH`]
+//!   requests), so the embedded queue pays one commit for many events.
 //! - **The worker** leases a batch, produces it to the broker (acknowledged, `acks=all` on Kafka) and only then
 //!   acknowledges the messages, so a crash anywhere between 202 and the broker loses nothing: the lease expires
 //!   and the batch is produced again (at-least-once; `metadata.event_id` is the consumers' deduplication key).
@@ -31,10 +31,10 @@ use crate::metrics::{IngestMetrics, WorkerMetrics};
 pub const QUEUE: &str = "gateway-events";
 /// Where messages that can never be produced go.
 pub const DEAD_LETTER_QUEUE: &str = "gateway-events-dead";
-/// The most events one queue write carries.
-pub const MAX_INGEST_BATCH: usize = 512;
+/// The most ingest requests one queue write carries.
+pub const MAX_INGEST_BATCH: usize = 64;
 
-type Pending = (Vec<u8>, oneshot::Sender<Result<(), PortError>>);
+type Pending = (Vec<Vec<u8>>, oneshot::Sender<Result<(), PortError>>);
 
 /// Writes events to the durable queue, many concurrent requests per write.
 #[derive(Clone, Debug)]
@@ -49,7 +49,8 @@ impl IngestBatcher {
         tokio::spawn(async move {
             let mut batch: Vec<Pending> = Vec::with_capacity(MAX_INGEST_BATCH);
             while receiver.recv_many(&mut batch, MAX_INGEST_BATCH).await > 0 {
-                let (payloads, replies): (Vec<_>, Vec<_>) = batch.drain(..).unzip();
+                let (requests, replies): (Vec<_>, Vec<_>) = batch.drain(..).unzip();
+                let payloads: Vec<Vec<u8>> = requests.into_iter().flatten().collect();
                 let count = payloads.len() as u64;
                 let result = queue.enqueue_batch(QUEUE, payloads).await.map(|_| ());
                 let outcome = if result.is_ok() { "ok" } else { "error" };
@@ -65,11 +66,11 @@ impl IngestBatcher {
         IngestBatcher { sender }
     }
 
-    /// Writes one event; returns once the queue acknowledged it.
-    pub async fn enqueue(&self, payload: Vec<u8>) -> Result<(), PortError> {
+    /// Writes the events of one request; returns once the queue acknowledged them.
+    pub async fn enqueue(&self, payloads: Vec<Vec<u8>>) -> Result<(), PortError> {
         let (reply, answer) = oneshot::channel();
         self.sender
-            .send((payload, reply))
+            .send((payloads, reply))
             .await
             .map_err(|_| PortError::Unavailable("the queue writer stopped".to_owned()))?;
         answer.await.map_err(|_| PortError::Unavailable("the queue writer stopped".to_owned()))?
@@ -97,6 +98,8 @@ pub struct Worker {
 
 /// The longest the worker waits between polls of an empty queue.
 const MAX_IDLE_POLL: Duration = Duration::from_millis(100);
+/// How long the worker lets a partial batch fill before it leases again.
+const GATHER: Duration = Duration::from_millis(10);
 
 impl Worker {
     /// Creates the gateway's topics, then drains the queue into the broker until `shutdown`.
@@ -116,8 +119,14 @@ impl Worker {
                 Ok(messages) => {
                     idle.reset();
                     failing.reset();
+                    let full = messages.len() == self.settings.batch_size;
                     self.drain(messages, &shutdown).await;
-                    continue;
+                    if full {
+                        continue;
+                    }
+                    // A partial batch: let the queue fill a little, so the worker writes (lease, produce, ack)
+                    // in batches rather than event by event under a steady load.
+                    GATHER
                 }
                 Err(error) => {
                     let delay = failing.next_delay();

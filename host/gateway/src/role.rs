@@ -24,6 +24,7 @@ use tokio::sync::Semaphore;
 
 use crate::client_ip::TrustedProxies;
 use crate::edge::Edge;
+use crate::forward::{Forwarder, MAX_FORWARD_BATCH};
 use crate::ingest::{admin_router, Ingest};
 use crate::keys::CacheKeys;
 use crate::limits::{Limited, Limiter};
@@ -151,8 +152,7 @@ fn edge(context: &RoleContext, config: &GatewayConfig) -> anyhow::Result<Listene
         request_limits: limiter(Limited::Requests, config.requests_per_minute),
         validator,
         inflight: Arc::new(Semaphore::new(config.max_inflight)),
-        ingest: http.clone(),
-        ingest_url: config.ingest_url.clone(),
+        ingest: Forwarder::start(http.clone(), config.ingest_url.clone(), ingest_timeout),
         ingest_timeout,
         analytics_topic: config.analytics_topic.clone(),
         max_body_bytes: config.max_body_bytes,
@@ -232,7 +232,7 @@ fn ingest(context: &RoleContext, config: &GatewayConfig) -> anyhow::Result<Vec<L
             "gateway-ingest-private",
             config.ingest_private_addr(),
             "GATEWAY_INGEST_PRIVATE_HOST / GATEWAY_INGEST_PRIVATE_PORT",
-            ingest.router(config.max_body_bytes),
+            ingest.router(config.max_body_bytes * MAX_FORWARD_BATCH),
         )
         .with_readiness(ready.clone()),
         Listener::new(
