@@ -188,7 +188,35 @@ fn role_entry(role: Role) -> RoleEntry {
         Role::GatewayEdge => RoleEntry::of::<flowhost_gateway::GatewayEdgeRole>(),
         Role::GatewayIngest => RoleEntry::of::<flowhost_gateway::GatewayIngestRole>(),
         Role::GatewayWorker => RoleEntry::of::<flowhost_gateway::GatewayWorkerRole>(),
+        Role::Presence => RoleEntry::of::<flowhost_presence::PresenceRole>(),
     }
+}
+
+/// The broker and the document store of the presence role: Kafka at `PRESENCE_BROKER_BOOTSTRAP_SERVERS` (the
+/// value `embedded` is this process's embedded log, for local runs and tests), and MongoDB at `DOCDB_URI` (else
+/// the embedded store), database `presence` either way.
+async fn presence_services(
+    config: &Config,
+    ports: &Ports,
+) -> anyhow::Result<(flowhost_presence::PresenceTopics, flowhost_presence::PresenceDocuments)> {
+    let presence = &config.presence;
+    let topics: Arc<dyn Topics> = if presence.bootstrap_servers == ["embedded"] {
+        ports.topics.clone()
+    } else {
+        Arc::new(
+            flowhost_kafka::KafkaTopics::new(&presence.bootstrap_servers.join(","), &config.kafka.properties)
+                .context("configuring the presence broker (PRESENCE_BROKER_BOOTSTRAP_SERVERS)")?,
+        )
+    };
+    let documents: Arc<dyn DocumentStore> = match &presence.docdb_uri {
+        Some(uri) => Arc::new(
+            flowhost_mongo::MongoDocuments::connect(uri.expose(), &presence.database)
+                .await
+                .context("connecting the presence store (DOCDB_URI)")?,
+        ),
+        None => ports.documents.database(&presence.database).await.context("opening the presence database")?,
+    };
+    Ok((flowhost_presence::PresenceTopics(topics), flowhost_presence::PresenceDocuments(documents)))
 }
 
 /// The cache of the gateway's player validations and limits: Redis at `GATEWAY_EDGE_CACHE_URL` (its own
@@ -221,6 +249,11 @@ pub async fn serve(config: Config, ports: Ports, main: TcpListener, shutdown: Ca
     }
     if config.roles.iter().any(|role| role.gateway_parts().is_some_and(|parts| parts.edge)) {
         services.insert(gateway_cache(&config, ports.clock.clone()).await?);
+    }
+    if config.roles.contains(&Role::Presence) {
+        let (topics, documents) = presence_services(&config, &ports).await?;
+        services.insert(topics);
+        services.insert(documents);
     }
     let context = RoleContext {
         config: Arc::new(config.clone()),

@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::ports::SecretStore;
 
 mod gateway;
+mod presence;
 pub use gateway::{GatewayConfig, ScopeLimits, DEFAULT_INVALID_STATUSES, MIN_CACHE_HMAC_KEY_BYTES};
+pub use presence::{PresenceConfig, PRESENCE_DATABASE};
 
 /// A setting that could not be used; the message names it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,6 +61,8 @@ pub enum Role {
     /// The gateway's worker: the durable queue to the broker.
     #[serde(rename = "gateway-worker")]
     GatewayWorker,
+    /// The presence projector (spec 002 part B): presence events into one document per player.
+    Presence,
 }
 
 impl Role {
@@ -99,9 +103,10 @@ impl FromStr for Role {
             "gateway-edge" => Ok(Role::GatewayEdge),
             "gateway-ingest" => Ok(Role::GatewayIngest),
             "gateway-worker" => Ok(Role::GatewayWorker),
+            "presence" => Ok(Role::Presence),
             other => Err(format!(
                 "unknown role {other:?} (known: admin, engine, push-api, sender, gateway, gateway-edge, \
-                 gateway-ingest, gateway-worker)"
+                 gateway-ingest, gateway-worker, presence)"
             )),
         }
     }
@@ -139,6 +144,7 @@ pub struct Config {
     pub push: PushConfig,
     pub plugins: PluginsConfig,
     pub gateway: GatewayConfig,
+    pub presence: PresenceConfig,
     /// Secret store address (`KEY_VAULT_URL`, an Azure Key Vault `https://` URL); needed by every
     /// `*_SECRET_NAME` setting.
     pub key_vault_url: Option<String>,
@@ -161,6 +167,7 @@ impl Default for Config {
             push: PushConfig::default(),
             plugins: PluginsConfig::default(),
             gateway: GatewayConfig::default(),
+            presence: PresenceConfig::default(),
             key_vault_url: None,
         }
     }
@@ -851,6 +858,7 @@ impl Config {
         }
         self.apply_push_env(&get)?;
         self.gateway.apply_env(&get)?;
+        self.presence.apply_env(&get)?;
         let plugins = &mut self.plugins;
         for (name, slot) in [
             ("FLOWHOST_PLUGINS_TIMEOUT_MS", &mut plugins.timeout_ms),
@@ -1004,6 +1012,9 @@ impl Config {
                 ));
             }
             self.gateway.validate(count(|p| p.edge) > 0)?;
+        }
+        if self.roles.contains(&Role::Presence) {
+            self.presence.validate()?;
         }
         if let Some(url) = &self.api.public_base_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -1380,6 +1391,13 @@ pub static SECRET_SETTINGS: &[SecretSetting] = &[
         secret_name: |c| c.push.editor_token_secret_name.clone(),
         needed: |c| c.push.editor_token.is_none(),
         fill: |c, v| c.push.editor_token = Some(v),
+    },
+    SecretSetting {
+        literal: "DOCDB_URI",
+        setting: "DOCDB_URI_SECRET_NAME",
+        secret_name: |c| c.presence.docdb_uri_secret_name.clone(),
+        needed: |c| c.presence.docdb_uri.is_none(),
+        fill: |c, v| c.presence.docdb_uri = Some(v),
     },
     SecretSetting {
         literal: "FLOWHOST_ADMIN_TOKEN",

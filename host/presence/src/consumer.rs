@@ -1,0 +1,263 @@
+//! The consumer (spec 002 part B, rules 1-5): group `presence.player-state.v1` on the input topic, starting at
+//! the latest offset when the group has none committed, auto-commit off. Records are processed in order per
+//! partition; each is marked only after its projection is written (or was a no-op) or its dead letter is
+//! acknowledged; marks are committed synchronously every [`COMMIT_EVERY`] records, every [`COMMIT_INTERVAL`]
+//! and when a partition is revoked or the consumer closes. A crash replays the uncommitted suffix, and a replayed
+//! record already reflected is a no-op (the projector's duplicate guards).
+//!
+//! A document-store failure blocks only its partition: the partition is paused, its head record is retried with
+//! capped exponential backoff and jitter, and the other partitions keep flowing; `/ready` answers 503 while any
+//! partition is blocked. A failed dead-letter publish blocks the same way and is never committed past.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use flowhost_core::ports::{ConsumerConfig, Position, Record, StartFrom, TopicConsumer, Topics};
+use rand::Rng;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::dead_letter::{dead_letter, dead_letter_topic};
+use crate::metrics::PresenceMetrics;
+use crate::project::{Projected, Projection, Transient};
+
+/// Commit after this many marked records.
+pub const COMMIT_EVERY: usize = 100;
+/// Commit at least this often while records are marked.
+pub const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
+/// The event type the metrics name (the only registered one).
+const EVENT_TYPE: &str = "player.casino-presence.v1";
+
+#[derive(Debug, Clone)]
+pub struct ConsumerSettings {
+    pub group: String,
+    pub input_topic: String,
+    pub retry_initial: Duration,
+    pub retry_max: Duration,
+    pub dlq_partitions: i32,
+    pub dlq_replication_factor: i16,
+}
+
+/// What `/ready` reads: whether the consumer is in its group and which partitions are blocked.
+#[derive(Debug, Default)]
+pub struct ConsumerStatus {
+    active: AtomicBool,
+    blocked: Mutex<BTreeMap<i32, String>>,
+}
+
+impl ConsumerStatus {
+    /// `Ok` when the consumer is active and no partition is blocked; else why not.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.active.load(Ordering::Relaxed) {
+            return Err("the consumer is not in its group".to_owned());
+        }
+        let blocked = self.blocked.lock().unwrap_or_else(|p| p.into_inner());
+        match blocked.iter().next() {
+            None => Ok(()),
+            Some((partition, reason)) => Err(format!("partition {partition} is blocked: {reason}")),
+        }
+    }
+}
+
+/// One partition's records waiting to be processed, and when its head may be tried again.
+#[derive(Default)]
+struct Lane {
+    records: VecDeque<Record>,
+    retry_at: Option<Instant>,
+    delay: Option<Duration>,
+}
+
+pub struct Consumer {
+    pub topics: Arc<dyn Topics>,
+    pub projection: Projection,
+    pub settings: ConsumerSettings,
+    pub metrics: PresenceMetrics,
+    pub status: Arc<ConsumerStatus>,
+}
+
+impl Consumer {
+    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let dlq = dead_letter_topic(&self.settings.input_topic);
+        let mut consumer = loop {
+            match self.start(&dlq).await {
+                Ok(consumer) => break consumer,
+                Err(error) => {
+                    warn!(%error, "the presence consumer cannot start yet; retrying");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return Ok(()),
+                        _ = tokio::time::sleep(self.settings.retry_initial.max(Duration::from_secs(1))) => {}
+                    }
+                }
+            }
+        };
+        self.status.active.store(true, Ordering::Relaxed);
+        info!(group = %self.settings.group, topic = %self.settings.input_topic, "presence consumer running");
+        let result = self.consume(consumer.as_mut(), &shutdown).await;
+        self.status.active.store(false, Ordering::Relaxed);
+        // Commits what was marked and leaves the group, so the next owner resumes right after it.
+        if let Err(error) = consumer.close().await {
+            warn!(%error, "closing the presence consumer failed");
+        }
+        result
+    }
+
+    /// Creates the dead-letter topic when it is missing (the input topic belongs to the gateway) and joins the
+    /// group.
+    async fn start(&self, dlq: &str) -> anyhow::Result<Box<dyn TopicConsumer>> {
+        if !self.topics.exists(dlq).await? {
+            let replication = Some(self.settings.dlq_replication_factor);
+            match self.topics.create_topic_replicated(dlq, self.settings.dlq_partitions, replication).await {
+                Ok(()) | Err(flowhost_core::PortError::Conflict(_)) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        let config = ConsumerConfig {
+            group: self.settings.group.clone(),
+            topics: vec![self.settings.input_topic.clone()],
+            start: StartFrom::Latest,
+        };
+        Ok(self.topics.consumer(config).await?)
+    }
+
+    /// Polls, processes each partition's lane, commits; what is marked but not committed at the end is
+    /// committed by `close`.
+    async fn consume(&self, consumer: &mut dyn TopicConsumer, shutdown: &CancellationToken) -> anyhow::Result<()> {
+        let mut lanes: HashMap<i32, Lane> = HashMap::new();
+        let mut marked: Vec<Position> = Vec::new();
+        let mut since_commit = 0usize;
+        let mut last_commit = Instant::now();
+        while !shutdown.is_cancelled() {
+            // Wait no longer than the next retry of a blocked partition.
+            let now = Instant::now();
+            let next_retry = lanes.values().filter_map(|lane| lane.retry_at).min();
+            let wait = next_retry
+                .map_or(Duration::from_millis(200), |at| at.saturating_duration_since(now))
+                .min(Duration::from_millis(200));
+            let polled = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                polled = consumer.poll(500, wait) => polled,
+            };
+            match polled {
+                Ok(records) => {
+                    for record in records {
+                        lanes.entry(record.partition).or_default().records.push_back(record);
+                    }
+                }
+                Err(error) => {
+                    warn!(%error, "polling the presence topic failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+            for (partition, lane) in lanes.iter_mut() {
+                let done = self.drain_lane(*partition, lane, consumer).await;
+                // Marked at once, so a revoke of the partition commits them even before the next commit.
+                consumer.mark(&done);
+                since_commit += done.len();
+                marked.extend(done);
+            }
+            lanes.retain(|_, lane| !lane.records.is_empty());
+            if !marked.is_empty() && (since_commit >= COMMIT_EVERY || last_commit.elapsed() >= COMMIT_INTERVAL) {
+                let positions = flowhost_core::ports::merge_positions(std::mem::take(&mut marked));
+                if let Err(error) = consumer.commit(&positions).await {
+                    // The marks stay: they are committed on the next success, on revoke or on close.
+                    warn!(%error, "committing presence offsets failed; retrying with the next commit");
+                }
+                since_commit = 0;
+                last_commit = Instant::now();
+            }
+        }
+        Ok(())
+    }
+
+    /// Processes one partition's records in order until one cannot be processed now; returns the positions done.
+    async fn drain_lane(&self, partition: i32, lane: &mut Lane, consumer: &mut dyn TopicConsumer) -> Vec<Position> {
+        let mut done = Vec::new();
+        if lane.retry_at.is_some_and(|at| Instant::now() < at) {
+            return done;
+        }
+        while let Some(record) = lane.records.front() {
+            match self.process(record).await {
+                Ok(()) => {
+                    let position = Position { topic: record.topic.clone(), partition, next_offset: record.offset + 1 };
+                    lane.records.pop_front();
+                    if lane.retry_at.take().is_some() {
+                        lane.delay = None;
+                        self.unblock(partition);
+                        if let Err(error) = consumer.resume(&position.topic, partition).await {
+                            warn!(%error, partition, "resuming a presence partition failed");
+                        }
+                        info!(partition, "presence partition unblocked");
+                    }
+                    done.push(position);
+                }
+                Err(reason) => {
+                    let delay = self.next_delay(lane.delay);
+                    lane.delay = Some(delay);
+                    if lane.retry_at.replace(Instant::now() + delay).is_none() {
+                        if let Err(error) = consumer.pause(&record.topic, partition).await {
+                            warn!(%error, partition, "pausing a presence partition failed");
+                        }
+                    }
+                    self.metrics.retry_delay.observe(delay.as_secs_f64());
+                    warn!(partition, %reason, retry_in_ms = delay.as_millis() as u64, "presence partition blocked");
+                    self.block(partition, reason);
+                    break;
+                }
+            }
+        }
+        done
+    }
+
+    /// Capped exponential backoff with full jitter on the upper half (never below half the nominal delay).
+    fn next_delay(&self, previous: Option<Duration>) -> Duration {
+        let nominal = previous.map_or(self.settings.retry_initial, |d| (d * 2).min(self.settings.retry_max));
+        let half = nominal / 2;
+        half + half.mul_f64(rand::rng().random::<f64>())
+    }
+
+    fn block(&self, partition: i32, reason: String) {
+        self.status.blocked.lock().unwrap_or_else(|p| p.into_inner()).insert(partition, reason);
+    }
+
+    fn unblock(&self, partition: i32) {
+        self.status.blocked.lock().unwrap_or_else(|p| p.into_inner()).remove(&partition);
+    }
+
+    /// One record: projected (or a no-op), or dead-lettered; `Err` when it must be tried again later.
+    async fn process(&self, record: &Record) -> Result<(), String> {
+        let started = Instant::now();
+        let projected = self.projection.record(record).await;
+        self.metrics.projection_duration.with_label_values(&[EVENT_TYPE]).observe(started.elapsed().as_secs_f64());
+        let outcome = match projected {
+            Ok(Projected::Written { .. }) => "written".to_owned(),
+            Ok(Projected::NoOp(outcome)) => {
+                match outcome.as_str() {
+                    "duplicate" => self.metrics.duplicates.inc(),
+                    "stale_close" => self.metrics.stale_closes.inc(),
+                    "stale_time" => self.metrics.stale_times.inc(),
+                    _ => {}
+                }
+                outcome
+            }
+            Ok(Projected::Rejected { code, detail }) => {
+                let letter = dead_letter(record, &code, &detail, self.projection.clock.now_ms());
+                if let Err(error) = self.topics.publish(std::slice::from_ref(&letter)).await {
+                    self.metrics.dlq_failures.inc();
+                    return Err(format!("dead-letter publish: {error}"));
+                }
+                self.metrics.dlq_publishes.inc();
+                self.metrics.invalid.with_label_values(&[&code]).inc();
+                "dead_lettered".to_owned()
+            }
+            Err(Transient::Documents(error)) => {
+                self.metrics.docdb_errors.with_label_values(&["projection"]).inc();
+                return Err(format!("document store: {error}"));
+            }
+            Err(Transient::Projector(error)) => return Err(format!("projector: {error}")),
+        };
+        self.metrics.records.with_label_values(&[EVENT_TYPE, &outcome]).inc();
+        Ok(())
+    }
+}

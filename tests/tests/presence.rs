@@ -1,0 +1,282 @@
+//! The presence projector end to end (spec 002 part B): the `presence` role consumes the gateway's presence
+//! envelopes, the bundled `presence` plugin projects them, and the host writes one document per player by
+//! compare-and-replace; no-ops write nothing; invalid records reach the dead-letter topic with their exact bytes,
+//! key and headers; the sweep takes due sites offline. On the embedded backends and on Kafka with MongoDB.
+
+use std::time::Duration;
+
+use flowhost_core::config::Role;
+use flowhost_core::ports::{OutRecord, Versioned};
+use flowhost_tests::gateway::free_port;
+use flowhost_tests::host::read_topic;
+use flowhost_tests::{servers, unique, Backends, TestHost};
+use serde_json::{json, Value};
+
+const SESSION_A: &str = "0b6f3a52-3c2f-4d0e-9d1a-7f3e2b1c0a99";
+const SESSION_B: &str = "1c7f4b63-4d3f-4e1f-8e2b-8f4f3c2d1baa";
+
+struct Presence {
+    host: TestHost,
+    addr: String,
+    input: String,
+    dead_letters: String,
+    tenant: String,
+}
+
+impl Presence {
+    async fn start(backends: Backends, expiry_seconds: u64) -> Presence {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let distributed = backends == Backends::Distributed;
+        // On the shared broker every test has its own input topic (and so its own dead-letter topic).
+        let input = if distributed { unique("presence.input") } else { "gateway.player-casino-presence.v1".to_owned() };
+        if distributed {
+            // The input topic belongs to the gateway (its worker creates it); the projector never creates it.
+            let kafka = flowhost_kafka::KafkaTopics::new(&servers::kafka_brokers(), &Default::default()).unwrap();
+            flowhost_core::ports::Topics::create_topic(&kafka, &input, 2).await.unwrap();
+        }
+        let host = TestHost::start_configured(backends, None, |config| {
+            config.roles = vec![Role::Presence];
+            config.plugins.bundled = true;
+            let presence = &mut config.presence;
+            presence.http_addr = addr.clone();
+            presence.expiry_seconds = expiry_seconds;
+            presence.sweep_interval_seconds = 1;
+            presence.retry_initial_ms = 100;
+            presence.retry_max_ms = 1000;
+            presence.input_topic = input.clone();
+            presence.group = unique("presence");
+            if distributed {
+                presence.bootstrap_servers = vec![servers::kafka_brokers()];
+                presence.docdb_uri = Some(flowhost_core::config::Secret::new(servers::mongodb_uri()));
+                presence.dlq_replication_factor = 1;
+            } else {
+                presence.bootstrap_servers = vec!["embedded".to_owned()];
+            }
+        })
+        .await;
+        let dead_letters = flowhost_presence::dead_letter::dead_letter_topic(&input);
+        // Tenants differ per test: the MongoDB database `presence` is shared by every run.
+        let tenant = (uuid::Uuid::new_v4().as_u128() % 1_000_000_000 + 1).to_string();
+        let presence = Presence { host, addr, input, dead_letters, tenant };
+        presence.wait_ready().await;
+        presence.wait_consuming().await;
+        presence
+    }
+
+    /// The group starts at the latest offset once its partitions are assigned, which on Kafka takes a few
+    /// seconds after `/ready`: a probe player's heartbeat is sent until its document appears ("active sessions
+    /// materialize on their next heartbeat").
+    async fn wait_consuming(&self) {
+        let until = tokio::time::Instant::now() + Duration::from_secs(60);
+        while self.document("1").await.is_none() {
+            assert!(tokio::time::Instant::now() < until, "the consumer never consumed");
+            self.send(&self.envelope("1", "1", SESSION_A, "heartbeat")).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// The value of a metric line (`name{labels}`), 0 when absent.
+    async fn metric(&self, series: &str) -> u64 {
+        let metrics = self.metrics().await;
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse().ok()))
+            .unwrap_or(0)
+    }
+
+    /// `/ready` answers `ready` once the consumer is in its group and the store answers.
+    async fn wait_ready(&self) {
+        let until = tokio::time::Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Ok(response) = self.host.http.get(format!("http://{}/ready", self.addr)).send().await {
+                if response.status() == 200 {
+                    assert_eq!(response.text().await.unwrap(), "ready");
+                    return;
+                }
+            }
+            assert!(tokio::time::Instant::now() < until, "the presence role never got ready");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn envelope(&self, player: &str, site: &str, session: &str, action: &str) -> Value {
+        let now = chrono_now();
+        json!({"envelope_version": 1, "event_type": "player.casino-presence.v1", "source": "casino-web",
+            "metadata": {"event_id": uuid::Uuid::new_v4().to_string(), "received_at": now, "occurred_at": now},
+            "body": {"schema_version": 1, "tenant_id": self.tenant, "site_id": site, "user": {"user_id": player}},
+            "event_payload": {"presence_session_id": session, "action": action}})
+    }
+
+    async fn publish(&self, values: &[Vec<u8>]) {
+        let records: Vec<OutRecord> =
+            values.iter().map(|value| OutRecord::new(self.input.clone(), value.clone()).with_key("k")).collect();
+        self.topics().publish(&records).await.expect("publish");
+    }
+
+    async fn send(&self, envelope: &Value) {
+        self.publish(&[envelope.to_string().into_bytes()]).await;
+    }
+
+    fn topics(&self) -> std::sync::Arc<dyn flowhost_core::ports::Topics> {
+        self.host.ports.topics.clone()
+    }
+
+    async fn document(&self, player: &str) -> Option<Versioned> {
+        let documents = self.documents().await;
+        documents.get_versioned("presence_state", &format!("{}:{player}", self.tenant)).await.unwrap()
+    }
+
+    async fn documents(&self) -> std::sync::Arc<dyn flowhost_core::ports::DocumentStore> {
+        match &self.host.config.presence.docdb_uri {
+            Some(uri) => {
+                std::sync::Arc::new(flowhost_mongo::MongoDocuments::connect(uri.expose(), "presence").await.unwrap())
+            }
+            None => self.host.ports.documents.database("presence").await.unwrap(),
+        }
+    }
+
+    /// Waits until the player's document satisfies `done`.
+    async fn document_until(&self, player: &str, done: impl Fn(&Versioned) -> bool) -> Versioned {
+        let until = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(document) = self.document(player).await {
+                if done(&document) {
+                    return document;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < until,
+                "the document of {player} never got there: {:?}",
+                self.document(player).await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn metrics(&self) -> String {
+        self.host.http.get(format!("http://{}/metrics", self.addr)).send().await.unwrap().text().await.unwrap()
+    }
+
+    /// Waits until `/metrics` has `line` (a counter at an exact value).
+    async fn metric_until(&self, line: &str) {
+        let until = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !self.metrics().await.contains(line) {
+            assert!(tokio::time::Instant::now() < until, "{line} never appeared:\n{}", self.metrics().await);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn chrono_now() -> String {
+    flowhost_core::digest::iso_utc(flowhost_core::Clock::now_ms(&flowhost_core::SystemClock))
+}
+
+fn site<'a>(document: &'a Versioned, site_id: &str) -> &'a Value {
+    document.body["sites"].as_array().unwrap().iter().find(|s| s["site_id"] == site_id).unwrap()
+}
+
+async fn transitions_guards_and_dead_letters(backends: Backends) {
+    let presence = Presence::start(backends, 120).await;
+    // absent + opened -> online.
+    presence.send(&presence.envelope("501", "34", SESSION_A, "opened")).await;
+    let document = presence.document_until("501", |d| d.body["state"] == "online").await;
+    assert_eq!(document.body["version"], 1);
+    assert_eq!(
+        (document.body["tenant_id"].as_str(), document.body["player_id"].as_str()),
+        (Some(presence.tenant.as_str()), Some("501"))
+    );
+    let first = site(&document, "34").clone();
+    assert_eq!((first["state"].as_str(), first["session_id"].as_str()), (Some("online"), Some(SESSION_A)));
+    assert_eq!(first["last_event"]["topic"], presence.input.as_str());
+
+    // A repeated event (the same event id at a new offset) and a stale close are no-ops: nothing is written.
+    let heartbeat = presence.envelope("501", "34", SESSION_A, "heartbeat");
+    presence.send(&heartbeat).await;
+    let document = presence.document_until("501", |d| d.version == 2).await;
+    presence.send(&heartbeat).await;
+    presence.send(&presence.envelope("501", "34", SESSION_B, "closed")).await;
+    // A second site of the same player, then a close of the first one's session: online while one site is.
+    presence.send(&presence.envelope("501", "35", SESSION_B, "opened")).await;
+    presence.send(&presence.envelope("501", "34", SESSION_A, "closed")).await;
+    let after = presence.document_until("501", |d| d.version == 4).await;
+    assert_eq!(after.body["state"], "online");
+    assert_eq!(site(&after, "34")["state"], "offline");
+    assert_eq!(site(&after, "35")["state"], "online");
+    assert_eq!(after.body["version"], 4, "the body's version follows the store's");
+    assert!(document.version < after.version);
+    presence.metric_until("presence_duplicate_records_total 1").await;
+    presence.metric_until("presence_stale_closes_total 1").await;
+
+    // Permanently invalid records reach the dead-letter topic with their exact bytes, key and headers.
+    let malformed = b"{\"envelope_version\": 1, oops".to_vec();
+    let mut bad_action = presence.envelope("502", "34", SESSION_A, "left");
+    let bad_action_id = bad_action["metadata"]["event_id"].as_str().unwrap().to_owned();
+    bad_action["event_payload"]["action"] = json!("left");
+    presence.publish(&[malformed.clone(), bad_action.to_string().into_bytes()]).await;
+    let letters = read_topic(&presence.host.ports, &presence.dead_letters, 2, Duration::from_secs(30)).await;
+    assert_eq!(letters.len(), 2, "both invalid records are dead-lettered");
+    let header = |record: &flowhost_core::ports::Record, name: &str| {
+        record.headers.iter().find(|h| h.key == name).map(|h| String::from_utf8(h.value.clone()).unwrap()).unwrap()
+    };
+    let first = &letters[0];
+    assert_eq!(first.value, malformed);
+    let dlq_id = header(first, "dlq_id");
+    assert_eq!(first.key.as_deref(), Some(dlq_id.as_bytes()));
+    assert_eq!(
+        dlq_id,
+        format!("{}:{}:{}", presence.input, header(first, "original_partition"), header(first, "original_offset"))
+    );
+    assert_eq!(header(first, "original_topic"), presence.input);
+    assert_eq!(header(first, "error_code"), "malformed_json");
+    assert_eq!(header(first, "event_id"), "");
+    assert!(header(first, "failed_at").ends_with('Z'));
+    assert!(header(first, "error_detail").len() <= 256);
+    assert_eq!(header(&letters[1], "error_code"), "invalid_action");
+    assert_eq!(header(&letters[1], "event_id"), bad_action_id);
+    assert_eq!(letters[1].value, bad_action.to_string().into_bytes());
+    presence.metric_until("presence_invalid_records_total{error_code=\"invalid_action\"} 1").await;
+    presence.metric_until("presence_dlq_publishes_total 2").await;
+    assert!(presence.document("502").await.is_none(), "an invalid record writes nothing");
+    let metrics = presence.metrics().await;
+    assert!(metrics.contains("presence_ready 1"));
+    let written = "presence_records_total{event_type=\"player.casino-presence.v1\",outcome=\"written\"}";
+    assert!(presence.metric(written).await >= 4, "{metrics}");
+    presence.host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_transitions_guards_and_dead_letters() {
+    transitions_guards_and_dead_letters(Backends::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_mongodb_transitions_guards_and_dead_letters() {
+    transitions_guards_and_dead_letters(Backends::Distributed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_takes_due_sites_offline_and_keeps_the_document() {
+    let presence = Presence::start(Backends::Embedded, 1).await;
+    presence.send(&presence.envelope("601", "34", SESSION_A, "opened")).await;
+    presence.document_until("601", |d| d.body["state"] == "online").await;
+    let swept = presence.document_until("601", |d| d.body["state"] == "offline").await;
+    assert_eq!(site(&swept, "34")["state"], "offline");
+    assert!(swept.body.get("next_expiry").is_none());
+    assert!(presence.metric("presence_expired_sites_total").await >= 1, "the probe player's site expires too");
+    // A heartbeat of a new session brings the site back.
+    presence.send(&presence.envelope("601", "34", SESSION_B, "heartbeat")).await;
+    presence.document_until("601", |d| d.body["state"] == "online").await;
+    presence.host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operational_listener_answers_get_only() {
+    let presence = Presence::start(Backends::Embedded, 120).await;
+    let health = presence.host.http.get(format!("http://{}/health", presence.addr)).send().await.unwrap();
+    assert_eq!((health.status().as_u16(), health.text().await.unwrap()), (200, "ok".to_owned()));
+    for path in ["/health", "/ready", "/metrics"] {
+        let response = presence.host.http.post(format!("http://{}{path}", presence.addr)).send().await.unwrap();
+        assert_eq!(response.status(), 405, "{path}");
+    }
+    presence.host.stop().await;
+}
