@@ -25,6 +25,14 @@ struct Presence {
 
 impl Presence {
     async fn start(backends: Backends, expiry_seconds: u64) -> Presence {
+        Presence::start_with(backends, expiry_seconds, |_| {}).await
+    }
+
+    async fn start_with(
+        backends: Backends,
+        expiry_seconds: u64,
+        change: impl FnOnce(&mut flowhost_core::config::Config),
+    ) -> Presence {
         let addr = format!("127.0.0.1:{}", free_port());
         let distributed = backends == Backends::Distributed;
         // On the shared broker every test has its own input topic (and so its own dead-letter topic).
@@ -52,6 +60,7 @@ impl Presence {
             } else {
                 presence.bootstrap_servers = vec!["embedded".to_owned()];
             }
+            change(config);
         })
         .await;
         let dead_letters = flowhost_presence::dead_letter::dead_letter_topic(&input);
@@ -278,5 +287,79 @@ async fn the_operational_listener_answers_get_only() {
         let response = presence.host.http.post(format!("http://{}{path}", presence.addr)).send().await.unwrap();
         assert_eq!(response.status(), 405, "{path}");
     }
+    presence.host.stop().await;
+}
+
+/// A server process of this test: resumed and killed when dropped, also when the test fails.
+struct Private(std::process::Child);
+
+impl Private {
+    fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill").arg(format!("-{signal}")).arg(self.0.id().to_string()).status();
+        assert!(status.unwrap().success(), "kill -{signal}");
+    }
+}
+
+impl Drop for Private {
+    fn drop(&mut self) {
+        self.signal("CONT");
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_document_store_blocks_the_partition_until_it_answers_and_loses_nothing() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let mongo = Private(
+        std::process::Command::new(servers::nx27017_bin())
+            .args(["--db", "memory", "--host", "127.0.0.1", "-p", &port.to_string()])
+            .arg("--pid-file")
+            .arg(dir.path().join("pid"))
+            .arg("--log-file")
+            .arg(dir.path().join("log"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let until = tokio::time::Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(tokio::time::Instant::now() < until, "the private MongoDB-protocol server did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let presence = Presence::start_with(Backends::Embedded, 120, |config| {
+        config.presence.docdb_uri = Some(flowhost_core::config::Secret::new(format!("mongodb://127.0.0.1:{port}")));
+        config.presence.docdb_timeout_ms = 1000;
+    })
+    .await;
+    presence.send(&presence.envelope("701", "34", SESSION_A, "opened")).await;
+    presence.document_until("701", |d| d.version == 1).await;
+
+    mongo.signal("STOP");
+    presence.send(&presence.envelope("701", "34", SESSION_A, "heartbeat")).await;
+    let ready = format!("http://{}/ready", presence.addr);
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = presence.host.http.get(&ready).send().await.unwrap();
+        // The store's own probe fails first; the blocked partition follows once its record timed out.
+        let failing = response.headers().get("flowhost-failing-checks").map(|v| v.to_str().unwrap().to_owned());
+        if response.status() == 503 && failing.is_some_and(|f| f.contains("presence_consumer")) {
+            assert_eq!(response.text().await.unwrap(), "not ready");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "/ready never reported the blocked partition");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let health = presence.host.http.get(format!("http://{}/health", presence.addr)).send().await.unwrap();
+    assert_eq!(health.status(), 200, "liveness stays up while the store is retried");
+
+    mongo.signal("CONT");
+    // The blocked record is retried and written: nothing was lost, nothing dead-lettered.
+    presence.document_until("701", |d| d.version == 2).await;
+    presence.wait_ready().await;
+    assert_eq!(presence.metric("presence_dlq_publishes_total").await, 0);
+    assert!(presence.metric("presence_docdb_errors_total{operation=\"projection\"}").await >= 1);
     presence.host.stop().await;
 }

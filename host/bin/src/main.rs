@@ -175,7 +175,12 @@ struct TailArgs {
 }
 
 fn init_logging(config: &Config) {
-    let filter = EnvFilter::try_new(&config.log.filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let mut directives = config.log.filter.clone();
+    if config.roles.contains(&flowhost_core::config::Role::Presence) {
+        // PRESENCE_LOG_LEVEL sets the projector's own lines; FLOWHOST_LOG the rest.
+        directives.push_str(&format!(",flowhost_presence={}", config.presence.log_level));
+    }
+    let filter = EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match config.log.format {
         LogFormat::Json => builder.json().init(),

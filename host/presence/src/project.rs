@@ -3,7 +3,9 @@
 //! by compare-and-replace on the version it read, so two replicas and the sweep never overwrite a newer state: a
 //! lost race reads again and projects again. A no-op writes nothing.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use flowhost_core::digest::iso_utc;
 use flowhost_core::ports::{DocumentStore, PortError, Record};
@@ -53,6 +55,8 @@ pub struct Projection {
     pub projector: ProjectorSource,
     pub clock: Arc<dyn Clock>,
     pub expiry_seconds: u64,
+    /// Every document operation's bound (`PRESENCE_DOCDB_TIMEOUT_MS`).
+    pub timeout: Duration,
 }
 
 /// A bounded error code: what the projector reported when it looks like one, else a catch-all.
@@ -83,6 +87,13 @@ fn document_id(value: &str) -> Option<String> {
 }
 
 impl Projection {
+    /// A document operation within the timeout; a late answer is a transient failure.
+    async fn documents_op<T>(&self, op: impl Future<Output = Result<T, PortError>>) -> Result<T, PortError> {
+        tokio::time::timeout(self.timeout, op)
+            .await
+            .map_err(|_| PortError::Timeout(format!("no answer within {} ms", self.timeout.as_millis())))?
+    }
+
     fn projector(&self) -> Result<Plugin, Transient> {
         (self.projector)().ok_or_else(|| Transient::Projector("no active presence projector".to_owned()))
     }
@@ -139,7 +150,8 @@ impl Projection {
     /// Read, project, compare-and-replace; a lost race starts again from the newer document.
     async fn apply(&self, id: &str, input: &Value) -> Result<Projected, Transient> {
         for _ in 0..MAX_RACES {
-            let stored = self.documents.get_versioned(COLLECTION, id).await.map_err(Transient::Documents)?;
+            let stored =
+                self.documents_op(self.documents.get_versioned(COLLECTION, id)).await.map_err(Transient::Documents)?;
             let output = match self.ask(stored.as_ref().map(|s| &s.body), input).await {
                 Ok(output) => output,
                 Err(answer) => return answer,
@@ -151,15 +163,14 @@ impl Projection {
             let written = match &stored {
                 Some(stored) => {
                     document["version"] = json!(stored.version + 1);
-                    self.documents
-                        .replace_if_version(COLLECTION, id, stored.version, document)
+                    self.documents_op(self.documents.replace_if_version(COLLECTION, id, stored.version, document))
                         .await
                         .map_err(Transient::Documents)?
                         .is_some()
                 }
                 None => {
                     document["version"] = json!(1);
-                    match self.documents.insert(COLLECTION, id, document).await {
+                    match self.documents_op(self.documents.insert(COLLECTION, id, document)).await {
                         Ok(()) => true,
                         Err(PortError::Conflict(_)) => false,
                         Err(error) => return Err(Transient::Documents(error)),

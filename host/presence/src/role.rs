@@ -53,6 +53,8 @@ impl flowhost_role::Role for PresenceRole {
 
     async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
         let config = &context.config.presence;
+        let beside_gateway_ingest =
+            context.config.roles.iter().any(|role| role.gateway_parts().is_some_and(|parts| parts.ingest));
         let topics = context.service::<PresenceTopics>().context("the presence broker was not provided")?.0;
         let documents = context.service::<PresenceDocuments>().context("the presence store was not provided")?.0;
         let components = context.service::<Arc<ComponentStore>>().context("the component store was not provided")?;
@@ -63,6 +65,7 @@ impl flowhost_role::Role for PresenceRole {
             projector: Arc::new(move || components.active(PROJECTOR_PLUGIN)),
             clock: context.ports.clock.clone(),
             expiry_seconds: config.expiry_seconds,
+            timeout,
         };
         let status = Arc::new(ConsumerStatus::default());
         let consumer = Consumer {
@@ -91,7 +94,7 @@ impl flowhost_role::Role for PresenceRole {
             vec![consumer_check(status, metrics.clone()), docdb_check(documents.clone(), timeout, metrics.clone())];
         let listener = Listener::new(
             "presence",
-            config.listen_addr()?,
+            config.listen_addr(beside_gateway_ingest)?,
             "PRESENCE_HTTP_ADDR",
             metrics_router(context.registry.clone()),
         )

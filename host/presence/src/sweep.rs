@@ -66,7 +66,10 @@ impl Sweep {
             .filter("next_expiry", Filter::Lte(json!(now)))
             .sort("next_expiry", Direction::Asc)
             .limit(self.batch_size);
-        let due = self.documents.query(COLLECTION, &query).await?.items;
+        let due = tokio::time::timeout(self.projection.timeout, self.documents.query(COLLECTION, &query))
+            .await
+            .map_err(|_| anyhow::anyhow!("the sweep's query did not answer in time"))??
+            .items;
         let ids: Vec<String> = due.iter().filter_map(document_id).collect();
         self.metrics.expiry_candidates.inc_by(ids.len() as u64);
         let results: Vec<_> = futures::stream::iter(ids.clone())

@@ -124,7 +124,7 @@ impl PresenceConfig {
         if !["debug", "info", "warn", "error"].contains(&self.log_level.as_str()) {
             return Err(ConfigError::new("PRESENCE_LOG_LEVEL", "use debug, info, warn or error"));
         }
-        self.listen_addr()?;
+        self.listen_addr(false)?;
         for (name, value) in [
             ("PRESENCE_DOCDB_TIMEOUT_MS", self.docdb_timeout_ms),
             ("PRESENCE_PRESENCE_EXPIRY_SECONDS", self.expiry_seconds),
@@ -149,11 +149,15 @@ impl PresenceConfig {
         Ok(())
     }
 
-    /// The operational listener's address: `:8080` is every interface.
-    pub fn listen_addr(&self) -> Result<String, ConfigError> {
-        let addr = match self.http_addr.strip_prefix(':') {
+    /// The operational listener's address: `:8080` is every interface. `beside_gateway_ingest`: the gateway's
+    /// ingest probes hold 8080 in this process, so the default moves to `:8084` (an explicit
+    /// `PRESENCE_HTTP_ADDR` is always honoured).
+    pub fn listen_addr(&self, beside_gateway_ingest: bool) -> Result<String, ConfigError> {
+        let default = PresenceConfig::default().http_addr;
+        let http_addr = if beside_gateway_ingest && self.http_addr == default { ":8084" } else { &self.http_addr };
+        let addr = match http_addr.strip_prefix(':') {
             Some(port) => format!("0.0.0.0:{port}"),
-            None => self.http_addr.clone(),
+            None => http_addr.to_owned(),
         };
         addr.parse::<std::net::SocketAddr>().map_err(|e| {
             ConfigError::new("PRESENCE_HTTP_ADDR", format!("{:?}: {e} (write [host]:port)", self.http_addr))
