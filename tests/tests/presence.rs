@@ -363,3 +363,114 @@ async fn a_frozen_document_store_blocks_the_partition_until_it_answers_and_loses
     assert!(presence.metric("presence_docdb_errors_total{operation=\"projection\"}").await >= 1);
     presence.host.stop().await;
 }
+
+/// A `flowhost serve --roles presence` process of this test, killed when dropped.
+struct Process(std::process::Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn presence_process(data_dir: &std::path::Path, env: &[(&str, String)]) -> Process {
+    let mut command = std::process::Command::new(flowhost_tests::cli::flowhost_bin());
+    command
+        .args(["serve", "--roles", "presence"])
+        .env("FLOWHOST_DATA_DIR", data_dir)
+        .env("API_PORT", free_port().to_string())
+        .env("FLOWHOST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    Process(command.spawn().expect("flowhost"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_9_replays_the_uncommitted_suffix_as_no_ops() {
+    let input = unique("presence.input");
+    let kafka = flowhost_kafka::KafkaTopics::new(&servers::kafka_brokers(), &Default::default()).unwrap();
+    flowhost_core::ports::Topics::create_topic(&kafka, &input, 2).await.unwrap();
+    let tenant = (uuid::Uuid::new_v4().as_u128() % 1_000_000_000 + 1).to_string();
+    let documents = flowhost_mongo::MongoDocuments::connect(&servers::mongodb_uri(), "presence").await.unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let env = vec![
+        ("PRESENCE_BROKER_BOOTSTRAP_SERVERS", servers::kafka_brokers()),
+        ("DOCDB_URI", servers::mongodb_uri()),
+        ("PRESENCE_INPUT_TOPIC", input.clone()),
+        ("PRESENCE_CONSUMER_GROUP", unique("presence")),
+        ("PRESENCE_HTTP_ADDR", addr.clone()),
+        ("PRESENCE_BROKER_DLQ_REPLICATION_FACTOR", "1".to_owned()),
+    ];
+    let http = reqwest::Client::new();
+    let envelope = |player: u32, action: &str| {
+        let now = chrono_now();
+        json!({"envelope_version": 1, "event_type": "player.casino-presence.v1", "source": "casino-web",
+            "metadata": {"event_id": uuid::Uuid::new_v4().to_string(), "received_at": now, "occurred_at": now},
+            "body": {"schema_version": 1, "tenant_id": tenant, "site_id": "34", "user": {"user_id": player.to_string()}},
+            "event_payload": {"presence_session_id": SESSION_A, "action": action}})
+        .to_string()
+    };
+    let publish = |values: Vec<String>| {
+        let records: Vec<OutRecord> =
+            values.into_iter().map(|v| OutRecord::new(input.clone(), v).with_key("k")).collect();
+        let kafka = &kafka;
+        async move { flowhost_core::ports::Topics::publish(kafka, &records).await.unwrap() }
+    };
+    let document = |player: u32| {
+        let documents = &documents;
+        let id = format!("{tenant}:{player}");
+        async move { flowhost_core::ports::DocumentStore::get_versioned(documents, "presence_state", &id).await.unwrap() }
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    // A short session, so the killed member leaves the group in seconds rather than the broker's default.
+    let config_file = dir.path().join("flowhost.toml");
+    std::fs::write(&config_file, "[kafka.properties]\n\"session.timeout.ms\" = \"6000\"\n").unwrap();
+    let mut env = env;
+    env.push(("FLOWHOST_CONFIG", config_file.display().to_string()));
+    let first = presence_process(dir.path(), &env);
+    // Ready, and consuming: a probe player materializes on a heartbeat sent after the group got its partitions.
+    let until = tokio::time::Instant::now() + Duration::from_secs(90);
+    while document(1000).await.is_none() {
+        assert!(tokio::time::Instant::now() < until, "the first process never consumed");
+        if http.get(format!("http://{addr}/ready")).send().await.is_ok_and(|r| r.status() == 200) {
+            publish(vec![envelope(1000, "heartbeat")]).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Four events per player; the process is killed while it works through them.
+    let players: Vec<u32> = (1..=60).collect();
+    let mut events = Vec::new();
+    for round in ["opened", "heartbeat", "heartbeat", "heartbeat"] {
+        events.extend(players.iter().map(|p| envelope(*p, round)));
+    }
+    publish(events).await;
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    while document(30).await.is_none() {
+        assert!(tokio::time::Instant::now() < until, "nothing was projected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut first = first;
+    std::process::Command::new("kill").arg("-9").arg(first.0.id().to_string()).status().unwrap();
+    let _ = first.0.wait();
+
+    // The second process resumes after the committed offsets: the replayed suffix is a no-op, so every player
+    // ends at exactly four writes (version 4), whatever the first process had done.
+    let _second = presence_process(dir.path(), &env);
+    let until = tokio::time::Instant::now() + Duration::from_secs(120);
+    for player in players {
+        loop {
+            let version = document(player).await.map(|d| d.version);
+            if version == Some(4) {
+                break;
+            }
+            assert!(version.is_none_or(|v| v < 4), "player {player} written more than once per event: {version:?}");
+            assert!(tokio::time::Instant::now() < until, "player {player} stopped at {version:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
