@@ -69,8 +69,14 @@ async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
         .iter()
         .map(|p| (p["id"].as_str().unwrap().to_owned(), p["active_version"].as_str().unwrap_or("-").to_owned()))
         .collect();
-    for (id, expected) in [("condition", "0.2.0"), ("mapping", "0.2.0"), ("noop", "0.1.0"), ("notifications", "0.1.0")]
-    {
+    let bundled = [
+        ("condition", "0.2.0"),
+        ("mapping", "0.2.0"),
+        ("noop", "0.1.0"),
+        ("notifications", "0.1.0"),
+        ("presence", "0.1.0"),
+    ];
+    for (id, expected) in bundled {
         assert!(active.iter().any(|(found, version)| found == id && version == expected), "{id}: {active:?}");
     }
     // The condition node kind asks for tighter limits than the host's defaults in its manifest.
@@ -103,7 +109,7 @@ async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
     // A restart installs nothing twice and keeps them active; its compile cache spares compiling them again.
     host.stop().await;
     let cache = std::fs::read_dir(dir.path().join("component-cache")).map(|entries| entries.count()).unwrap_or(0);
-    assert_eq!(cache, 4, "one compiled entry per bundled plugin");
+    assert_eq!(cache, bundled.len(), "one compiled entry per bundled plugin");
     let host = TestHost::start_with(config).await;
     let (_, mut again) = host.call("GET", "/api/v1/plugins", None).await;
     let replaced = again.as_array().unwrap().iter().find(|p| p["id"] == "mapping").unwrap().clone();

@@ -63,6 +63,8 @@ impl Presence {
             change(config);
         })
         .await;
+        // A test may have named another input topic (a second replica of another test's group).
+        let input = host.config.presence.input_topic.clone();
         let dead_letters = flowhost_presence::dead_letter::dead_letter_topic(&input);
         // Tenants differ per test: the MongoDB database `presence` is shared by every run.
         let tenant = (uuid::Uuid::new_v4().as_u128() % 1_000_000_000 + 1).to_string();
@@ -227,7 +229,9 @@ async fn transitions_guards_and_dead_letters(backends: Backends) {
     let header = |record: &flowhost_core::ports::Record, name: &str| {
         record.headers.iter().find(|h| h.key == name).map(|h| String::from_utf8(h.value.clone()).unwrap()).unwrap()
     };
-    let first = &letters[0];
+    // The dead-letter topic has its own partitions: the letters are found by their code, not their order.
+    let letter = |code: &str| letters.iter().find(|r| header(r, "error_code") == code).expect(code);
+    let first = letter("malformed_json");
     assert_eq!(first.value, malformed);
     let dlq_id = header(first, "dlq_id");
     assert_eq!(first.key.as_deref(), Some(dlq_id.as_bytes()));
@@ -240,9 +244,9 @@ async fn transitions_guards_and_dead_letters(backends: Backends) {
     assert_eq!(header(first, "event_id"), "");
     assert!(header(first, "failed_at").ends_with('Z'));
     assert!(header(first, "error_detail").len() <= 256);
-    assert_eq!(header(&letters[1], "error_code"), "invalid_action");
-    assert_eq!(header(&letters[1], "event_id"), bad_action_id);
-    assert_eq!(letters[1].value, bad_action.to_string().into_bytes());
+    let second = letter("invalid_action");
+    assert_eq!(header(second, "event_id"), bad_action_id);
+    assert_eq!(second.value, bad_action.to_string().into_bytes());
     presence.metric_until("presence_invalid_records_total{error_code=\"invalid_action\"} 1").await;
     presence.metric_until("presence_dlq_publishes_total 2").await;
     assert!(presence.document("502").await.is_none(), "an invalid record writes nothing");
@@ -473,4 +477,108 @@ async fn a_kill_9_replays_the_uncommitted_suffix_as_no_ops() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+}
+
+/// Two replicas in one group and the sweep (1 s expiry, 1 s interval) work on the same players at once: each
+/// player's heartbeats are spread over both partitions, so the replicas apply them concurrently and out of
+/// order. A checker reading the documents throughout asserts that a document never goes back: its version only
+/// grows and no site's last event ever gets older. At the end every player reflects its newest heartbeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_and_the_sweep_never_overwrite_a_newer_state() {
+    let first = Presence::start(Backends::Distributed, 1).await;
+    let (input, group, tenant) = (first.input.clone(), first.host.config.presence.group.clone(), first.tenant.clone());
+    let second = Presence::start_with(Backends::Distributed, 1, |config| {
+        config.presence.input_topic = input.clone();
+        config.presence.group = group.clone();
+    })
+    .await;
+    let second = Presence { tenant: tenant.clone(), ..second };
+    // Both partitions get a committed offset before the race (a partition without one starts at the latest
+    // offset when it changes owner): probes on many keys until each materialized, then a commit interval.
+    let probes: Vec<String> = (900..916).map(|p| p.to_string()).collect();
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut missing = Vec::new();
+        for probe in &probes {
+            if first.document(probe).await.is_none() {
+                missing.push(
+                    OutRecord::new(input.clone(), first.envelope(probe, "34", SESSION_A, "heartbeat").to_string())
+                        .with_key(probe.clone()),
+                );
+            }
+        }
+        if missing.is_empty() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "the replicas never consumed every partition");
+        first.topics().publish(&missing).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let players: Vec<String> = (2..=21).map(|p| p.to_string()).collect();
+    let started_ms = flowhost_core::Clock::now_ms(&flowhost_core::SystemClock);
+    let mut records = Vec::new();
+    for n in 0..25i64 {
+        for (index, player) in players.iter().enumerate() {
+            let at = flowhost_core::digest::iso_utc(started_ms + n * 40 + index as i64);
+            let mut envelope = first.envelope(player, "34", SESSION_A, if n == 0 { "opened" } else { "heartbeat" });
+            envelope["metadata"]["received_at"] = json!(at);
+            // Alternate keys so a player's records land on both partitions.
+            records.push(OutRecord::new(input.clone(), envelope.to_string()).with_key(format!("{player}-{}", n % 2)));
+        }
+    }
+    let newest: std::collections::HashMap<String, String> = players
+        .iter()
+        .enumerate()
+        .map(|(index, p)| (p.clone(), flowhost_core::digest::iso_utc(started_ms + 24 * 40 + index as i64)))
+        .collect();
+    let checker = {
+        let documents = first.documents().await;
+        let (players, tenant, newest) = (players.clone(), tenant.clone(), newest.clone());
+        tokio::spawn(async move {
+            let mut seen: std::collections::HashMap<String, (u64, String)> = std::collections::HashMap::new();
+            let until = tokio::time::Instant::now() + Duration::from_secs(60);
+            while tokio::time::Instant::now() < until {
+                for player in &players {
+                    let Some(document) =
+                        documents.get_versioned("presence_state", &format!("{tenant}:{player}")).await.unwrap()
+                    else {
+                        continue;
+                    };
+                    let received = document.body["sites"][0]["last_event"]["received_at"].as_str().unwrap().to_owned();
+                    if let Some((version, last)) = seen.get(player) {
+                        assert!(document.version >= *version, "player {player}: version went back");
+                        assert!(received >= *last, "player {player}: an older event overwrote {last} with {received}");
+                    }
+                    seen.insert(player.clone(), (document.version, received));
+                }
+                if players.iter().all(|p| seen.get(p).is_some_and(|(_, r)| r == &newest[p])) {
+                    return Ok(seen);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err::<_, String>(format!("not every player reached its newest heartbeat: {seen:?}"))
+        })
+    };
+    first.topics().publish(&records).await.unwrap();
+    let seen = match checker.await.unwrap() {
+        Ok(seen) => seen,
+        Err(problem) => {
+            let outcomes = |metrics: String| {
+                metrics
+                    .lines()
+                    .filter(|l| l.starts_with("presence_records_total") || l.starts_with("presence_consumer_lag"))
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            };
+            panic!(
+                "{problem}\nnewest: {newest:?}\nfirst: {:?}\nsecond: {:?}",
+                outcomes(first.metrics().await),
+                outcomes(second.metrics().await)
+            );
+        }
+    };
+    assert_eq!(seen.len(), players.len());
+    second.host.stop().await;
+    first.host.stop().await;
 }

@@ -273,10 +273,7 @@ pub fn project(document: Option<Document>, event: &Event, position: &Position, e
             site.state = "offline".to_owned();
         }
         (_, Action::Closed) => return unchanged(Outcome::StaleClose),
-        // A heartbeat of the session that was closed does not reopen it.
-        ("offline", Action::Heartbeat) if site.session_id == event.session_id => {
-            return unchanged(Outcome::StaleClose);
-        }
+        // A heartbeat says the page is alive: an offline site (closed, or expired by the sweep) is online again.
         (_, Action::Opened | Action::Heartbeat) => {
             site.state = "online".to_owned();
             site.session_id = event.session_id.clone();
@@ -400,6 +397,10 @@ mod tests {
         // offline + opened -> online again.
         let doc = applied(apply(&Some(doc), &envelope(&id(6), "2026-11-24T10:01:00Z", SESSION_A, "opened"), 6));
         assert_eq!(doc.state, "online");
+        // offline + heartbeat (an expired or closed site whose page is alive) -> online.
+        let doc = applied(apply(&Some(doc), &envelope(&id(9), "2026-11-24T10:01:10Z", SESSION_A, "closed"), 9));
+        let doc = applied(apply(&Some(doc), &envelope(&id(10), "2026-11-24T10:01:20Z", SESSION_A, "heartbeat"), 10));
+        assert_eq!(doc.sites[0].state, "online");
         // absent + heartbeat -> the site is created online.
         let doc = applied(apply(&None, &envelope(&id(7), "2026-11-24T10:00:00Z", SESSION_A, "heartbeat"), 7));
         assert_eq!(doc.sites.len(), 1);
