@@ -25,7 +25,9 @@ const SESSION: &str = "0b6f3a52-3c2f-4d0e-9d1a-7f3e2b1c0a99";
 const WRITTEN: &str = "presence_records_total{event_type=\"player.casino-presence.v1\",outcome=\"written\"}";
 
 async fn metric(http: &reqwest::Client, addr: &str, series: &str) -> f64 {
-    let text = http.get(format!("http://{addr}/metrics")).send().await.unwrap().text().await.unwrap();
+    // 0 while the listener is not up yet.
+    let Ok(response) = http.get(format!("http://{addr}/metrics")).send().await else { return 0.0 };
+    let text = response.text().await.unwrap_or_default();
     text.lines().find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse().ok())).unwrap_or(0.0)
 }
 
