@@ -61,6 +61,12 @@ impl ConsumerStatus {
     }
 }
 
+/// What draining a lane did: the positions done, and a pause (`true`) or resume (`false`) of its partition.
+struct Drained {
+    done: Vec<Position>,
+    flow: Option<(String, i32, bool)>,
+}
+
 /// One partition's records waiting to be processed, and when its head may be tried again.
 #[derive(Default)]
 struct Lane {
@@ -150,12 +156,25 @@ impl Consumer {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
-            for (partition, lane) in lanes.iter_mut() {
-                let done = self.drain_lane(*partition, lane, consumer).await;
+            // Partitions are independent (a player's records share one): their lanes run concurrently.
+            let drained =
+                futures::future::join_all(lanes.iter_mut().map(|(partition, lane)| self.drain_lane(*partition, lane)))
+                    .await;
+            for drained in drained {
                 // Marked at once, so a revoke of the partition commits them even before the next commit.
-                consumer.mark(&done);
-                since_commit += done.len();
-                marked.extend(done);
+                consumer.mark(&drained.done);
+                since_commit += drained.done.len();
+                marked.extend(drained.done);
+                if let Some((topic, partition, pause)) = drained.flow {
+                    let result = if pause {
+                        consumer.pause(&topic, partition).await
+                    } else {
+                        consumer.resume(&topic, partition).await
+                    };
+                    if let Err(error) = result {
+                        warn!(%error, partition, pause, "pausing or resuming a presence partition failed");
+                    }
+                }
             }
             lanes.retain(|_, lane| !lane.records.is_empty());
             if !marked.is_empty() && (since_commit >= COMMIT_EVERY || last_commit.elapsed() >= COMMIT_INTERVAL) {
@@ -171,11 +190,12 @@ impl Consumer {
         Ok(())
     }
 
-    /// Processes one partition's records in order until one cannot be processed now; returns the positions done.
-    async fn drain_lane(&self, partition: i32, lane: &mut Lane, consumer: &mut dyn TopicConsumer) -> Vec<Position> {
-        let mut done = Vec::new();
+    /// Processes one partition's records in order until one cannot be processed now: the positions done, and
+    /// whether the partition is to be paused (it just blocked) or resumed (it just recovered).
+    async fn drain_lane(&self, partition: i32, lane: &mut Lane) -> Drained {
+        let mut drained = Drained { done: Vec::new(), flow: None };
         if lane.retry_at.is_some_and(|at| Instant::now() < at) {
-            return done;
+            return drained;
         }
         while let Some(record) = lane.records.front() {
             match self.process(record).await {
@@ -185,20 +205,16 @@ impl Consumer {
                     if lane.retry_at.take().is_some() {
                         lane.delay = None;
                         self.unblock(partition);
-                        if let Err(error) = consumer.resume(&position.topic, partition).await {
-                            warn!(%error, partition, "resuming a presence partition failed");
-                        }
+                        drained.flow = Some((position.topic.clone(), partition, false));
                         info!(partition, "presence partition unblocked");
                     }
-                    done.push(position);
+                    drained.done.push(position);
                 }
                 Err(reason) => {
                     let delay = self.next_delay(lane.delay);
                     lane.delay = Some(delay);
                     if lane.retry_at.replace(Instant::now() + delay).is_none() {
-                        if let Err(error) = consumer.pause(&record.topic, partition).await {
-                            warn!(%error, partition, "pausing a presence partition failed");
-                        }
+                        drained.flow = Some((record.topic.clone(), partition, true));
                     }
                     self.metrics.retry_delay.observe(delay.as_secs_f64());
                     warn!(partition, %reason, retry_in_ms = delay.as_millis() as u64, "presence partition blocked");
@@ -207,7 +223,7 @@ impl Consumer {
                 }
             }
         }
-        done
+        drained
     }
 
     /// Capped exponential backoff with full jitter on the upper half (never below half the nominal delay).
