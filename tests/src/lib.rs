@@ -10,6 +10,7 @@ pub mod gateway;
 pub mod host;
 pub mod inapp;
 pub mod keyvault;
+pub mod process;
 pub mod push;
 pub mod push_service;
 pub mod servers;

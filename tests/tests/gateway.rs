@@ -11,6 +11,7 @@ use flowhost_core::config::Config;
 use flowhost_core::ports::{Ports, Record};
 use flowhost_tests::gateway::{configure, parts, presence_event, GatewayAddrs, PlayerBackend, SITE, TENANT};
 use flowhost_tests::host::reader;
+use flowhost_tests::process::Private;
 use flowhost_tests::{servers, unique, Backends, TestHost};
 use serde_json::{json, Value};
 
@@ -651,11 +652,7 @@ async fn a_hung_cache_is_a_dependency_failure_within_the_cache_timeout() {
     })
     .await;
     assert_eq!(gateway.post(ORIGIN, Some("player-21"), &presence_event("opened")).await.0, 202);
-    let signal = |name: &str| {
-        let status = std::process::Command::new("kill").arg(format!("-{name}")).arg(redis.0.id().to_string()).status();
-        assert!(status.unwrap().success());
-    };
-    signal("STOP");
+    redis.signal("STOP");
     let started = std::time::Instant::now();
     let (status, _, body) = gateway.post(ORIGIN, Some("player-21"), &presence_event("heartbeat")).await;
     assert_eq!((status, body["error"]["code"].as_str()), (503, Some("UNAVAILABLE")));
@@ -667,18 +664,7 @@ async fn a_hung_cache_is_a_dependency_failure_within_the_cache_timeout() {
     let ready = gateway.http.get(gateway.addrs.edge_url("/ready")).send().await.unwrap();
     assert_eq!(ready.status(), 503);
     assert_eq!(ready.json::<Value>().await.unwrap()["failing"], json!(["gateway_cache"]));
-    signal("CONT");
+    redis.signal("CONT");
     gateway.wait_ready(gateway.addrs.edge).await;
     assert_eq!(gateway.post(ORIGIN, Some("player-21"), &presence_event("heartbeat")).await.0, 202);
-}
-
-/// A server process of one test: resumed and killed when dropped, also when the test fails.
-struct Private(std::process::Child);
-
-impl Drop for Private {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("kill").arg("-CONT").arg(self.0.id().to_string()).status();
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

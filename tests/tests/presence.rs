@@ -9,6 +9,7 @@ use flowhost_core::config::Role;
 use flowhost_core::ports::{OutRecord, Versioned};
 use flowhost_tests::gateway::free_port;
 use flowhost_tests::host::read_topic;
+use flowhost_tests::process::Private;
 use flowhost_tests::{servers, unique, Backends, TestHost};
 use serde_json::{json, Value};
 
@@ -292,24 +293,6 @@ async fn the_operational_listener_answers_get_only() {
         assert_eq!(response.status(), 405, "{path}");
     }
     presence.host.stop().await;
-}
-
-/// A server process of this test: resumed and killed when dropped, also when the test fails.
-struct Private(std::process::Child);
-
-impl Private {
-    fn signal(&self, signal: &str) {
-        let status = std::process::Command::new("kill").arg(format!("-{signal}")).arg(self.0.id().to_string()).status();
-        assert!(status.unwrap().success(), "kill -{signal}");
-    }
-}
-
-impl Drop for Private {
-    fn drop(&mut self) {
-        self.signal("CONT");
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
