@@ -113,6 +113,12 @@ async fn documents_versioned_replace() {
 }
 
 #[tokio::test]
+async fn documents_versioned_batches() {
+    let embedded = Embedded::open();
+    documents::versioned_batches(embedded.documents()).await;
+}
+
+#[tokio::test]
 async fn documents_unique_and_compound_indexes() {
     let embedded = Embedded::open();
     documents::unique_and_compound_indexes(embedded.documents()).await;

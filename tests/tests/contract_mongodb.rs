@@ -62,6 +62,11 @@ async fn versioned_replace() {
 }
 
 #[tokio::test]
+async fn versioned_batches() {
+    documents::versioned_batches(store().await).await;
+}
+
+#[tokio::test]
 async fn unique_and_compound_indexes() {
     documents::unique_and_compound_indexes(store().await).await;
 }

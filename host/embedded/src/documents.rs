@@ -19,7 +19,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use flowhost_core::model::is_identifier;
-use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, Page, PortError, Query, Versioned};
+use flowhost_core::ports::{
+    Direction, DocumentStore, Filter, IndexSpec, Page, PortError, Query, Versioned, VersionedWrite,
+};
 use rusqlite::{params, params_from_iter, types::Value as SqlValue, OptionalExtension};
 use serde_json::Value;
 
@@ -212,28 +214,34 @@ impl DocumentStore for SqliteDocuments {
         Ok(self.get_versioned(collection, id).await?.map(|versioned| versioned.body))
     }
 
-    async fn get_many(
+    async fn get_many(&self, collection: &str, ids: &[String]) -> Result<HashMap<String, Value>, PortError> {
+        let found = self.get_many_versioned(collection, ids).await?;
+        Ok(found.into_iter().map(|(id, versioned)| (id, versioned.body)).collect())
+    }
+
+    async fn get_many_versioned(
         &self,
         collection: &str,
         ids: &[String],
-    ) -> Result<std::collections::HashMap<String, Value>, PortError> {
+    ) -> Result<HashMap<String, Versioned>, PortError> {
         let collection = collection.to_owned();
         let ids = ids.to_vec();
         self.db
             .read(move |c| {
-                let mut found = std::collections::HashMap::new();
+                let mut found = HashMap::new();
                 // Chunks well under SQLite's limit of bound parameters.
                 for chunk in ids.chunks(500) {
                     let marks = vec!["?"; chunk.len()].join(", ");
-                    let sql = format!("SELECT id, body FROM documents WHERE collection = ? AND id IN ({marks})");
+                    let sql =
+                        format!("SELECT id, body, version FROM documents WHERE collection = ? AND id IN ({marks})");
                     let mut statement = c.prepare_cached(&sql)?;
                     let parameters = std::iter::once(&collection).chain(chunk.iter());
                     let rows = statement.query_map(params_from_iter(parameters), |row| {
-                        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, i64>(2)?))
                     })?;
                     for row in rows {
-                        let (id, body) = row?;
-                        found.insert(id, parse(body)?);
+                        let (id, body, version) = row?;
+                        found.insert(id, Versioned { version: version as u64, body: parse(body)? });
                     }
                 }
                 Ok(found)
@@ -314,6 +322,51 @@ impl DocumentStore for SqliteDocuments {
                     .query_row(params![collection, id, body, expected], |row| row.get(0))
                     .optional()?;
                 Ok(version.map(|version| version as u64))
+            })
+            .await
+    }
+
+    async fn write_many_if_version(
+        &self,
+        collection: &str,
+        writes: Vec<VersionedWrite>,
+    ) -> Result<Vec<Option<u64>>, PortError> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let collection = collection.to_owned();
+        let rows: Vec<(String, Option<i64>, String)> = writes
+            .into_iter()
+            .map(|write| {
+                (write.id, write.expected.map(|v| i64::try_from(v).unwrap_or(i64::MAX)), write.doc.to_string())
+            })
+            .collect();
+        self.db
+            .call(move |c| {
+                // One transaction: one commit for the whole batch; each write still compares on its own.
+                let transaction = c.transaction()?;
+                let mut written = Vec::with_capacity(rows.len());
+                {
+                    let mut insert = transaction.prepare_cached(
+                        "INSERT INTO documents (collection, id, body, version) VALUES (?1, ?2, ?3, 1)
+                         ON CONFLICT DO NOTHING RETURNING version",
+                    )?;
+                    let mut replace = transaction.prepare_cached(
+                        "UPDATE documents SET body = ?3, expires_at_ms = NULL, version = version + 1
+                         WHERE collection = ?1 AND id = ?2 AND version = ?4 RETURNING version",
+                    )?;
+                    for (id, expected, body) in &rows {
+                        let version: Option<i64> = match expected {
+                            None => insert.query_row(params![collection, id, body], |row| row.get(0)).optional()?,
+                            Some(expected) => replace
+                                .query_row(params![collection, id, body, expected], |row| row.get(0))
+                                .optional()?,
+                        };
+                        written.push(version.map(|version| version as u64));
+                    }
+                }
+                transaction.commit()?;
+                Ok(written)
             })
             .await
     }

@@ -227,6 +227,15 @@ impl DocumentStore for MongoDocuments {
         collection: &str,
         ids: &[String],
     ) -> Result<std::collections::HashMap<String, Value>, PortError> {
+        let found = self.get_many_versioned(collection, ids).await?;
+        Ok(found.into_iter().map(|(id, versioned)| (id, versioned.body)).collect())
+    }
+
+    async fn get_many_versioned(
+        &self,
+        collection: &str,
+        ids: &[String],
+    ) -> Result<std::collections::HashMap<String, Versioned>, PortError> {
         bounded("get_many", async {
             let mut found = std::collections::HashMap::new();
             if ids.is_empty() {
@@ -239,7 +248,7 @@ impl DocumentStore for MongoDocuments {
                 .map_err(|error| map_error(error, "reading documents"))?;
             while let Some(document) = cursor.try_next().await.map_err(|error| map_error(error, "reading documents"))? {
                 let id = document.get_str("_id").map(str::to_owned).unwrap_or_default();
-                found.insert(id, to_json(document));
+                found.insert(id, Versioned { version: version_of(&document), body: to_json(document) });
             }
             Ok(found)
         })

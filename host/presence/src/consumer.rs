@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use flowhost_core::ports::{ConsumerConfig, Position, Record, StartFrom, TopicConsumer, Topics};
+use flowhost_core::ports::{ConsumerConfig, OutRecord, Position, Record, StartFrom, TopicConsumer, Topics};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -25,6 +25,8 @@ use crate::project::{Projected, Projection, Transient};
 
 /// Commit after this many marked records.
 pub const COMMIT_EVERY: usize = 100;
+/// Records of one partition projected together (one read, one batch of writes).
+pub const BATCH: usize = 500;
 /// Commit at least this often while records are marked.
 pub const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
 /// The event type the metrics name (the only registered one).
@@ -67,10 +69,12 @@ struct Drained {
     flow: Option<(String, i32, bool)>,
 }
 
-/// One partition's records waiting to be processed, and when its head may be tried again.
+/// One partition's records waiting to be marked, and when its head may be tried again. A record is settled once
+/// its projection is written (or was a no-op) or its dead letter acknowledged; records are marked in order, so a
+/// settled record waits behind an unsettled one of another player (it is never processed twice).
 #[derive(Default)]
 struct Lane {
-    records: VecDeque<Record>,
+    records: VecDeque<(Record, bool)>,
     retry_at: Option<Instant>,
     delay: Option<Duration>,
 }
@@ -148,7 +152,7 @@ impl Consumer {
             match polled {
                 Ok(records) => {
                     for record in records {
-                        lanes.entry(record.partition).or_default().records.push_back(record);
+                        lanes.entry(record.partition).or_default().records.push_back((record, false));
                     }
                 }
                 Err(error) => {
@@ -190,40 +194,47 @@ impl Consumer {
         Ok(())
     }
 
-    /// Processes one partition's records in order until one cannot be processed now: the positions done, and
+    /// Processes one partition's records in batches until one cannot be processed now: the positions done, and
     /// whether the partition is to be paused (it just blocked) or resumed (it just recovered).
     async fn drain_lane(&self, partition: i32, lane: &mut Lane) -> Drained {
         let mut drained = Drained { done: Vec::new(), flow: None };
         if lane.retry_at.is_some_and(|at| Instant::now() < at) {
             return drained;
         }
-        while let Some(record) = lane.records.front() {
-            match self.process(record).await {
-                Ok(()) => {
-                    let position = Position { topic: record.topic.clone(), partition, next_offset: record.offset + 1 };
-                    lane.records.pop_front();
-                    if lane.retry_at.take().is_some() {
-                        lane.delay = None;
-                        self.unblock(partition);
-                        drained.flow = Some((position.topic.clone(), partition, false));
-                        info!(partition, "presence partition unblocked");
-                    }
-                    drained.done.push(position);
+        loop {
+            let batch: Vec<usize> =
+                (0..lane.records.len().min(BATCH)).filter(|index| !lane.records[*index].1).collect();
+            let failure = match batch.is_empty() {
+                true => None,
+                false => self.process(lane, &batch).await,
+            };
+            while lane.records.front().is_some_and(|(_, settled)| *settled) {
+                let (record, _) = lane.records.pop_front().expect("a settled head");
+                drained.done.push(Position { topic: record.topic, partition, next_offset: record.offset + 1 });
+            }
+            if let Some(reason) = failure {
+                let topic = lane.records.front().map_or_else(String::new, |(record, _)| record.topic.clone());
+                let delay = self.next_delay(lane.delay);
+                lane.delay = Some(delay);
+                if lane.retry_at.replace(Instant::now() + delay).is_none() {
+                    drained.flow = Some((topic, partition, true));
                 }
-                Err(reason) => {
-                    let delay = self.next_delay(lane.delay);
-                    lane.delay = Some(delay);
-                    if lane.retry_at.replace(Instant::now() + delay).is_none() {
-                        drained.flow = Some((record.topic.clone(), partition, true));
-                    }
-                    self.metrics.retry_delay.observe(delay.as_secs_f64());
-                    warn!(partition, %reason, retry_in_ms = delay.as_millis() as u64, "presence partition blocked");
-                    self.block(partition, reason);
-                    break;
-                }
+                self.metrics.retry_delay.observe(delay.as_secs_f64());
+                warn!(partition, %reason, retry_in_ms = delay.as_millis() as u64, "presence partition blocked");
+                self.block(partition, reason);
+                return drained;
+            }
+            if lane.retry_at.take().is_some() {
+                lane.delay = None;
+                self.unblock(partition);
+                let topic = drained.done.last().map_or_else(String::new, |position| position.topic.clone());
+                drained.flow = Some((topic, partition, false));
+                info!(partition, "presence partition unblocked");
+            }
+            if lane.records.is_empty() {
+                return drained;
             }
         }
-        drained
     }
 
     /// Capped exponential backoff with full jitter on the upper half (never below half the nominal delay).
@@ -241,39 +252,76 @@ impl Consumer {
         self.status.blocked.lock().unwrap_or_else(|p| p.into_inner()).remove(&partition);
     }
 
-    /// One record: projected (or a no-op), or dead-lettered; `Err` when it must be tried again later.
-    async fn process(&self, record: &Record) -> Result<(), String> {
+    /// Projects the lane's records at `batch` (unsettled, in order) and settles those that are done: written,
+    /// a no-op, or dead-lettered. Returns why the first of the others could not be processed now.
+    async fn process(&self, lane: &mut Lane, batch: &[usize]) -> Option<String> {
         let started = Instant::now();
-        let projected = self.projection.record(record).await;
-        self.metrics.projection_duration.with_label_values(&[EVENT_TYPE]).observe(started.elapsed().as_secs_f64());
-        let outcome = match projected {
-            Ok(Projected::Written { .. }) => "written".to_owned(),
-            Ok(Projected::NoOp(outcome)) => {
-                match outcome.as_str() {
-                    "duplicate" => self.metrics.duplicates.inc(),
-                    "stale_close" => self.metrics.stale_closes.inc(),
-                    "stale_time" => self.metrics.stale_times.inc(),
-                    _ => {}
+        let records: Vec<&Record> = batch.iter().map(|index| &lane.records[*index].0).collect();
+        let projected = self.projection.records(&records).await;
+        // The batch's time, shared by its records.
+        let each = started.elapsed().as_secs_f64() / batch.len() as f64;
+        let duration = self.metrics.projection_duration.with_label_values(&[EVENT_TYPE]);
+        for _ in batch {
+            duration.observe(each);
+        }
+        // The batch's dead letters go out together; the records they belong to settle once the log took them.
+        let letters: Vec<OutRecord> = records
+            .iter()
+            .zip(&projected)
+            .filter_map(|(record, projected)| match projected {
+                Ok(Projected::Rejected { code, detail }) => {
+                    Some(dead_letter(record, code, detail, self.projection.clock.now_ms()))
                 }
-                outcome
-            }
-            Ok(Projected::Rejected { code, detail }) => {
-                let letter = dead_letter(record, &code, &detail, self.projection.clock.now_ms());
-                if let Err(error) = self.topics.publish(std::slice::from_ref(&letter)).await {
-                    self.metrics.dlq_failures.inc();
-                    return Err(format!("dead-letter publish: {error}"));
-                }
-                self.metrics.dlq_publishes.inc();
-                self.metrics.invalid.with_label_values(&[&code]).inc();
-                "dead_lettered".to_owned()
-            }
-            Err(Transient::Documents(error)) => {
-                self.metrics.docdb_errors.with_label_values(&["projection"]).inc();
-                return Err(format!("document store: {error}"));
-            }
-            Err(Transient::Projector(error)) => return Err(format!("projector: {error}")),
+                _ => None,
+            })
+            .collect();
+        let dead_letters = match letters.is_empty() {
+            true => Ok(()),
+            false => self.topics.publish(&letters).await.map(|_| ()),
         };
-        self.metrics.records.with_label_values(&[EVENT_TYPE, &outcome]).inc();
-        Ok(())
+        match &dead_letters {
+            Ok(()) => self.metrics.dlq_publishes.inc_by(letters.len() as u64),
+            Err(_) => self.metrics.dlq_failures.inc_by(letters.len() as u64),
+        }
+        let mut failure = None;
+        for (index, projected) in batch.iter().zip(projected) {
+            let outcome = match projected {
+                Ok(Projected::Written { .. }) => "written".to_owned(),
+                Ok(Projected::NoOp(outcome)) => {
+                    match outcome.as_str() {
+                        "duplicate" => self.metrics.duplicates.inc(),
+                        "stale_close" => self.metrics.stale_closes.inc(),
+                        "stale_time" => self.metrics.stale_times.inc(),
+                        _ => {}
+                    }
+                    outcome
+                }
+                Ok(Projected::Rejected { code, .. }) => match &dead_letters {
+                    Ok(()) => {
+                        self.metrics.invalid.with_label_values(&[&code]).inc();
+                        "dead_lettered".to_owned()
+                    }
+                    Err(error) => {
+                        failure.get_or_insert_with(|| format!("dead-letter publish: {error}"));
+                        continue;
+                    }
+                },
+                Err(Transient::Documents(error)) => {
+                    if failure.is_none() {
+                        // Once per batch: a store failure fails all of the batch's writes at once.
+                        self.metrics.docdb_errors.with_label_values(&["projection"]).inc();
+                    }
+                    failure.get_or_insert_with(|| format!("document store: {error}"));
+                    continue;
+                }
+                Err(Transient::Projector(error)) => {
+                    failure.get_or_insert_with(|| format!("projector: {error}"));
+                    continue;
+                }
+            };
+            self.metrics.records.with_label_values(&[EVENT_TYPE, &outcome]).inc();
+            lane.records[*index].1 = true;
+        }
+        failure
     }
 }

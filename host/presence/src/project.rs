@@ -1,14 +1,20 @@
-//! One record through the projection: the host side of the `presence` projector plugin. The host reads the
-//! player's document (with its store version), asks the plugin what the record makes of it, and writes the answer
-//! by compare-and-replace on the version it read, so two replicas and the sweep never overwrite a newer state: a
-//! lost race reads again and projects again. A no-op writes nothing.
+//! Records through the projection: the host side of the `presence` projector plugin. The host reads the player's
+//! document (with its store version), asks the plugin what each of the player's records makes of it in order,
+//! and writes the result by compare-and-replace on the version it read, so two replicas and the sweep never
+//! overwrite a newer state: a lost race reads again and projects again. A no-op writes nothing.
+//!
+//! A batch (one partition's records, or the sweep's due documents) is read with one query, folded per player
+//! (a player's records one after the other, players in parallel on the runtime's threads) and written with one
+//! batch of compare-and-writes (one transaction on the embedded store). Only the documents that lost a race go
+//! through the single-document path again.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use flowhost_core::digest::iso_utc;
-use flowhost_core::ports::{DocumentStore, PortError, Record};
+use flowhost_core::ports::{DocumentStore, PortError, Record, Versioned, VersionedWrite};
 use flowhost_core::Clock;
 use flowhost_runtime::{InvokeError, Plugin};
 use serde::Deserialize;
@@ -18,6 +24,8 @@ use serde_json::{json, Value};
 pub const COLLECTION: &str = "presence_state";
 /// Compare-and-replace attempts before the record counts as a transient failure (retried with the partition).
 const MAX_RACES: usize = 16;
+/// The fewest groups a fold task takes (smaller batches are folded on one task).
+const FOLDS_PER_TASK: usize = 16;
 
 /// What happened to one record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,12 +94,46 @@ fn document_id(value: &str) -> Option<String> {
     ids.iter().all(decimal).then(|| format!("{}:{}", envelope.body.tenant_id, envelope.body.user.user_id))
 }
 
+/// What the projector made of one player's inputs, folded one after the other onto the stored document.
+struct Fold {
+    outcomes: Vec<Result<Projected, Transient>>,
+    /// The document to write, when at least one input applied.
+    document: Option<Value>,
+}
+
+/// One player's inputs and where their outcomes go in the batch.
+struct Group {
+    id: String,
+    inputs: Vec<Value>,
+    slots: Vec<usize>,
+}
+
+/// Sites of a document that are online.
+fn online(body: Option<&Value>) -> usize {
+    body.and_then(|b| b.get("sites")).and_then(Value::as_array).map_or(0, |sites| {
+        sites.iter().filter(|site| site.get("state").and_then(Value::as_str) == Some("online")).count()
+    })
+}
+
+/// The compare-and-write of `document` over what was read: the next version, or a creation.
+fn write_of(id: &str, stored: Option<&Versioned>, mut document: Value) -> VersionedWrite {
+    let expected = stored.map(|stored| stored.version);
+    document["version"] = json!(expected.map_or(1, |version| version + 1));
+    VersionedWrite { id: id.to_owned(), expected, doc: document }
+}
+
+fn failed(count: usize, error: &Transient) -> Vec<Result<Projected, Transient>> {
+    vec![Err(error.clone()); count]
+}
+
 impl Projection {
     /// A document operation within the timeout; a late answer is a transient failure.
-    async fn documents_op<T>(&self, op: impl Future<Output = Result<T, PortError>>) -> Result<T, PortError> {
+    async fn documents_op<T>(&self, op: impl Future<Output = Result<T, PortError>>) -> Result<T, Transient> {
         tokio::time::timeout(self.timeout, op)
             .await
-            .map_err(|_| PortError::Timeout(format!("no answer within {} ms", self.timeout.as_millis())))?
+            .map_err(|_| PortError::Timeout(format!("no answer within {} ms", self.timeout.as_millis())))
+            .and_then(|answer| answer)
+            .map_err(Transient::Documents)
     }
 
     fn projector(&self) -> Result<Plugin, Transient> {
@@ -119,78 +161,190 @@ impl Projection {
 
     /// Projects one broker record onto its player's document.
     pub async fn record(&self, record: &Record) -> Result<Projected, Transient> {
-        let Ok(value) = std::str::from_utf8(&record.value) else {
-            return Ok(Projected::Rejected {
-                code: "malformed_json".to_owned(),
-                detail: "the value is not UTF-8".to_owned(),
-            });
-        };
-        let input = json!({
-            "kind": "record", "topic": record.topic, "partition": record.partition, "offset": record.offset,
-            "value": value, "now": iso_utc(self.clock.now_ms()), "expiry_seconds": self.expiry_seconds,
-        });
-        let Some(id) = document_id(value) else {
-            // Not addressable: the projector names what is wrong with it.
-            return match self.ask(None, &input).await {
-                Ok(_) => {
-                    Ok(Projected::Rejected { code: "invalid_user_id".to_owned(), detail: "no player id".to_owned() })
-                }
-                Err(answer) => answer,
+        self.records(&[record]).await.pop().expect("one outcome per record")
+    }
+
+    /// Projects a partition's records, in order per player; one outcome per record, in the records' order.
+    pub async fn records(&self, records: &[&Record]) -> Vec<Result<Projected, Transient>> {
+        let now = iso_utc(self.clock.now_ms());
+        let mut outcomes: Vec<Option<Result<Projected, Transient>>> = vec![None; records.len()];
+        let mut groups: Vec<Group> = Vec::new();
+        let mut group_of: HashMap<String, usize> = HashMap::new();
+        for (slot, record) in records.iter().enumerate() {
+            let Ok(value) = std::str::from_utf8(&record.value) else {
+                outcomes[slot] = Some(Ok(Projected::Rejected {
+                    code: "malformed_json".to_owned(),
+                    detail: "the value is not UTF-8".to_owned(),
+                }));
+                continue;
             };
-        };
-        self.apply(&id, &input).await
+            let input = json!({
+                "kind": "record", "topic": record.topic, "partition": record.partition, "offset": record.offset,
+                "value": value, "now": now, "expiry_seconds": self.expiry_seconds,
+            });
+            let Some(id) = document_id(value) else {
+                // Not addressable: the projector names what is wrong with it.
+                outcomes[slot] = Some(match self.ask(None, &input).await {
+                    Ok(_) => Ok(Projected::Rejected {
+                        code: "invalid_user_id".to_owned(),
+                        detail: "no player id".to_owned(),
+                    }),
+                    Err(answer) => answer,
+                });
+                continue;
+            };
+            let index = *group_of.entry(id.clone()).or_insert_with(|| {
+                groups.push(Group { id, inputs: Vec::new(), slots: Vec::new() });
+                groups.len() - 1
+            });
+            groups[index].inputs.push(input);
+            groups[index].slots.push(slot);
+        }
+        let slots: Vec<Vec<usize>> = groups.iter().map(|group| group.slots.clone()).collect();
+        for (group_outcomes, group_slots) in self.project_groups(groups).await.into_iter().zip(slots) {
+            for (outcome, slot) in group_outcomes.into_iter().zip(group_slots) {
+                outcomes[slot] = Some(outcome);
+            }
+        }
+        outcomes.into_iter().map(|outcome| outcome.expect("every record has an outcome")).collect()
     }
 
     /// Takes the due sites of document `id` offline (the sweep).
     pub async fn expire(&self, id: &str) -> Result<Projected, Transient> {
-        let input = json!({ "kind": "expire", "now": iso_utc(self.clock.now_ms()) });
-        self.apply(id, &input).await
+        self.expire_many(vec![id.to_owned()]).await.pop().expect("one outcome per document")
     }
 
-    /// Read, project, compare-and-replace; a lost race starts again from the newer document.
-    async fn apply(&self, id: &str, input: &Value) -> Result<Projected, Transient> {
-        for _ in 0..MAX_RACES {
-            let stored =
-                self.documents_op(self.documents.get_versioned(COLLECTION, id)).await.map_err(Transient::Documents)?;
-            let output = match self.ask(stored.as_ref().map(|s| &s.body), input).await {
-                Ok(output) => output,
-                Err(answer) => return answer,
-            };
-            let Some(mut document) = output.document.filter(|_| output.outcome == "applied") else {
-                return Ok(Projected::NoOp(bounded(&output.outcome)));
-            };
-            let written_document = document.clone();
-            let written = match &stored {
-                Some(stored) => {
-                    document["version"] = json!(stored.version + 1);
-                    self.documents_op(self.documents.replace_if_version(COLLECTION, id, stored.version, document))
-                        .await
-                        .map_err(Transient::Documents)?
-                        .is_some()
-                }
-                None => {
-                    document["version"] = json!(1);
-                    match self.documents_op(self.documents.insert(COLLECTION, id, document)).await {
-                        Ok(()) => true,
-                        Err(PortError::Conflict(_)) => false,
-                        Err(error) => return Err(Transient::Documents(error)),
-                    }
-                }
-            };
-            if written {
-                let online = |body: Option<&Value>| {
-                    body.and_then(|b| b.get("sites")).and_then(Value::as_array).map_or(0, |sites| {
-                        sites.iter().filter(|site| site.get("state").and_then(Value::as_str) == Some("online")).count()
+    /// Takes the due sites of the documents `ids` offline; one outcome per id, in order.
+    pub async fn expire_many(&self, ids: Vec<String>) -> Vec<Result<Projected, Transient>> {
+        let input = json!({ "kind": "expire", "now": iso_utc(self.clock.now_ms()) });
+        let groups = ids.into_iter().map(|id| Group { id, inputs: vec![input.clone()], slots: Vec::new() }).collect();
+        self.project_groups(groups).await.into_iter().flatten().collect()
+    }
+
+    /// Each group's outcomes: one read for all, the folds in parallel, one batch of writes; a group whose write
+    /// lost a race goes through [`Projection::apply`].
+    async fn project_groups(&self, groups: Vec<Group>) -> Vec<Vec<Result<Projected, Transient>>> {
+        if groups.is_empty() {
+            return Vec::new();
+        }
+        let ids: Vec<String> = groups.iter().map(|group| group.id.clone()).collect();
+        let mut stored = match self.documents_op(self.documents.get_many_versioned(COLLECTION, &ids)).await {
+            Ok(stored) => stored,
+            Err(error) => return groups.iter().map(|group| failed(group.inputs.len(), &error)).collect(),
+        };
+        let reads: Vec<(Group, Option<Versioned>)> =
+            groups.into_iter().map(|group| (stored.remove(&group.id), group)).map(|(s, g)| (g, s)).collect();
+        let folded = self.fold_parallel(reads).await;
+        let writes: Vec<VersionedWrite> = folded
+            .iter()
+            .filter_map(|(group, stored, fold)| {
+                fold.document.clone().map(|document| write_of(&group.id, stored.as_ref(), document))
+            })
+            .collect();
+        let mut written = match self.documents_op(self.documents.write_many_if_version(COLLECTION, writes)).await {
+            Ok(written) => written.into_iter(),
+            Err(error) => {
+                return folded
+                    .into_iter()
+                    .map(|(group, _, fold)| match fold.document {
+                        Some(_) => failed(group.inputs.len(), &error),
+                        None => fold.outcomes,
                     })
-                };
-                let before = online(stored.as_ref().map(|s| &s.body));
-                let after = online(Some(&written_document));
-                return Ok(Projected::Written { went_offline: before.saturating_sub(after) });
+                    .collect();
+            }
+        };
+        let mut outcomes = Vec::with_capacity(folded.len());
+        for (group, _, fold) in folded {
+            let lost_race = fold.document.is_some() && written.next().flatten().is_none();
+            outcomes.push(if lost_race { self.apply(&group.id, &group.inputs).await } else { fold.outcomes });
+        }
+        outcomes
+    }
+
+    /// The folds of the groups, spread over the runtime's worker threads (the projector is CPU work).
+    async fn fold_parallel(&self, reads: Vec<(Group, Option<Versioned>)>) -> Vec<(Group, Option<Versioned>, Fold)> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let per_task = reads.len().div_ceil(threads).max(FOLDS_PER_TASK);
+        let mut tasks = Vec::new();
+        let mut reads = reads.into_iter().peekable();
+        while reads.peek().is_some() {
+            let chunk: Vec<(Group, Option<Versioned>)> = reads.by_ref().take(per_task).collect();
+            // What is left of the chunk should its task fail: the groups' ids and sizes.
+            let sizes: Vec<(String, usize)> =
+                chunk.iter().map(|(group, _)| (group.id.clone(), group.inputs.len())).collect();
+            let projection = self.clone();
+            let task = tokio::spawn(async move {
+                let mut folded = Vec::with_capacity(chunk.len());
+                for (group, stored) in chunk {
+                    let fold = projection.fold(stored.as_ref(), &group.inputs).await;
+                    folded.push((group, stored, fold));
+                }
+                folded
+            });
+            tasks.push((sizes, task));
+        }
+        let mut folded = Vec::new();
+        for (sizes, task) in tasks {
+            match task.await {
+                Ok(chunk) => folded.extend(chunk),
+                Err(error) => {
+                    // Nothing of the chunk is written; its records are retried with their partition.
+                    let error = Transient::Projector(format!("the fold task failed: {error}"));
+                    folded.extend(sizes.into_iter().map(|(id, count)| {
+                        let group = Group { id, inputs: Vec::new(), slots: Vec::new() };
+                        (group, None, Fold { outcomes: failed(count, &error), document: None })
+                    }));
+                }
             }
         }
-        Err(Transient::Documents(PortError::Unavailable(format!(
-            "{MAX_RACES} lost compare-and-replace races on one document"
-        ))))
+        folded
+    }
+
+    /// Asks the projector about each input in order, each on the state the previous ones left.
+    async fn fold(&self, stored: Option<&Versioned>, inputs: &[Value]) -> Fold {
+        let mut state: Option<Value> = stored.map(|stored| stored.body.clone());
+        let mut changed = false;
+        let mut outcomes = Vec::with_capacity(inputs.len());
+        for (index, input) in inputs.iter().enumerate() {
+            match self.ask(state.as_ref(), input).await {
+                Ok(output) => match output.document.filter(|_| output.outcome == "applied") {
+                    Some(document) => {
+                        let went_offline = online(state.as_ref()).saturating_sub(online(Some(&document)));
+                        state = Some(document);
+                        changed = true;
+                        outcomes.push(Ok(Projected::Written { went_offline }));
+                    }
+                    None => outcomes.push(Ok(Projected::NoOp(bounded(&output.outcome)))),
+                },
+                Err(Ok(rejected)) => outcomes.push(Ok(rejected)),
+                Err(Err(transient)) => {
+                    // The rest waits: a player's records apply in order.
+                    outcomes.extend(failed(inputs.len() - index, &transient));
+                    break;
+                }
+            }
+        }
+        Fold { outcomes, document: state.filter(|_| changed) }
+    }
+
+    /// Read, fold, compare-and-write one document; a lost race starts again from the newer document.
+    async fn apply(&self, id: &str, inputs: &[Value]) -> Vec<Result<Projected, Transient>> {
+        for _ in 0..MAX_RACES {
+            let stored = match self.documents_op(self.documents.get_versioned(COLLECTION, id)).await {
+                Ok(stored) => stored,
+                Err(error) => return failed(inputs.len(), &error),
+            };
+            let fold = self.fold(stored.as_ref(), inputs).await;
+            let Some(document) = fold.document else { return fold.outcomes };
+            let write = vec![write_of(id, stored.as_ref(), document)];
+            match self.documents_op(self.documents.write_many_if_version(COLLECTION, write)).await {
+                Ok(written) if written.first().is_some_and(Option::is_some) => return fold.outcomes,
+                Ok(_) => continue,
+                Err(error) => return failed(inputs.len(), &error),
+            }
+        }
+        let error = PortError::Unavailable(format!("{MAX_RACES} lost compare-and-replace races on one document"));
+        failed(inputs.len(), &Transient::Documents(error))
     }
 }
 

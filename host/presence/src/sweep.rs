@@ -1,7 +1,7 @@
 //! The expiry sweep (spec 002 part B, rule 6): every `PRESENCE_PRESENCE_SWEEP_INTERVAL_SECONDS` it selects at most
 //! `PRESENCE_PRESENCE_SWEEP_BATCH_SIZE` documents with an online site due (`state` online and `next_expiry` at or
-//! before now, oldest first) and takes their due sites offline with 32 bounded workers, each through the
-//! projector and a compare-and-replace on the version it read: a heartbeat that lands first wins, and of two
+//! before now, oldest first) and takes their due sites offline with 32 bounded workers, each a batch of the
+//! documents through the projector and compare-and-replaces on the versions it read: a heartbeat that lands first wins, and of two
 //! replicas sweeping the same document one writes and the other finds nothing due. Documents stay.
 
 use std::sync::Arc;
@@ -17,8 +17,10 @@ use tracing::{info, warn};
 use crate::metrics::PresenceMetrics;
 use crate::project::{Projected, Projection, COLLECTION};
 
-/// Documents swept concurrently.
+/// Batches of documents swept concurrently.
 pub const WORKERS: usize = 32;
+/// The most documents one worker reads and writes together.
+const MAX_BATCH: usize = 500;
 
 pub struct Sweep {
     pub documents: Arc<dyn DocumentStore>,
@@ -72,12 +74,12 @@ impl Sweep {
             .items;
         let ids: Vec<String> = due.iter().filter_map(document_id).collect();
         self.metrics.expiry_candidates.inc_by(ids.len() as u64);
-        let results: Vec<_> = futures::stream::iter(ids.clone())
-            .map(|id| {
-                let projection = self.projection.clone();
-                async move { projection.expire(&id).await }
-            })
+        // The due documents in up to WORKERS batches, each read and written together.
+        let per_worker = ids.len().div_ceil(WORKERS).clamp(1, MAX_BATCH);
+        let results: Vec<_> = futures::stream::iter(ids.chunks(per_worker).map(<[String]>::to_vec))
+            .map(|batch| self.projection.expire_many(batch))
             .buffer_unordered(WORKERS)
+            .flat_map(futures::stream::iter)
             .collect()
             .await;
         let mut swept = Swept { candidates: ids.len() as u64, sites_offline: 0 };

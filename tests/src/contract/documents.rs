@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, PortError, Query};
+use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, PortError, Query, VersionedWrite};
 use serde_json::{json, Value};
 
 use crate::unique;
@@ -377,6 +377,43 @@ pub async fn versioned_replace(store: Arc<dyn DocumentStore>) {
         let stored = store.get_versioned(&collection, &id).await.expect("get").expect("exists");
         assert_eq!((stored.version, stored.body), (2, json!({ "winner": winner })));
     }
+}
+
+/// Batches: `get_many_versioned` answers the existing ids with their versions; `write_many_if_version` writes
+/// each entry on its own terms and says which were written: a creation of an existing id, a stale version and
+/// a missing document write nothing, the others do, in the same batch.
+pub async fn versioned_batches(store: Arc<dyn DocumentStore>) {
+    let collection = fresh_collection();
+    store.insert(&collection, "a", json!({ "n": 1 })).await.expect("insert a");
+    store.insert(&collection, "b", json!({ "n": 1 })).await.expect("insert b");
+    store.upsert(&collection, "b", json!({ "n": 2 })).await.expect("b to version 2");
+    let ids: Vec<String> = ["a", "b", "absent"].map(str::to_owned).to_vec();
+    let found = store.get_many_versioned(&collection, &ids).await.expect("read");
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!((found["a"].version, &found["a"].body), (1, &json!({ "n": 1 })));
+    assert_eq!((found["b"].version, &found["b"].body), (2, &json!({ "n": 2 })));
+    assert!(store.get_many_versioned(&collection, &[]).await.expect("nothing").is_empty());
+
+    let write = |id: &str, expected: Option<u64>, n: i64| VersionedWrite {
+        id: id.to_owned(),
+        expected,
+        doc: json!({ "n": n }),
+    };
+    let batch = vec![
+        write("a", Some(1), 10),      // current: written
+        write("b", Some(1), 20),      // stale: not written
+        write("c", None, 30),         // new: created
+        write("a", None, 40),         // exists: not created
+        write("absent", Some(1), 50), // missing: not written
+    ];
+    let written = store.write_many_if_version(&collection, batch).await.expect("batch");
+    assert_eq!(written, vec![Some(2), None, Some(1), None, None]);
+    let after = store.get_many_versioned(&collection, &["a", "b", "c", "absent"].map(str::to_owned)).await.unwrap();
+    assert_eq!((after["a"].version, &after["a"].body), (2, &json!({ "n": 10 })));
+    assert_eq!((after["b"].version, &after["b"].body), (2, &json!({ "n": 2 })));
+    assert_eq!((after["c"].version, &after["c"].body), (1, &json!({ "n": 30 })));
+    assert!(!after.contains_key("absent"));
+    assert_eq!(store.write_many_if_version(&collection, Vec::new()).await.expect("empty"), Vec::<Option<u64>>::new());
 }
 
 /// A unique index refuses a duplicate on insert, replace and upsert (`Conflict`), ensuring it again is a no-op,

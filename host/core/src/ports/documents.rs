@@ -123,6 +123,15 @@ pub struct Versioned {
     pub body: Value,
 }
 
+/// One write of [`DocumentStore::write_many_if_version`]: with `expected` `None` the document is created and
+/// must not exist yet; with `Some(version)` it is replaced only while its stored version is still that one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionedWrite {
+    pub id: String,
+    pub expected: Option<u64>,
+    pub doc: Value,
+}
+
 /// A secondary index on a collection: the fields (dotted paths) in order, and whether the combination must be
 /// unique. A document missing an indexed field is not constrained by a unique index on the embedded store
 /// (SQLite NULLs are distinct), while MongoDB indexes it as `null` (one such document allowed): give unique
@@ -195,6 +204,44 @@ pub trait DocumentStore: Send + Sync + 'static {
             }
         }
         Ok(found)
+    }
+
+    /// The bodies and versions of those of `ids` that exist, by id (one round trip where the backend allows).
+    async fn get_many_versioned(
+        &self,
+        collection: &str,
+        ids: &[String],
+    ) -> Result<HashMap<String, Versioned>, PortError> {
+        let mut found = HashMap::new();
+        for id in ids {
+            if let Some(versioned) = self.get_versioned(collection, id).await? {
+                found.insert(id.clone(), versioned);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Several compare-and-writes (each as [`insert`](DocumentStore::insert) when `expected` is `None`, else as
+    /// [`replace_if_version`](DocumentStore::replace_if_version)); per write, in order, its new version or
+    /// `None` when it was not written (the document exists already, is missing, or another write got there
+    /// first; a unique-index violation counts the same). The embedded store writes them in one transaction;
+    /// elsewhere they are independent writes, sent together. `Err` means the store failed: some may be written.
+    async fn write_many_if_version(
+        &self,
+        collection: &str,
+        writes: Vec<VersionedWrite>,
+    ) -> Result<Vec<Option<u64>>, PortError> {
+        let written = writes.into_iter().map(|write| async move {
+            match write.expected {
+                Some(expected) => self.replace_if_version(collection, &write.id, expected, write.doc).await,
+                None => match self.insert(collection, &write.id, write.doc).await {
+                    Ok(()) => Ok(Some(1)),
+                    Err(PortError::Conflict(_)) => Ok(None),
+                    Err(error) => Err(error),
+                },
+            }
+        });
+        futures::future::join_all(written).await.into_iter().collect()
     }
 
     /// Replaces the document only if its stored version is `expected`; returns the new version, or `None` (and

@@ -12,7 +12,7 @@ mod topics;
 use std::sync::Arc;
 
 pub use cache::{Cache, Counter};
-pub use documents::{check_path, Direction, DocumentStore, Filter, IndexSpec, Page, Query, Versioned};
+pub use documents::{check_path, Direction, DocumentStore, Filter, IndexSpec, Page, Query, Versioned, VersionedWrite};
 pub use queue::{check_queue_name, QueueMessage, QueueStats, WorkQueue};
 pub use secrets::{SecretError, SecretStore};
 pub use subjects::{subject_matches, SubjectMessage, SubjectStream, Subjects, Wakeups};
