@@ -219,38 +219,78 @@ async fn transitions_guards_and_dead_letters(backends: Backends) {
     presence.metric_until("presence_duplicate_records_total 1").await;
     presence.metric_until("presence_stale_closes_total 1").await;
 
-    // Permanently invalid records reach the dead-letter topic with their exact bytes, key and headers.
-    let malformed = b"{\"envelope_version\": 1, oops".to_vec();
-    let mut bad_action = presence.envelope("502", "34", SESSION_A, "left");
-    let bad_action_id = bad_action["metadata"]["event_id"].as_str().unwrap().to_owned();
-    bad_action["event_payload"]["action"] = json!("left");
-    presence.publish(&[malformed.clone(), bad_action.to_string().into_bytes()]).await;
-    let letters = read_topic(&presence.host.ports, &presence.dead_letters, 2, Duration::from_secs(30)).await;
-    assert_eq!(letters.len(), 2, "both invalid records are dead-lettered");
+    // Permanently invalid records reach the dead-letter topic with their exact bytes, key and headers: one per
+    // validation code (`projector_failed` needs a failing plugin: the runtime's trap tests cover it).
+    let valid = presence.envelope("502", "34", SESSION_A, "heartbeat");
+    let with = |pointer: &str, value: Value| {
+        let mut envelope = valid.clone();
+        *envelope.pointer_mut(pointer).unwrap() = value;
+        envelope.to_string().into_bytes()
+    };
+    let in_ten_minutes =
+        flowhost_core::digest::iso_utc(flowhost_core::Clock::now_ms(&flowhost_core::SystemClock) + 600_000);
+    let mut closed_with_crash = valid.clone();
+    closed_with_crash["event_payload"]["action"] = json!("closed");
+    closed_with_crash["event_payload"]["close_reason"] = json!("crash");
+    let mut heartbeat_with_reason = valid.clone();
+    heartbeat_with_reason["event_payload"]["close_reason"] = json!("logout");
+    let invalid: Vec<(&str, Vec<u8>)> = vec![
+        ("malformed_json", b"{\"envelope_version\": 1, oops".to_vec()),
+        ("malformed_json", vec![0xff, 0xfe, 0x00]),
+        ("malformed_json", b"[1, 2]".to_vec()),
+        ("unsupported_envelope_version", with("/envelope_version", json!(2))),
+        ("unsupported_schema_version", with("/body/schema_version", json!(2))),
+        ("unsupported_event_type", with("/event_type", json!("player.casino-login.v1"))),
+        ("invalid_source", with("/source", json!(7))),
+        ("invalid_event_id", with("/metadata/event_id", json!("not-a-uuid"))),
+        ("invalid_session_id", with("/event_payload/presence_session_id", json!("session-1"))),
+        ("invalid_received_at", with("/metadata/received_at", json!("yesterday"))),
+        ("received_at_in_future", with("/metadata/received_at", json!(in_ten_minutes))),
+        ("invalid_occurred_at", with("/metadata/occurred_at", json!("soon"))),
+        ("invalid_tenant_id", with("/body/tenant_id", json!("-3"))),
+        ("invalid_site_id", with("/body/site_id", json!("main"))),
+        ("invalid_user_id", with("/body/user/user_id", json!("x502"))),
+        ("invalid_action", with("/event_payload/action", json!("left"))),
+        ("invalid_close_reason", closed_with_crash.to_string().into_bytes()),
+        ("invalid_close_reason", heartbeat_with_reason.to_string().into_bytes()),
+    ];
+    presence.publish(&invalid.iter().map(|(_, bytes)| bytes.clone()).collect::<Vec<_>>()).await;
+    let letters =
+        read_topic(&presence.host.ports, &presence.dead_letters, invalid.len(), Duration::from_secs(30)).await;
+    assert_eq!(letters.len(), invalid.len(), "every invalid record is dead-lettered");
     let header = |record: &flowhost_core::ports::Record, name: &str| {
         record.headers.iter().find(|h| h.key == name).map(|h| String::from_utf8(h.value.clone()).unwrap()).unwrap()
     };
-    // The dead-letter topic has its own partitions: the letters are found by their code, not their order.
-    let letter = |code: &str| letters.iter().find(|r| header(r, "error_code") == code).expect(code);
-    let first = letter("malformed_json");
-    assert_eq!(first.value, malformed);
-    let dlq_id = header(first, "dlq_id");
-    assert_eq!(first.key.as_deref(), Some(dlq_id.as_bytes()));
-    assert_eq!(
-        dlq_id,
-        format!("{}:{}:{}", presence.input, header(first, "original_partition"), header(first, "original_offset"))
-    );
-    assert_eq!(header(first, "original_topic"), presence.input);
-    assert_eq!(header(first, "error_code"), "malformed_json");
-    assert_eq!(header(first, "event_id"), "");
-    assert!(header(first, "failed_at").ends_with('Z'));
-    assert!(header(first, "error_detail").len() <= 256);
-    let second = letter("invalid_action");
-    assert_eq!(header(second, "event_id"), bad_action_id);
-    assert_eq!(second.value, bad_action.to_string().into_bytes());
-    presence.metric_until("presence_invalid_records_total{error_code=\"invalid_action\"} 1").await;
-    presence.metric_until("presence_dlq_publishes_total 2").await;
+    // The dead-letter topic has its own partitions: each letter is found by its original bytes.
+    let valid_event_id = valid["metadata"]["event_id"].as_str().unwrap().to_owned();
+    let mut offsets = std::collections::BTreeSet::new();
+    for (code, bytes) in &invalid {
+        let letter = letters.iter().find(|r| &r.value == bytes).unwrap_or_else(|| panic!("no letter for {code}"));
+        assert_eq!(header(letter, "error_code"), *code, "{}", String::from_utf8_lossy(bytes));
+        let dlq_id = header(letter, "dlq_id");
+        assert_eq!(letter.key.as_deref(), Some(dlq_id.as_bytes()));
+        let (partition, offset) = (header(letter, "original_partition"), header(letter, "original_offset"));
+        assert_eq!(dlq_id, format!("{}:{partition}:{offset}", presence.input));
+        assert!(offsets.insert(dlq_id), "one letter per record");
+        assert_eq!(header(letter, "original_topic"), presence.input);
+        let expected_event_id = match *code {
+            "malformed_json" | "invalid_event_id" => "",
+            _ => valid_event_id.as_str(),
+        };
+        assert_eq!(header(letter, "event_id"), expected_event_id, "{code}");
+        assert!(header(letter, "failed_at").ends_with('Z'));
+        let detail = header(letter, "error_detail");
+        assert!(!detail.is_empty() && detail.len() <= 256, "{code}: {detail}");
+        assert_eq!(letter.headers.len(), 8, "{code}: the eight headers");
+    }
+    presence.metric_until("presence_invalid_records_total{error_code=\"malformed_json\"} 3").await;
+    presence.metric_until("presence_invalid_records_total{error_code=\"invalid_close_reason\"} 2").await;
+    presence.metric_until(&format!("presence_dlq_publishes_total {}", invalid.len())).await;
     assert!(presence.document("502").await.is_none(), "an invalid record writes nothing");
+    // absent + closed -> unchanged (a stale close): no document is created.
+    presence.send(&presence.envelope("503", "34", SESSION_A, "closed")).await;
+    presence.metric_until("presence_stale_closes_total 2").await;
+    assert!(presence.document("503").await.is_none(), "a close of an absent site creates nothing");
     let metrics = presence.metrics().await;
     assert!(metrics.contains("presence_ready 1"));
     let written = "presence_records_total{event_type=\"player.casino-presence.v1\",outcome=\"written\"}";
