@@ -473,6 +473,8 @@ impl Processes {
             ("PRESENCE_CONSUMER_GROUP", unique("presence")),
             ("PRESENCE_HTTP_ADDR", addr.clone()),
             ("PRESENCE_BROKER_DLQ_REPLICATION_FACTOR", "1".to_owned()),
+            // Long enough that the sweep never takes a site offline (a write) while a slow run goes on.
+            ("PRESENCE_PRESENCE_EXPIRY_SECONDS", "3600".to_owned()),
             ("FLOWHOST_CONFIG", config_file.display().to_string()),
         ];
         Processes { tenant, input, addr, env, dir, kafka, documents, http: reqwest::Client::new() }
@@ -531,28 +533,42 @@ impl Processes {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
 
-    /// Four events for each of `players`: an `opened` and three heartbeats.
-    async fn publish_four_each(&self, players: &[u32]) {
-        let mut events = Vec::new();
-        for round in ["opened", "heartbeat", "heartbeat", "heartbeat"] {
-            events.extend(players.iter().map(|p| self.envelope(*p, round)));
+    /// Four events for each of `players`, in four rounds: an `opened` and three heartbeats. Each of the first
+    /// three rounds is published once the previous one is reflected (every player at its version), so a player
+    /// never has two events in one batch and each event is one write; the fourth is not waited for.
+    async fn publish_four_rounds(&self, players: &[u32]) {
+        for (round, action) in ["opened", "heartbeat", "heartbeat"].into_iter().enumerate() {
+            self.publish(players.iter().map(|p| self.envelope(*p, action)).collect()).await;
+            self.wait_version_each(players, round as u64 + 1).await;
         }
-        self.publish(events).await;
+        self.publish(players.iter().map(|p| self.envelope(*p, "heartbeat")).collect()).await;
     }
 
-    /// Waits until every player is at version 4 (its four events, each written once).
-    async fn wait_four_writes_each(&self, players: &[u32]) {
+    /// Waits until every player is at `version` (one write per event), never beyond it.
+    async fn wait_version_each(&self, players: &[u32], expected: u64) {
         let until = tokio::time::Instant::now() + Duration::from_secs(120);
         for player in players {
             loop {
                 let version = self.document(*player).await.map(|d| d.version);
-                if version == Some(4) {
+                if version == Some(expected) {
                     break;
                 }
-                assert!(version.is_none_or(|v| v < 4), "player {player} written more than once per event: {version:?}");
+                assert!(
+                    version.is_none_or(|v| v < expected),
+                    "player {player} written more than once per event: {version:?}"
+                );
                 assert!(tokio::time::Instant::now() < until, "player {player} stopped at {version:?}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
+        }
+    }
+
+    /// Waits until the last round reached `player` (version 4): the process is working through it.
+    async fn wait_last_round_started(&self, player: u32) {
+        let until = tokio::time::Instant::now() + Duration::from_secs(60);
+        while self.document(player).await.is_none_or(|d| d.version < 4) {
+            assert!(tokio::time::Instant::now() < until, "the last round was not projected");
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -568,21 +584,17 @@ async fn a_kill_9_replays_the_uncommitted_suffix_as_no_ops() {
     let processes = Processes::new("\"session.timeout.ms\" = \"6000\"\n").await;
     let mut first = processes.spawn();
     processes.wait_consuming(1000, 0).await;
-    // Four events per player; the process is killed while it works through them.
+    // Four events per player; the process is killed while it works through the last round.
     let players: Vec<u32> = (1..=60).collect();
-    processes.publish_four_each(&players).await;
-    let until = tokio::time::Instant::now() + Duration::from_secs(30);
-    while processes.document(30).await.is_none() {
-        assert!(tokio::time::Instant::now() < until, "nothing was projected");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    processes.publish_four_rounds(&players).await;
+    processes.wait_last_round_started(30).await;
     first.signal("KILL");
     let _ = first.0.wait();
 
     // The second process resumes after the committed offsets: the replayed suffix is a no-op, so every player
     // ends at exactly four writes (version 4), whatever the first process had done.
     let _second = processes.spawn();
-    processes.wait_four_writes_each(&players).await;
+    processes.wait_version_each(&players, 4).await;
 }
 
 /// SIGTERM while the process works through a backlog: it stops within 20 s (spec: closes its claims, commits
@@ -595,12 +607,8 @@ async fn sigterm_commits_what_was_marked_and_leaves_the_group_within_20_s() {
     let mut first = processes.spawn();
     processes.wait_consuming(1000, 0).await;
     let players: Vec<u32> = (1..=200).collect();
-    processes.publish_four_each(&players).await;
-    let until = tokio::time::Instant::now() + Duration::from_secs(60);
-    while processes.document(60).await.is_none() {
-        assert!(tokio::time::Instant::now() < until, "nothing was projected");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    processes.publish_four_rounds(&players).await;
+    processes.wait_last_round_started(60).await;
     first.signal("TERM");
     let stopping = std::time::Instant::now();
     let status = loop {
@@ -617,7 +625,7 @@ async fn sigterm_commits_what_was_marked_and_leaves_the_group_within_20_s() {
     let probe_version = processes.document(1000).await.map_or(0, |d| d.version);
     processes.wait_consuming(1000, probe_version).await;
     assert!(joined.elapsed() < Duration::from_secs(40), "the first process did not leave its group");
-    processes.wait_four_writes_each(&players).await;
+    processes.wait_version_each(&players, 4).await;
     let duplicates = "presence_records_total{event_type=\"player.casino-presence.v1\",outcome=\"duplicate\"}";
     assert_eq!(processes.metric(duplicates).await, 0, "a committed record was replayed");
 }
