@@ -15,6 +15,8 @@ pub struct FaultyDocuments {
     inner: Arc<dyn DocumentStore>,
     collection: std::sync::Mutex<String>,
     remaining: AtomicU32,
+    query_collection: std::sync::Mutex<String>,
+    queries_failing: std::sync::atomic::AtomicBool,
 }
 
 impl FaultyDocuments {
@@ -23,7 +25,15 @@ impl FaultyDocuments {
             inner,
             collection: std::sync::Mutex::new(String::new()),
             remaining: AtomicU32::new(0),
+            query_collection: std::sync::Mutex::new(String::new()),
+            queries_failing: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// While `failing`, every query of `collection` fails (a source that is down).
+    pub fn fail_queries(&self, collection: &str, failing: bool) {
+        *self.query_collection.lock().unwrap() = collection.to_owned();
+        self.queries_failing.store(failing, Ordering::SeqCst);
     }
 
     /// The next `count` writes (insert, replace, upsert) to `collection` fail.
@@ -57,6 +67,9 @@ impl DocumentStore for FaultyDocuments {
         self.inner.list(collection).await
     }
     async fn query(&self, collection: &str, query: &Query) -> Result<Page, PortError> {
+        if self.queries_failing.load(Ordering::SeqCst) && *self.query_collection.lock().unwrap() == collection {
+            return Err(PortError::Unavailable(format!("injected failure querying {collection}")));
+        }
         self.inner.query(collection, query).await
     }
     async fn get_versioned(&self, collection: &str, id: &str) -> Result<Option<Versioned>, PortError> {

@@ -189,6 +189,7 @@ fn role_entry(role: Role) -> RoleEntry {
         Role::GatewayIngest => RoleEntry::of::<flowhost_gateway::GatewayIngestRole>(),
         Role::GatewayWorker => RoleEntry::of::<flowhost_gateway::GatewayWorkerRole>(),
         Role::Presence => RoleEntry::of::<flowhost_presence::PresenceRole>(),
+        Role::Campaigns => RoleEntry::of::<flowhost_campaigns::CampaignsRole>(),
     }
 }
 

@@ -16,8 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::ports::SecretStore;
 
+mod campaigns;
 mod gateway;
 mod presence;
+pub use campaigns::CampaignsConfig;
 pub use gateway::{GatewayConfig, ScopeLimits, DEFAULT_INVALID_STATUSES, MIN_CACHE_HMAC_KEY_BYTES};
 pub use presence::{PresenceConfig, PRESENCE_DATABASE};
 
@@ -63,6 +65,8 @@ pub enum Role {
     GatewayWorker,
     /// The presence projector (spec 002 part B): presence events into one document per player.
     Presence,
+    /// The campaign events read API (spec 002 part C): read models synchronized from Flowhost's stores.
+    Campaigns,
 }
 
 impl Role {
@@ -104,9 +108,10 @@ impl FromStr for Role {
             "gateway-ingest" => Ok(Role::GatewayIngest),
             "gateway-worker" => Ok(Role::GatewayWorker),
             "presence" => Ok(Role::Presence),
+            "campaigns" => Ok(Role::Campaigns),
             other => Err(format!(
                 "unknown role {other:?} (known: admin, engine, push-api, sender, gateway, gateway-edge, \
-                 gateway-ingest, gateway-worker, presence)"
+                 gateway-ingest, gateway-worker, presence, campaigns)"
             )),
         }
     }
@@ -145,6 +150,7 @@ pub struct Config {
     pub plugins: PluginsConfig,
     pub gateway: GatewayConfig,
     pub presence: PresenceConfig,
+    pub campaigns: CampaignsConfig,
     /// Secret store address (`KEY_VAULT_URL`, an Azure Key Vault `https://` URL); needed by every
     /// `*_SECRET_NAME` setting.
     pub key_vault_url: Option<String>,
@@ -168,6 +174,7 @@ impl Default for Config {
             plugins: PluginsConfig::default(),
             gateway: GatewayConfig::default(),
             presence: PresenceConfig::default(),
+            campaigns: CampaignsConfig::default(),
             key_vault_url: None,
         }
     }
@@ -859,6 +866,7 @@ impl Config {
         self.apply_push_env(&get)?;
         self.gateway.apply_env(&get)?;
         self.presence.apply_env(&get)?;
+        self.campaigns.apply_env(&get)?;
         let plugins = &mut self.plugins;
         for (name, slot) in [
             ("FLOWHOST_PLUGINS_TIMEOUT_MS", &mut plugins.timeout_ms),
@@ -1015,6 +1023,9 @@ impl Config {
         }
         if self.roles.contains(&Role::Presence) {
             self.presence.validate()?;
+        }
+        if self.roles.contains(&Role::Campaigns) {
+            self.campaigns.validate()?;
         }
         if let Some(url) = &self.api.public_base_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {

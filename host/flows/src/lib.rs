@@ -23,7 +23,9 @@ mod validate;
 
 pub use deps::{ActiveService, Dependencies, IN_PROCESS};
 pub use issues::{Code, Issue, Report, Severity};
-pub use model::{EditLock, FlowBody, FlowRecord, FlowStatus, FlowSummary, FlowVersion, Node, NodeKind, ReleaseAttempt};
+pub use model::{
+    CampaignMeta, EditLock, FlowBody, FlowRecord, FlowStatus, FlowSummary, FlowVersion, Node, NodeKind, ReleaseAttempt,
+};
 pub use normalize::normalize;
 pub use schema::body_schema;
 pub use store::{FlowInput, Flows, LOCK_TTL_DEFAULT_SECONDS, LOCK_TTL_MAX_SECONDS};

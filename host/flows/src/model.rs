@@ -108,6 +108,26 @@ pub enum FlowStatus {
     Invalid,
 }
 
+/// Campaign metadata of a v2 flow, edited with the flow: the flow is then a campaign of `tenant_id` (the
+/// campaign events API reads it). The flow's `description` is the campaign's description.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CampaignMeta {
+    /// The tenant the campaign belongs to: 1 to 64 letters, digits, `-`, `_` or `.`.
+    pub tenant_id: String,
+    /// What the campaign offers players (free text, at most 1024 characters).
+    #[serde(default)]
+    pub offering: String,
+    /// RFC 3339 instants; the campaign has ended once `ends_at` passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_at: Option<String>,
+    /// An archived campaign counts as ended.
+    #[serde(default)]
+    pub archived: bool,
+}
+
 /// The marker a stored flow carries to tell v2 flows from v1 flows (both live in the `flows` collection).
 pub const API_VERSION: u32 = 2;
 
@@ -120,6 +140,9 @@ pub struct FlowRecord {
     pub name: String,
     #[serde(default)]
     pub description: String,
+    /// Set when the flow is a campaign.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub campaign: Option<CampaignMeta>,
     pub status: FlowStatus,
     pub enabled: bool,
     /// The body being edited. Saving a draft never changes what runs.

@@ -93,6 +93,19 @@ pub fn body_schema() -> Value {
             "name": { "type": "string", "maxLength": 256 },
             "description": { "type": "string", "maxLength": 4096 },
             "enabled": { "type": "boolean", "default": true },
+            "campaign": {
+                "description": "Campaign metadata: the flow is a campaign of this tenant (absent on save keeps it).",
+                "type": "object",
+                "properties": {
+                    "tenant_id": { "type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9._-]+$" },
+                    "offering": { "type": "string", "maxLength": 1024 },
+                    "starts_at": { "type": "string", "format": "date-time" },
+                    "ends_at": { "type": "string", "format": "date-time" },
+                    "archived": { "type": "boolean", "default": false },
+                },
+                "required": ["tenant_id"],
+                "additionalProperties": false,
+            },
             "nodes": {
                 "type": "array",
                 "items": {

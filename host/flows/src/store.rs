@@ -18,7 +18,8 @@ use crate::broadcast::ServiceRef;
 use crate::deps::Dependencies;
 use crate::issues::{Issue, Report, Severity};
 use crate::model::{
-    EditLock, FlowBody, FlowRecord, FlowStatus, FlowSummary, FlowVersion, ReleaseAttempt, ReleaseOutcome, API_VERSION,
+    CampaignMeta, EditLock, FlowBody, FlowRecord, FlowStatus, FlowSummary, FlowVersion, ReleaseAttempt, ReleaseOutcome,
+    API_VERSION,
 };
 use crate::normalize::normalize;
 use crate::validate::{referenced_services, retarget_topics, validate};
@@ -31,6 +32,8 @@ pub const LOCK_TTL_MAX_SECONDS: u64 = 3600;
 /// Longest flow name and description.
 const MAX_NAME_LEN: usize = 256;
 const MAX_DESCRIPTION_LEN: usize = 4096;
+/// Longest campaign offering.
+const MAX_OFFERING_LEN: usize = 1024;
 /// Compare-and-replace attempts before a write answers "changed concurrently".
 const WRITE_ATTEMPTS: usize = 5;
 
@@ -45,6 +48,9 @@ pub struct FlowInput {
     pub description: Option<String>,
     #[serde(default)]
     pub enabled: Option<bool>,
+    /// Campaign metadata: replaces the flow's when given (absent keeps it).
+    #[serde(default)]
+    pub campaign: Option<CampaignMeta>,
     #[serde(flatten)]
     pub body: FlowBody,
 }
@@ -89,12 +95,44 @@ fn check_input(input: &FlowInput) -> Result<(), FlowError> {
     if input.description.as_ref().is_some_and(|d| d.len() > MAX_DESCRIPTION_LEN) {
         return Err(invalid("/description", "longer than 4096 characters"));
     }
+    if let Some(campaign) = &input.campaign {
+        check_campaign(campaign)?;
+    }
     if let Some(id) = &input.id {
         let ok = !id.is_empty()
             && id.len() <= 128
             && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
         if !ok {
             return Err(invalid("/id", "use 1 to 128 letters, digits, '-', '_' or '.'"));
+        }
+    }
+    Ok(())
+}
+
+fn check_campaign(campaign: &CampaignMeta) -> Result<(), FlowError> {
+    let invalid =
+        |field: &str, message: &str| FlowError::Invalid { field: field.to_owned(), message: message.to_owned() };
+    let tenant = &campaign.tenant_id;
+    let tenant_ok = !tenant.is_empty()
+        && tenant.len() <= 64
+        && tenant.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !tenant_ok {
+        return Err(invalid("/campaign/tenant_id", "use 1 to 64 letters, digits, '-', '_' or '.'"));
+    }
+    if campaign.offering.len() > MAX_OFFERING_LEN {
+        return Err(invalid("/campaign/offering", "longer than 1024 characters"));
+    }
+    let instant = |field: &str, value: &Option<String>| match value {
+        None => Ok(None),
+        Some(text) => chrono::DateTime::parse_from_rfc3339(text)
+            .map(|at| Some(at.timestamp_millis()))
+            .map_err(|_| invalid(field, "not an RFC 3339 instant (2026-12-01T00:00:00Z)")),
+    };
+    let starts = instant("/campaign/starts_at", &campaign.starts_at)?;
+    let ends = instant("/campaign/ends_at", &campaign.ends_at)?;
+    if let (Some(starts), Some(ends)) = (starts, ends) {
+        if ends < starts {
+            return Err(invalid("/campaign/ends_at", "before starts_at"));
         }
     }
     Ok(())
@@ -117,6 +155,8 @@ impl Flows {
         };
         let documents = self.ports.documents.as_ref();
         documents.ensure_index(FLOWS, &index(&["api_version", "id"])).await?;
+        // What the campaign events API's sync reads: flows changed since its cursor.
+        documents.ensure_index(FLOWS, &index(&["api_version", "updated_at"])).await?;
         documents.ensure_index(FLOW_SERVICE_REFS, &index(&["service", "flow_id"])).await?;
         documents.ensure_index(FLOW_SERVICE_REFS, &index(&["flow_id"])).await?;
         documents.ensure_index(FLOW_VERSIONS, &index(&["flow_id", "version"])).await?;
@@ -176,6 +216,7 @@ impl Flows {
             api_version: API_VERSION,
             name: input.name.unwrap_or_default(),
             description: input.description.unwrap_or_default(),
+            campaign: input.campaign,
             status: FlowStatus::Draft,
             enabled: input.enabled.unwrap_or(true),
             draft: input.body,
@@ -216,6 +257,9 @@ impl Flows {
             }
             if let Some(description) = &input.description {
                 flow.description = description.clone();
+            }
+            if let Some(campaign) = &input.campaign {
+                flow.campaign = Some(campaign.clone());
             }
             let toggled = input.enabled.is_some_and(|e| e != flow.enabled);
             if let Some(enabled) = input.enabled {

@@ -17,7 +17,9 @@ mod check;
 mod listeners;
 
 pub use check::{Check, CheckFn, CheckResult};
-pub use listeners::{metrics_router, serve_listeners, BoundListener, HealthStyle, Listener, ListenerSet};
+pub use listeners::{
+    metrics_response, metrics_router, serve_listeners, BoundListener, HealthStyle, Listener, ListenerSet,
+};
 
 use std::future::Future;
 use std::pin::Pin;

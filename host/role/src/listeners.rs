@@ -46,6 +46,10 @@ pub struct Listener {
     /// This listener's own readiness checks, instead of its role's (a role whose sockets serve different parts,
     /// such as the gateway's edge and ingest listeners).
     pub readiness: Option<Vec<Check>>,
+    /// Wraps the socket's whole router, probes and fallback included (a layer every response of the socket
+    /// must pass, such as the campaign API's `X-Request-Id`). The first listener of a socket that has one
+    /// provides it.
+    pub wrap: Option<fn(Router) -> Router>,
 }
 
 impl std::fmt::Debug for Listener {
@@ -64,7 +68,14 @@ impl Listener {
             fallback: None,
             health: HealthStyle::Json,
             readiness: None,
+            wrap: None,
         }
+    }
+
+    /// Wraps the whole socket's router (see [`Listener::wrap`]).
+    pub fn with_wrap(mut self, wrap: fn(Router) -> Router) -> Listener {
+        self.wrap = Some(wrap);
+        self
     }
 
     /// Sets the handler of unmatched requests (a router whose own fallback answers them).
@@ -128,6 +139,7 @@ struct Socket {
     names: Vec<&'static str>,
     router: Option<Router>,
     fallback: Option<Router>,
+    wrap: Option<fn(Router) -> Router>,
     readiness: Vec<Check>,
     health: HealthStyle,
 }
@@ -150,6 +162,7 @@ pub async fn serve_listeners(
         names: Vec::new(),
         router: None,
         fallback: None,
+        wrap: None,
         readiness: Vec::new(),
         health: HealthStyle::Json,
     }];
@@ -163,6 +176,7 @@ pub async fn serve_listeners(
                     names: Vec::new(),
                     router: None,
                     fallback: None,
+                    wrap: None,
                     readiness: Vec::new(),
                     health: listener.health,
                 });
@@ -186,6 +200,9 @@ pub async fn serve_listeners(
         });
         if socket.fallback.is_none() {
             socket.fallback = listener.fallback;
+        }
+        if socket.wrap.is_none() {
+            socket.wrap = listener.wrap;
         }
         for check in readiness {
             if !socket.readiness.iter().any(|known| known.name() == check.name()) {
@@ -217,6 +234,9 @@ pub async fn serve_listeners(
         }
         if let Some(fallback) = socket.fallback {
             router = router.fallback_service(fallback);
+        }
+        if let Some(wrap) = socket.wrap {
+            router = wrap(router);
         }
         let router = router.layer(axum::middleware::from_fn(close_after_refused_body));
         info!(%addr, listeners = ?socket.names, "listening");
@@ -295,6 +315,11 @@ pub fn metrics_router(registry: prometheus::Registry) -> Router {
 }
 
 async fn metrics(State(registry): State<prometheus::Registry>) -> Response {
+    metrics_response(&registry)
+}
+
+/// The Prometheus text exposition of `registry`, as a response.
+pub fn metrics_response(registry: &prometheus::Registry) -> Response {
     let mut body = Vec::new();
     if let Err(error) = TextEncoder::new().encode(&registry.gather(), &mut body) {
         warn!(%error, "metrics encoding failed");

@@ -1,0 +1,19 @@
+//! The campaign events read API (spec 002 part C): a read-only API over read models that the role keeps
+//! synchronized, per tenant and per slice, from Flowhost's own stores.
+//!
+//! - `model`: what a campaign is (a v2 flow with campaign metadata) and its `ui_status` bucket.
+//! - `read_model`: the read models' documents (database `campaigns`): rows, per-tenant aggregates, sync states.
+//! - `sync`: the slices' synchronization passes and their freshness bookkeeping.
+//! - `api`: the routes, their query parsing and the `{ "error": string }` envelope; `X-Request-Id` on every
+//!   response.
+//! - `metrics`: the `sync_state` gauges.
+//! - `role`: the `campaigns` role.
+
+pub mod api;
+pub mod metrics;
+pub mod model;
+pub mod read_model;
+pub mod role;
+pub mod sync;
+
+pub use role::CampaignsRole;

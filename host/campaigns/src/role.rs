@@ -1,0 +1,98 @@
+//! The `campaigns` role: the read models' sync task and the API's listener (`FLOWHOST_CAMPAIGNS_LISTEN`,
+//! default `127.0.0.1:8086`), whose `/health` answers `ok` without touching anything and whose `/ready`
+//! answers `ready` once the read-model store answers and the campaigns and overview slices synced once since
+//! the start (`not ready` before).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowhost_core::ports::DocumentStore;
+use flowhost_flows::Flows;
+use flowhost_role::{Check, HealthStyle, Listener, RoleContext, RoleParts};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use crate::api::{self, Api};
+use crate::metrics::{self, SyncGauges};
+use crate::read_model::{ReadModels, ROWS};
+use crate::sync::{Sync, SyncStatus};
+
+pub struct CampaignsRole;
+
+#[async_trait::async_trait]
+impl flowhost_role::Role for CampaignsRole {
+    const NAME: &'static str = "campaigns";
+    const CONFIG_SECTION: &'static str = "campaigns";
+
+    async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
+        let config = &context.config.campaigns;
+        let read_models = ReadModels { documents: context.ports.documents.database(&config.database).await? };
+        let gauges = SyncGauges::register(&context.registry)?;
+        let status = Arc::new(SyncStatus::default());
+        let sync = Sync {
+            read_models: read_models.clone(),
+            source: context.ports.documents.clone(),
+            clock: context.ports.clock.clone(),
+            interval: Duration::from_millis(config.sync_interval_ms),
+            fresh_for: Duration::from_secs(config.fresh_for_seconds),
+            batch: config.sync_batch,
+            status: status.clone(),
+        };
+        let api = Api { read_models: read_models.clone(), clock: context.ports.clock.clone() };
+        let routes = api::router(api).merge(metrics::router(
+            context.registry.clone(),
+            gauges,
+            read_models.clone(),
+            context.ports.clock.clone(),
+        ));
+        let listener = Listener::new("campaigns", config.listen.clone(), "FLOWHOST_CAMPAIGNS_LISTEN", routes)
+            .with_health(HealthStyle::Text)
+            .with_fallback(api::fallback())
+            .with_wrap(api::with_request_id)
+            .with_readiness(vec![sync_check(status), store_check(read_models.documents.clone())]);
+        let flows = Flows::new(context.ports.clone());
+        let shutdown = context.shutdown.clone();
+        Ok(RoleParts::default().listener(listener).task(run(sync, read_models, flows, shutdown)))
+    }
+}
+
+/// Creates the indexes (retrying while the stores are unavailable), then syncs until shutdown.
+async fn run(sync: Sync, read_models: ReadModels, flows: Flows, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let mut backoff = flowhost_core::backoff::Backoff::new(Duration::from_millis(500), 2.0, Duration::from_secs(10));
+    loop {
+        let indexes = async {
+            read_models.ensure_indexes().await?;
+            flows.ensure_indexes().await.map_err(|error| flowhost_core::PortError::Backend(error.to_string()))
+        };
+        match indexes.await {
+            Ok(()) => break,
+            Err(error) => {
+                let delay = backoff.next_delay();
+                warn!(%error, retry_in_ms = delay.as_millis() as u64, "creating the campaign read-model indexes failed");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    _ = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+    }
+    sync.run(shutdown).await
+}
+
+fn sync_check(status: Arc<SyncStatus>) -> Check {
+    Check::sync("campaigns_sync", move || status.check())
+}
+
+/// The read-model store answers (a read of a document that does not exist).
+fn store_check(documents: Arc<dyn DocumentStore>) -> Check {
+    Check::new("campaigns_store", move || {
+        let documents = documents.clone();
+        async move {
+            match tokio::time::timeout(Duration::from_secs(2), documents.get(ROWS, "ready-probe")).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(error)) => Err(format!("read-model store: {error}")),
+                Err(_) => Err("read-model store: no answer in time".to_owned()),
+            }
+        }
+    })
+}

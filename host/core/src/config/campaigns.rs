@@ -1,0 +1,130 @@
+//! The campaign events API's settings (spec 002 part C): its listener, the explorer's bearer
+//! (`CAMPAIGN_EVENTS_API_BEARER_TOKEN`), how often the read models sync and how long a sync stays fresh, and the
+//! optional external sources.
+
+use serde::{Deserialize, Serialize};
+
+use super::{parse, ConfigError, Secret};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CampaignsConfig {
+    /// `FLOWHOST_CAMPAIGNS_LISTEN`: the role's main listener (`/api/v1`, `/health`, `/ready`, `/metrics`).
+    pub listen: String,
+    /// `CAMPAIGN_EVENTS_API_BEARER_TOKEN`: what requests through the API explorer must carry; unset turns the
+    /// explorer's request path off (direct callers never need it).
+    pub bearer_token: Option<Secret>,
+    /// `FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS` (5000): how often each slice syncs.
+    pub sync_interval_ms: u64,
+    /// `FLOWHOST_CAMPAIGNS_FRESH_FOR_SECONDS` (60): how long after a successful sync a slice counts as fresh.
+    pub fresh_for_seconds: u64,
+    /// `FLOWHOST_CAMPAIGNS_SYNC_BATCH` (1000): source records read per query while catching up.
+    pub sync_batch: u64,
+    /// `FLOWHOST_CAMPAIGNS_DATABASE` (`campaigns`): the logical database of the read models (one per
+    /// installation when several share a MongoDB server).
+    pub database: String,
+}
+
+impl Default for CampaignsConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8086".to_owned(),
+            bearer_token: None,
+            sync_interval_ms: 5000,
+            fresh_for_seconds: 60,
+            sync_batch: 1000,
+            database: "campaigns".to_owned(),
+        }
+    }
+}
+
+impl CampaignsConfig {
+    pub(super) fn apply_env(&mut self, get: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if let Some(v) = get("FLOWHOST_CAMPAIGNS_LISTEN") {
+            self.listen = v.trim().to_owned();
+        }
+        if let Some(v) = get("FLOWHOST_CAMPAIGNS_DATABASE") {
+            self.database = v.trim().to_owned();
+        }
+        if let Some(v) = get("CAMPAIGN_EVENTS_API_BEARER_TOKEN") {
+            self.bearer_token = Some(Secret::new(v.trim())).filter(|s| !s.expose().is_empty());
+        }
+        for (name, slot) in [
+            ("FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS", &mut self.sync_interval_ms),
+            ("FLOWHOST_CAMPAIGNS_FRESH_FOR_SECONDS", &mut self.fresh_for_seconds),
+            ("FLOWHOST_CAMPAIGNS_SYNC_BATCH", &mut self.sync_batch),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = parse(name, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks what the campaigns role needs.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.listen.parse::<std::net::SocketAddr>().map_err(|e| {
+            ConfigError::new("FLOWHOST_CAMPAIGNS_LISTEN", format!("{:?}: {e} (write host:port)", self.listen))
+        })?;
+        for (name, value) in [
+            ("FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS", self.sync_interval_ms),
+            ("FLOWHOST_CAMPAIGNS_FRESH_FOR_SECONDS", self.fresh_for_seconds),
+            ("FLOWHOST_CAMPAIGNS_SYNC_BATCH", self.sync_batch),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::new(name, "must be positive"));
+            }
+        }
+        if !crate::model::is_identifier(&self.database) {
+            return Err(ConfigError::new("FLOWHOST_CAMPAIGNS_DATABASE", "use letters, digits and underscores"));
+        }
+        if self.bearer_token.as_ref().is_some_and(|token| token.expose().len() < 16) {
+            return Err(ConfigError::new("CAMPAIGN_EVENTS_API_BEARER_TOKEN", "use at least 16 characters"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from_env(vars: &[(&str, &str)]) -> Result<CampaignsConfig, ConfigError> {
+        let mut config = CampaignsConfig::default();
+        let get = |name: &str| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned());
+        config.apply_env(&get)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    #[test]
+    fn settings_keep_their_names_and_are_checked() {
+        let config = from_env(&[
+            ("FLOWHOST_CAMPAIGNS_LISTEN", "0.0.0.0:9086"),
+            ("CAMPAIGN_EVENTS_API_BEARER_TOKEN", "0123456789abcdef"),
+            ("FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS", "250"),
+            ("FLOWHOST_CAMPAIGNS_FRESH_FOR_SECONDS", "30"),
+            ("FLOWHOST_CAMPAIGNS_SYNC_BATCH", "50"),
+            ("FLOWHOST_CAMPAIGNS_DATABASE", "campaigns_eu"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (config.listen.as_str(), config.sync_interval_ms, config.fresh_for_seconds),
+            ("0.0.0.0:9086", 250, 30)
+        );
+        assert_eq!((config.sync_batch, config.database.as_str()), (50, "campaigns_eu"));
+        assert_eq!(config.bearer_token.unwrap().expose(), "0123456789abcdef");
+        assert_eq!(CampaignsConfig::default().listen, "127.0.0.1:8086");
+
+        for (name, value) in [
+            ("FLOWHOST_CAMPAIGNS_LISTEN", "8086"),
+            ("CAMPAIGN_EVENTS_API_BEARER_TOKEN", "short"),
+            ("FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS", "0"),
+            ("FLOWHOST_CAMPAIGNS_SYNC_BATCH", "many"),
+            ("FLOWHOST_CAMPAIGNS_DATABASE", "campaigns-eu"),
+        ] {
+            let error = from_env(&[(name, value)]).unwrap_err();
+            assert!(error.to_string().contains(name), "{name}: {error}");
+        }
+    }
+}

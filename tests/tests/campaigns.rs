@@ -1,0 +1,340 @@
+//! The campaign events read API end to end (spec 002 part C): campaigns are v2 flows with campaign metadata,
+//! created and edited through the admin API; the `campaigns` role syncs them into its read models and answers
+//! the overview, list and detail routes with their buckets, pagination edges, filters, errors, `X-Request-Id`
+//! and freshness; a slice whose source fails keeps serving and its gauges say so. On the embedded store and on
+//! MongoDB.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowhost_core::config::Role;
+use flowhost_tests::faulty::FaultyDocuments;
+use flowhost_tests::gateway::free_port;
+use flowhost_tests::{Backends, TestHost};
+use serde_json::{json, Value};
+
+struct Campaigns {
+    host: TestHost,
+    faulty: Arc<FaultyDocuments>,
+    addr: String,
+    tenant: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Campaigns {
+    async fn start(backends: Backends) -> Campaigns {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = TestHost::config(backends, dir.path());
+        config.roles = vec![Role::Admin, Role::Campaigns];
+        config.campaigns.listen = addr.clone();
+        config.campaigns.sync_interval_ms = 200;
+        config.campaigns.fresh_for_seconds = 2;
+        // The MongoDB server is shared by every test: each host has its own read models.
+        config.campaigns.database = format!("campaigns_{}", uuid::Uuid::new_v4().simple());
+        let mut ports = flowhost::connect(&config).await.unwrap();
+        let faulty = FaultyDocuments::new(ports.documents.clone());
+        ports.documents = faulty.clone();
+        let host = TestHost::start_on(config, ports).await;
+        let schema = json!({"fields": [{"name": "amount", "type": "double"}]});
+        assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+        let tenant = format!("t{}", uuid::Uuid::new_v4().simple());
+        Campaigns { host, faulty, addr, tenant: tenant[..20].to_owned(), _dir: dir }
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self.host.http.get(format!("http://{}{path}", self.addr)).send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Creates a v2 flow (source to output topic) with `campaign` metadata; `release` releases it.
+    async fn flow(&self, id: &str, campaign: Option<Value>, release: bool) {
+        let mut body = json!({
+            "id": id, "name": format!("Campaign {id}"), "description": format!("About {id}"),
+            "nodes": [
+                {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": "deposits"}},
+                {"id": "out", "kind": "output-topic", "config": {"topic": "deposits-out"}},
+            ],
+            "edges": [{"from": "src", "to": "out"}],
+        });
+        if let Some(campaign) = campaign {
+            body["campaign"] = campaign;
+        }
+        let (status, created) = self.host.call("POST", "/api/v2/flows", Some(body)).await;
+        assert_eq!(status, 201, "{created}");
+        if release {
+            let path = format!("/api/v2/flows/{id}/release");
+            let response = self
+                .host
+                .http
+                .post(self.host.url(&path))
+                .header("x-flowhost-user", "ana")
+                .json(&json!({}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+        }
+    }
+
+    /// Waits until the tenant's list has `count` campaigns.
+    async fn wait_total(&self, tenant: &str, count: u64) -> Value {
+        let until = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, list) = self.get(&format!("/api/v1/campaigns?tenant_id={tenant}")).await;
+            if status == 200 && list["total_items"] == count {
+                return list;
+            }
+            assert!(tokio::time::Instant::now() < until, "never {count} campaigns: {status} {list}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn metrics(&self) -> String {
+        self.host.http.get(format!("http://{}/metrics", self.addr)).send().await.unwrap().text().await.unwrap()
+    }
+
+    fn gauge(metrics: &str, tenant: &str, slice: &str, measure: &str) -> Option<f64> {
+        let series = format!("sync_state{{measure=\"{measure}\",slice=\"{slice}\",tenant_id=\"{tenant}\"}}");
+        metrics.lines().find_map(|line| line.strip_prefix(&series).and_then(|rest| rest.trim().parse().ok()))
+    }
+}
+
+fn campaign(tenant: &str) -> Value {
+    json!({"tenant_id": tenant, "offering": "50 free spins", "starts_at": "2026-01-01T00:00:00Z",
+        "ends_at": "2099-01-01T00:00:00Z"})
+}
+
+async fn buckets_filters_pages_and_details(backends: Backends) {
+    let c = Campaigns::start(backends).await;
+    let t = c.tenant.clone();
+    let past = json!({"tenant_id": t, "ends_at": "2020-01-01T00:00:00Z"});
+    c.flow("c-draft", Some(campaign(&t)), false).await;
+    c.flow("c-running", Some(campaign(&t)), true).await;
+    c.flow("c-paused", Some(campaign(&t)), true).await;
+    assert_eq!(c.host.call("PUT", "/api/v2/flows/c-paused/enabled", Some(json!({"enabled": false}))).await.0, 200);
+    c.flow("c-over", Some(past), true).await;
+    c.flow("c-archived", Some(json!({"tenant_id": t, "archived": true})), false).await;
+    c.flow("plain-flow", None, false).await;
+    c.flow("c-other", Some(campaign("other-tenant")), false).await;
+
+    let list = c.wait_total(&t, 5).await;
+    assert_eq!(list["status_counts"], json!({"suggestions": 1, "running": 1, "paused": 1, "ended": 2}));
+    assert_eq!(list["summary"]["campaigns_total"], 5);
+    assert_eq!(
+        (list["page"].clone(), list["page_size"].clone(), list["total_pages"].clone()),
+        (json!(1), json!(20), json!(1))
+    );
+    assert_eq!(list["applied_filters"]["tenant_id"], t.as_str());
+    assert_eq!(list["freshness"]["campaigns"]["state"], "fresh");
+    let status_of = |list: &Value, id: &str| {
+        list["items"].as_array().unwrap().iter().find(|row| row["campaign_id"] == id).unwrap()["ui_status"].clone()
+    };
+    for (id, bucket) in [
+        ("c-draft", "suggestions"),
+        ("c-running", "running"),
+        ("c-paused", "paused"),
+        ("c-over", "ended"),
+        ("c-archived", "ended"),
+    ] {
+        assert_eq!(status_of(&list, id), bucket, "{id}");
+    }
+    let row = &list["items"][0];
+    assert_eq!(row["campaign_origin"], "flow");
+    for detail_only in ["description", "offering", "players_engaged"] {
+        assert!(row.get(detail_only).is_none(), "rows carry metadata only: {detail_only}");
+    }
+
+    // Filters: the summary follows them, the bucket counts follow the origin filter only.
+    let (status, ended) = c.get(&format!("/api/v1/campaigns?tenant_id={t}&ui_status=ended&campaign_origin=flow")).await;
+    assert_eq!(status, 200, "{ended}");
+    assert_eq!((ended["total_items"].clone(), ended["summary"]["campaigns_total"].clone()), (json!(2), json!(2)));
+    assert_eq!(ended["status_counts"]["running"], 1);
+    assert_eq!(ended["applied_filters"]["ui_status"], "ended");
+    let (_, external) = c.get(&format!("/api/v1/campaigns?tenant_id={t}&campaign_origin=external")).await;
+    assert_eq!((external["total_items"].clone(), external["status_counts"]["running"].clone()), (json!(0), json!(0)));
+
+    // Pages: sorted by name; the last page is short; past the end is empty with the same totals.
+    let page = |n: u64| {
+        let path = format!("/api/v1/campaigns?tenant_id={t}&page_size=2&page={n}&sort=name");
+        let c = &c;
+        async move { c.get(&path).await }
+    };
+    let names = |list: &Value| -> Vec<String> {
+        list["items"].as_array().unwrap().iter().map(|row| row["campaign_id"].as_str().unwrap().to_owned()).collect()
+    };
+    let (_, first) = page(1).await;
+    assert_eq!((first["total_items"].clone(), first["total_pages"].clone()), (json!(5), json!(3)));
+    assert_eq!(names(&first), ["c-archived", "c-draft"]);
+    let (_, last) = page(3).await;
+    assert_eq!(names(&last), ["c-running"]);
+    let (status, beyond) = page(4).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (beyond["items"].clone(), beyond["total_items"].clone(), beyond["total_pages"].clone()),
+        (json!([]), json!(5), json!(3))
+    );
+    let (_, descending) = c.get(&format!("/api/v1/campaigns?tenant_id={t}&sort=name&order=desc&page_size=1")).await;
+    assert_eq!(names(&descending), ["c-running"]);
+
+    // Bad parameters: 400 naming the parameter.
+    for (query, named) in [
+        ("page=0", "page"),
+        ("page=abc", "page"),
+        ("page=-1", "page"),
+        ("page_size=0", "page_size"),
+        ("page_size=101", "page_size"),
+        ("ui_status=live", "ui_status"),
+        ("campaign_origin=crm", "campaign_origin"),
+        ("sort=popularity", "sort"),
+        ("order=up", "order"),
+        ("colour=red", "colour"),
+        ("page=1&page=2", "page"),
+    ] {
+        let (status, error) = c.get(&format!("/api/v1/campaigns?tenant_id={t}&{query}")).await;
+        assert_eq!(status, 400, "{query}: {error}");
+        let message = error["error"].as_str().unwrap_or_else(|| panic!("{query}: {error}"));
+        assert!(message.contains(named), "{query}: {message}");
+        assert_eq!(error.as_object().unwrap().len(), 1, "only `error`: {error}");
+    }
+    for path in ["/api/v1/campaigns", "/api/v1/overview", "/api/v1/campaigns?tenant_id=a%20b"] {
+        let (status, error) = c.get(path).await;
+        assert_eq!(status, 400, "{path}");
+        assert!(error["error"].as_str().unwrap().contains("tenant_id"), "{path}: {error}");
+    }
+
+    // The detail object, directly; with another tenant or an unknown id it is not found.
+    let (status, detail) = c.get("/api/v1/campaigns/c-running").await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(
+        (detail["description"].clone(), detail["offering"].clone()),
+        (json!("About c-running"), json!("50 free spins"))
+    );
+    assert_eq!((detail["players_engaged"].clone(), detail["ui_status"].clone()), (json!(0), json!("running")));
+    assert!(detail.get("applied_filters").is_none());
+    assert_eq!(c.get(&format!("/api/v1/campaigns/c-running?tenant_id={t}")).await.0, 200);
+    let (status, missing) = c.get("/api/v1/campaigns/c-running?tenant_id=other-tenant").await;
+    assert_eq!((status, missing), (404, json!({"error": "campaign \"c-running\" not found"})));
+    assert_eq!(c.get("/api/v1/campaigns/nope").await.0, 404);
+    assert_eq!(c.get("/api/v1/unknown").await, (404, json!({"error": "not found"})));
+
+    // The overview: counters, buckets, and no support source (unknown, never a silent 0).
+    let (status, overview) = c.get(&format!("/api/v1/overview?tenant_id={t}")).await;
+    assert_eq!(status, 200, "{overview}");
+    assert_eq!(overview["campaigns_total"], 5);
+    assert_eq!(overview["status_counts"]["ended"], 2);
+    assert_eq!(overview["support_cases_total"], Value::Null);
+    assert_eq!(overview["freshness"]["support"]["state"], "not_configured");
+    assert_eq!(overview["freshness"]["overview"]["state"], "fresh");
+
+    // Edits reach the read model: a rename, a campaign moved to another tenant, a deleted flow (the reconcile).
+    let rename = json!({"name": "Renamed", "nodes": [], "edges": []});
+    assert_eq!(c.host.call("PUT", "/api/v2/flows/c-draft", Some(rename)).await.0, 200);
+    let moved = json!({"nodes": [], "edges": [], "campaign": {"tenant_id": "other-tenant"}});
+    assert_eq!(c.host.call("PUT", "/api/v2/flows/c-archived", Some(moved)).await.0, 200);
+    assert_eq!(c.host.call("DELETE", "/api/v2/flows/c-over", None).await.0, 204);
+    let list = c.wait_total(&t, 3).await;
+    let draft = list["items"].as_array().unwrap().iter().find(|row| row["campaign_id"] == "c-draft").cloned();
+    assert_eq!(draft.unwrap()["name"], "Renamed");
+    c.wait_total("other-tenant", 2).await;
+    c.host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_buckets_filters_pages_and_details() {
+    buckets_filters_pages_and_details(Backends::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mongodb_buckets_filters_pages_and_details() {
+    buckets_filters_pages_and_details(Backends::Distributed).await;
+}
+
+/// A slice whose source fails: the read model keeps answering (stale, and saying so), the failures count up in
+/// the gauges and `/ready` stays ready; once the source answers, the slice is fresh again with no failures.
+async fn a_failing_source_is_served_stale_with_its_gauges(backends: Backends) {
+    let c = Campaigns::start(backends).await;
+    let t = c.tenant.clone();
+    c.flow("f-one", Some(campaign(&t)), false).await;
+    c.wait_total(&t, 1).await;
+    let metrics = c.metrics().await;
+    assert_eq!(Campaigns::gauge(&metrics, &t, "campaigns", "consecutive_failures"), Some(0.0), "{metrics}");
+    assert!(Campaigns::gauge(&metrics, &t, "campaigns", "fresh_until_age_seconds").unwrap() < 0.0);
+    assert!(Campaigns::gauge(&metrics, &t, "campaigns", "last_success_age_seconds").unwrap() >= 0.0);
+    assert_eq!(Campaigns::gauge(&metrics, &t, "campaigns", "lag_seconds"), Some(0.0));
+
+    c.faulty.fail_queries("flows", true);
+    c.flow("f-two", Some(campaign(&t)), false).await;
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = c.metrics().await;
+        let failures = Campaigns::gauge(&metrics, &t, "campaigns", "consecutive_failures").unwrap_or(0.0);
+        let stale = Campaigns::gauge(&metrics, &t, "campaigns", "fresh_until_age_seconds").unwrap_or(-1.0) > 0.0;
+        if failures >= 3.0 && stale {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "{metrics}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, list) = c.get(&format!("/api/v1/campaigns?tenant_id={t}")).await;
+    assert_eq!((status, list["total_items"].clone()), (200, json!(1)), "stale data is still served");
+    assert_eq!(list["freshness"]["campaigns"]["state"], "stale");
+    assert!(list["freshness"]["campaigns"]["consecutive_failures"].as_u64().unwrap() >= 3);
+    let ready = c.host.http.get(format!("http://{}/ready", c.addr)).send().await.unwrap();
+    assert_eq!(ready.status(), 200, "a failing source does not take the API out of service");
+
+    c.faulty.fail_queries("flows", false);
+    let list = c.wait_total(&t, 2).await;
+    assert_eq!(list["freshness"]["campaigns"]["state"], "fresh");
+    assert_eq!(list["freshness"]["campaigns"]["consecutive_failures"], 0);
+    c.host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_a_failing_source_is_served_stale_with_its_gauges() {
+    a_failing_source_is_served_stale_with_its_gauges(Backends::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mongodb_a_failing_source_is_served_stale_with_its_gauges() {
+    a_failing_source_is_served_stale_with_its_gauges(Backends::Distributed).await;
+}
+
+/// `X-Request-Id`: the caller's value comes back (also on probes, errors and 404s); without one (or with an
+/// unusable one) a UUID is generated. `/health` is plain `ok`, `/ready` plain `ready`; other methods 405.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_ids_probes_and_methods() {
+    let c = Campaigns::start(Backends::Embedded).await;
+    let url = |path: &str| format!("http://{}{path}", c.addr);
+    let t = c.tenant.clone();
+    for path in ["/health", "/metrics", "/api/v1/campaigns", "/api/v1/nope", &format!("/api/v1/overview?tenant_id={t}")]
+    {
+        let response = c.host.http.get(url(path)).header("x-request-id", "trace-4711").send().await.unwrap();
+        assert_eq!(response.headers()["x-request-id"], "trace-4711", "{path}");
+        let response = c.host.http.get(url(path)).send().await.unwrap();
+        let generated = response.headers()["x-request-id"].to_str().unwrap().to_owned();
+        assert!(uuid::Uuid::parse_str(&generated).is_ok(), "{path}: {generated}");
+    }
+    let unusable = c.host.http.get(url("/health")).header("x-request-id", "a".repeat(200)).send().await.unwrap();
+    assert!(uuid::Uuid::parse_str(unusable.headers()["x-request-id"].to_str().unwrap()).is_ok());
+
+    let health = c.host.http.get(url("/health")).send().await.unwrap();
+    assert_eq!((health.status().as_u16(), health.text().await.unwrap()), (200, "ok".to_owned()));
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let ready = c.host.http.get(url("/ready")).send().await.unwrap();
+        if ready.status() == 200 {
+            assert_eq!(ready.text().await.unwrap(), "ready");
+            break;
+        }
+        assert_eq!(ready.text().await.unwrap(), "not ready");
+        assert!(tokio::time::Instant::now() < until, "never ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let post = c.host.http.post(url(&format!("/api/v1/campaigns?tenant_id={t}"))).send().await.unwrap();
+    assert_eq!(post.status(), 405);
+    assert!(post.headers().contains_key("x-request-id"));
+    assert_eq!(post.json::<Value>().await.unwrap(), json!({"error": "method not allowed"}));
+    c.host.stop().await;
+}
