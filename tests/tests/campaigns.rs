@@ -23,15 +23,28 @@ struct Campaigns {
 
 impl Campaigns {
     async fn start(backends: Backends) -> Campaigns {
+        Campaigns::start_with(backends, &[Role::Admin, Role::Campaigns]).await
+    }
+
+    async fn start_with(backends: Backends, roles: &[Role]) -> Campaigns {
+        Campaigns::start_configured(backends, roles, |_| {}).await
+    }
+
+    async fn start_configured(
+        backends: Backends,
+        roles: &[Role],
+        change: impl FnOnce(&mut flowhost_core::config::Config),
+    ) -> Campaigns {
         let addr = format!("127.0.0.1:{}", free_port());
         let dir = tempfile::tempdir().unwrap();
         let mut config = TestHost::config(backends, dir.path());
-        config.roles = vec![Role::Admin, Role::Campaigns];
+        config.roles = roles.to_vec();
         config.campaigns.listen = addr.clone();
         config.campaigns.sync_interval_ms = 200;
         config.campaigns.fresh_for_seconds = 2;
         // The MongoDB server is shared by every test: each host has its own read models.
         config.campaigns.database = format!("campaigns_{}", uuid::Uuid::new_v4().simple());
+        change(&mut config);
         let mut ports = flowhost::connect(&config).await.unwrap();
         let faulty = FaultyDocuments::new(ports.documents.clone());
         ports.documents = faulty.clone();
@@ -337,4 +350,231 @@ async fn request_ids_probes_and_methods() {
     assert!(post.headers().contains_key("x-request-id"));
     assert_eq!(post.json::<Value>().await.unwrap(), json!({"error": "method not allowed"}));
     c.host.stop().await;
+}
+
+/// A delivered notification of `run_id`, as the sender stores it.
+async fn delivered(host: &TestHost, tenant: &str, notification: &str, player: i64, run_id: &str) {
+    let activity = flowhost_webpush::records::NotificationActivity {
+        notification_id: notification.to_owned(),
+        tenant_id: tenant.to_owned(),
+        player_id: player,
+        channel: "WEB_PUSH".to_owned(),
+        template_id: None,
+        language_enabled_id: None,
+        status: "delivered".to_owned(),
+        delivered: true,
+        delivery_ids: vec![format!("d-{notification}")],
+        invalidated_subscriptions: Vec::new(),
+        deliveries: Vec::new(),
+        run_id: Some(run_id.to_owned()),
+        attempts: 1,
+        content: json!({}),
+        created_at_ms: flowhost_core::Clock::now_ms(&flowhost_core::SystemClock),
+        created_at: String::new(),
+        updated_at: String::new(),
+    };
+    let retention = Duration::from_secs(86_400);
+    flowhost_webpush::records::store_activity(&host.ports, retention, &activity).await.unwrap();
+}
+
+/// A player's click on a notification, as the push API stores it.
+async fn clicked(host: &TestHost, tenant: &str, notification: &str, player: i64) {
+    let event = flowhost_webpush::events::InteractionEvent {
+        source: flowhost_webpush::events::EventSource::Semantic,
+        event_id: uuid::Uuid::new_v4().to_string(),
+        event_type: "opened".to_owned(),
+        tenant_id: tenant.to_owned(),
+        player_id: player,
+        notification_id: notification.to_owned(),
+        delivery_id: format!("d-{notification}"),
+        occurred_at: flowhost_core::digest::iso_utc(flowhost_core::Clock::now_ms(&flowhost_core::SystemClock)),
+        received_at_ms: flowhost_core::Clock::now_ms(&flowhost_core::SystemClock),
+        metadata: json!({}),
+        caller_id: "tests".to_owned(),
+        source_app: "tests".to_owned(),
+    };
+    let retention = Duration::from_secs(86_400);
+    flowhost_webpush::events::store_event(host.ports.documents.as_ref(), retention, event).await.unwrap();
+}
+
+/// Live events and engagement: a released campaign's runs (a real engine run per deposit), two deliveries of
+/// its notifications and one interaction become the tenant's live events, newest first, filterable by kind and
+/// campaign; the campaign's detail counts two engaged players, two deliveries and one interaction.
+async fn live_events_and_engagement(backends: Backends) {
+    let c = Campaigns::start_with(backends, &[Role::Admin, Role::Engine, Role::Campaigns]).await;
+    let t = c.tenant.clone();
+    let topic = flowhost_tests::unique("deposits");
+    let body = json!({
+        "id": "c-live", "name": "Live", "campaign": campaign(&t),
+        "nodes": [
+            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": topic}},
+            {"id": "out", "kind": "output-topic", "config": {"topic": flowhost_tests::unique("out")}},
+        ],
+        "edges": [{"from": "src", "to": "out"}],
+    });
+    assert_eq!(c.host.call("POST", "/api/v2/flows", Some(body)).await.0, 201);
+    assert_eq!(c.host.call("POST", "/api/v2/flows/c-live/release", Some(json!({}))).await.0, 200);
+    // Runs start once the runner consumes the source: deposits until three runs completed.
+    let until = tokio::time::Instant::now() + Duration::from_secs(90);
+    let runs = loop {
+        let (_, page) = c.host.call("GET", "/api/v2/flows/c-live/runs?status=completed", None).await;
+        let runs = page["runs"].as_array().cloned().unwrap_or_default();
+        if runs.len() >= 3 {
+            break runs;
+        }
+        assert!(tokio::time::Instant::now() < until, "no runs: {page}");
+        c.host.publish(&topic, &[json!({"event_type": "deposit", "tenant_id": t, "amount": 5.0})]).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let run_id = runs[0]["run_id"].as_str().unwrap().to_owned();
+    delivered(&c.host, &t, "n-1", 501, &run_id).await;
+    delivered(&c.host, &t, "n-2", 502, &run_id).await;
+    clicked(&c.host, &t, "n-1", 501).await;
+
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    let detail = loop {
+        let (_, detail) = c.get("/api/v1/campaigns/c-live").await;
+        if detail["interactions"] == 1 && detail["deliveries"] == 2 {
+            break detail;
+        }
+        assert!(tokio::time::Instant::now() < until, "{detail}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(detail["players_engaged"], 2, "{detail}");
+
+    let (status, live) = c.get(&format!("/api/v1/live-events?tenant_id={t}&page_size=100")).await;
+    assert_eq!(status, 200, "{live}");
+    let items = live["items"].as_array().unwrap();
+    let count = |kind: &str| items.iter().filter(|item| item["kind"] == kind).count();
+    assert!(count("run_completed") >= 3, "{live}");
+    assert_eq!((count("notification_delivered"), count("interaction")), (2, 1), "{live}");
+    let times: Vec<&str> = items.iter().map(|item| item["occurred_at"].as_str().unwrap()).collect();
+    assert!(times.windows(2).all(|pair| pair[0] >= pair[1]), "newest first: {times:?}");
+    let click = items.iter().find(|item| item["kind"] == "interaction").unwrap();
+    assert_eq!((click["campaign_id"].clone(), click["player_id"].clone()), (json!("c-live"), json!(501)));
+    assert_eq!(click["interaction_type"], "opened");
+    assert_eq!(live["freshness"]["live_events"]["state"], "fresh");
+
+    let (_, deliveries) =
+        c.get(&format!("/api/v1/live-events?tenant_id={t}&kind=notification_delivered&campaign_id=c-live")).await;
+    assert_eq!(deliveries["total_items"], 2, "{deliveries}");
+    assert_eq!(
+        deliveries["applied_filters"],
+        json!({"tenant_id": t, "kind": "notification_delivered", "campaign_id": "c-live"})
+    );
+    let (_, beyond) = c.get(&format!("/api/v1/live-events?tenant_id={t}&kind=interaction&page=2")).await;
+    assert_eq!(
+        (beyond["items"].clone(), beyond["total_items"].clone(), beyond["total_pages"].clone()),
+        (json!([]), json!(1), json!(1))
+    );
+    for query in ["kind=opened", "campaign_id=a%20b", "page=0", "page_size=500", "sort=name"] {
+        let (status, error) = c.get(&format!("/api/v1/live-events?tenant_id={t}&{query}")).await;
+        assert_eq!(status, 400, "{query}: {error}");
+    }
+    let (_, overview) = c.get(&format!("/api/v1/overview?tenant_id={t}")).await;
+    assert!(overview["live_events_total"].as_u64().unwrap() >= 6, "{overview}");
+    assert_eq!(overview["players_engaged_total"], 2);
+    assert_eq!((overview["deliveries_total"].clone(), overview["interactions_total"].clone()), (json!(2), json!(1)));
+    c.host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_live_events_and_engagement() {
+    live_events_and_engagement(Backends::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mongodb_live_events_and_engagement() {
+    live_events_and_engagement(Backends::Distributed).await;
+}
+
+/// The OpenAPI document against the routes: every documented GET path answers (neither 404 nor 405) with the
+/// parameters it declares; the explorer page is served; through the explorer the bearer is needed and the
+/// answer is the direct one, while direct callers need none; without a configured token the proxy is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_and_the_explorer_bearer() {
+    const TOKEN: &str = "explorer-token-0123456789";
+    let c = Campaigns::start_configured(Backends::Embedded, &[Role::Admin, Role::Campaigns], |config| {
+        config.campaigns.bearer_token = Some(flowhost_core::config::Secret::new(TOKEN));
+    })
+    .await;
+    let t = c.tenant.clone();
+    c.flow("doc-one", Some(campaign(&t)), false).await;
+    c.wait_total(&t, 1).await;
+
+    let (status, document) = c.get("/api/v1/openapi.json").await;
+    assert_eq!((status, document["openapi"].clone()), (200, json!("3.1.0")));
+    let paths = document["paths"].as_object().unwrap();
+    for route in flowhost_campaigns::api::ROUTES {
+        assert!(paths.contains_key(route), "{route} undocumented");
+    }
+    for (path, item) in paths {
+        let parameters = item["get"]["parameters"].as_array().cloned().unwrap_or_default();
+        let mut url = path.replace("{campaign_id}", "doc-one");
+        let required: Vec<String> = parameters
+            .iter()
+            .filter(|p| p["in"] == "query" && p["required"] == true)
+            .map(|p| format!("{}={t}", p["name"].as_str().unwrap()))
+            .collect();
+        if !required.is_empty() {
+            url = format!("{url}?{}", required.join("&"));
+        }
+        let response = c.host.http.get(format!("http://{}{url}", c.addr)).send().await.unwrap();
+        let status = response.status().as_u16();
+        assert!(status == 200 || (path == "/ready" && status == 503), "{path} ({url}) answered {status}");
+        let documented: Vec<&String> = item["get"]["responses"].as_object().unwrap().keys().collect();
+        assert!(documented.contains(&&status.to_string()), "{path}: {status} is not documented");
+    }
+
+    let page = c.host.http.get(format!("http://{}/explorer", c.addr)).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("/api/v1/openapi.json") && !html.contains("https://"), "self-contained page");
+
+    let overview = format!("/api/v1/overview?tenant_id={t}");
+    let through = |bearer: Option<&str>| {
+        let mut request = c.host.http.get(format!("http://{}/explorer{overview}", c.addr));
+        if let Some(bearer) = bearer {
+            request = request.header("authorization", bearer);
+        }
+        request.send()
+    };
+    let missing = through(None).await.unwrap();
+    assert_eq!(missing.status(), 401);
+    assert_eq!(missing.headers()["www-authenticate"], "Bearer");
+    assert!(missing.headers().contains_key("x-request-id"));
+    assert!(missing.json::<Value>().await.unwrap()["error"].is_string());
+    for wrong in ["Bearer nope", &format!("Bearer {TOKEN}x"), &format!("Basic {TOKEN}"), TOKEN] {
+        assert_eq!(through(Some(wrong)).await.unwrap().status(), 401, "{wrong}");
+    }
+    let proxied = through(Some(&format!("Bearer {TOKEN}"))).await.unwrap();
+    assert_eq!(proxied.status(), 200);
+    let mut proxied: Value = proxied.json().await.unwrap();
+    let (status, mut direct) = c.get(&overview).await;
+    assert_eq!(status, 200, "direct callers need no bearer");
+    proxied["freshness"] = Value::Null;
+    direct["freshness"] = Value::Null;
+    assert_eq!(proxied, direct, "the proxy answers what the API answers");
+    let unknown = c
+        .host
+        .http
+        .get(format!("http://{}/explorer/api/v1/nope", c.addr))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    c.host.stop().await;
+
+    let closed = Campaigns::start(Backends::Embedded).await;
+    let response = closed
+        .host
+        .http
+        .get(format!("http://{}/explorer/api/v1/overview?tenant_id=x", closed.addr))
+        .header("authorization", "Bearer anything")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503, "no token configured: the proxy is closed");
+    closed.host.stop().await;
 }

@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use tracing::{error, Instrument};
 
+use crate::live::{LiveEvent, KINDS, LIVE_EVENTS};
 use crate::model::{Origin, UiStatus};
 use crate::read_model::{CampaignFilter, ReadModels, SortKey};
 use crate::sync::{CAMPAIGNS, OVERVIEW, SUPPORT};
@@ -71,12 +72,20 @@ impl From<flowhost_core::ports::PortError> for ApiError {
     }
 }
 
-/// The API's routes, state applied.
+pub const OVERVIEW_PATH: &str = "/api/v1/overview";
+pub const CAMPAIGNS_PATH: &str = "/api/v1/campaigns";
+pub const CAMPAIGN_PATH: &str = "/api/v1/campaigns/{campaign_id}";
+pub const LIVE_EVENTS_PATH: &str = "/api/v1/live-events";
+/// Every route of [`router`] (the OpenAPI document must describe each: a unit test holds it to it).
+pub const ROUTES: [&str; 4] = [OVERVIEW_PATH, CAMPAIGNS_PATH, CAMPAIGN_PATH, LIVE_EVENTS_PATH];
+
+/// The API's routes, state applied; what no route matches answers 404 `{"error": "not found"}`.
 pub fn router(api: Api) -> Router {
     Router::new()
-        .route("/api/v1/overview", get(overview))
-        .route("/api/v1/campaigns", get(campaigns))
-        .route("/api/v1/campaigns/{campaign_id}", get(campaign))
+        .route(OVERVIEW_PATH, get(overview))
+        .route(CAMPAIGNS_PATH, get(campaigns))
+        .route(CAMPAIGN_PATH, get(campaign))
+        .route(LIVE_EVENTS_PATH, get(live_events))
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(api)
 }
@@ -197,9 +206,10 @@ async fn overview(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Jso
     let mut overview = json!({ "tenant_id": tenant });
     overview.as_object_mut().expect("an object").extend(counters.summary().as_object().cloned().unwrap_or_default());
     overview["status_counts"] = aggregate.status_counts(None);
+    overview["live_events_total"] = json!(api.read_models.live_events_total(&tenant).await?);
     // No support-case source is configured: the count is unknown, never a silent 0 (its freshness says why).
     overview["support_cases_total"] = Value::Null;
-    overview["freshness"] = api.freshness(&tenant, &[CAMPAIGNS, OVERVIEW, SUPPORT]).await?;
+    overview["freshness"] = api.freshness(&tenant, &[CAMPAIGNS, LIVE_EVENTS, OVERVIEW, SUPPORT]).await?;
     Ok(Json(overview))
 }
 
@@ -239,6 +249,36 @@ async fn campaigns(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Js
         "total_pages": total.div_ceil(page_size),
         "freshness": api.freshness(&tenant, &[CAMPAIGNS, OVERVIEW]).await?,
     })))
+}
+
+/// `GET /api/v1/live-events?tenant_id=&page=&page_size=&kind=&campaign_id=`: newest first.
+async fn live_events(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Json<Value>, ApiError> {
+    let params = parameters(raw, &["tenant_id", "page", "page_size", "kind", "campaign_id"])?;
+    let tenant = required_tenant(&params)?;
+    let page = number(&params, "page", 1, MAX_PAGE)?;
+    let page_size = number(&params, "page_size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
+    let kind = choice(&params, "kind", |text| KINDS.into_iter().find(|kind| *kind == text), &KINDS)?;
+    let campaign_id = params.get("campaign_id").map(|id| campaign_id(id)).transpose()?;
+    let (events, total) = api.read_models.live_events(&tenant, kind, campaign_id.as_deref(), page, page_size).await?;
+    Ok(Json(json!({
+        "items": events.iter().map(LiveEvent::item).collect::<Vec<_>>(),
+        "applied_filters": { "tenant_id": tenant, "kind": kind, "campaign_id": campaign_id },
+        "page": page,
+        "page_size": page_size,
+        "total_items": total,
+        "total_pages": total.div_ceil(page_size),
+        "freshness": api.freshness(&tenant, &[LIVE_EVENTS]).await?,
+    })))
+}
+
+fn campaign_id(value: &str) -> Result<String, ApiError> {
+    let ok = !value.is_empty()
+        && value.len() <= 128
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !ok {
+        return Err(ApiError::BadRequest("campaign_id must be 1 to 128 letters, digits, '-', '_' or '.'".to_owned()));
+    }
+    Ok(value.to_owned())
 }
 
 fn parse_order(text: &str) -> Option<Direction> {

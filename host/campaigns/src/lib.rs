@@ -4,12 +4,16 @@
 //! - `model`: what a campaign is (a v2 flow with campaign metadata) and its `ui_status` bucket.
 //! - `read_model`: the read models' documents (database `campaigns`): rows, per-tenant aggregates, sync states.
 //! - `sync`: the slices' synchronization passes and their freshness bookkeeping.
+//! - `live`: the live-events slice: run completions, deliveries and interactions, and campaign engagement.
 //! - `api`: the routes, their query parsing and the `{ "error": string }` envelope; `X-Request-Id` on every
 //!   response.
+//! - `explorer`: the OpenAPI document, the explorer page and the bearer-checked proxy path.
 //! - `metrics`: the `sync_state` gauges.
 //! - `role`: the `campaigns` role.
 
 pub mod api;
+pub mod explorer;
+pub mod live;
 pub mod metrics;
 pub mod model;
 pub mod read_model;

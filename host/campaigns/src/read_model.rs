@@ -326,6 +326,35 @@ impl ReadModels {
         self.documents.upsert_many(SYNC_STATE, docs).await
     }
 
+    /// One page of a tenant's live events, newest first, with the count of all that match.
+    pub async fn live_events(
+        &self,
+        tenant_id: &str,
+        kind: Option<&str>,
+        campaign_id: Option<&str>,
+        page: u64,
+        page_size: u64,
+    ) -> Result<(Vec<crate::live::LiveEvent>, u64), PortError> {
+        let mut query = Query::new().eq("tenant_id", json!(tenant_id));
+        if let Some(kind) = kind {
+            query = query.eq("kind", json!(kind));
+        }
+        if let Some(campaign_id) = campaign_id {
+            query = query.eq("campaign_id", json!(campaign_id));
+        }
+        let query =
+            query.sort("occurred_ms", Direction::Desc).limit(page_size).offset((page - 1).saturating_mul(page_size));
+        let Page { items, total } = self.documents.query(crate::live::LIVE_EVENTS, &query).await?;
+        let events = items.into_iter().map(|item| decode(crate::live::LIVE_EVENTS, item)).collect::<Result<_, _>>()?;
+        Ok((events, total))
+    }
+
+    /// How many live events the tenant has.
+    pub async fn live_events_total(&self, tenant_id: &str) -> Result<u64, PortError> {
+        let query = Query::new().eq("tenant_id", json!(tenant_id)).limit(1);
+        Ok(self.documents.query(crate::live::LIVE_EVENTS, &query).await?.total)
+    }
+
     pub async fn cursor(&self, slice: &str) -> Result<Option<String>, PortError> {
         let found = self.documents.get(SYNC_CURSORS, slice).await?;
         Ok(found.and_then(|value| value.get("cursor")?.as_str().map(str::to_owned)))

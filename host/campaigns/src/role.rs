@@ -1,7 +1,7 @@
 //! The `campaigns` role: the read models' sync task and the API's listener (`FLOWHOST_CAMPAIGNS_LISTEN`,
 //! default `127.0.0.1:8086`), whose `/health` answers `ok` without touching anything and whose `/ready`
-//! answers `ready` once the read-model store answers and the campaigns and overview slices synced once since
-//! the start (`not ready` before).
+//! answers `ready` once the read-model store answers and the campaigns, live-events and overview slices synced
+//! once since the start (`not ready` before).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::api::{self, Api};
+use crate::explorer;
 use crate::metrics::{self, SyncGauges};
 use crate::read_model::{ReadModels, ROWS};
 use crate::sync::{Sync, SyncStatus};
@@ -39,7 +40,9 @@ impl flowhost_role::Role for CampaignsRole {
             status: status.clone(),
         };
         let api = Api { read_models: read_models.clone(), clock: context.ports.clock.clone() };
-        let routes = api::router(api).merge(metrics::router(
+        let api_routes = api::router(api);
+        let proxied = api_routes.clone().merge(api::fallback());
+        let routes = api_routes.merge(explorer::router(proxied, config.bearer_token.clone())).merge(metrics::router(
             context.registry.clone(),
             gauges,
             read_models.clone(),
@@ -62,6 +65,7 @@ async fn run(sync: Sync, read_models: ReadModels, flows: Flows, shutdown: Cancel
     loop {
         let indexes = async {
             read_models.ensure_indexes().await?;
+            crate::live::ensure_indexes(&read_models, flows.ports().documents.as_ref()).await?;
             flows.ensure_indexes().await.map_err(|error| flowhost_core::PortError::Backend(error.to_string()))
         };
         match indexes.await {

@@ -5,7 +5,9 @@
 //!   a flow whose campaign metadata is gone or moved to another tenant loses its old row; campaigns whose end
 //!   passed move to `ended`. Every [`RECONCILE_EVERY`] passes all rows are checked against their flows, which
 //!   also removes the rows of deleted flows (a delete leaves no change to read).
-//! - **overview**: the per-tenant aggregates of the tenants the campaigns slice touched.
+//! - **live_events**: run completions, deliveries and interactions (see [`crate::live`]), and the engagement
+//!   counters of the campaigns they belong to.
+//! - **overview**: the per-tenant aggregates of the tenants the other slices touched.
 //! - **support**: the support-case source; with none configured its state says `not_configured`.
 //!
 //! Each slice's outcome is kept per tenant (last success, fresh until, lag, consecutive failures): a failed
@@ -25,6 +27,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::live::{LiveSync, LIVE_EVENTS};
 use crate::model::{instant_ms, CampaignDoc, UiStatus};
 use crate::read_model::{Aggregate, ReadModels, SyncState};
 
@@ -32,7 +35,7 @@ pub const CAMPAIGNS: &str = "campaigns";
 pub const OVERVIEW: &str = "overview";
 pub const SUPPORT: &str = "support";
 /// The slices a pass runs, in order.
-pub const SLICES: [&str; 3] = [CAMPAIGNS, OVERVIEW, SUPPORT];
+pub const SLICES: [&str; 4] = [CAMPAIGNS, LIVE_EVENTS, OVERVIEW, SUPPORT];
 
 /// How far before its cursor the campaigns slice reads again.
 const OVERLAP_MS: i64 = 5_000;
@@ -52,10 +55,10 @@ impl SyncStatus {
         self.synced.lock().unwrap_or_else(|p| p.into_inner()).insert(slice);
     }
 
-    /// `Ok` once the campaigns and overview slices each synced once.
+    /// `Ok` once the campaigns, live-events and overview slices each synced once.
     pub fn check(&self) -> Result<(), String> {
         let synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
-        match [CAMPAIGNS, OVERVIEW].into_iter().find(|slice| !synced.contains(slice)) {
+        match [CAMPAIGNS, LIVE_EVENTS, OVERVIEW].into_iter().find(|slice| !synced.contains(slice)) {
             None => Ok(()),
             Some(slice) => Err(format!("the {slice} slice has not synced yet")),
         }
@@ -128,7 +131,7 @@ impl Sync {
         let known = self.read_models.tenants().await.unwrap_or_default();
 
         let changes = self.sync_campaigns(now_ms, reconcile).await;
-        let touched = match &changes {
+        let mut touched = match &changes {
             Ok(changes) => changes.touched.clone(),
             Err(_) => BTreeSet::new(),
         };
@@ -143,6 +146,20 @@ impl Sync {
             Err(error) => {
                 self.record(&mut states, CAMPAIGNS, &tenants, now_ms, Err(()));
                 report.failures.insert(CAMPAIGNS, error.to_string());
+            }
+        }
+        let live = LiveSync { read_models: &self.read_models, source: self.source.as_ref(), batch: self.batch };
+        match live.pass(now_ms).await {
+            Ok(changes) => {
+                tenants.extend(changes.tenants.iter().cloned());
+                touched.extend(changes.tenants);
+                touched.extend(changes.campaigns.into_iter().map(|(tenant, _)| tenant));
+                report.rows_written += changes.events_written;
+                self.record(&mut states, LIVE_EVENTS, &tenants, now_ms, Ok(changes.lag_seconds));
+            }
+            Err(error) => {
+                self.record(&mut states, LIVE_EVENTS, &tenants, now_ms, Err(()));
+                report.failures.insert(LIVE_EVENTS, error.to_string());
             }
         }
         report.tenants_touched = touched.len();

@@ -1,0 +1,390 @@
+//! The live-events slice: a tenant's recent engagement activity, read incrementally from three of Flowhost's
+//! stores, each with its own cursor:
+//!
+//! | Source | Read | Live event `kind` |
+//! |---|---|---|
+//! | `flow_runs` | runs `completed` or `dead_lettered` with a `tenant_id`, by `updated_ms` | `run_completed`, `run_dead_lettered` |
+//! | `webpush_activity` | notifications with `delivered: true`, by `updated_at` | `notification_delivered` |
+//! | `webpush_events` | browser and semantic interactions, by `received_at` | `interaction` |
+//!
+//! A delivery names its run; an interaction names its notification, whose activity names the run; the run names
+//! its flow, which is the campaign. Each delivery or interaction of a known campaign also records the player in
+//! `campaign_engagement` (one document per tenant, campaign and player), and the campaign's row gets its
+//! `players_engaged`, `deliveries` and `interactions` counted again.
+
+use std::collections::{BTreeSet, HashMap};
+
+use flowhost_core::collections::{FLOW_RUNS, WEBPUSH_ACTIVITY, WEBPUSH_EVENTS};
+use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, PortError, Query};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::model::{instant_ms, CampaignDoc};
+use crate::read_model::ReadModels;
+
+pub const LIVE_EVENTS: &str = "live_events";
+pub const ENGAGEMENT: &str = "campaign_engagement";
+
+/// How far before a cursor a source is read again (a write that committed late is not missed; rewriting a
+/// live event is idempotent).
+const OVERLAP_MS: i64 = 5_000;
+/// Pages one pass reads per source at most.
+const MAX_PAGES_PER_PASS: usize = 50;
+
+/// One live event (collection `live_events`, id = `event_id`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LiveEvent {
+    /// `run:<run_id>`, `delivery:<notification_id>` or
+    /// `interaction:<tenant_id>:<player_id>:<source>:<event_id>`.
+    pub event_id: String,
+    pub tenant_id: String,
+    pub kind: String,
+    pub occurred_at: String,
+    pub occurred_ms: i64,
+    pub campaign_id: Option<String>,
+    pub run_id: Option<String>,
+    pub notification_id: Option<String>,
+    pub player_id: Option<i64>,
+    /// `WEB_PUSH` or `IN_APP` for deliveries.
+    pub channel: Option<String>,
+    /// The interaction's type (`displayed`, `clicked`, `closed`, `opened`, `read`).
+    pub interaction_type: Option<String>,
+}
+
+impl LiveEvent {
+    /// What the API answers for it.
+    pub fn item(&self) -> Value {
+        json!({
+            "event_id": self.event_id,
+            "kind": self.kind,
+            "occurred_at": self.occurred_at,
+            "campaign_id": self.campaign_id,
+            "run_id": self.run_id,
+            "notification_id": self.notification_id,
+            "player_id": self.player_id,
+            "channel": self.channel,
+            "interaction_type": self.interaction_type,
+        })
+    }
+}
+
+/// The kinds a live-events list can be filtered by.
+pub const KINDS: [&str; 4] = ["run_completed", "run_dead_lettered", "notification_delivered", "interaction"];
+
+/// What one pass of the slice changed.
+#[derive(Debug, Default)]
+pub struct LiveChanges {
+    /// Tenants with new live events.
+    pub tenants: BTreeSet<String>,
+    /// Campaigns (tenant, campaign) whose engagement changed.
+    pub campaigns: BTreeSet<(String, String)>,
+    pub events_written: usize,
+    pub lag_seconds: f64,
+}
+
+fn index(fields: &[&str]) -> IndexSpec {
+    IndexSpec { fields: fields.iter().map(|field| ((*field).to_owned(), Direction::Asc)).collect(), unique: false }
+}
+
+/// The indexes of the live-event read models, and those the slice's incremental reads need on its sources.
+pub async fn ensure_indexes(read_models: &ReadModels, source: &dyn DocumentStore) -> Result<(), PortError> {
+    let documents = read_models.documents.as_ref();
+    documents.ensure_index(LIVE_EVENTS, &index(&["tenant_id", "occurred_ms"])).await?;
+    documents.ensure_index(LIVE_EVENTS, &index(&["tenant_id", "kind", "occurred_ms"])).await?;
+    documents.ensure_index(LIVE_EVENTS, &index(&["tenant_id", "campaign_id", "occurred_ms"])).await?;
+    documents.ensure_index(LIVE_EVENTS, &index(&["tenant_id", "campaign_id", "kind"])).await?;
+    documents.ensure_index(ENGAGEMENT, &index(&["tenant_id", "campaign_id"])).await?;
+    source.ensure_index(FLOW_RUNS, &index(&["updated_ms"])).await?;
+    source.ensure_index(WEBPUSH_ACTIVITY, &index(&["delivered", "updated_at"])).await?;
+    source.ensure_index(WEBPUSH_EVENTS, &index(&["received_at"])).await?;
+    Ok(())
+}
+
+/// One source's incremental read: the documents changed since `cursor` (minus the overlap), oldest first, at
+/// most [`MAX_PAGES_PER_PASS`] pages; the newest position seen; whether it caught up.
+struct Read {
+    items: Vec<Value>,
+    newest: Option<i64>,
+    caught_up: bool,
+}
+
+/// Reads `collection` where `field` (milliseconds, or an RFC 3339 string when `iso`) is at or after the cursor.
+async fn read_since(
+    source: &dyn DocumentStore,
+    collection: &str,
+    field: &str,
+    iso: bool,
+    extra: &[(&str, Filter)],
+    cursor: Option<i64>,
+    batch: u64,
+) -> Result<Read, PortError> {
+    let position = |item: &Value| -> Option<i64> {
+        let value = item.get(field)?;
+        if iso {
+            instant_ms(value.as_str()?)
+        } else {
+            value.as_i64()
+        }
+    };
+    let mut read = Read { items: Vec::new(), newest: cursor, caught_up: false };
+    let mut offset = 0u64;
+    for _ in 0..MAX_PAGES_PER_PASS {
+        let mut query = Query::new().sort(field, Direction::Asc).limit(batch).offset(offset);
+        for (path, filter) in extra {
+            query = query.filter(path, filter.clone());
+        }
+        if let Some(cursor) = cursor {
+            let since = cursor - OVERLAP_MS;
+            let bound = if iso { json!(flowhost_core::digest::iso_utc(since)) } else { json!(since) };
+            query = query.filter(field, Filter::Gte(bound));
+        }
+        let items = source.query(collection, &query).await?.items;
+        let count = items.len() as u64;
+        for item in &items {
+            if let Some(at) = position(item) {
+                read.newest = Some(read.newest.map_or(at, |newest| newest.max(at)));
+            }
+        }
+        read.items.extend(items);
+        offset += count;
+        if count < batch {
+            read.caught_up = true;
+            break;
+        }
+    }
+    Ok(read)
+}
+
+/// The live-events slice over the main store.
+pub struct LiveSync<'a> {
+    pub read_models: &'a ReadModels,
+    pub source: &'a dyn DocumentStore,
+    pub batch: u64,
+}
+
+impl LiveSync<'_> {
+    async fn cursor(&self, name: &str) -> Result<Option<i64>, PortError> {
+        Ok(self.read_models.cursor(name).await?.and_then(|text| text.parse().ok()))
+    }
+
+    async fn put_cursor(&self, name: &str, at: Option<i64>) -> Result<(), PortError> {
+        match at {
+            Some(at) => self.read_models.put_cursor(name, &at.to_string()).await,
+            None => Ok(()),
+        }
+    }
+
+    /// One pass over the three sources (see the module documentation).
+    pub async fn pass(&self, now_ms: i64) -> Result<LiveChanges, PortError> {
+        let mut changes = LiveChanges::default();
+        let mut lag_from: Vec<i64> = Vec::new();
+
+        let runs_cursor = "live_events.runs";
+        let finished = Filter::In(vec![json!("completed"), json!("dead_lettered")]);
+        let runs = read_since(
+            self.source,
+            FLOW_RUNS,
+            "updated_ms",
+            false,
+            &[("status", finished)],
+            self.cursor(runs_cursor).await?,
+            self.batch,
+        )
+        .await?;
+        let events: Vec<LiveEvent> = runs.items.iter().filter_map(run_event).collect();
+        self.write(&events, &mut changes).await?;
+        if !runs.caught_up {
+            lag_from.extend(runs.newest);
+        }
+        self.put_cursor(runs_cursor, runs.newest).await?;
+
+        let deliveries_cursor = "live_events.deliveries";
+        let deliveries = read_since(
+            self.source,
+            WEBPUSH_ACTIVITY,
+            "updated_at",
+            true,
+            &[("delivered", Filter::Eq(json!(true)))],
+            self.cursor(deliveries_cursor).await?,
+            self.batch,
+        )
+        .await?;
+        let run_ids: Vec<String> =
+            deliveries.items.iter().filter_map(|a| Some(a.get("run_id")?.as_str()?.to_owned())).collect();
+        let flows = self.flows_of_runs(&run_ids).await?;
+        let events: Vec<LiveEvent> = deliveries.items.iter().filter_map(|a| delivery_event(a, &flows)).collect();
+        self.write(&events, &mut changes).await?;
+        self.engage(&events, &mut changes).await?;
+        if !deliveries.caught_up {
+            lag_from.extend(deliveries.newest);
+        }
+        self.put_cursor(deliveries_cursor, deliveries.newest).await?;
+
+        let interactions_cursor = "live_events.interactions";
+        let interactions = read_since(
+            self.source,
+            WEBPUSH_EVENTS,
+            "received_at",
+            true,
+            &[],
+            self.cursor(interactions_cursor).await?,
+            self.batch,
+        )
+        .await?;
+        let notification_ids: Vec<String> =
+            interactions.items.iter().filter_map(|e| Some(e.get("notification_id")?.as_str()?.to_owned())).collect();
+        let activity = self.source.get_many(WEBPUSH_ACTIVITY, &notification_ids).await?;
+        let run_of: HashMap<String, String> =
+            activity.iter().filter_map(|(id, a)| Some((id.clone(), a.get("run_id")?.as_str()?.to_owned()))).collect();
+        let flows = self.flows_of_runs(&run_of.values().cloned().collect::<Vec<_>>()).await?;
+        let events: Vec<LiveEvent> =
+            interactions.items.iter().filter_map(|e| interaction_event(e, &run_of, &flows)).collect();
+        self.write(&events, &mut changes).await?;
+        self.engage(&events, &mut changes).await?;
+        if !interactions.caught_up {
+            lag_from.extend(interactions.newest);
+        }
+        self.put_cursor(interactions_cursor, interactions.newest).await?;
+
+        changes.lag_seconds = lag_from.into_iter().min().map_or(0.0, |at| ((now_ms - at).max(0) as f64) / 1000.0);
+        self.recount(&changes.campaigns).await?;
+        Ok(changes)
+    }
+
+    /// The flow (campaign) of each run, by run id.
+    async fn flows_of_runs(&self, run_ids: &[String]) -> Result<HashMap<String, String>, PortError> {
+        let unique: BTreeSet<&String> = run_ids.iter().collect();
+        let unique: Vec<String> = unique.into_iter().cloned().collect();
+        let runs = self.source.get_many(FLOW_RUNS, &unique).await?;
+        Ok(runs.into_iter().filter_map(|(id, run)| Some((id, run.get("flow_id")?.as_str()?.to_owned()))).collect())
+    }
+
+    async fn write(&self, events: &[LiveEvent], changes: &mut LiveChanges) -> Result<(), PortError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let docs = events
+            .iter()
+            .map(|event| (event.event_id.clone(), serde_json::to_value(event).unwrap_or(Value::Null)))
+            .collect();
+        self.read_models.documents.upsert_many(LIVE_EVENTS, docs).await?;
+        changes.events_written += events.len();
+        changes.tenants.extend(events.iter().map(|event| event.tenant_id.clone()));
+        Ok(())
+    }
+
+    /// Records the players of deliveries and interactions of known campaigns.
+    async fn engage(&self, events: &[LiveEvent], changes: &mut LiveChanges) -> Result<(), PortError> {
+        let mut docs = Vec::new();
+        for event in events {
+            let (Some(campaign), Some(player)) = (&event.campaign_id, event.player_id) else { continue };
+            let id = format!("{}:{campaign}:{player}", event.tenant_id);
+            docs.push((id, json!({"tenant_id": event.tenant_id, "campaign_id": campaign, "player_id": player})));
+            changes.campaigns.insert((event.tenant_id.clone(), campaign.clone()));
+        }
+        if docs.is_empty() {
+            return Ok(());
+        }
+        self.read_models.documents.upsert_many(ENGAGEMENT, docs).await
+    }
+
+    /// Counts the engagement of `campaigns` again into their rows.
+    async fn recount(&self, campaigns: &BTreeSet<(String, String)>) -> Result<(), PortError> {
+        let documents = self.read_models.documents.as_ref();
+        let count = |collection: &'static str, tenant: &str, campaign: &str, kind: Option<&'static str>| {
+            let mut query = Query::new().eq("tenant_id", json!(tenant)).eq("campaign_id", json!(campaign)).limit(1);
+            if let Some(kind) = kind {
+                query = query.eq("kind", json!(kind));
+            }
+            async move { documents.query(collection, &query).await.map(|page| page.total) }
+        };
+        let mut rows: Vec<CampaignDoc> = Vec::new();
+        for (tenant, campaign) in campaigns {
+            let Some(mut row) = self.read_models.campaign(campaign, Some(tenant)).await? else { continue };
+            row.players_engaged = count(ENGAGEMENT, tenant, campaign, None).await?;
+            row.deliveries = count(LIVE_EVENTS, tenant, campaign, Some("notification_delivered")).await?;
+            row.interactions = count(LIVE_EVENTS, tenant, campaign, Some("interaction")).await?;
+            rows.push(row);
+        }
+        self.read_models.put_rows(&rows).await
+    }
+}
+
+fn text(value: &Value, field: &str) -> Option<String> {
+    value.get(field)?.as_str().map(str::to_owned)
+}
+
+/// A finished run with a tenant.
+fn run_event(run: &Value) -> Option<LiveEvent> {
+    let tenant_id = text(run, "tenant_id")?;
+    let run_id = text(run, "run_id")?;
+    let kind = match run.get("status")?.as_str()? {
+        "completed" => "run_completed",
+        "dead_lettered" => "run_dead_lettered",
+        _ => return None,
+    };
+    let occurred_ms = run.get("updated_ms")?.as_i64()?;
+    Some(LiveEvent {
+        event_id: format!("run:{run_id}"),
+        tenant_id,
+        kind: kind.to_owned(),
+        occurred_at: text(run, "finished_at").unwrap_or_else(|| flowhost_core::digest::iso_utc(occurred_ms)),
+        occurred_ms,
+        campaign_id: text(run, "flow_id"),
+        run_id: Some(run_id),
+        notification_id: None,
+        player_id: None,
+        channel: None,
+        interaction_type: None,
+    })
+}
+
+/// A delivered notification.
+fn delivery_event(activity: &Value, flows: &HashMap<String, String>) -> Option<LiveEvent> {
+    let notification_id = text(activity, "notification_id")?;
+    let occurred_at = text(activity, "updated_at")?;
+    let run_id = text(activity, "run_id");
+    Some(LiveEvent {
+        event_id: format!("delivery:{notification_id}"),
+        tenant_id: text(activity, "tenant_id")?,
+        kind: "notification_delivered".to_owned(),
+        occurred_ms: instant_ms(&occurred_at)?,
+        occurred_at,
+        campaign_id: run_id.as_ref().and_then(|run| flows.get(run).cloned()),
+        run_id,
+        notification_id: Some(notification_id),
+        player_id: activity.get("player_id").and_then(Value::as_i64),
+        channel: text(activity, "channel"),
+        interaction_type: None,
+    })
+}
+
+/// A browser or semantic interaction with a notification.
+fn interaction_event(
+    event: &Value,
+    run_of: &HashMap<String, String>,
+    flows: &HashMap<String, String>,
+) -> Option<LiveEvent> {
+    let notification_id = text(event, "notification_id")?;
+    let occurred_at = text(event, "received_at")?;
+    let run_id = run_of.get(&notification_id).cloned();
+    Some(LiveEvent {
+        event_id: format!(
+            "interaction:{}:{}:{}:{}",
+            text(event, "tenant_id")?,
+            event.get("player_id").and_then(Value::as_i64)?,
+            text(event, "source")?,
+            text(event, "event_id")?
+        ),
+        tenant_id: text(event, "tenant_id")?,
+        kind: "interaction".to_owned(),
+        occurred_ms: instant_ms(&occurred_at)?,
+        occurred_at,
+        campaign_id: run_id.as_ref().and_then(|run| flows.get(run).cloned()),
+        run_id,
+        notification_id: Some(notification_id),
+        player_id: event.get("player_id").and_then(Value::as_i64),
+        channel: None,
+        interaction_type: text(event, "event_type"),
+    })
+}
