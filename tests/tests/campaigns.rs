@@ -578,3 +578,102 @@ async fn the_openapi_document_and_the_explorer_bearer() {
     assert_eq!(response.status(), 503, "no token configured: the proxy is closed");
     closed.host.stop().await;
 }
+
+/// The external support source a test controls: the cases it answers, whether it fails, the bearer it saw.
+#[derive(Clone, Default)]
+struct SupportCases {
+    cases: Arc<std::sync::Mutex<Vec<Value>>>,
+    failing: Arc<std::sync::atomic::AtomicBool>,
+    bearers: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+async fn support_cases(
+    axum::extract::State(source): axum::extract::State<SupportCases>,
+    headers: axum::http::HeaderMap,
+    axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let bearer = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    source.bearers.lock().unwrap().push(bearer);
+    if source.failing.load(std::sync::atomic::Ordering::SeqCst) {
+        return axum::http::StatusCode::BAD_GATEWAY.into_response();
+    }
+    let tenant = query.get("tenant_id").cloned().unwrap_or_default();
+    let since = query.get("updated_since").cloned().unwrap_or_default();
+    let cases: Vec<Value> = source
+        .cases
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|case| case["tenant"] == tenant.as_str() && case["updated_at"].as_str().unwrap() >= since.as_str())
+        .map(|case| json!({"id": case["id"], "channel": case["channel"], "updated_at": case["updated_at"]}))
+        .collect();
+    axum::Json(json!({ "cases": cases })).into_response()
+}
+
+/// The support slice: chat conversations of the tenant are counted (other channels are not); a failing source
+/// counts failures and keeps the last count, stale; it recovers with the new cases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn support_cases_count_chat_conversations_from_the_external_source() {
+    let source = SupportCases::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/cases", listener.local_addr().unwrap());
+    let app = axum::Router::new().route("/cases", axum::routing::get(support_cases)).with_state(source.clone());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let c = Campaigns::start_configured(Backends::Embedded, &[Role::Admin, Role::Campaigns], |config| {
+        config.campaigns.support_url = Some(url);
+        config.campaigns.support_token = Some(flowhost_core::config::Secret::new("support-secret"));
+    })
+    .await;
+    let t = c.tenant.clone();
+    let now = || flowhost_core::digest::iso_utc(flowhost_core::Clock::now_ms(&flowhost_core::SystemClock));
+    for (id, channel) in [("c1", "chat"), ("c2", "email"), ("c3", "chat")] {
+        source.cases.lock().unwrap().push(json!({"tenant": t, "id": id, "channel": channel, "updated_at": now()}));
+    }
+    source
+        .cases
+        .lock()
+        .unwrap()
+        .push(json!({"tenant": "someone-else", "id": "x", "channel": "chat", "updated_at": now()}));
+    c.flow("s-one", Some(campaign(&t)), false).await;
+    let overview = |expected: Value| {
+        let c = &c;
+        let path = format!("/api/v1/overview?tenant_id={t}");
+        async move {
+            let until = tokio::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                let (_, overview) = c.get(&path).await;
+                if overview["support_cases_total"] == expected {
+                    return overview;
+                }
+                assert!(tokio::time::Instant::now() < until, "{overview}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let first = overview(json!(2)).await;
+    assert_eq!(first["freshness"]["support"]["state"], "fresh");
+    assert!(source.bearers.lock().unwrap().iter().all(|b| b == "Bearer support-secret"));
+
+    source.failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    source.cases.lock().unwrap().push(json!({"tenant": t, "id": "c4", "channel": "chat", "updated_at": now()}));
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, overview) = c.get(&format!("/api/v1/overview?tenant_id={t}")).await;
+        let failures = overview["freshness"]["support"]["consecutive_failures"].as_u64().unwrap_or(0);
+        if failures >= 2 {
+            assert_eq!(overview["support_cases_total"], 2, "the last count stays while the source fails");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "{overview}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let metrics = c.metrics().await;
+    assert!(Campaigns::gauge(&metrics, &t, "support", "consecutive_failures").unwrap() >= 2.0, "{metrics}");
+
+    source.failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let recovered = overview(json!(3)).await;
+    assert_eq!(recovered["freshness"]["support"]["consecutive_failures"], 0);
+    c.host.stop().await;
+    server.abort();
+}

@@ -39,6 +39,8 @@ const MAX_PAGE: u64 = 1_000_000;
 pub struct Api {
     pub read_models: ReadModels,
     pub clock: Arc<dyn Clock>,
+    /// Whether a support-case source is configured (else `support_cases_total` is unknown).
+    pub support_configured: bool,
 }
 
 /// An answer other than success.
@@ -207,8 +209,13 @@ async fn overview(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Jso
     overview.as_object_mut().expect("an object").extend(counters.summary().as_object().cloned().unwrap_or_default());
     overview["status_counts"] = aggregate.status_counts(None);
     overview["live_events_total"] = json!(api.read_models.live_events_total(&tenant).await?);
-    // No support-case source is configured: the count is unknown, never a silent 0 (its freshness says why).
-    overview["support_cases_total"] = Value::Null;
+    // Unknown (never a silent 0) until a configured source answered for this tenant; the freshness says why.
+    let support = api.read_models.sync_state(SUPPORT, &tenant).await?;
+    let synced = support.is_some_and(|state| state.last_success_ms.is_some());
+    overview["support_cases_total"] = match api.support_configured && synced {
+        true => json!(crate::support::chat_cases(&api.read_models, &tenant).await?),
+        false => Value::Null,
+    };
     overview["freshness"] = api.freshness(&tenant, &[CAMPAIGNS, LIVE_EVENTS, OVERVIEW, SUPPORT]).await?;
     Ok(Json(overview))
 }

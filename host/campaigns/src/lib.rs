@@ -8,6 +8,7 @@
 //! - `api`: the routes, their query parsing and the `{ "error": string }` envelope; `X-Request-Id` on every
 //!   response.
 //! - `explorer`: the OpenAPI document, the explorer page and the bearer-checked proxy path.
+//! - `support`: the optional external support-case source.
 //! - `metrics`: the `sync_state` gauges.
 //! - `role`: the `campaigns` role.
 
@@ -18,6 +19,7 @@ pub mod metrics;
 pub mod model;
 pub mod read_model;
 pub mod role;
+pub mod support;
 pub mod sync;
 
 pub use role::CampaignsRole;

@@ -16,6 +16,7 @@ use crate::api::{self, Api};
 use crate::explorer;
 use crate::metrics::{self, SyncGauges};
 use crate::read_model::{ReadModels, ROWS};
+use crate::support::SupportSource;
 use crate::sync::{Sync, SyncStatus};
 
 pub struct CampaignsRole;
@@ -38,8 +39,16 @@ impl flowhost_role::Role for CampaignsRole {
             fresh_for: Duration::from_secs(config.fresh_for_seconds),
             batch: config.sync_batch,
             status: status.clone(),
+            support: match &config.support_url {
+                Some(url) => Some(SupportSource::new(url.clone(), config.support_token.clone())?),
+                None => None,
+            },
         };
-        let api = Api { read_models: read_models.clone(), clock: context.ports.clock.clone() };
+        let api = Api {
+            read_models: read_models.clone(),
+            clock: context.ports.clock.clone(),
+            support_configured: config.support_url.is_some(),
+        };
         let api_routes = api::router(api);
         let proxied = api_routes.clone().merge(api::fallback());
         let routes = api_routes.merge(explorer::router(proxied, config.bearer_token.clone())).merge(metrics::router(
@@ -66,6 +75,7 @@ async fn run(sync: Sync, read_models: ReadModels, flows: Flows, shutdown: Cancel
         let indexes = async {
             read_models.ensure_indexes().await?;
             crate::live::ensure_indexes(&read_models, flows.ports().documents.as_ref()).await?;
+            crate::support::ensure_indexes(&read_models).await?;
             flows.ensure_indexes().await.map_err(|error| flowhost_core::PortError::Backend(error.to_string()))
         };
         match indexes.await {

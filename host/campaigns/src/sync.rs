@@ -8,7 +8,8 @@
 //! - **live_events**: run completions, deliveries and interactions (see [`crate::live`]), and the engagement
 //!   counters of the campaigns they belong to.
 //! - **overview**: the per-tenant aggregates of the tenants the other slices touched.
-//! - **support**: the support-case source; with none configured its state says `not_configured`.
+//! - **support**: the support-case source, per tenant (see [`crate::support`]); with none configured its state
+//!   says `not_configured`.
 //!
 //! Each slice's outcome is kept per tenant (last success, fresh until, lag, consecutive failures): a failed
 //! pass leaves the read models as they were, serving stale data whose freshness shows it.
@@ -30,6 +31,7 @@ use tracing::{info, warn};
 use crate::live::{LiveSync, LIVE_EVENTS};
 use crate::model::{instant_ms, CampaignDoc, UiStatus};
 use crate::read_model::{Aggregate, ReadModels, SyncState};
+use crate::support::SupportSource;
 
 pub const CAMPAIGNS: &str = "campaigns";
 pub const OVERVIEW: &str = "overview";
@@ -84,6 +86,8 @@ pub struct Sync {
     pub fresh_for: Duration,
     pub batch: u64,
     pub status: Arc<SyncStatus>,
+    /// The external support-case source, when configured.
+    pub support: Option<SupportSource>,
 }
 
 /// What the campaigns slice changed.
@@ -171,20 +175,47 @@ impl Sync {
                 report.failures.insert(OVERVIEW, error.to_string());
             }
         }
-        for tenant in &tenants {
-            let state = states.entry((SUPPORT.to_owned(), tenant.clone())).or_insert_with(|| SyncState {
-                slice: SUPPORT.to_owned(),
-                tenant_id: tenant.clone(),
-                ..SyncState::default()
-            });
-            state.not_configured = true;
-            state.last_attempt_ms = Some(now_ms);
-        }
+        self.sync_support(&mut states, &tenants, now_ms, &mut report).await;
         let states: Vec<SyncState> = states.into_values().collect();
         if let Err(error) = self.read_models.put_sync_states(&states).await {
             report.failures.insert(OVERVIEW, format!("writing the sync states: {error}"));
         }
         report
+    }
+
+    /// The support slice: each tenant on its own (one tenant's failure is its own).
+    async fn sync_support(
+        &self,
+        states: &mut HashMap<(String, String), SyncState>,
+        tenants: &BTreeSet<String>,
+        now_ms: i64,
+        report: &mut PassReport,
+    ) {
+        let Some(source) = &self.support else {
+            for tenant in tenants {
+                let state = states.entry((SUPPORT.to_owned(), tenant.clone())).or_insert_with(|| SyncState {
+                    slice: SUPPORT.to_owned(),
+                    tenant_id: tenant.clone(),
+                    ..SyncState::default()
+                });
+                state.not_configured = true;
+                state.last_attempt_ms = Some(now_ms);
+            }
+            return;
+        };
+        for tenant in tenants {
+            let one = BTreeSet::from([tenant.clone()]);
+            match source.sync_tenant(&self.read_models, tenant).await {
+                Ok(_) => self.record(states, SUPPORT, &one, now_ms, Ok(0.0)),
+                Err(error) => {
+                    self.record(states, SUPPORT, &one, now_ms, Err(()));
+                    report.failures.insert(SUPPORT, format!("tenant {tenant}: {error}"));
+                }
+            }
+            if let Some(state) = states.get_mut(&(SUPPORT.to_owned(), tenant.clone())) {
+                state.not_configured = false;
+            }
+        }
     }
 
     /// Applies one slice's outcome to the states of `tenants`.

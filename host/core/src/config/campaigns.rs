@@ -23,6 +23,11 @@ pub struct CampaignsConfig {
     /// `FLOWHOST_CAMPAIGNS_DATABASE` (`campaigns`): the logical database of the read models (one per
     /// installation when several share a MongoDB server).
     pub database: String,
+    /// `FLOWHOST_CAMPAIGNS_SUPPORT_URL`: the optional external source of support cases (HTTP JSON); unset, the
+    /// support slice is `not_configured`.
+    pub support_url: Option<String>,
+    /// `FLOWHOST_CAMPAIGNS_SUPPORT_TOKEN`: the bearer sent to the support source, if it needs one.
+    pub support_token: Option<Secret>,
 }
 
 impl Default for CampaignsConfig {
@@ -34,6 +39,8 @@ impl Default for CampaignsConfig {
             fresh_for_seconds: 60,
             sync_batch: 1000,
             database: "campaigns".to_owned(),
+            support_url: None,
+            support_token: None,
         }
     }
 }
@@ -42,6 +49,12 @@ impl CampaignsConfig {
     pub(super) fn apply_env(&mut self, get: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         if let Some(v) = get("FLOWHOST_CAMPAIGNS_LISTEN") {
             self.listen = v.trim().to_owned();
+        }
+        if let Some(v) = get("FLOWHOST_CAMPAIGNS_SUPPORT_URL") {
+            self.support_url = Some(v.trim().to_owned()).filter(|url| !url.is_empty());
+        }
+        if let Some(v) = get("FLOWHOST_CAMPAIGNS_SUPPORT_TOKEN") {
+            self.support_token = Some(Secret::new(v.trim())).filter(|s| !s.expose().is_empty());
         }
         if let Some(v) = get("FLOWHOST_CAMPAIGNS_DATABASE") {
             self.database = v.trim().to_owned();
@@ -75,6 +88,11 @@ impl CampaignsConfig {
                 return Err(ConfigError::new(name, "must be positive"));
             }
         }
+        if let Some(url) = &self.support_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) || url::Url::parse(url).is_err() {
+                return Err(ConfigError::new("FLOWHOST_CAMPAIGNS_SUPPORT_URL", "must be an http:// or https:// URL"));
+            }
+        }
         if !crate::model::is_identifier(&self.database) {
             return Err(ConfigError::new("FLOWHOST_CAMPAIGNS_DATABASE", "use letters, digits and underscores"));
         }
@@ -106,6 +124,8 @@ mod tests {
             ("FLOWHOST_CAMPAIGNS_FRESH_FOR_SECONDS", "30"),
             ("FLOWHOST_CAMPAIGNS_SYNC_BATCH", "50"),
             ("FLOWHOST_CAMPAIGNS_DATABASE", "campaigns_eu"),
+            ("FLOWHOST_CAMPAIGNS_SUPPORT_URL", "https://support.internal/cases"),
+            ("FLOWHOST_CAMPAIGNS_SUPPORT_TOKEN", "s3cret"),
         ])
         .unwrap();
         assert_eq!(
@@ -114,6 +134,8 @@ mod tests {
         );
         assert_eq!((config.sync_batch, config.database.as_str()), (50, "campaigns_eu"));
         assert_eq!(config.bearer_token.unwrap().expose(), "0123456789abcdef");
+        assert_eq!(config.support_url.as_deref(), Some("https://support.internal/cases"));
+        assert_eq!(config.support_token.unwrap().expose(), "s3cret");
         assert_eq!(CampaignsConfig::default().listen, "127.0.0.1:8086");
 
         for (name, value) in [
@@ -122,6 +144,7 @@ mod tests {
             ("FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS", "0"),
             ("FLOWHOST_CAMPAIGNS_SYNC_BATCH", "many"),
             ("FLOWHOST_CAMPAIGNS_DATABASE", "campaigns-eu"),
+            ("FLOWHOST_CAMPAIGNS_SUPPORT_URL", "ftp://support"),
         ] {
             let error = from_env(&[(name, value)]).unwrap_err();
             assert!(error.to_string().contains(name), "{name}: {error}");
