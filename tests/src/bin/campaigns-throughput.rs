@@ -1,0 +1,202 @@
+//! The campaign events API's figures on this machine (the `campaigns` role in process, on the embedded store):
+//!
+//! 1. **Initial sync**: 10,000 v2 flows with campaign metadata (one tenant) become campaign rows.
+//! 2. **List requests**: `GET /api/v1/campaigns` for that tenant, with 1,000,000 engagement records (live
+//!    events) beside its campaigns, from 16 connections for 10 s: requests per second, p50 and p99; unfiltered
+//!    and filtered by `ui_status`.
+//! 3. **Catch-up**: 100,000 delivered notifications written to the source store as the sender writes them;
+//!    the time until the live-events read model counts them all.
+//!
+//!     cargo run --release -p flowhost-tests --bin campaigns-throughput
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flowhost_core::config::Role;
+use flowhost_core::{Clock, SystemClock};
+use flowhost_flows::{CampaignMeta, FlowInput, Flows};
+use flowhost_tests::{Backends, TestHost};
+use serde_json::{json, Value};
+
+const CAMPAIGNS: usize = 10_000;
+const ENGAGEMENT: usize = 1_000_000;
+const NEW_RECORDS: usize = 100_000;
+const CONNECTIONS: usize = 16;
+const LOAD: Duration = Duration::from_secs(10);
+
+async fn get(http: &reqwest::Client, url: &str) -> Value {
+    http.get(url).send().await.unwrap().json().await.unwrap_or(Value::Null)
+}
+
+/// Requests `path(n)` from [`CONNECTIONS`] tasks for [`LOAD`]; prints one table row.
+async fn load(label: &str, base: &str, path: impl Fn(u64) -> String + Send + Sync + 'static) {
+    let path = Arc::new(path);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..CONNECTIONS)
+        .map(|task| {
+            let (base, path) = (base.to_owned(), path.clone());
+            tokio::spawn(async move {
+                let http = reqwest::Client::new();
+                let mut latencies = Vec::new();
+                let mut n = task as u64;
+                while started.elapsed() < LOAD {
+                    let begun = Instant::now();
+                    let response = http.get(format!("{base}{}", path(n))).send().await.unwrap();
+                    assert_eq!(response.status(), 200);
+                    response.bytes().await.unwrap();
+                    latencies.push(begun.elapsed());
+                    n += CONNECTIONS as u64;
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.unwrap());
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    println!(
+        "| {label} | {CONNECTIONS} | {:.0}/s | {:.1} ms | {:.1} ms |",
+        latencies.len() as f64 / elapsed,
+        at(0.50).as_secs_f64() * 1000.0,
+        at(0.99).as_secs_f64() * 1000.0
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TestHost::config(Backends::Embedded, dir.path());
+    config.roles = vec![Role::Admin, Role::Campaigns];
+    config.campaigns.listen = format!("127.0.0.1:{}", flowhost_tests::gateway::free_port());
+    config.campaigns.sync_interval_ms = 250;
+    config.campaigns.sync_batch = 5000;
+    let ports = flowhost::connect(&config).await.unwrap();
+    let tenant = "7";
+    println!(
+        "Campaign events API, embedded store, {} cores",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!();
+
+    // 10,000 campaigns, as the admin API creates them.
+    let flows = Flows::new(ports.clone());
+    let started = Instant::now();
+    for n in 0..CAMPAIGNS {
+        let input = FlowInput {
+            id: Some(format!("campaign-{n:05}")),
+            name: Some(format!("Campaign {n}")),
+            description: Some("Benchmark campaign".to_owned()),
+            campaign: Some(CampaignMeta {
+                tenant_id: tenant.to_owned(),
+                offering: "50 free spins".to_owned(),
+                starts_at: None,
+                ends_at: None,
+                archived: n % 4 == 0,
+            }),
+            ..FlowInput::default()
+        };
+        flows.create(input, Some("bench")).await.unwrap();
+    }
+    let created = started.elapsed();
+
+    // 1,000,000 engagement records of the tenant's campaigns (the live-events read model's history).
+    let read_models = ports.documents.database(&config.campaigns.database).await.unwrap();
+    let now = SystemClock.now_ms();
+    let started = Instant::now();
+    for chunk in (0..ENGAGEMENT).collect::<Vec<_>>().chunks(20_000) {
+        let docs = chunk
+            .iter()
+            .map(|n| {
+                let id = format!("delivery:bench-{n}");
+                let at = now - 86_400_000 + (*n as i64);
+                let event = json!({"event_id": id, "tenant_id": tenant, "kind": "notification_delivered",
+                    "occurred_at": flowhost_core::digest::iso_utc(at), "occurred_ms": at,
+                    "campaign_id": format!("campaign-{:05}", n % CAMPAIGNS), "run_id": null,
+                    "notification_id": format!("bench-{n}"), "player_id": (n % 50_000) as i64,
+                    "channel": "WEB_PUSH", "interaction_type": null});
+                (id, event)
+            })
+            .collect();
+        read_models.upsert_many(flowhost_campaigns::live::LIVE_EVENTS, docs).await.unwrap();
+    }
+    let seeded = started.elapsed();
+
+    let started = Instant::now();
+    let host = TestHost::start_on(config.clone(), ports.clone()).await;
+    let base = format!("http://{}", config.campaigns.listen);
+    let http = reqwest::Client::new();
+    let list = format!("{base}/api/v1/campaigns?tenant_id={tenant}&page_size=1");
+    while get(&http, &list).await["total_items"] != CAMPAIGNS {
+        assert!(started.elapsed() < Duration::from_secs(600), "the campaigns never synced");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let synced = started.elapsed();
+    println!("| What | Records | Time |");
+    println!("|---|---|---|");
+    println!("| create the flows (admin store) | {CAMPAIGNS} | {:.1} s |", created.as_secs_f64());
+    println!("| seed the engagement history (read model) | {ENGAGEMENT} | {:.1} s |", seeded.as_secs_f64());
+    println!("| initial campaign sync (start to all rows listed) | {CAMPAIGNS} | {:.1} s |", synced.as_secs_f64());
+    println!();
+    println!("| List request | Connections | Requests/s | p50 | p99 |");
+    println!("|---|---|---|---|---|");
+    load("`/api/v1/campaigns`, pages 1 to 500 of 20", &base, move |n| {
+        format!("/api/v1/campaigns?tenant_id={tenant}&page={}&page_size=20", n % 500 + 1)
+    })
+    .await;
+    load("`/api/v1/campaigns?ui_status=ended`, sorted by name", &base, move |n| {
+        format!("/api/v1/campaigns?tenant_id={tenant}&ui_status=ended&sort=name&page={}", n % 100 + 1)
+    })
+    .await;
+    load("`/api/v1/live-events`, pages 1 to 500 of 20", &base, move |n| {
+        format!("/api/v1/live-events?tenant_id={tenant}&page={}", n % 500 + 1)
+    })
+    .await;
+
+    // 100,000 new delivered notifications, as the sender stores them; the time until all are live events.
+    let overview = format!("{base}/api/v1/overview?tenant_id={tenant}");
+    let before = get(&http, &overview).await["live_events_total"].as_u64().unwrap();
+    let started = Instant::now();
+    let retention = Duration::from_secs(86_400);
+    for n in 0..NEW_RECORDS {
+        let activity = flowhost_webpush::records::NotificationActivity {
+            notification_id: format!("new-{n}"),
+            tenant_id: tenant.to_owned(),
+            player_id: (n % 50_000) as i64,
+            channel: "WEB_PUSH".to_owned(),
+            template_id: None,
+            language_enabled_id: None,
+            status: "delivered".to_owned(),
+            delivered: true,
+            delivery_ids: vec![format!("d-{n}")],
+            invalidated_subscriptions: Vec::new(),
+            deliveries: Vec::new(),
+            run_id: None,
+            attempts: 1,
+            content: json!({}),
+            created_at_ms: SystemClock.now_ms(),
+            created_at: String::new(),
+            updated_at: String::new(),
+        };
+        flowhost_webpush::records::store_activity(&ports, retention, &activity).await.unwrap();
+    }
+    let written = started.elapsed();
+    while get(&http, &overview).await["live_events_total"].as_u64().unwrap() < before + NEW_RECORDS as u64 {
+        assert!(started.elapsed() < Duration::from_secs(900), "the sync never caught up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let caught_up = started.elapsed();
+    println!();
+    println!("| Catch-up | Records | Written in | All listed after | After the last write |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| delivered notifications to live events | {NEW_RECORDS} | {:.1} s | {:.1} s | {:.1} s |",
+        written.as_secs_f64(),
+        caught_up.as_secs_f64(),
+        (caught_up - written).as_secs_f64()
+    );
+    host.stop().await;
+}
