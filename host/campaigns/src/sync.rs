@@ -43,6 +43,8 @@ pub const SLICES: [&str; 4] = [CAMPAIGNS, LIVE_EVENTS, OVERVIEW, SUPPORT];
 const OVERLAP_MS: i64 = 5_000;
 /// Pages of changed flows one pass reads at most (the rest waits for the next pass; the lag shows it).
 const MAX_PAGES_PER_PASS: usize = 50;
+/// The most values one `In` filter carries.
+const IN_CHUNK: usize = 200;
 /// Every this many passes, all rows are checked against their flows.
 pub const RECONCILE_EVERY: u64 = 12;
 
@@ -338,10 +340,14 @@ impl Sync {
         self.read_models.put_rows(&rows).await
     }
 
-    /// The rows of the campaigns `ids`, by campaign id.
+    /// The rows of the campaigns `ids`, by campaign id. Asked for in chunks: the embedded store turns an `In`
+    /// filter into one comparison per value, and SQLite refuses expressions deeper than 1000.
     async fn existing_rows(&self, ids: Vec<Value>) -> Result<HashMap<String, Vec<CampaignDoc>>, PortError> {
-        let query = Query::new().filter("campaign_id", Filter::In(ids));
-        let items = self.read_models.documents.query(crate::read_model::ROWS, &query).await?.items;
+        let mut items = Vec::new();
+        for chunk in ids.chunks(IN_CHUNK) {
+            let query = Query::new().filter("campaign_id", Filter::In(chunk.to_vec()));
+            items.extend(self.read_models.documents.query(crate::read_model::ROWS, &query).await?.items);
+        }
         let mut rows: HashMap<String, Vec<CampaignDoc>> = HashMap::new();
         for item in items {
             if let Ok(row) = serde_json::from_value::<CampaignDoc>(item) {

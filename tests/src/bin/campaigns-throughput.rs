@@ -24,8 +24,12 @@ const NEW_RECORDS: usize = 100_000;
 const CONNECTIONS: usize = 16;
 const LOAD: Duration = Duration::from_secs(10);
 
+/// The JSON answer of `url`; `null` while the listener is not up yet.
 async fn get(http: &reqwest::Client, url: &str) -> Value {
-    http.get(url).send().await.unwrap().json().await.unwrap_or(Value::Null)
+    match http.get(url).send().await {
+        Ok(response) => response.json().await.unwrap_or(Value::Null),
+        Err(_) => Value::Null,
+    }
 }
 
 /// Requests `path(n)` from [`CONNECTIONS`] tasks for [`LOAD`]; prints one table row.
@@ -68,6 +72,8 @@ async fn load(label: &str, base: &str, path: impl Fn(u64) -> String + Send + Syn
 
 #[tokio::main]
 async fn main() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FLOWHOST_TEST_LOG").unwrap_or_else(|_| "warn".into());
+    tracing_subscriber::fmt().with_env_filter(filter).init();
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(Backends::Embedded, dir.path());
     config.roles = vec![Role::Admin, Role::Campaigns];
