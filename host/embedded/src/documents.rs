@@ -214,11 +214,6 @@ impl DocumentStore for SqliteDocuments {
         Ok(self.get_versioned(collection, id).await?.map(|versioned| versioned.body))
     }
 
-    async fn get_many(&self, collection: &str, ids: &[String]) -> Result<HashMap<String, Value>, PortError> {
-        let found = self.get_many_versioned(collection, ids).await?;
-        Ok(found.into_iter().map(|(id, versioned)| (id, versioned.body)).collect())
-    }
-
     async fn get_many_versioned(
         &self,
         collection: &str,

@@ -222,15 +222,6 @@ impl DocumentStore for MongoDocuments {
         .await
     }
 
-    async fn get_many(
-        &self,
-        collection: &str,
-        ids: &[String],
-    ) -> Result<std::collections::HashMap<String, Value>, PortError> {
-        let found = self.get_many_versioned(collection, ids).await?;
-        Ok(found.into_iter().map(|(id, versioned)| (id, versioned.body)).collect())
-    }
-
     async fn get_many_versioned(
         &self,
         collection: &str,

@@ -159,11 +159,6 @@ impl Projection {
         }
     }
 
-    /// Projects one broker record onto its player's document.
-    pub async fn record(&self, record: &Record) -> Result<Projected, Transient> {
-        self.records(&[record]).await.pop().expect("one outcome per record")
-    }
-
     /// Projects a partition's records, in order per player; one outcome per record, in the records' order.
     pub async fn records(&self, records: &[&Record]) -> Vec<Result<Projected, Transient>> {
         let now = iso_utc(self.clock.now_ms());
@@ -207,11 +202,6 @@ impl Projection {
             }
         }
         outcomes.into_iter().map(|outcome| outcome.expect("every record has an outcome")).collect()
-    }
-
-    /// Takes the due sites of document `id` offline (the sweep).
-    pub async fn expire(&self, id: &str) -> Result<Projected, Transient> {
-        self.expire_many(vec![id.to_owned()]).await.pop().expect("one outcome per document")
     }
 
     /// Takes the due sites of the documents `ids` offline; one outcome per id, in order.

@@ -197,13 +197,8 @@ pub trait DocumentStore: Send + Sync + 'static {
 
     /// The documents of those of `ids` that exist, by id (one round trip where the backend allows).
     async fn get_many(&self, collection: &str, ids: &[String]) -> Result<HashMap<String, Value>, PortError> {
-        let mut found = HashMap::new();
-        for id in ids {
-            if let Some(doc) = self.get(collection, id).await? {
-                found.insert(id.clone(), doc);
-            }
-        }
-        Ok(found)
+        let found = self.get_many_versioned(collection, ids).await?;
+        Ok(found.into_iter().map(|(id, versioned)| (id, versioned.body)).collect())
     }
 
     /// The bodies and versions of those of `ids` that exist, by id (one round trip where the backend allows).
