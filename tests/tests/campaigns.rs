@@ -442,8 +442,17 @@ async fn live_events_and_engagement(backends: Backends) {
     };
     assert_eq!(detail["players_engaged"], 2, "{detail}");
 
-    let (status, live) = c.get(&format!("/api/v1/live-events?tenant_id={t}&page_size=100")).await;
-    assert_eq!(status, 200, "{live}");
+    // The totals are kept per tenant and kind, counted at the end of the pass that wrote the events.
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    let live = loop {
+        let (status, live) = c.get(&format!("/api/v1/live-events?tenant_id={t}&page_size=100")).await;
+        assert_eq!(status, 200, "{live}");
+        if live["total_items"].as_u64() == live["items"].as_array().map(|items| items.len() as u64) {
+            break live;
+        }
+        assert!(tokio::time::Instant::now() < until, "{live}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let items = live["items"].as_array().unwrap();
     let count = |kind: &str| items.iter().filter(|item| item["kind"] == kind).count();
     assert!(count("run_completed") >= 3, "{live}");
@@ -462,6 +471,8 @@ async fn live_events_and_engagement(backends: Backends) {
         deliveries["applied_filters"],
         json!({"tenant_id": t, "kind": "notification_delivered", "campaign_id": "c-live"})
     );
+    let (_, runs) = c.get(&format!("/api/v1/live-events?tenant_id={t}&kind=run_completed&page_size=1")).await;
+    assert_eq!(runs["total_items"].as_u64(), Some(count("run_completed") as u64), "{runs}");
     let (_, beyond) = c.get(&format!("/api/v1/live-events?tenant_id={t}&kind=interaction&page=2")).await;
     assert_eq!(
         (beyond["items"].clone(), beyond["total_items"].clone(), beyond["total_pages"].clone()),
@@ -674,6 +685,176 @@ async fn support_cases_count_chat_conversations_from_the_external_source() {
     source.failing.store(false, std::sync::atomic::Ordering::SeqCst);
     let recovered = overview(json!(3)).await;
     assert_eq!(recovered["freshness"]["support"]["consecutive_failures"], 0);
+    c.host.stop().await;
+    server.abort();
+}
+
+/// Live events written before their tenant's totals were kept (an upgrade) are counted, hour by hour, once
+/// the tenant shows new activity; the list's totals and the overview then count history and news alike.
+async fn history_predating_the_totals_is_counted(backends: Backends) {
+    let c = Campaigns::start(backends).await;
+    let t = c.tenant.clone();
+    let read_models = c.host.ports.documents.database(&c.host.config.campaigns.database).await.unwrap();
+    let now = flowhost_core::Clock::now_ms(&flowhost_core::SystemClock);
+    let docs = (0..50i64)
+        .map(|n| {
+            let at = now - 3 * 3_600_000 + n * 200_000;
+            let id = format!("delivery:old-{n}");
+            let event = json!({"event_id": id, "tenant_id": t, "kind": "notification_delivered",
+                "occurred_at": flowhost_core::digest::iso_utc(at), "occurred_ms": at, "campaign_id": null,
+                "run_id": null, "notification_id": format!("old-{n}"), "player_id": n, "channel": "WEB_PUSH",
+                "interaction_type": null});
+            (id, event)
+        })
+        .collect();
+    read_models.upsert_many(flowhost_campaigns::live::LIVE_EVENTS, docs).await.unwrap();
+    delivered(&c.host, &t, "n-new", 7, "no-such-run").await;
+
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, live) = c.get(&format!("/api/v1/live-events?tenant_id={t}&page=3&page_size=20")).await;
+        if live["total_items"] == 51 {
+            assert_eq!((live["total_pages"].clone(), live["items"].as_array().unwrap().len()), (json!(3), 11));
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "{live}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, newest) =
+        c.get(&format!("/api/v1/live-events?tenant_id={t}&kind=notification_delivered&page_size=1")).await;
+    assert_eq!(
+        (newest["items"][0]["notification_id"].clone(), newest["total_items"].clone()),
+        (json!("n-new"), json!(51))
+    );
+    let (_, none) = c.get(&format!("/api/v1/live-events?tenant_id={t}&kind=interaction")).await;
+    assert_eq!(none["total_items"], 0);
+    let (_, overview) = c.get(&format!("/api/v1/overview?tenant_id={t}")).await;
+    assert_eq!(overview["live_events_total"], 51, "{overview}");
+    c.host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_history_predating_the_totals_is_counted() {
+    history_predating_the_totals_is_counted(Backends::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mongodb_history_predating_the_totals_is_counted() {
+    history_predating_the_totals_is_counted(Backends::Distributed).await;
+}
+
+/// The external campaign source a test controls: the campaigns it answers, whether it fails, the bearer it saw.
+#[derive(Clone, Default)]
+struct ExternalCampaigns {
+    campaigns: Arc<std::sync::Mutex<Vec<Value>>>,
+    failing: Arc<std::sync::atomic::AtomicBool>,
+    bearers: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+async fn external_campaigns(
+    axum::extract::State(source): axum::extract::State<ExternalCampaigns>,
+    headers: axum::http::HeaderMap,
+    axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let bearer = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    source.bearers.lock().unwrap().push(bearer);
+    if source.failing.load(std::sync::atomic::Ordering::SeqCst) {
+        return axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    let since = query.get("updated_since").cloned().unwrap_or_default();
+    let campaigns: Vec<Value> = source
+        .campaigns
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|campaign| campaign["updated_at"].as_str().unwrap() >= since.as_str())
+        .cloned()
+        .collect();
+    axum::Json(json!({ "campaigns": campaigns })).into_response()
+}
+
+/// Campaigns of the external source are listed beside the flows' (`campaign_origin` `external`, id
+/// `external:<id>`), filtered, detailed and removed by a tombstone; the reconcile of flow rows leaves them; a
+/// failing source fails the campaigns slice while the flows' campaigns keep syncing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn campaigns_of_the_external_source() {
+    let source = ExternalCampaigns::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/campaigns", listener.local_addr().unwrap());
+    let app =
+        axum::Router::new().route("/campaigns", axum::routing::get(external_campaigns)).with_state(source.clone());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let c = Campaigns::start_configured(Backends::Embedded, &[Role::Admin, Role::Campaigns], |config| {
+        config.campaigns.external_url = Some(url);
+        config.campaigns.external_token = Some(flowhost_core::config::Secret::new("crm-secret"));
+    })
+    .await;
+    let t = c.tenant.clone();
+    let now = || flowhost_core::digest::iso_utc(flowhost_core::Clock::now_ms(&flowhost_core::SystemClock));
+    let push = |campaign: Value| source.campaigns.lock().unwrap().push(campaign);
+    push(json!({"id": "spring", "tenant_id": t, "name": "Spring", "state": "active", "updated_at": now(),
+        "description": "From the CRM", "offering": "10 spins", "ends_at": "2099-01-01T00:00:00Z"}));
+    push(json!({"id": "idea", "tenant_id": t, "name": "Idea", "state": "draft", "updated_at": now()}));
+    c.flow("f-one", Some(campaign(&t)), true).await;
+
+    c.wait_total(&t, 3).await;
+    let (_, external) = c.get(&format!("/api/v1/campaigns?tenant_id={t}&campaign_origin=external&sort=name")).await;
+    assert_eq!(external["total_items"], 2, "{external}");
+    let names: Vec<&str> = external["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Idea", "Spring"]);
+    assert!(external["items"].as_array().unwrap().iter().all(|item| item["campaign_origin"] == "external"));
+    assert_eq!(
+        external["status_counts"],
+        json!({"suggestions": 1, "running": 1, "paused": 0, "ended": 0}),
+        "{external}"
+    );
+    let (_, flows) = c.get(&format!("/api/v1/campaigns?tenant_id={t}&campaign_origin=flow")).await;
+    assert_eq!(flows["items"][0]["campaign_id"], "f-one", "{flows}");
+
+    let (status, detail) = c.get("/api/v1/campaigns/external:spring").await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(
+        (detail["campaign_origin"].clone(), detail["ui_status"].clone(), detail["flow_status"].clone()),
+        (json!("external"), json!("running"), Value::Null)
+    );
+    assert_eq!((detail["description"].clone(), detail["offering"].clone()), (json!("From the CRM"), json!("10 spins")));
+    let (status, _) = c.get(&format!("/api/v1/live-events?tenant_id={t}&campaign_id=external:spring")).await;
+    assert_eq!(status, 200);
+    assert!(source.bearers.lock().unwrap().iter().all(|bearer| bearer == "Bearer crm-secret"));
+
+    // A tombstone removes; an update moves the bucket.
+    push(json!({"id": "idea", "tenant_id": t, "state": "draft", "updated_at": now(), "deleted": true}));
+    push(json!({"id": "spring", "tenant_id": t, "name": "Spring", "state": "paused", "updated_at": now()}));
+    c.wait_total(&t, 2).await;
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    while c.get("/api/v1/campaigns/external:spring").await.1["ui_status"] != "paused" {
+        assert!(tokio::time::Instant::now() < until, "the update never arrived");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Several reconciles (every 12 passes of 200 ms) later the external campaign is still there.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(c.get("/api/v1/campaigns/external:spring").await.0, 200);
+
+    // A failing source fails the slice; the flows' campaigns keep arriving.
+    source.failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    c.flow("f-two", Some(campaign(&t)), false).await;
+    let list = c.wait_total(&t, 3).await;
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut freshness = list["freshness"]["campaigns"].clone();
+    while freshness["consecutive_failures"].as_u64().unwrap_or(0) < 2 {
+        assert!(tokio::time::Instant::now() < until, "{freshness}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        freshness = c.get(&format!("/api/v1/campaigns?tenant_id={t}")).await.1["freshness"]["campaigns"].clone();
+    }
+    source.failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    while c.get(&format!("/api/v1/campaigns?tenant_id={t}")).await.1["freshness"]["campaigns"]["consecutive_failures"]
+        != 0
+    {
+        assert!(tokio::time::Instant::now() < until, "the slice never recovered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     c.host.stop().await;
     server.abort();
 }

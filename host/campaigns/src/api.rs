@@ -16,12 +16,15 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use flowhost_core::model::{is_slug, MAX_FLOW_ID_LEN, MAX_TENANT_ID_LEN};
 use flowhost_core::ports::Direction;
 use flowhost_core::Clock;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tracing::{error, Instrument};
 
+use crate::external::is_external_id;
+use crate::list_cache::{ListCache, ListPage};
 use crate::live::{LiveEvent, KINDS, LIVE_EVENTS};
 use crate::model::{Origin, UiStatus};
 use crate::read_model::{CampaignFilter, ReadModels, SortKey};
@@ -41,6 +44,7 @@ pub struct Api {
     pub clock: Arc<dyn Clock>,
     /// Whether a support-case source is configured (else `support_cases_total` is unknown).
     pub support_configured: bool,
+    pub lists: Arc<ListCache>,
 }
 
 /// An answer other than success.
@@ -149,10 +153,7 @@ fn parameters(raw: Option<String>, known: &[&str]) -> Result<BTreeMap<String, St
 }
 
 fn tenant(value: &str) -> Result<String, ApiError> {
-    let ok = !value.is_empty()
-        && value.len() <= 64
-        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if !ok {
+    if !is_slug(value, MAX_TENANT_ID_LEN) {
         return Err(ApiError::BadRequest("tenant_id must be 1 to 64 letters, digits, '-', '_' or '.'".to_owned()));
     }
     Ok(value.to_owned())
@@ -237,8 +238,7 @@ async fn campaigns(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Js
         _ => Direction::Asc,
     });
     let filter = CampaignFilter { tenant_id: tenant.clone(), ui_status, campaign_origin, sort, direction };
-    let (rows, total) = api.read_models.page(&filter, page, page_size).await?;
-    let aggregate = api.read_models.aggregate(&tenant).await?.unwrap_or_default();
+    let ListPage { rows, total, aggregate } = api.lists.page(&api.read_models, &filter, page, page_size).await?;
     Ok(Json(json!({
         "items": rows.iter().map(|row| row.row()).collect::<Vec<_>>(),
         "summary": aggregate.counters(campaign_origin, ui_status).summary(),
@@ -278,12 +278,12 @@ async fn live_events(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<
     })))
 }
 
+/// A flow's id, or `external:<id>` for an external campaign.
 fn campaign_id(value: &str) -> Result<String, ApiError> {
-    let ok = !value.is_empty()
-        && value.len() <= 128
-        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if !ok {
-        return Err(ApiError::BadRequest("campaign_id must be 1 to 128 letters, digits, '-', '_' or '.'".to_owned()));
+    if !(is_slug(value, MAX_FLOW_ID_LEN) || is_external_id(value)) {
+        return Err(ApiError::BadRequest(
+            "campaign_id must be 1 to 128 letters, digits, '-', '_' or '.', or external:<that>".to_owned(),
+        ));
     }
     Ok(value.to_owned())
 }

@@ -134,7 +134,7 @@ pub fn document() -> Value {
     live_params.extend(page_parameters().as_array().cloned().unwrap_or_default());
     live_params.extend([
         query("kind", &crate::live::KINDS),
-        json!({"name": "campaign_id", "in": "query", "schema": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,128}$"}}),
+        json!({"name": "campaign_id", "in": "query", "schema": {"type": "string", "pattern": "^(external:)?[A-Za-z0-9._-]{1,128}$"}}),
     ]);
     let string = json!({"type": "string"});
     let nullable_string = json!({"type": ["string", "null"]});
@@ -151,7 +151,8 @@ pub fn document() -> Value {
             "/api/v1/campaigns": {"get": {"summary": "A tenant's campaigns, a page at a time", "parameters": campaign_params,
                 "responses": with_errors(json_answer("A page of campaign rows", campaign_list))}},
             "/api/v1/campaigns/{campaign_id}": {"get": {"summary": "One campaign",
-                "parameters": [{"name": "campaign_id", "in": "path", "required": true, "schema": string}, tenant_parameter(false)],
+                "parameters": [{"name": "campaign_id", "in": "path", "required": true, "schema": string,
+                    "description": "A flow's id, or external:<id> for a campaign of the external campaign source"}, tenant_parameter(false)],
                 "responses": with_errors(json_answer("The detail object", json!({"$ref": "#/components/schemas/CampaignDetail"})))}},
             "/api/v1/live-events": {"get": {"summary": "A tenant's live events, newest first", "parameters": live_params,
                 "responses": with_errors(json_answer("A page of live events", paged(json!({"$ref": "#/components/schemas/LiveEvent"}))))}},
@@ -181,7 +182,9 @@ pub fn document() -> Value {
                     "freshness": freshness}},
                 "CampaignRow": {"type": "object", "properties": {"campaign_id": string, "tenant_id": string, "name": string,
                     "campaign_origin": {"enum": ["flow", "external"]}, "ui_status": {"enum": ["suggestions", "running", "paused", "ended"]},
-                    "flow_status": {"enum": ["draft", "valid", "invalid"]}, "enabled": {"type": "boolean"},
+                    "flow_status": {"enum": ["draft", "valid", "invalid", null], "description": "null for an external campaign"},
+                    "external_state": {"enum": ["draft", "active", "paused", null], "description": "an external campaign's own state; null for a flow"},
+                    "enabled": {"type": "boolean"},
                     "released_version": {"type": ["integer", "null"]}, "starts_at": nullable_string, "ends_at": nullable_string,
                     "archived": {"type": "boolean"}, "broken_reasons_count": integer, "created_at": string, "updated_at": string}},
                 "CampaignDetail": {"allOf": [{"$ref": "#/components/schemas/CampaignRow"}, {"type": "object", "properties": {

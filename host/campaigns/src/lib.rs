@@ -14,11 +14,14 @@
 
 pub mod api;
 pub mod explorer;
+pub mod external;
+pub mod list_cache;
 pub mod live;
 pub mod metrics;
 pub mod model;
 pub mod read_model;
 pub mod role;
+pub mod source;
 pub mod support;
 pub mod sync;
 

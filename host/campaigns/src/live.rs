@@ -11,6 +11,13 @@
 //! its flow, which is the campaign. Each delivery or interaction of a known campaign also records the player in
 //! `campaign_engagement` (one document per tenant, campaign and player), and the campaign's row gets its
 //! `players_engaged`, `deliveries` and `interactions` counted again.
+//!
+//! A list's totals are kept, not counted per request (a count is a pass over every matching event):
+//! `live_event_hours` holds a tenant's events per kind for each hour with events (id `<tenant_id>:<hour start,
+//! ms>`), counted again whenever a pass writes an event into that hour; `live_event_totals` (id `<tenant_id>`)
+//! is the sum of the tenant's hours, summed again when one changes. Both are recomputed, never incremented, so
+//! re-reads and several replicas converge on the right counts. A tenant without totals (its events predate them)
+//! has every hour from its oldest to its newest event counted once.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -24,6 +31,27 @@ use crate::read_model::ReadModels;
 
 pub const LIVE_EVENTS: &str = "live_events";
 pub const ENGAGEMENT: &str = "campaign_engagement";
+pub const LIVE_EVENT_HOURS: &str = "live_event_hours";
+pub const LIVE_EVENT_TOTALS: &str = "live_event_totals";
+const HOUR_MS: i64 = 3_600_000;
+
+/// A tenant's live events per kind: of one hour (`hour_ms` its start), or of all time (`hour_ms` `None`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveCounts {
+    pub tenant_id: String,
+    pub hour_ms: Option<i64>,
+    pub counts: std::collections::BTreeMap<String, u64>,
+}
+
+impl LiveCounts {
+    /// The events of `kind` (`None`: of every kind).
+    pub fn total(&self, kind: Option<&str>) -> u64 {
+        match kind {
+            Some(kind) => self.counts.get(kind).copied().unwrap_or(0),
+            None => self.counts.values().sum(),
+        }
+    }
+}
 
 /// How far before a cursor a source is read again (a write that committed late is not missed; rewriting a
 /// live event is idempotent).
@@ -78,6 +106,8 @@ pub struct LiveChanges {
     pub tenants: BTreeSet<String>,
     /// Campaigns (tenant, campaign) whose engagement changed.
     pub campaigns: BTreeSet<(String, String)>,
+    /// Hours (tenant, hour start) with events written.
+    pub hours: BTreeSet<(String, i64)>,
     pub events_written: usize,
     pub lag_seconds: f64,
 }
@@ -94,6 +124,7 @@ pub async fn ensure_indexes(read_models: &ReadModels, source: &dyn DocumentStore
     documents.ensure_index(LIVE_EVENTS, &index(&["tenant_id", "campaign_id", "occurred_ms"])).await?;
     documents.ensure_index(LIVE_EVENTS, &index(&["tenant_id", "campaign_id", "kind"])).await?;
     documents.ensure_index(ENGAGEMENT, &index(&["tenant_id", "campaign_id"])).await?;
+    documents.ensure_index(LIVE_EVENT_HOURS, &index(&["tenant_id"])).await?;
     source.ensure_index(FLOW_RUNS, &index(&["updated_ms"])).await?;
     source.ensure_index(WEBPUSH_ACTIVITY, &index(&["delivered", "updated_at"])).await?;
     source.ensure_index(WEBPUSH_EVENTS, &index(&["received_at"])).await?;
@@ -129,7 +160,7 @@ async fn read_since(
     let mut read = Read { items: Vec::new(), newest: cursor, caught_up: false };
     let mut offset = 0u64;
     for _ in 0..MAX_PAGES_PER_PASS {
-        let mut query = Query::new().sort(field, Direction::Asc).limit(batch).offset(offset);
+        let mut query = Query::new().sort(field, Direction::Asc).limit(batch).offset(offset).without_total();
         for (path, filter) in extra {
             query = query.filter(path, filter.clone());
         }
@@ -248,7 +279,81 @@ impl LiveSync<'_> {
 
         changes.lag_seconds = lag_from.into_iter().min().map_or(0.0, |at| ((now_ms - at).max(0) as f64) / 1000.0);
         self.recount(&changes.campaigns).await?;
+        // A tenant's history is counted before its new hours are added to its totals.
+        self.count_missing_totals(&changes.tenants).await?;
+        self.count_hours(&changes.hours).await?;
         Ok(changes)
+    }
+
+    /// Counts the events of `hours` again, then the totals of their tenants (see the module documentation).
+    async fn count_hours(&self, hours: &BTreeSet<(String, i64)>) -> Result<(), PortError> {
+        let documents = self.read_models.documents.as_ref();
+        let mut docs = Vec::new();
+        for (tenant, hour_ms) in hours {
+            let mut counts = std::collections::BTreeMap::new();
+            for kind in KINDS {
+                let query = Query::new()
+                    .eq("tenant_id", json!(tenant))
+                    .eq("kind", json!(kind))
+                    .filter("occurred_ms", Filter::Gte(json!(hour_ms)))
+                    .filter("occurred_ms", Filter::Lt(json!(hour_ms + HOUR_MS)))
+                    .limit(1);
+                let total = documents.query(LIVE_EVENTS, &query).await?.total;
+                if total > 0 {
+                    counts.insert(kind.to_owned(), total);
+                }
+            }
+            let hour = LiveCounts { tenant_id: tenant.clone(), hour_ms: Some(*hour_ms), counts };
+            docs.push((format!("{tenant}:{hour_ms}"), serde_json::to_value(&hour).unwrap_or(Value::Null)));
+        }
+        documents.upsert_many(LIVE_EVENT_HOURS, docs).await?;
+        let tenants: BTreeSet<&String> = hours.iter().map(|(tenant, _)| tenant).collect();
+        for tenant in tenants {
+            self.sum_hours(tenant).await?;
+        }
+        Ok(())
+    }
+
+    /// The tenant's totals, summed from its hours.
+    async fn sum_hours(&self, tenant: &str) -> Result<(), PortError> {
+        let documents = self.read_models.documents.as_ref();
+        let query = Query::new().eq("tenant_id", json!(tenant)).without_total();
+        let mut totals = LiveCounts { tenant_id: tenant.to_owned(), ..LiveCounts::default() };
+        for item in documents.query(LIVE_EVENT_HOURS, &query).await?.items {
+            let Ok(hour) = serde_json::from_value::<LiveCounts>(item) else { continue };
+            for (kind, count) in hour.counts {
+                *totals.counts.entry(kind).or_default() += count;
+            }
+        }
+        documents.upsert(LIVE_EVENT_TOTALS, tenant, serde_json::to_value(&totals).unwrap_or(Value::Null)).await
+    }
+
+    /// Gives each of `tenants` without totals its counts: every hour from its oldest to its newest event.
+    pub async fn count_missing_totals(&self, tenants: &BTreeSet<String>) -> Result<(), PortError> {
+        let documents = self.read_models.documents.as_ref();
+        for tenant in tenants {
+            if documents.get(LIVE_EVENT_TOTALS, tenant).await?.is_some() {
+                continue;
+            }
+            let edge = |direction| {
+                let query =
+                    Query::new().eq("tenant_id", json!(tenant)).sort("occurred_ms", direction).limit(1).without_total();
+                async move {
+                    let items = documents.query(LIVE_EVENTS, &query).await?.items;
+                    Ok::<_, PortError>(items.first().and_then(|event| event.get("occurred_ms")?.as_i64()))
+                }
+            };
+            let (Some(oldest), Some(newest)) = (edge(Direction::Asc).await?, edge(Direction::Desc).await?) else {
+                self.sum_hours(tenant).await?;
+                continue;
+            };
+            let hours: BTreeSet<(String, i64)> = (hour_of(oldest)..=hour_of(newest))
+                .step_by(HOUR_MS as usize)
+                .map(|hour_ms| (tenant.clone(), hour_ms))
+                .collect();
+            self.count_hours(&hours).await?;
+        }
+        Ok(())
     }
 
     /// The flow (campaign) of each run, by run id.
@@ -270,6 +375,7 @@ impl LiveSync<'_> {
         self.read_models.documents.upsert_many(LIVE_EVENTS, docs).await?;
         changes.events_written += events.len();
         changes.tenants.extend(events.iter().map(|event| event.tenant_id.clone()));
+        changes.hours.extend(events.iter().map(|event| (event.tenant_id.clone(), hour_of(event.occurred_ms))));
         Ok(())
     }
 
@@ -308,6 +414,11 @@ impl LiveSync<'_> {
         }
         self.read_models.put_rows(&rows).await
     }
+}
+
+/// The start of the hour `at_ms` is in.
+fn hour_of(at_ms: i64) -> i64 {
+    at_ms.div_euclid(HOUR_MS) * HOUR_MS
 }
 
 fn text(value: &Value, field: &str) -> Option<String> {

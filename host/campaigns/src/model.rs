@@ -1,11 +1,14 @@
 //! What a campaign is: a v2 flow carrying campaign metadata (`campaign` on the flow: its tenant, offering,
-//! start and end, archived), edited with the flow. `campaign_origin` is `flow` for those (`external` is kept
-//! for campaigns of an external campaign source). The `ui_status` bucket, first match wins:
+//! start and end, archived), edited with the flow, with `campaign_origin` `flow`; or a campaign of the optional
+//! external campaign source (see [`crate::external`]), with `campaign_origin` `external` and a campaign id
+//! `external:<its id>` (flow ids never contain `:`, so the two never collide). The `ui_status` bucket, first
+//! match wins:
 //!
 //! 1. `ended`: archived, or its end has passed;
-//! 2. `suggestions`: never released (a draft);
-//! 3. `paused`: released but disabled, or invalid (its released version has `broken_reasons`);
-//! 4. `running`: released, enabled and valid.
+//! 2. `suggestions`: never released (a draft); for an external campaign, its state `draft`;
+//! 3. `paused`: released but disabled, or invalid (its released version has `broken_reasons`); for an external
+//!    campaign, its state `paused`;
+//! 4. `running`: released, enabled and valid; for an external campaign, its state `active`.
 
 use flowhost_flows::FlowRecord;
 use serde::{Deserialize, Serialize};
@@ -59,6 +62,15 @@ impl Origin {
     }
 }
 
+/// An external campaign's own state (what the source says; `ui_status` is derived from it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExternalState {
+    Draft,
+    Active,
+    Paused,
+}
+
 /// Milliseconds since the epoch of an RFC 3339 instant.
 pub fn instant_ms(text: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(text).ok().map(|at| at.timestamp_millis())
@@ -72,8 +84,11 @@ pub struct CampaignDoc {
     pub name: String,
     pub campaign_origin: Origin,
     pub ui_status: UiStatus,
-    /// The flow's own status (`draft`, `valid`, `invalid`).
-    pub flow_status: String,
+    /// The flow's own status (`draft`, `valid`, `invalid`); `None` for an external campaign.
+    pub flow_status: Option<String>,
+    /// An external campaign's state; `None` for a flow.
+    #[serde(default)]
+    pub external_state: Option<ExternalState>,
     pub enabled: bool,
     pub released_version: Option<u64>,
     pub starts_at: Option<String>,
@@ -103,7 +118,8 @@ impl CampaignDoc {
             name: flow.name.clone(),
             campaign_origin: Origin::Flow,
             ui_status: UiStatus::Suggestions,
-            flow_status: serde_json::to_value(flow.status).ok()?.as_str()?.to_owned(),
+            flow_status: Some(serde_json::to_value(flow.status).ok()?.as_str()?.to_owned()),
+            external_state: None,
             enabled: flow.enabled,
             released_version: flow.released_version,
             starts_at: campaign.starts_at.clone(),
@@ -126,10 +142,18 @@ impl CampaignDoc {
     pub fn status_at(&self, now_ms: i64) -> UiStatus {
         let ended = self.ends_at.as_deref().and_then(instant_ms).is_some_and(|end| end <= now_ms);
         if self.archived || ended {
-            UiStatus::Ended
-        } else if self.released_version.is_none() {
+            return UiStatus::Ended;
+        }
+        if let Some(state) = self.external_state {
+            return match state {
+                ExternalState::Draft => UiStatus::Suggestions,
+                ExternalState::Paused => UiStatus::Paused,
+                ExternalState::Active => UiStatus::Running,
+            };
+        }
+        if self.released_version.is_none() {
             UiStatus::Suggestions
-        } else if !self.enabled || self.flow_status == "invalid" {
+        } else if !self.enabled || self.flow_status.as_deref() == Some("invalid") {
             UiStatus::Paused
         } else {
             UiStatus::Running
@@ -150,6 +174,7 @@ impl CampaignDoc {
             "campaign_origin": self.campaign_origin,
             "ui_status": self.ui_status,
             "flow_status": self.flow_status,
+            "external_state": self.external_state,
             "enabled": self.enabled,
             "released_version": self.released_version,
             "starts_at": self.starts_at,
@@ -186,7 +211,8 @@ mod tests {
             name: "Welcome".into(),
             campaign_origin: Origin::Flow,
             ui_status: UiStatus::Suggestions,
-            flow_status: "valid".into(),
+            flow_status: Some("valid".into()),
+            external_state: None,
             enabled: true,
             released_version: Some(1),
             starts_at: None,
@@ -210,13 +236,27 @@ mod tests {
         let running = doc();
         assert_eq!(running.status_at(before_end), UiStatus::Running);
         assert_eq!(running.status_at(after_end), UiStatus::Ended, "the end instant itself is past");
-        let draft = CampaignDoc { released_version: None, flow_status: "draft".into(), ..doc() };
+        let draft = CampaignDoc { released_version: None, flow_status: Some("draft".into()), ..doc() };
         assert_eq!(draft.status_at(before_end), UiStatus::Suggestions);
         assert_eq!(draft.status_at(after_end), UiStatus::Ended, "ended wins over suggestions");
         assert_eq!(CampaignDoc { enabled: false, ..doc() }.status_at(before_end), UiStatus::Paused);
-        assert_eq!(CampaignDoc { flow_status: "invalid".into(), ..doc() }.status_at(before_end), UiStatus::Paused);
+        let invalid = CampaignDoc { flow_status: Some("invalid".into()), ..doc() };
+        assert_eq!(invalid.status_at(before_end), UiStatus::Paused);
         assert_eq!(CampaignDoc { archived: true, ..doc() }.status_at(before_end), UiStatus::Ended);
         assert_eq!(CampaignDoc { ends_at: None, ..doc() }.status_at(after_end), UiStatus::Running);
+
+        let external = |state| CampaignDoc {
+            campaign_origin: Origin::External,
+            flow_status: None,
+            external_state: Some(state),
+            released_version: None,
+            enabled: state == ExternalState::Active,
+            ..doc()
+        };
+        assert_eq!(external(ExternalState::Draft).status_at(before_end), UiStatus::Suggestions);
+        assert_eq!(external(ExternalState::Active).status_at(before_end), UiStatus::Running);
+        assert_eq!(external(ExternalState::Paused).status_at(before_end), UiStatus::Paused);
+        assert_eq!(external(ExternalState::Active).status_at(after_end), UiStatus::Ended);
     }
 
     #[test]

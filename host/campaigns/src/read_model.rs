@@ -65,6 +65,23 @@ pub struct Cell {
 pub struct Aggregate {
     pub tenant_id: String,
     pub cells: Vec<Cell>,
+    /// [`rows_digest`] of the tenant's rows when they were counted: a list cache holding rows of the same
+    /// digest is current (engagement counters, which no list row shows, leave it unchanged).
+    #[serde(default)]
+    pub rows_digest: String,
+}
+
+/// A digest of what a tenant's list rows show ([`CampaignDoc::row`] of each, in id order).
+pub fn rows_digest(rows: &[CampaignDoc]) -> String {
+    use sha2::Digest;
+    let mut ordered: Vec<&CampaignDoc> = rows.iter().collect();
+    ordered.sort_by(|a, b| a.campaign_id.cmp(&b.campaign_id));
+    let mut hasher = sha2::Sha256::new();
+    for row in ordered {
+        hasher.update(row.row().to_string().as_bytes());
+        hasher.update([0]);
+    }
+    hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 impl Aggregate {
@@ -84,7 +101,11 @@ impl Aggregate {
                 interactions: row.interactions,
             });
         }
-        Aggregate { tenant_id: tenant_id.to_owned(), cells: cells.into_values().collect() }
+        Aggregate {
+            tenant_id: tenant_id.to_owned(),
+            cells: cells.into_values().collect(),
+            rows_digest: rows_digest(rows),
+        }
     }
 
     /// The counters of the campaigns matching the filters (`None`: any).
@@ -164,7 +185,7 @@ pub struct CampaignFilter {
 }
 
 /// What a campaign list can be ordered by.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum SortKey {
     #[default]
     UpdatedAt,
@@ -226,13 +247,14 @@ impl ReadModels {
         Ok(())
     }
 
-    /// One page of a tenant's campaigns, with the count of all that match.
+    /// One page of a tenant's campaigns, read from the store (the list cache's way for a tenant too large to
+    /// hold); the total is the caller's (the aggregate's counts).
     pub async fn page(
         &self,
         filter: &CampaignFilter,
         page: u64,
         page_size: u64,
-    ) -> Result<(Vec<CampaignDoc>, u64), PortError> {
+    ) -> Result<Vec<CampaignDoc>, PortError> {
         let mut query = Query::new().eq("tenant_id", json!(filter.tenant_id));
         if let Some(origin) = filter.campaign_origin {
             query = query.eq("campaign_origin", json!(origin));
@@ -243,10 +265,10 @@ impl ReadModels {
         let query = query
             .sort(filter.sort.as_str(), filter.direction)
             .limit(page_size)
-            .offset((page - 1).saturating_mul(page_size));
-        let Page { items, total } = self.documents.query(ROWS, &query).await?;
-        let rows = items.into_iter().map(|item| decode(ROWS, item)).collect::<Result<_, _>>()?;
-        Ok((rows, total))
+            .offset((page - 1).saturating_mul(page_size))
+            .without_total();
+        let items = self.documents.query(ROWS, &query).await?.items;
+        items.into_iter().map(|item| decode(ROWS, item)).collect()
     }
 
     /// A campaign by id, in `tenant_id` when given (a campaign id is one flow's id, so it is in one tenant).
@@ -267,7 +289,7 @@ impl ReadModels {
 
     /// Every campaign of a tenant.
     pub async fn rows_of_tenant(&self, tenant_id: &str) -> Result<Vec<CampaignDoc>, PortError> {
-        let query = Query::new().eq("tenant_id", json!(tenant_id));
+        let query = Query::new().eq("tenant_id", json!(tenant_id)).without_total();
         self.documents.query(ROWS, &query).await?.items.into_iter().map(|item| decode(ROWS, item)).collect()
     }
 
@@ -278,13 +300,19 @@ impl ReadModels {
         let query = Query::new()
             .filter("ui_status", Filter::In(open))
             .filter("ends_at", Filter::Lte(json!(now_iso)))
-            .limit(limit);
+            .limit(limit)
+            .without_total();
         self.documents.query(ROWS, &query).await?.items.into_iter().map(|item| decode(ROWS, item)).collect()
     }
 
-    /// Every campaign row, a page at a time (the reconcile pass).
-    pub async fn all_rows(&self, offset: u64, limit: u64) -> Result<Vec<CampaignDoc>, PortError> {
-        let query = Query::new().sort("campaign_id", Direction::Asc).limit(limit).offset(offset);
+    /// Every campaign row of `origin`, a page at a time (the reconcile pass).
+    pub async fn all_rows(&self, origin: Origin, offset: u64, limit: u64) -> Result<Vec<CampaignDoc>, PortError> {
+        let query = Query::new()
+            .eq("campaign_origin", json!(origin))
+            .sort("campaign_id", Direction::Asc)
+            .limit(limit)
+            .offset(offset)
+            .without_total();
         self.documents.query(ROWS, &query).await?.items.into_iter().map(|item| decode(ROWS, item)).collect()
     }
 
@@ -299,6 +327,12 @@ impl ReadModels {
 
     pub async fn aggregate(&self, tenant_id: &str) -> Result<Option<Aggregate>, PortError> {
         self.documents.get(TENANTS, tenant_id).await?.map(|value| decode(TENANTS, value)).transpose()
+    }
+
+    /// The tenant's aggregate with its store version (every write counts it up).
+    pub async fn aggregate_versioned(&self, tenant_id: &str) -> Result<Option<(u64, Aggregate)>, PortError> {
+        let Some(found) = self.documents.get_versioned(TENANTS, tenant_id).await? else { return Ok(None) };
+        Ok(Some((found.version, decode(TENANTS, found.body)?)))
     }
 
     pub async fn put_aggregate(&self, aggregate: &Aggregate) -> Result<(), PortError> {
@@ -326,7 +360,8 @@ impl ReadModels {
         self.documents.upsert_many(SYNC_STATE, docs).await
     }
 
-    /// One page of a tenant's live events, newest first, with the count of all that match.
+    /// One page of a tenant's live events, newest first, with the count of all that match: kept per tenant
+    /// and kind (see [`crate::live`]), counted for one campaign.
     pub async fn live_events(
         &self,
         tenant_id: &str,
@@ -342,15 +377,31 @@ impl ReadModels {
         if let Some(campaign_id) = campaign_id {
             query = query.eq("campaign_id", json!(campaign_id));
         }
-        let query =
+        let counted = match campaign_id {
+            Some(_) => None,
+            None => self.live_counts(tenant_id).await?,
+        };
+        let mut query =
             query.sort("occurred_ms", Direction::Desc).limit(page_size).offset((page - 1).saturating_mul(page_size));
+        if counted.is_some() {
+            query = query.without_total();
+        }
         let Page { items, total } = self.documents.query(crate::live::LIVE_EVENTS, &query).await?;
         let events = items.into_iter().map(|item| decode(crate::live::LIVE_EVENTS, item)).collect::<Result<_, _>>()?;
-        Ok((events, total))
+        Ok((events, counted.map_or(total, |counts| counts.total(kind))))
+    }
+
+    /// The tenant's kept live-event counts (`None` before the sync first counted them).
+    async fn live_counts(&self, tenant_id: &str) -> Result<Option<crate::live::LiveCounts>, PortError> {
+        let found = self.documents.get(crate::live::LIVE_EVENT_TOTALS, tenant_id).await?;
+        found.map(|value| decode(crate::live::LIVE_EVENT_TOTALS, value)).transpose()
     }
 
     /// How many live events the tenant has.
     pub async fn live_events_total(&self, tenant_id: &str) -> Result<u64, PortError> {
+        if let Some(counts) = self.live_counts(tenant_id).await? {
+            return Ok(counts.total(None));
+        }
         let query = Query::new().eq("tenant_id", json!(tenant_id)).limit(1);
         Ok(self.documents.query(crate::live::LIVE_EVENTS, &query).await?.total)
     }

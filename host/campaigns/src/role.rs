@@ -14,8 +14,10 @@ use tracing::warn;
 
 use crate::api::{self, Api};
 use crate::explorer;
+use crate::external::ExternalSource;
 use crate::metrics::{self, SyncGauges};
 use crate::read_model::{ReadModels, ROWS};
+use crate::source::JsonSource;
 use crate::support::SupportSource;
 use crate::sync::{Sync, SyncStatus};
 
@@ -40,7 +42,11 @@ impl flowhost_role::Role for CampaignsRole {
             batch: config.sync_batch,
             status: status.clone(),
             support: match &config.support_url {
-                Some(url) => Some(SupportSource::new(url.clone(), config.support_token.clone())?),
+                Some(url) => Some(SupportSource(JsonSource::new(url.clone(), config.support_token.clone())?)),
+                None => None,
+            },
+            external: match &config.external_url {
+                Some(url) => Some(ExternalSource(JsonSource::new(url.clone(), config.external_token.clone())?)),
                 None => None,
             },
         };
@@ -48,6 +54,7 @@ impl flowhost_role::Role for CampaignsRole {
             read_models: read_models.clone(),
             clock: context.ports.clock.clone(),
             support_configured: config.support_url.is_some(),
+            lists: Arc::default(),
         };
         let api_routes = api::router(api);
         let proxied = api_routes.clone().merge(api::fallback());

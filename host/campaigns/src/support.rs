@@ -8,21 +8,17 @@
 //! counts those whose `channel` is `chat` (chat conversations only). A tenant whose request fails counts a
 //! failure in its own state and keeps its last count.
 
-use std::time::Duration;
-
-use flowhost_core::config::Secret;
 use flowhost_core::ports::{Direction, IndexSpec, PortError, Query};
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::model::instant_ms;
 use crate::read_model::ReadModels;
+use crate::source::JsonSource;
 
 pub const SUPPORT_CASES: &str = "support_cases";
 /// The channel counted by `support_cases_total`.
 pub const CHAT: &str = "chat";
-/// How long one request may take.
-const TIMEOUT: Duration = Duration::from_secs(5);
 /// Cases changed at most this long before a tenant's cursor are asked for again.
 const OVERLAP_MS: i64 = 5_000;
 /// The largest answer taken (a bigger one is a failure).
@@ -41,18 +37,8 @@ struct Case {
 }
 
 /// The external source, when one is configured.
-#[derive(Clone)]
-pub struct SupportSource {
-    pub url: String,
-    pub token: Option<Secret>,
-    pub http: reqwest::Client,
-}
-
-impl std::fmt::Debug for SupportSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SupportSource").field("url", &self.url).finish_non_exhaustive()
-    }
-}
+#[derive(Debug, Clone)]
+pub struct SupportSource(pub JsonSource);
 
 /// Why a tenant's support cases could not be synced (the message is for the log).
 #[derive(Debug, thiserror::Error)]
@@ -69,28 +55,16 @@ pub async fn ensure_indexes(read_models: &ReadModels) -> Result<(), PortError> {
 }
 
 impl SupportSource {
-    pub fn new(url: String, token: Option<Secret>) -> Result<SupportSource, reqwest::Error> {
-        let http = reqwest::Client::builder().timeout(TIMEOUT).build()?;
-        Ok(SupportSource { url, token, http })
-    }
-
     /// Syncs one tenant's cases changed since its cursor; answers the cases written.
     pub async fn sync_tenant(&self, read_models: &ReadModels, tenant: &str) -> Result<usize, SupportError> {
         let cursor_name = format!("support.{tenant}");
         let cursor = read_models.cursor(&cursor_name).await?.and_then(|text| text.parse::<i64>().ok());
         let since = flowhost_core::digest::iso_utc(cursor.map_or(0, |at| at - OVERLAP_MS));
-        let mut request = self.http.get(&self.url).query(&[("tenant_id", tenant), ("updated_since", since.as_str())]);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token.expose());
-        }
-        let response = request.send().await.map_err(|e| SupportError::Source(e.without_url().to_string()))?;
-        if !response.status().is_success() {
-            return Err(SupportError::Source(format!("answered {}", response.status())));
-        }
-        let answer: Answer = response
-            .json()
+        let answer: Answer = self
+            .0
+            .get(&[("tenant_id", tenant), ("updated_since", since.as_str())])
             .await
-            .map_err(|e| SupportError::Source(format!("unexpected answer: {}", e.without_url())))?;
+            .map_err(SupportError::Source)?;
         if answer.cases.len() > MAX_CASES {
             return Err(SupportError::Source(format!("more than {MAX_CASES} cases in one answer")));
         }

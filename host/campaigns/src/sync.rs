@@ -3,8 +3,10 @@
 //! - **campaigns**: the v2 flows changed since the slice's cursor (`updated_at`, re-read with a few seconds of
 //!   overlap so a write that committed late is not missed; rewriting a row is idempotent) become campaign rows;
 //!   a flow whose campaign metadata is gone or moved to another tenant loses its old row; campaigns whose end
-//!   passed move to `ended`. Every [`RECONCILE_EVERY`] passes all rows are checked against their flows, which
-//!   also removes the rows of deleted flows (a delete leaves no change to read).
+//!   passed move to `ended`. Every [`RECONCILE_EVERY`] passes all flow rows are checked against their flows,
+//!   which also removes the rows of deleted flows (a delete leaves no change to read). With an external campaign
+//!   source configured (see [`crate::external`]), its changes since its own cursor are applied the same way;
+//!   its failure fails the slice (the flows' changes of the pass are kept).
 //! - **live_events**: run completions, deliveries and interactions (see [`crate::live`]), and the engagement
 //!   counters of the campaigns they belong to.
 //! - **overview**: the per-tenant aggregates of the tenants the other slices touched.
@@ -28,8 +30,9 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::external::ExternalSource;
 use crate::live::{LiveSync, LIVE_EVENTS};
-use crate::model::{instant_ms, CampaignDoc, UiStatus};
+use crate::model::{instant_ms, CampaignDoc, Origin, UiStatus};
 use crate::read_model::{Aggregate, ReadModels, SyncState};
 use crate::support::SupportSource;
 
@@ -43,8 +46,8 @@ pub const SLICES: [&str; 4] = [CAMPAIGNS, LIVE_EVENTS, OVERVIEW, SUPPORT];
 const OVERLAP_MS: i64 = 5_000;
 /// Pages of changed flows one pass reads at most (the rest waits for the next pass; the lag shows it).
 const MAX_PAGES_PER_PASS: usize = 50;
-/// The most values one `In` filter carries.
-const IN_CHUNK: usize = 200;
+/// The cursor of the external campaign source.
+const EXTERNAL_CURSOR: &str = "campaigns.external";
 /// Every this many passes, all rows are checked against their flows.
 pub const RECONCILE_EVERY: u64 = 12;
 
@@ -90,6 +93,8 @@ pub struct Sync {
     pub status: Arc<SyncStatus>,
     /// The external support-case source, when configured.
     pub support: Option<SupportSource>,
+    /// The external campaign source, when configured.
+    pub external: Option<ExternalSource>,
 }
 
 /// What the campaigns slice changed.
@@ -136,26 +141,38 @@ impl Sync {
         };
         let known = self.read_models.tenants().await.unwrap_or_default();
 
-        let changes = self.sync_campaigns(now_ms, reconcile).await;
-        let mut touched = match &changes {
-            Ok(changes) => changes.touched.clone(),
-            Err(_) => BTreeSet::new(),
+        let changes = match self.sync_campaigns(now_ms, reconcile).await {
+            Ok(mut changes) => match self.sync_external(now_ms, &mut changes).await {
+                Ok(()) => Ok(changes),
+                Err(error) => {
+                    report.failures.insert(CAMPAIGNS, error);
+                    Err(changes)
+                }
+            },
+            Err(error) => {
+                report.failures.insert(CAMPAIGNS, error.to_string());
+                Err(Changes::default())
+            }
         };
+        let (Ok(applied) | Err(applied)) = &changes;
+        let mut touched = applied.touched.clone();
+        report.rows_written = applied.rows_written;
         let mut tenants: BTreeSet<String> = known.into_iter().collect();
         tenants.extend(touched.iter().cloned());
         match changes {
             Ok(changes) => {
-                report.rows_written = changes.rows_written;
                 report.lag_seconds = changes.lag_seconds;
                 self.record(&mut states, CAMPAIGNS, &tenants, now_ms, Ok(changes.lag_seconds));
             }
-            Err(error) => {
-                self.record(&mut states, CAMPAIGNS, &tenants, now_ms, Err(()));
-                report.failures.insert(CAMPAIGNS, error.to_string());
-            }
+            Err(_) => self.record(&mut states, CAMPAIGNS, &tenants, now_ms, Err(())),
         }
         let live = LiveSync { read_models: &self.read_models, source: self.source.as_ref(), batch: self.batch };
-        match live.pass(now_ms).await {
+        let live_pass = async {
+            let changes = live.pass(now_ms).await?;
+            live.count_missing_totals(&tenants).await?;
+            Ok::<_, PortError>(changes)
+        };
+        match live_pass.await {
             Ok(changes) => {
                 tenants.extend(changes.tenants.iter().cloned());
                 touched.extend(changes.tenants);
@@ -264,7 +281,8 @@ impl Sync {
                 .eq("api_version", json!(API_VERSION))
                 .sort("updated_at", Direction::Asc)
                 .limit(self.batch)
-                .offset(offset);
+                .offset(offset)
+                .without_total();
             if let Some(since) = &since {
                 query = query.filter("updated_at", Filter::Gte(json!(since)));
             }
@@ -276,7 +294,8 @@ impl Sync {
                     newest = Some(last.clone());
                 }
             }
-            self.apply_flows(&flows, now_ms, &mut changes).await?;
+            let rows = flows.iter().map(|flow| (flow.id.clone(), CampaignDoc::from_flow(flow, now_ms))).collect();
+            self.apply(rows, &mut changes).await?;
             offset += count;
             if count < self.batch {
                 caught_up = true;
@@ -309,24 +328,45 @@ impl Sync {
         Ok(changes)
     }
 
-    /// Writes the rows of `flows` (keeping their engagement counters) and removes rows a flow no longer has.
-    async fn apply_flows(&self, flows: &[FlowRecord], now_ms: i64, changes: &mut Changes) -> Result<(), PortError> {
-        if flows.is_empty() {
+    /// The external source's changes since its cursor (see [`crate::external`]); nothing when none is
+    /// configured. Its error is for the log.
+    async fn sync_external(&self, now_ms: i64, changes: &mut Changes) -> Result<(), String> {
+        let Some(source) = &self.external else { return Ok(()) };
+        let store = |error: PortError| format!("read models: {error}");
+        let cursor = self.read_models.cursor(EXTERNAL_CURSOR).await.map_err(store)?;
+        let cursor = cursor.and_then(|text| text.parse::<i64>().ok());
+        let external =
+            source.changes(cursor, now_ms).await.map_err(|error| format!("external campaign source: {error}"))?;
+        self.apply(external.campaigns, changes).await.map_err(store)?;
+        if let Some(newest) = external.newest_ms.filter(|newest| cursor.is_none_or(|cursor| *newest > cursor)) {
+            self.read_models.put_cursor(EXTERNAL_CURSOR, &newest.to_string()).await.map_err(store)?;
+        }
+        Ok(())
+    }
+
+    /// Writes each campaign's new row (keeping its engagement counters; `None`: it is no campaign any more) and
+    /// removes the rows it no longer has (another tenant's).
+    async fn apply(
+        &self,
+        campaigns: Vec<(String, Option<CampaignDoc>)>,
+        changes: &mut Changes,
+    ) -> Result<(), PortError> {
+        if campaigns.is_empty() {
             return Ok(());
         }
-        let ids: Vec<Value> = flows.iter().map(|flow| json!(flow.id)).collect();
+        let ids: Vec<Value> = campaigns.iter().map(|(id, _)| json!(id)).collect();
         let existing = self.existing_rows(ids).await?;
         let mut rows = Vec::new();
-        for flow in flows {
-            let row = CampaignDoc::from_flow(flow, now_ms);
-            for old in existing.get(&flow.id).into_iter().flatten() {
+        for (campaign_id, row) in campaigns {
+            let olds = existing.get(&campaign_id).map(Vec::as_slice).unwrap_or_default();
+            for old in olds {
                 if row.as_ref().is_none_or(|row| row.tenant_id != old.tenant_id) {
                     self.read_models.delete_row(old).await?;
                     changes.touched.insert(old.tenant_id.clone());
                 }
             }
             let Some(mut row) = row else { continue };
-            if let Some(old) = existing.get(&flow.id).into_iter().flatten().find(|old| old.tenant_id == row.tenant_id) {
+            if let Some(old) = olds.iter().find(|old| old.tenant_id == row.tenant_id) {
                 (row.players_engaged, row.deliveries, row.interactions) =
                     (old.players_engaged, old.deliveries, old.interactions);
                 if &row == old {
@@ -340,14 +380,10 @@ impl Sync {
         self.read_models.put_rows(&rows).await
     }
 
-    /// The rows of the campaigns `ids`, by campaign id. Asked for in chunks: the embedded store turns an `In`
-    /// filter into one comparison per value, and SQLite refuses expressions deeper than 1000.
+    /// The rows of the campaigns `ids`, by campaign id.
     async fn existing_rows(&self, ids: Vec<Value>) -> Result<HashMap<String, Vec<CampaignDoc>>, PortError> {
-        let mut items = Vec::new();
-        for chunk in ids.chunks(IN_CHUNK) {
-            let query = Query::new().filter("campaign_id", Filter::In(chunk.to_vec()));
-            items.extend(self.read_models.documents.query(crate::read_model::ROWS, &query).await?.items);
-        }
+        let query = Query::new().filter("campaign_id", Filter::In(ids)).without_total();
+        let items = self.read_models.documents.query(crate::read_model::ROWS, &query).await?.items;
         let mut rows: HashMap<String, Vec<CampaignDoc>> = HashMap::new();
         for item in items {
             if let Ok(row) = serde_json::from_value::<CampaignDoc>(item) {
@@ -357,12 +393,12 @@ impl Sync {
         Ok(rows)
     }
 
-    /// Checks every row against its flow: rows of deleted flows, of flows no longer campaigns and of flows
-    /// moved to another tenant go.
+    /// Checks every flow row against its flow: rows of deleted flows, of flows no longer campaigns and of flows
+    /// moved to another tenant go. External campaigns are the external source's to remove.
     async fn reconcile(&self, now_ms: i64, changes: &mut Changes) -> Result<(), PortError> {
         let mut offset = 0u64;
         loop {
-            let rows = self.read_models.all_rows(offset, self.batch).await?;
+            let rows = self.read_models.all_rows(Origin::Flow, offset, self.batch).await?;
             let count = rows.len() as u64;
             let ids: Vec<String> = rows.iter().map(|row| row.campaign_id.clone()).collect();
             let flows = self.source.get_many(FLOWS, &ids).await?;

@@ -153,6 +153,20 @@ impl EventSchema {
     }
 }
 
+/// The longest flow id (and so campaign id).
+pub const MAX_FLOW_ID_LEN: usize = 128;
+/// The longest tenant id.
+pub const MAX_TENANT_ID_LEN: usize = 64;
+
+/// Whether `text` is 1 to `max_len` ASCII letters, digits, `-`, `_` or `.`: the shape of flow ids
+/// ([`MAX_FLOW_ID_LEN`]) and tenant ids ([`MAX_TENANT_ID_LEN`]). Safe in a URL path segment and never containing
+/// `:`, which composite document ids use as their separator.
+pub fn is_slug(text: &str, max_len: usize) -> bool {
+    !text.is_empty()
+        && text.len() <= max_len
+        && text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
 /// Whether `name` can be used as a CEL variable.
 pub fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();

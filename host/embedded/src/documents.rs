@@ -89,12 +89,25 @@ fn number(value: &serde_json::Number) -> SqlValue {
     }
 }
 
+/// Whether an equality with this text needs the `json_type` guard. `json_extract` answers a JSON string as its
+/// text, a number as a number, `true`/`false` as 1/0 and an array or object as its JSON text, which starts with
+/// `[` or `{`. SQLite never finds a number equal to a text, so only a text starting with `[` or `{` could match a
+/// value of another JSON type; every other text compares exactly without the guard, which lets an expression
+/// index answer the comparison alone (no read of the body per candidate row).
+fn text_needs_guard(text: &str) -> bool {
+    text.starts_with('[') || text.starts_with('{')
+}
+
 /// One type-guarded comparison of the field at `path` with a scalar, appending its parameter. The comparison
 /// comes first so the (index-usable) value test filters before the type test runs.
 fn compare(path: &str, operator: &str, value: &Value, parameters: &mut Vec<SqlValue>) -> String {
     let kind = format!("json_type(body, '$.{path}')");
     match value {
         Value::Bool(b) if operator == "=" => format!("{kind} = '{b}'"),
+        Value::String(s) if operator == "=" && !text_needs_guard(s) => {
+            parameters.push(SqlValue::Text(s.clone()));
+            format!("{} = ?", extract(path))
+        }
         Value::String(s) => {
             parameters.push(SqlValue::Text(s.clone()));
             format!("({} {operator} ? AND {kind} = 'text')", extract(path))
@@ -108,6 +121,43 @@ fn compare(path: &str, operator: &str, value: &Value, parameters: &mut Vec<SqlVa
     }
 }
 
+/// Membership in a list of scalars: one `IN (...)` per kind of value (texts that need no guard, texts that do,
+/// numbers, booleans), so a list of any length is a handful of terms (SQLite refuses expressions nested more
+/// than 1000 deep, which a chain of alternatives would be).
+fn member(path: &str, values: &[Value], parameters: &mut Vec<SqlValue>) -> String {
+    let (mut plain, mut guarded, mut numbers, mut booleans) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for value in values {
+        match value {
+            Value::String(s) if text_needs_guard(s) => guarded.push(SqlValue::Text(s.clone())),
+            Value::String(s) => plain.push(SqlValue::Text(s.clone())),
+            Value::Number(n) => numbers.push(number(n)),
+            Value::Bool(b) => booleans.push(format!("'{b}'")),
+            // `Query::validate` refused everything else.
+            _ => {}
+        }
+    }
+    let kind = format!("json_type(body, '$.{path}')");
+    let mut alternatives = Vec::new();
+    let mut list = |values: Vec<SqlValue>, guard: &str, parameters: &mut Vec<SqlValue>| {
+        if values.is_empty() {
+            return;
+        }
+        let marks = vec!["?"; values.len()].join(", ");
+        parameters.extend(values);
+        alternatives.push(format!("({} IN ({marks}){guard})", extract(path)));
+    };
+    list(plain, "", parameters);
+    list(guarded, &format!(" AND {kind} = 'text'"), parameters);
+    list(numbers, &format!(" AND {kind} IN ('integer', 'real')"), parameters);
+    if !booleans.is_empty() {
+        alternatives.push(format!("{kind} IN ({})", booleans.join(", ")));
+    }
+    if alternatives.is_empty() {
+        return "0".to_owned();
+    }
+    format!("({})", alternatives.join(" OR "))
+}
+
 /// The WHERE clause (without the collection term) and its parameters.
 fn conditions(query: &Query) -> (String, Vec<SqlValue>) {
     let mut parameters = Vec::new();
@@ -115,12 +165,7 @@ fn conditions(query: &Query) -> (String, Vec<SqlValue>) {
     for (path, filter) in &query.filters {
         let term = match filter {
             Filter::Eq(value) => compare(path, "=", value, &mut parameters),
-            Filter::In(values) if values.is_empty() => "0".to_owned(),
-            Filter::In(values) => {
-                let alternatives: Vec<String> =
-                    values.iter().map(|value| compare(path, "=", value, &mut parameters)).collect();
-                format!("({})", alternatives.join(" OR "))
-            }
+            Filter::In(values) => member(path, values, &mut parameters),
             Filter::Gt(value) => compare(path, ">", value, &mut parameters),
             Filter::Gte(value) => compare(path, ">=", value, &mut parameters),
             Filter::Lt(value) => compare(path, "<", value, &mut parameters),
@@ -140,7 +185,7 @@ fn order_by(query: &Query) -> String {
             format!("{} {}", extract(path), if *direction == Direction::Asc { "ASC" } else { "DESC" })
         })
         .collect();
-    keys.push("id ASC".to_owned());
+    keys.push(format!("id {}", if query.tie_break() == Direction::Asc { "ASC" } else { "DESC" }));
     keys.join(", ")
 }
 
@@ -171,13 +216,14 @@ impl SqliteDocuments {
         Ok(())
     }
 
-    /// Runs the query; `count` says whether to compute the total (`list`/`find` do not need it, and on an
-    /// unindexed filter counting costs a second scan).
+    /// Runs the query; `count` says whether to compute the total (`list`/`find` do not need it, nor does a query
+    /// `without_total`; counting costs a second pass over the matches).
     async fn run_query(&self, collection: &str, query: &Query, count: bool) -> Result<Page, PortError> {
         query.validate()?;
         let literal = collection_literal(collection)?;
         let (clause, parameters) = conditions(query);
-        let count_sql = format!("SELECT COUNT(*) FROM documents WHERE collection = {literal}{clause}");
+        let count_sql = (count && !query.skip_total)
+            .then(|| format!("SELECT COUNT(*) FROM documents WHERE collection = {literal}{clause}"));
         let limit = query.limit.map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
         let offset = i64::try_from(query.offset).unwrap_or(i64::MAX);
         let page_sql = format!(
@@ -188,16 +234,21 @@ impl SqliteDocuments {
             .read(move |c| {
                 // One read transaction: the count and the page see the same snapshot.
                 let transaction = c.transaction()?;
-                let total: i64 = transaction
-                    .prepare_cached(&count_sql)?
-                    .query_row(params_from_iter(&parameters), |row| row.get(0))?;
+                let total = match &count_sql {
+                    Some(count_sql) => Some(
+                        transaction
+                            .prepare_cached(count_sql)?
+                            .query_row(params_from_iter(&parameters), |row| row.get::<_, i64>(0))?,
+                    ),
+                    None => None,
+                };
                 let items = {
                     let mut statement = transaction.prepare_cached(&page_sql)?;
                     let rows = statement.query_map(params_from_iter(&parameters), |row| row.get::<_, String>(0))?;
                     rows.map(|body| parse(body?)).collect::<Result<Vec<_>, _>>()?
                 };
                 transaction.finish()?;
-                let total = if count { total as u64 } else { items.len() as u64 };
+                let total = total.map_or(items.len() as u64, |total| total as u64);
                 Ok(Page { items, total })
             })
             .await
@@ -471,19 +522,28 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// Comparisons carry a `json_type` guard so numbers and strings never compare with each other.
+    /// Comparisons carry a `json_type` guard so numbers and strings never compare with each other; an equality
+    /// with a text that no other JSON type's value can equal goes without one.
     #[test]
     fn conditions_guard_json_types() {
         let query = Query::new()
             .eq("a.b", json!("x"))
+            .eq("c", json!("[1]"))
+            .filter("s", Filter::Gte(json!("x")))
             .filter("n", Filter::Gt(json!(3)))
-            .filter("k", Filter::In(vec![json!(1), json!("1")]))
+            .filter("k", Filter::In(vec![json!(1), json!("1"), json!("{}"), json!(false)]))
             .eq("flag", json!(true));
         let (clause, parameters) = conditions(&query);
-        assert!(clause.contains("json_extract(body, '$.a.b') = ? AND json_type(body, '$.a.b') = 'text'"));
+        assert!(clause.contains(" AND json_extract(body, '$.a.b') = ? AND "), "{clause}");
+        assert!(clause.contains("json_extract(body, '$.c') = ? AND json_type(body, '$.c') = 'text'"));
+        assert!(clause.contains("json_extract(body, '$.s') >= ? AND json_type(body, '$.s') = 'text'"));
         assert!(clause.contains("json_extract(body, '$.n') > ? AND json_type(body, '$.n') IN ('integer', 'real')"));
+        assert!(clause.contains("(json_extract(body, '$.k') IN (?))"));
+        assert!(clause.contains("(json_extract(body, '$.k') IN (?) AND json_type(body, '$.k') = 'text')"));
+        assert!(clause.contains("(json_extract(body, '$.k') IN (?) AND json_type(body, '$.k') IN ('integer', 'real'))"));
+        assert!(clause.contains("json_type(body, '$.k') IN ('false')"));
         assert!(clause.contains("json_type(body, '$.flag') = 'true'"));
-        assert_eq!(parameters.len(), 4);
+        assert_eq!(parameters.len(), 7);
         assert_eq!(collection_literal("it's").unwrap(), "'it''s'");
         assert!(field_query("a.b", &json!(1)).is_err(), "find keeps comparing top-level fields only");
     }

@@ -8,6 +8,7 @@ use flowhost_core::collections::{
     CONFIG_CHANGED_SUBJECT, FLOWS, FLOW_EDIT_LOCKS, FLOW_RELEASE_ATTEMPTS, FLOW_SERVICE_REFS, FLOW_VERSIONS,
 };
 use flowhost_core::digest::{iso_utc, sha256_hex};
+use flowhost_core::model::{is_slug, MAX_FLOW_ID_LEN, MAX_TENANT_ID_LEN};
 use flowhost_core::ports::{Direction, IndexSpec, PortError, Ports, Query};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -99,10 +100,7 @@ fn check_input(input: &FlowInput) -> Result<(), FlowError> {
         check_campaign(campaign)?;
     }
     if let Some(id) = &input.id {
-        let ok = !id.is_empty()
-            && id.len() <= 128
-            && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        if !ok {
+        if !is_slug(id, MAX_FLOW_ID_LEN) {
             return Err(invalid("/id", "use 1 to 128 letters, digits, '-', '_' or '.'"));
         }
     }
@@ -112,11 +110,7 @@ fn check_input(input: &FlowInput) -> Result<(), FlowError> {
 fn check_campaign(campaign: &CampaignMeta) -> Result<(), FlowError> {
     let invalid =
         |field: &str, message: &str| FlowError::Invalid { field: field.to_owned(), message: message.to_owned() };
-    let tenant = &campaign.tenant_id;
-    let tenant_ok = !tenant.is_empty()
-        && tenant.len() <= 64
-        && tenant.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if !tenant_ok {
+    if !is_slug(&campaign.tenant_id, MAX_TENANT_ID_LEN) {
         return Err(invalid("/campaign/tenant_id", "use 1 to 64 letters, digits, '-', '_' or '.'"));
     }
     if campaign.offering.len() > MAX_OFFERING_LEN {

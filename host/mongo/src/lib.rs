@@ -283,28 +283,34 @@ impl DocumentStore for MongoDocuments {
             query.validate()?;
             let filter = query_filter(query)?;
             let collection = self.collection(collection)?;
-            let total = collection
-                .count_documents(filter.clone())
-                .await
-                .map_err(|error| map_error(error, "counting documents"))?;
+            let total = if query.skip_total {
+                None
+            } else {
+                let counted = collection
+                    .count_documents(filter.clone())
+                    .await
+                    .map_err(|error| map_error(error, "counting documents"))?;
+                Some(counted)
+            };
             let mut sort = Document::new();
             for (path, direction) in &query.sort {
                 sort.insert(path.as_str(), if *direction == Direction::Asc { 1 } else { -1 });
             }
-            sort.insert("_id", 1);
+            sort.insert("_id", if query.tie_break() == Direction::Asc { 1 } else { -1 });
             let mut find = collection.find(filter).sort(sort);
             if query.offset > 0 {
                 find = find.skip(query.offset);
             }
             if let Some(limit) = query.limit {
                 if limit == 0 {
-                    return Ok(Page { items: Vec::new(), total });
+                    return Ok(Page { items: Vec::new(), total: total.unwrap_or(0) });
                 }
                 find = find.limit(i64::try_from(limit).unwrap_or(i64::MAX));
             }
             let cursor = find.await.map_err(|error| map_error(error, "querying documents"))?;
             let documents: Vec<Document> =
                 cursor.try_collect().await.map_err(|error| map_error(error, "querying documents"))?;
+            let total = total.unwrap_or(documents.len() as u64);
             Ok(Page { items: documents.into_iter().map(to_json).collect(), total })
         })
         .await

@@ -1,4 +1,5 @@
-//! The campaign events API's figures on this machine (the `campaigns` role in process, on the embedded store):
+//! The campaign events API's figures on this machine (the `campaigns` role in process, on the embedded store, or
+//! on the test servers with `distributed`):
 //!
 //! 1. **Initial sync**: 10,000 v2 flows with campaign metadata (one tenant) become campaign rows.
 //! 2. **List requests**: `GET /api/v1/campaigns` for that tenant, with 1,000,000 engagement records (live
@@ -7,7 +8,7 @@
 //! 3. **Catch-up**: 100,000 delivered notifications written to the source store as the sender writes them;
 //!    the time until the live-events read model counts them all.
 //!
-//!     cargo run --release -p flowhost-tests --bin campaigns-throughput
+//!     cargo run --release -p flowhost-tests --bin campaigns-throughput [embedded|distributed] [engagement records]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +20,6 @@ use flowhost_tests::{Backends, TestHost};
 use serde_json::{json, Value};
 
 const CAMPAIGNS: usize = 10_000;
-const ENGAGEMENT: usize = 1_000_000;
 const NEW_RECORDS: usize = 100_000;
 const CONNECTIONS: usize = 16;
 const LOAD: Duration = Duration::from_secs(10);
@@ -74,8 +74,14 @@ async fn load(label: &str, base: &str, path: impl Fn(u64) -> String + Send + Syn
 async fn main() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FLOWHOST_TEST_LOG").unwrap_or_else(|_| "warn".into());
     tracing_subscriber::fmt().with_env_filter(filter).init();
+    let backends = match std::env::args().nth(1).as_deref() {
+        None | Some("embedded") => Backends::Embedded,
+        Some("distributed") => Backends::Distributed,
+        Some(other) => panic!("unknown backends {other:?}: embedded or distributed"),
+    };
+    let engagement: usize = std::env::args().nth(2).and_then(|n| n.parse().ok()).unwrap_or(1_000_000);
     let dir = tempfile::tempdir().unwrap();
-    let mut config = TestHost::config(Backends::Embedded, dir.path());
+    let mut config = TestHost::config(backends, dir.path());
     config.roles = vec![Role::Admin, Role::Campaigns];
     config.campaigns.listen = format!("127.0.0.1:{}", flowhost_tests::gateway::free_port());
     config.campaigns.sync_interval_ms = 250;
@@ -83,7 +89,11 @@ async fn main() {
     let ports = flowhost::connect(&config).await.unwrap();
     let tenant = "7";
     println!(
-        "Campaign events API, embedded store, {} cores",
+        "Campaign events API, {}, {} cores",
+        match backends {
+            Backends::Embedded => "embedded store",
+            Backends::Distributed => "MongoDB-protocol test server (nx-27017, not MongoDB)",
+        },
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!();
@@ -113,7 +123,7 @@ async fn main() {
     let read_models = ports.documents.database(&config.campaigns.database).await.unwrap();
     let now = SystemClock.now_ms();
     let started = Instant::now();
-    for chunk in (0..ENGAGEMENT).collect::<Vec<_>>().chunks(20_000) {
+    for chunk in (0..engagement).collect::<Vec<_>>().chunks(20_000) {
         let docs = chunk
             .iter()
             .map(|n| {
@@ -144,7 +154,7 @@ async fn main() {
     println!("| What | Records | Time |");
     println!("|---|---|---|");
     println!("| create the flows (admin store) | {CAMPAIGNS} | {:.1} s |", created.as_secs_f64());
-    println!("| seed the engagement history (read model) | {ENGAGEMENT} | {:.1} s |", seeded.as_secs_f64());
+    println!("| seed the engagement history (read model) | {engagement} | {:.1} s |", seeded.as_secs_f64());
     println!("| initial campaign sync (start to all rows listed) | {CAMPAIGNS} | {:.1} s |", synced.as_secs_f64());
     println!();
     println!("| List request | Connections | Requests/s | p50 | p99 |");

@@ -302,10 +302,29 @@ pub async fn query_filters(store: Arc<dyn DocumentStore>) {
 
     let bad = store.query(&collection, &Query::new().eq("a..b", json!(1))).await;
     assert!(matches!(bad, Err(PortError::Invalid(_))), "a malformed path is invalid, got {bad:?}");
+
+    // An array whose JSON text is the same as a string's, and a boolean where numbers are compared.
+    let array = json!({ "id": "e7", "game": ["live"], "amount": true, "player": { "country": ["de"] } });
+    store.insert(&collection, "e7", array).await.expect("insert");
+    let text = json!({ "id": "e8", "game": "[\"live\"]", "amount": 1, "player": { "country": "{}" } });
+    store.insert(&collection, "e8", text).await.expect("insert");
+    let looks_like_array = Query::new().eq("game", json!("[\"live\"]"));
+    assert_eq!(ids(&store.query(&collection, &looks_like_array).await.expect("eq").items), ["e8"], "not the array");
+    let mixed = Query::new().filter("game", Filter::In(vec![json!("[\"live\"]"), json!("live"), json!(true)]));
+    assert_eq!(ids(&store.query(&collection, &mixed).await.expect("mixed in").items), ["e3", "e8"]);
+    let truth = Query::new().filter("amount", Filter::In(vec![json!(true), json!(90)]));
+    let truth = ids(&store.query(&collection, &truth).await.expect("bool in").items);
+    assert!(truth.contains(&"e4".to_owned()) && truth.contains(&"e7".to_owned()), "{truth:?}");
+
+    // A long list is one membership test, not one comparison per value.
+    let mut many: Vec<Value> = (0..5_000).map(|n| json!(format!("game-{n}"))).collect();
+    many.extend([json!("slots"), json!(50)]);
+    let long = Query::new().filter("game", Filter::In(many));
+    assert_eq!(ids(&store.query(&collection, &long).await.expect("long in").items), ["e1", "e4"]);
 }
 
-/// Sorting ascending and descending with ties broken by id ascending, then limit/offset with the total of all
-/// matches.
+/// Sorting ascending and descending with ties broken by id in the last sort key's direction, then limit/offset
+/// with the total of all matches.
 pub async fn query_sort_and_page(store: Arc<dyn DocumentStore>) {
     let collection = fresh_collection();
     seed_events(&store, &collection).await;
@@ -316,8 +335,8 @@ pub async fn query_sort_and_page(store: Arc<dyn DocumentStore>) {
     let descending = numeric.clone().sort("amount", Direction::Desc);
     assert_eq!(
         ids(&store.query(&collection, &descending).await.expect("desc").items),
-        ["e5", "e4", "e2", "e3", "e1"],
-        "ties (e2, e3 at 50) stay in id order when descending"
+        ["e5", "e4", "e3", "e2", "e1"],
+        "ties (e2, e3 at 50) in descending id order when descending"
     );
     let two_keys = numeric.clone().sort("player.country", Direction::Desc).sort("amount", Direction::Desc);
     assert_eq!(
@@ -328,6 +347,9 @@ pub async fn query_sort_and_page(store: Arc<dyn DocumentStore>) {
     let page = store.query(&collection, &ascending.clone().offset(1).limit(2)).await.expect("page");
     assert_eq!(ids(&page.items), ["e2", "e3"]);
     assert_eq!(page.total, 5, "total counts every match, not the page");
+    let uncounted = store.query(&collection, &ascending.clone().offset(1).limit(2).without_total()).await;
+    let uncounted = uncounted.expect("page without total");
+    assert_eq!((ids(&uncounted.items), uncounted.total), (vec!["e2".to_owned(), "e3".to_owned()], 2));
     let past_end = store.query(&collection, &ascending.clone().offset(4).limit(10)).await.expect("last page");
     assert_eq!((ids(&past_end.items), past_end.total), (vec!["e5".to_owned()], 5));
     let nothing = store.query(&collection, &ascending.offset(9)).await.expect("beyond");

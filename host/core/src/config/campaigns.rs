@@ -28,6 +28,11 @@ pub struct CampaignsConfig {
     pub support_url: Option<String>,
     /// `FLOWHOST_CAMPAIGNS_SUPPORT_TOKEN`: the bearer sent to the support source, if it needs one.
     pub support_token: Option<Secret>,
+    /// `FLOWHOST_CAMPAIGNS_EXTERNAL_URL`: the optional external campaign source (HTTP JSON); unset, every
+    /// campaign comes from a flow.
+    pub external_url: Option<String>,
+    /// `FLOWHOST_CAMPAIGNS_EXTERNAL_TOKEN`: the bearer sent to the external campaign source, if it needs one.
+    pub external_token: Option<Secret>,
 }
 
 impl Default for CampaignsConfig {
@@ -41,6 +46,8 @@ impl Default for CampaignsConfig {
             database: "campaigns".to_owned(),
             support_url: None,
             support_token: None,
+            external_url: None,
+            external_token: None,
         }
     }
 }
@@ -50,11 +57,21 @@ impl CampaignsConfig {
         if let Some(v) = get("FLOWHOST_CAMPAIGNS_LISTEN") {
             self.listen = v.trim().to_owned();
         }
-        if let Some(v) = get("FLOWHOST_CAMPAIGNS_SUPPORT_URL") {
-            self.support_url = Some(v.trim().to_owned()).filter(|url| !url.is_empty());
+        for (name, slot) in [
+            ("FLOWHOST_CAMPAIGNS_SUPPORT_URL", &mut self.support_url),
+            ("FLOWHOST_CAMPAIGNS_EXTERNAL_URL", &mut self.external_url),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = Some(v.trim().to_owned()).filter(|url| !url.is_empty());
+            }
         }
-        if let Some(v) = get("FLOWHOST_CAMPAIGNS_SUPPORT_TOKEN") {
-            self.support_token = Some(Secret::new(v.trim())).filter(|s| !s.expose().is_empty());
+        for (name, slot) in [
+            ("FLOWHOST_CAMPAIGNS_SUPPORT_TOKEN", &mut self.support_token),
+            ("FLOWHOST_CAMPAIGNS_EXTERNAL_TOKEN", &mut self.external_token),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = Some(Secret::new(v.trim())).filter(|s| !s.expose().is_empty());
+            }
         }
         if let Some(v) = get("FLOWHOST_CAMPAIGNS_DATABASE") {
             self.database = v.trim().to_owned();
@@ -88,9 +105,13 @@ impl CampaignsConfig {
                 return Err(ConfigError::new(name, "must be positive"));
             }
         }
-        if let Some(url) = &self.support_url {
+        for (name, url) in [
+            ("FLOWHOST_CAMPAIGNS_SUPPORT_URL", &self.support_url),
+            ("FLOWHOST_CAMPAIGNS_EXTERNAL_URL", &self.external_url),
+        ] {
+            let Some(url) = url else { continue };
             if !(url.starts_with("http://") || url.starts_with("https://")) || url::Url::parse(url).is_err() {
-                return Err(ConfigError::new("FLOWHOST_CAMPAIGNS_SUPPORT_URL", "must be an http:// or https:// URL"));
+                return Err(ConfigError::new(name, "must be an http:// or https:// URL"));
             }
         }
         if !crate::model::is_identifier(&self.database) {
@@ -126,6 +147,8 @@ mod tests {
             ("FLOWHOST_CAMPAIGNS_DATABASE", "campaigns_eu"),
             ("FLOWHOST_CAMPAIGNS_SUPPORT_URL", "https://support.internal/cases"),
             ("FLOWHOST_CAMPAIGNS_SUPPORT_TOKEN", "s3cret"),
+            ("FLOWHOST_CAMPAIGNS_EXTERNAL_URL", "http://crm.internal/campaigns"),
+            ("FLOWHOST_CAMPAIGNS_EXTERNAL_TOKEN", "crm-token"),
         ])
         .unwrap();
         assert_eq!(
@@ -136,6 +159,8 @@ mod tests {
         assert_eq!(config.bearer_token.unwrap().expose(), "0123456789abcdef");
         assert_eq!(config.support_url.as_deref(), Some("https://support.internal/cases"));
         assert_eq!(config.support_token.unwrap().expose(), "s3cret");
+        assert_eq!(config.external_url.as_deref(), Some("http://crm.internal/campaigns"));
+        assert_eq!(config.external_token.unwrap().expose(), "crm-token");
         assert_eq!(CampaignsConfig::default().listen, "127.0.0.1:8086");
 
         for (name, value) in [
@@ -145,6 +170,7 @@ mod tests {
             ("FLOWHOST_CAMPAIGNS_SYNC_BATCH", "many"),
             ("FLOWHOST_CAMPAIGNS_DATABASE", "campaigns-eu"),
             ("FLOWHOST_CAMPAIGNS_SUPPORT_URL", "ftp://support"),
+            ("FLOWHOST_CAMPAIGNS_EXTERNAL_URL", "crm.internal"),
         ] {
             let error = from_env(&[(name, value)]).unwrap_err();
             assert!(error.to_string().contains(name), "{name}: {error}");

@@ -12,7 +12,7 @@ use super::PortError;
 use crate::model::is_identifier;
 
 /// Ascending or descending, for a sort key or an index field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Direction {
     Asc,
     Desc,
@@ -33,8 +33,10 @@ pub enum Filter {
 }
 
 /// A query on one collection: every filter must hold (AND); documents are ordered by the sort keys, then by
-/// id ascending as the tie-breaker (no sort keys: by id); `offset` documents are skipped and at most `limit`
-/// returned. Field paths are dot-separated identifiers (`"player.country"`) reaching into nested objects.
+/// id in the direction of the last sort key as the tie-breaker (no sort keys: by id ascending), so an index on
+/// the filtered and sorted fields read forwards or backwards gives the whole order (see
+/// [`Query::tie_break`]); `offset` documents are skipped and at most `limit` returned. Field paths are
+/// dot-separated identifiers (`"player.country"`) reaching into nested objects.
 ///
 /// Sort keys should name fields holding one JSON type (numbers or strings); a document missing a sort field
 /// sorts first ascending and last descending on both backends.
@@ -44,6 +46,8 @@ pub struct Query {
     pub sort: Vec<(String, Direction)>,
     pub limit: Option<u64>,
     pub offset: u64,
+    /// Set by [`Query::without_total`]: the caller knows the total, so the store does not count.
+    pub skip_total: bool,
 }
 
 impl Query {
@@ -73,6 +77,18 @@ impl Query {
     pub fn offset(mut self, offset: u64) -> Query {
         self.offset = offset;
         self
+    }
+
+    /// Asks for the page only: [`Page::total`] is then the number of items returned. Counting every match
+    /// costs a pass over them (an index range at best), which a caller keeping its own counts need not pay.
+    pub fn without_total(mut self) -> Query {
+        self.skip_total = true;
+        self
+    }
+
+    /// The direction ids are ordered in after the sort keys: the last sort key's (ascending without one).
+    pub fn tie_break(&self) -> Direction {
+        self.sort.last().map_or(Direction::Asc, |(_, direction)| *direction)
     }
 
     /// Checks every path and value, so both backends refuse the same queries with `PortError::Invalid`.
@@ -109,7 +125,8 @@ fn check_scalar(value: &Value) -> Result<(), PortError> {
     }
 }
 
-/// One page of a query: the matching bodies in order, and how many documents matched before limit/offset.
+/// One page of a query: the matching bodies in order, and how many documents matched before limit/offset (the
+/// number of items when the query was [`Query::without_total`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {
     pub items: Vec<Value>,
