@@ -590,16 +590,40 @@ async fn the_openapi_document_and_the_explorer_bearer() {
     closed.host.stop().await;
 }
 
-/// The external support source a test controls: the cases it answers, whether it fails, the bearer it saw.
-#[derive(Clone, Default)]
-struct SupportCases {
-    cases: Arc<std::sync::Mutex<Vec<Value>>>,
+/// An external HTTP JSON source a test controls (the support-case source, the external campaign source): it
+/// answers `{"<key>": [...]}` with its items changed since `updated_since` (and of `tenant_id`, when asked, by
+/// their `tenant` field), or 503 while failing; it keeps the bearers it saw.
+#[derive(Clone)]
+struct FakeSource {
+    key: &'static str,
+    items: Arc<std::sync::Mutex<Vec<Value>>>,
     failing: Arc<std::sync::atomic::AtomicBool>,
     bearers: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-async fn support_cases(
-    axum::extract::State(source): axum::extract::State<SupportCases>,
+impl FakeSource {
+    /// Serves the source on a loopback port: its URL and the server's task.
+    async fn serve(key: &'static str) -> (FakeSource, String, tokio::task::JoinHandle<()>) {
+        let source = FakeSource { key, items: Arc::default(), failing: Arc::default(), bearers: Arc::default() };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/{key}", listener.local_addr().unwrap());
+        let app =
+            axum::Router::new().route(&format!("/{key}"), axum::routing::get(fake_source)).with_state(source.clone());
+        let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (source, url, server)
+    }
+
+    fn push(&self, item: Value) {
+        self.items.lock().unwrap().push(item);
+    }
+
+    fn fail(&self, failing: bool) {
+        self.failing.store(failing, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+async fn fake_source(
+    axum::extract::State(source): axum::extract::State<FakeSource>,
     headers: axum::http::HeaderMap,
     axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> axum::response::Response {
@@ -607,30 +631,27 @@ async fn support_cases(
     let bearer = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     source.bearers.lock().unwrap().push(bearer);
     if source.failing.load(std::sync::atomic::Ordering::SeqCst) {
-        return axum::http::StatusCode::BAD_GATEWAY.into_response();
+        return axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response();
     }
-    let tenant = query.get("tenant_id").cloned().unwrap_or_default();
     let since = query.get("updated_since").cloned().unwrap_or_default();
-    let cases: Vec<Value> = source
-        .cases
+    let tenant = query.get("tenant_id");
+    let items: Vec<Value> = source
+        .items
         .lock()
         .unwrap()
         .iter()
-        .filter(|case| case["tenant"] == tenant.as_str() && case["updated_at"].as_str().unwrap() >= since.as_str())
-        .map(|case| json!({"id": case["id"], "channel": case["channel"], "updated_at": case["updated_at"]}))
+        .filter(|item| item["updated_at"].as_str().unwrap() >= since.as_str())
+        .filter(|item| tenant.is_none_or(|tenant| item["tenant"] == tenant.as_str()))
+        .cloned()
         .collect();
-    axum::Json(json!({ "cases": cases })).into_response()
+    axum::Json(json!({ source.key: items })).into_response()
 }
 
 /// The support slice: chat conversations of the tenant are counted (other channels are not); a failing source
 /// counts failures and keeps the last count, stale; it recovers with the new cases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn support_cases_count_chat_conversations_from_the_external_source() {
-    let source = SupportCases::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/cases", listener.local_addr().unwrap());
-    let app = axum::Router::new().route("/cases", axum::routing::get(support_cases)).with_state(source.clone());
-    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (source, url, server) = FakeSource::serve("cases").await;
     let c = Campaigns::start_configured(Backends::Embedded, &[Role::Admin, Role::Campaigns], |config| {
         config.campaigns.support_url = Some(url);
         config.campaigns.support_token = Some(flowhost_core::config::Secret::new("support-secret"));
@@ -639,13 +660,9 @@ async fn support_cases_count_chat_conversations_from_the_external_source() {
     let t = c.tenant.clone();
     let now = || flowhost_core::digest::iso_utc(flowhost_core::Clock::now_ms(&flowhost_core::SystemClock));
     for (id, channel) in [("c1", "chat"), ("c2", "email"), ("c3", "chat")] {
-        source.cases.lock().unwrap().push(json!({"tenant": t, "id": id, "channel": channel, "updated_at": now()}));
+        source.push(json!({"tenant": t, "id": id, "channel": channel, "updated_at": now()}));
     }
-    source
-        .cases
-        .lock()
-        .unwrap()
-        .push(json!({"tenant": "someone-else", "id": "x", "channel": "chat", "updated_at": now()}));
+    source.push(json!({"tenant": "someone-else", "id": "x", "channel": "chat", "updated_at": now()}));
     c.flow("s-one", Some(campaign(&t)), false).await;
     let overview = |expected: Value| {
         let c = &c;
@@ -666,8 +683,8 @@ async fn support_cases_count_chat_conversations_from_the_external_source() {
     assert_eq!(first["freshness"]["support"]["state"], "fresh");
     assert!(source.bearers.lock().unwrap().iter().all(|b| b == "Bearer support-secret"));
 
-    source.failing.store(true, std::sync::atomic::Ordering::SeqCst);
-    source.cases.lock().unwrap().push(json!({"tenant": t, "id": "c4", "channel": "chat", "updated_at": now()}));
+    source.fail(true);
+    source.push(json!({"tenant": t, "id": "c4", "channel": "chat", "updated_at": now()}));
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let (_, overview) = c.get(&format!("/api/v1/overview?tenant_id={t}")).await;
@@ -682,7 +699,7 @@ async fn support_cases_count_chat_conversations_from_the_external_source() {
     let metrics = c.metrics().await;
     assert!(Campaigns::gauge(&metrics, &t, "support", "consecutive_failures").unwrap() >= 2.0, "{metrics}");
 
-    source.failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    source.fail(false);
     let recovered = overview(json!(3)).await;
     assert_eq!(recovered["freshness"]["support"]["consecutive_failures"], 0);
     c.host.stop().await;
@@ -743,48 +760,12 @@ async fn mongodb_history_predating_the_totals_is_counted() {
     history_predating_the_totals_is_counted(Backends::Distributed).await;
 }
 
-/// The external campaign source a test controls: the campaigns it answers, whether it fails, the bearer it saw.
-#[derive(Clone, Default)]
-struct ExternalCampaigns {
-    campaigns: Arc<std::sync::Mutex<Vec<Value>>>,
-    failing: Arc<std::sync::atomic::AtomicBool>,
-    bearers: Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-async fn external_campaigns(
-    axum::extract::State(source): axum::extract::State<ExternalCampaigns>,
-    headers: axum::http::HeaderMap,
-    axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let bearer = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
-    source.bearers.lock().unwrap().push(bearer);
-    if source.failing.load(std::sync::atomic::Ordering::SeqCst) {
-        return axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response();
-    }
-    let since = query.get("updated_since").cloned().unwrap_or_default();
-    let campaigns: Vec<Value> = source
-        .campaigns
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|campaign| campaign["updated_at"].as_str().unwrap() >= since.as_str())
-        .cloned()
-        .collect();
-    axum::Json(json!({ "campaigns": campaigns })).into_response()
-}
-
 /// Campaigns of the external source are listed beside the flows' (`campaign_origin` `external`, id
 /// `external:<id>`), filtered, detailed and removed by a tombstone; the reconcile of flow rows leaves them; a
 /// failing source fails the campaigns slice while the flows' campaigns keep syncing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn campaigns_of_the_external_source() {
-    let source = ExternalCampaigns::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/campaigns", listener.local_addr().unwrap());
-    let app =
-        axum::Router::new().route("/campaigns", axum::routing::get(external_campaigns)).with_state(source.clone());
-    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (source, url, server) = FakeSource::serve("campaigns").await;
     let c = Campaigns::start_configured(Backends::Embedded, &[Role::Admin, Role::Campaigns], |config| {
         config.campaigns.external_url = Some(url);
         config.campaigns.external_token = Some(flowhost_core::config::Secret::new("crm-secret"));
@@ -792,7 +773,7 @@ async fn campaigns_of_the_external_source() {
     .await;
     let t = c.tenant.clone();
     let now = || flowhost_core::digest::iso_utc(flowhost_core::Clock::now_ms(&flowhost_core::SystemClock));
-    let push = |campaign: Value| source.campaigns.lock().unwrap().push(campaign);
+    let push = |campaign: Value| source.push(campaign);
     push(json!({"id": "spring", "tenant_id": t, "name": "Spring", "state": "active", "updated_at": now(),
         "description": "From the CRM", "offering": "10 spins", "ends_at": "2099-01-01T00:00:00Z"}));
     push(json!({"id": "idea", "tenant_id": t, "name": "Idea", "state": "draft", "updated_at": now()}));
@@ -837,7 +818,7 @@ async fn campaigns_of_the_external_source() {
     assert_eq!(c.get("/api/v1/campaigns/external:spring").await.0, 200);
 
     // A failing source fails the slice; the flows' campaigns keep arriving.
-    source.failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    source.fail(true);
     c.flow("f-two", Some(campaign(&t)), false).await;
     let list = c.wait_total(&t, 3).await;
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -847,7 +828,7 @@ async fn campaigns_of_the_external_source() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         freshness = c.get(&format!("/api/v1/campaigns?tenant_id={t}")).await.1["freshness"]["campaigns"].clone();
     }
-    source.failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    source.fail(false);
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
     while c.get(&format!("/api/v1/campaigns?tenant_id={t}")).await.1["freshness"]["campaigns"]["consecutive_failures"]
         != 0

@@ -173,27 +173,13 @@ mod tests {
     use super::*;
 
     fn row(id: &str, name: &str, starts_at: Option<&str>) -> CampaignDoc {
+        let starts_at = starts_at.map(str::to_owned);
         CampaignDoc {
             campaign_id: id.into(),
-            tenant_id: "7".into(),
             name: name.into(),
-            campaign_origin: Origin::Flow,
-            ui_status: UiStatus::Running,
-            flow_status: Some("valid".into()),
-            external_state: None,
-            enabled: true,
-            released_version: Some(1),
-            starts_at: starts_at.map(str::to_owned),
+            starts_at,
             ends_at: None,
-            archived: false,
-            description: String::new(),
-            offering: String::new(),
-            broken_reasons: Vec::new(),
-            created_at: String::new(),
-            updated_at: String::new(),
-            players_engaged: 0,
-            deliveries: 0,
-            interactions: 0,
+            ..crate::model::sample_doc()
         }
     }
 

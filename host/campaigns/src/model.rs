@@ -200,33 +200,39 @@ impl CampaignDoc {
     }
 }
 
+/// A released, enabled, valid flow campaign `welcome` of tenant `7` ending 2026-12-01 (for tests).
+#[cfg(test)]
+pub(crate) fn sample_doc() -> CampaignDoc {
+    CampaignDoc {
+        campaign_id: "welcome".into(),
+        tenant_id: "7".into(),
+        name: "Welcome".into(),
+        campaign_origin: Origin::Flow,
+        ui_status: UiStatus::Suggestions,
+        flow_status: Some("valid".into()),
+        external_state: None,
+        enabled: true,
+        released_version: Some(1),
+        starts_at: None,
+        ends_at: Some("2026-12-01T00:00:00Z".into()),
+        archived: false,
+        description: String::new(),
+        offering: String::new(),
+        broken_reasons: Vec::new(),
+        created_at: String::new(),
+        updated_at: String::new(),
+        players_engaged: 0,
+        deliveries: 0,
+        interactions: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn doc() -> CampaignDoc {
-        CampaignDoc {
-            campaign_id: "welcome".into(),
-            tenant_id: "7".into(),
-            name: "Welcome".into(),
-            campaign_origin: Origin::Flow,
-            ui_status: UiStatus::Suggestions,
-            flow_status: Some("valid".into()),
-            external_state: None,
-            enabled: true,
-            released_version: Some(1),
-            starts_at: None,
-            ends_at: Some("2026-12-01T00:00:00Z".into()),
-            archived: false,
-            description: String::new(),
-            offering: String::new(),
-            broken_reasons: Vec::new(),
-            created_at: String::new(),
-            updated_at: String::new(),
-            players_engaged: 0,
-            deliveries: 0,
-            interactions: 0,
-        }
+        sample_doc()
     }
 
     #[test]
