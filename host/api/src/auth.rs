@@ -3,9 +3,16 @@
 //! The token is kept only as its SHA-256 digest and compared in constant time (`subtle`), so neither the
 //! comparison's timing nor a `Debug` print reveals it. Unset, the routes are open; `flowhost serve` then refuses
 //! an admin address that is not loopback unless the operator says so explicitly (see [`crate::AdminRole`]).
+//!
+//! Cross-site requests: the token travels only as a bearer a page must set itself (no cookie), so another
+//! site's page cannot borrow it; on top, a write (any method but `GET`, `HEAD` and `OPTIONS`) that a browser
+//! says another site or origin sent (`Sec-Fetch-Site` other than `same-origin` or `none`, or an `Origin` whose
+//! host is not the request's `Host`) is refused with 403 before any route runs, which also protects an admin
+//! API left without a token on loopback from pages the operator's browser opens. Callers that are not browsers
+//! send neither header and are not affected.
 
 use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use flowhost_core::config::Secret;
@@ -34,6 +41,31 @@ impl AdminToken {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         bool::from(digest.ct_eq(&self.0))
     }
+}
+
+/// Whether a browser says another site or origin sent this request (see the module documentation).
+fn cross_site(headers: &HeaderMap) -> bool {
+    let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    if let Some(site) = text("sec-fetch-site") {
+        if !matches!(site, "same-origin" | "none") {
+            return true;
+        }
+    }
+    match (text("origin"), text("host")) {
+        (Some(origin), Some(host)) => origin.split_once("://").is_none_or(|(_, authority)| authority != host),
+        (Some(_), None) => true,
+        _ => false,
+    }
+}
+
+/// Middleware: refuses a cross-site write with 403 (see the module documentation).
+pub(crate) async fn refuse_cross_site_writes(request: Request, next: Next) -> Response {
+    let safe = matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if !safe && cross_site(request.headers()) {
+        return ApiError::new(StatusCode::FORBIDDEN, "cross-site requests may not change the admin API's state")
+            .into_response();
+    }
+    next.run(request).await
 }
 
 /// The bearer value of an `Authorization` header, if it is one (scheme compared case-insensitively).
@@ -68,6 +100,28 @@ pub(crate) async fn require_admin_token(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cross_site_is_what_the_browser_says() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.insert(*name, value.parse().unwrap());
+            }
+            map
+        };
+        assert!(!cross_site(&headers(&[])), "curl and services send neither header");
+        assert!(!cross_site(&headers(&[
+            ("sec-fetch-site", "same-origin"),
+            ("origin", "http://127.0.0.1:8787"),
+            ("host", "127.0.0.1:8787")
+        ])));
+        assert!(!cross_site(&headers(&[("sec-fetch-site", "none")])));
+        assert!(cross_site(&headers(&[("sec-fetch-site", "cross-site")])));
+        assert!(cross_site(&headers(&[("sec-fetch-site", "same-site")])), "another port of the same host");
+        assert!(cross_site(&headers(&[("origin", "http://evil.example"), ("host", "127.0.0.1:8787")])));
+        assert!(cross_site(&headers(&[("origin", "null"), ("host", "127.0.0.1:8787")])));
+    }
 
     #[test]
     fn matches_only_the_token() {

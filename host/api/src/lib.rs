@@ -78,9 +78,10 @@ impl AppState {
     }
 }
 
-/// The routes of the admin role, every one behind the admin token when `token` is set; `max_body_bytes` caps
-/// every request body (413 beyond it). Without `/health`, `/ready`, `/metrics` and a fallback: the listener
-/// adds those (see [`fallback`]).
+/// The routes of the admin role, every one behind the admin token when `token` is set, and Studio's page under
+/// `/studio/` (see `flowhost-studio`); `max_body_bytes` caps every request body (413 beyond it); a write a browser
+/// marks cross-site is refused (see [`auth`]). Without `/health`, `/ready`, `/metrics` and a fallback: the
+/// listener adds those (see [`fallback`]).
 pub fn app(state: AppState, max_body_bytes: usize, token: Option<&Secret>) -> Router {
     Router::new()
         .merge(v1::routes())
@@ -91,6 +92,9 @@ pub fn app(state: AppState, max_body_bytes: usize, token: Option<&Secret>) -> Ro
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .route_layer(axum::middleware::from_fn_with_state(token.map(AdminToken::new), auth::require_admin_token))
         .with_state(Arc::new(state))
+        // Studio's page loads without the token (it asks for it); its API calls carry it.
+        .merge(flowhost_studio::router())
+        .layer(axum::middleware::from_fn(auth::refuse_cross_site_writes))
 }
 
 /// The admin API's answer to an unknown route: 404 in its envelope.

@@ -1,0 +1,600 @@
+// Studio's screen: the flow list, the palette, the canvas, the inspector of the selected node, and the problems
+// panel that merges the client's wiring rules with the server's draft validation. Every graph edit goes
+// through `edit` (one undo step each); the server validates the draft shortly after each edit.
+
+import {
+  Background,
+  Controls,
+  Handle,
+  MiniMap,
+  Position,
+  ReactFlow,
+  ReactFlowProvider,
+  useReactFlow,
+  type Connection,
+  type Edge,
+  type EdgeChange,
+  type Node,
+  type NodeChange,
+  type NodeProps,
+} from "@xyflow/react";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+
+import { ApiError, call, setToken } from "./api";
+import { copy, paste, type Fragment } from "./clipboard";
+import {
+  KIND_LABELS,
+  NODE_KINDS,
+  clientProblems,
+  connectionRefusal,
+  freshId,
+  mergeProblems,
+  releaseGate,
+  type FlowBody,
+  type FlowNode,
+  type NodeKind,
+  type Problem,
+} from "./graph";
+import * as history from "./history";
+import { NODE_HEIGHT, NODE_WIDTH, layout } from "./layout";
+
+interface FlowSummary {
+  id: string;
+  name: string;
+  status: string;
+}
+
+interface FlowRecord {
+  id: string;
+  name: string;
+  description: string;
+  status: string;
+  draft: FlowBody;
+  broken_reasons?: Problem[];
+}
+
+interface Report {
+  valid: boolean;
+  issues: Omit<Problem, "origin">[];
+}
+
+type NodeData = { node: FlowNode; problems: Problem[] };
+
+/// A node on the canvas: its kind, id, and a badge with its problems.
+function FlowNodeView({ data, selected }: NodeProps<Node<NodeData>>) {
+  const { node, problems } = data;
+  const blocking = problems.filter((problem) => problem.severity === "blocking").length;
+  const label = KIND_LABELS[node.kind as NodeKind] ?? node.kind;
+  return (
+    <div className={`node node-${node.kind}${selected ? " selected" : ""}`} style={{ width: NODE_WIDTH, minHeight: NODE_HEIGHT }}>
+      {node.kind !== "source" && <Handle type="target" position={Position.Left} aria-label={`input of ${node.id}`} />}
+      <div className="node-kind">{label}</div>
+      <div className="node-id">{node.name || node.id}</div>
+      {problems.length > 0 && (
+        <span
+          className={`badge ${blocking > 0 ? "badge-blocking" : "badge-warning"}`}
+          title={problems.map((problem) => problem.message).join("\n")}
+          aria-label={`${problems.length} problem${problems.length === 1 ? "" : "s"}`}
+        >
+          {problems.length}
+        </span>
+      )}
+      <Handle type="source" position={Position.Right} aria-label={`output of ${node.id}`} />
+    </div>
+  );
+}
+
+const nodeTypes = { flow: FlowNodeView };
+
+function Studio() {
+  const [flows, setFlows] = useState<FlowSummary[]>([]);
+  const [flow, setFlow] = useState<FlowRecord | null>(null);
+  const [graph, setGraph] = useState<history.History>(history.start({ nodes: [], edges: [] }));
+  const [selected, setSelected] = useState<Set<string>>(new Set());
+  const [serverProblems, setServerProblems] = useState<Problem[]>([]);
+  const [acknowledged, setAcknowledged] = useState<Set<string>>(new Set());
+  const [message, setMessage] = useState<{ text: string; error: boolean } | null>(null);
+  const [needToken, setNeedToken] = useState(false);
+  const [dirty, setDirty] = useState(false);
+  const clipboard = useRef<Fragment | null>(null);
+  const reactFlow = useReactFlow();
+  const body = graph.present;
+
+  const say = useCallback((text: string, error = false) => setMessage({ text, error }), []);
+  const failed = useCallback(
+    (error: unknown) => {
+      if (error instanceof ApiError && error.status === 401) {
+        setNeedToken(true);
+        say("The admin API needs its token.", true);
+      } else {
+        say(error instanceof Error ? error.message : String(error), true);
+      }
+    },
+    [say],
+  );
+
+  const loadFlows = useCallback(async () => {
+    try {
+      setFlows(await call<FlowSummary[]>("GET", "/api/v2/flows"));
+    } catch (error) {
+      failed(error);
+    }
+  }, [failed]);
+
+  useEffect(() => {
+    void loadFlows();
+  }, [loadFlows]);
+
+  const open = useCallback(
+    async (id: string) => {
+      try {
+        const record = await call<FlowRecord>("GET", `/api/v2/flows/${encodeURIComponent(id)}`);
+        const placed = record.draft.nodes.every((node) => node.position) ? record.draft : layout(record.draft);
+        setFlow(record);
+        setGraph(history.start(placed));
+        setSelected(new Set());
+        setAcknowledged(new Set());
+        setDirty(false);
+        say(`Opened ${record.name || record.id}.`);
+        window.setTimeout(() => reactFlow.fitView({ padding: 0.2 }), 0);
+      } catch (error) {
+        failed(error);
+      }
+    },
+    [failed, reactFlow, say],
+  );
+
+  /// One undoable edit of the graph.
+  const edit = useCallback((change: (body: FlowBody) => FlowBody) => {
+    setGraph((current) => history.record(current, change(current.present)));
+    setDirty(true);
+  }, []);
+
+  // The server validates the draft shortly after each edit; its issues join the client's.
+  useEffect(() => {
+    if (!flow) return;
+    const timer = window.setTimeout(async () => {
+      try {
+        const report = await call<Report>("POST", "/api/v2/flows/validate-draft", body);
+        setServerProblems(report.issues.map((issue) => ({ ...issue, origin: "server" as const })));
+      } catch (error) {
+        failed(error);
+      }
+    }, 300);
+    return () => window.clearTimeout(timer);
+  }, [body, flow, failed]);
+
+  const problems = useMemo(() => mergeProblems(clientProblems(body), serverProblems), [body, serverProblems]);
+  const gate = releaseGate(problems, acknowledged);
+  const brokenReasons = useMemo(
+    () => (flow?.status === "invalid" ? (flow.broken_reasons ?? []).map((reason) => ({ ...reason, origin: "server" as const })) : []),
+    [flow],
+  );
+  // Node sizes as React Flow measured them (it shows a node only once measured).
+  const [measured, setMeasured] = useState<Map<string, { width: number; height: number }>>(new Map());
+
+  const problemsOf = useCallback(
+    (id: string) => [...problems, ...brokenReasons].filter((problem) => problem.node_id === id),
+    [problems, brokenReasons],
+  );
+
+  const nodes: Node<NodeData>[] = useMemo(
+    () =>
+      body.nodes.map((node, at) => ({
+        id: node.id,
+        type: "flow",
+        position: node.position ?? { x: 40 + at * 220, y: 80 },
+        data: { node, problems: problemsOf(node.id) },
+        selected: selected.has(node.id),
+        measured: measured.get(node.id),
+        ariaLabel: `${KIND_LABELS[node.kind as NodeKind] ?? node.kind} ${node.id}`,
+      })),
+    [body.nodes, measured, problemsOf, selected],
+  );
+  const edges: Edge[] = useMemo(
+    () => body.edges.map((edge) => ({ id: `${edge.from}->${edge.to}`, source: edge.from, target: edge.to, ariaLabel: `from ${edge.from} to ${edge.to}` })),
+    [body.edges],
+  );
+
+  const connect = useCallback(
+    (from: string, to: string) => {
+      const refusal = connectionRefusal(body, from, to);
+      if (refusal) {
+        say(refusal, true);
+        return false;
+      }
+      edit((current) => ({ ...current, edges: [...current.edges, { from, to }] }));
+      say(`Connected ${from} to ${to}.`);
+      return true;
+    },
+    [body, edit, say],
+  );
+
+  const onNodesChange = useCallback(
+    (changes: NodeChange<Node<NodeData>>[]) => {
+      const moved = new Map<string, { x: number; y: number }>();
+      let dragEnded = false;
+      const removed = new Set<string>();
+      let selection: Set<string> | null = null;
+      const sizes: [string, { width: number; height: number }][] = [];
+      for (const change of changes) {
+        if (change.type === "dimensions" && change.dimensions) {
+          sizes.push([change.id, change.dimensions]);
+        } else if (change.type === "position" && change.position) {
+          moved.set(change.id, change.position);
+          if (change.dragging === false) dragEnded = true;
+        } else if (change.type === "remove") {
+          removed.add(change.id);
+        } else if (change.type === "select") {
+          selection ??= new Set(selected);
+          if (change.selected) selection.add(change.id);
+          else selection.delete(change.id);
+        }
+      }
+      if (sizes.length > 0) {
+        setMeasured((current) => {
+          const changed = sizes.filter(([id, size]) => {
+            const known = current.get(id);
+            return !known || known.width !== size.width || known.height !== size.height;
+          });
+          if (changed.length === 0) return current;
+          const next = new Map(current);
+          for (const [id, size] of changed) next.set(id, size);
+          return next;
+        });
+      }
+      if (selection) setSelected(selection);
+      if (moved.size > 0) {
+        const place = (current: FlowBody) => ({
+          ...current,
+          nodes: current.nodes.map((node) => (moved.has(node.id) ? { ...node, position: moved.get(node.id) } : node)),
+        });
+        setGraph((current) => (dragEnded ? history.record(current, place(current.present)) : history.replace(current, place(current.present))));
+        setDirty(true);
+      }
+      if (removed.size > 0) {
+        edit((current) => ({
+          nodes: current.nodes.filter((node) => !removed.has(node.id)),
+          edges: current.edges.filter((edge) => !removed.has(edge.from) && !removed.has(edge.to)),
+        }));
+      }
+    },
+    [edit, selected],
+  );
+
+  const onEdgesChange = useCallback(
+    (changes: EdgeChange[]) => {
+      const removed = new Set(changes.filter((change) => change.type === "remove").map((change) => change.id));
+      if (removed.size > 0) {
+        edit((current) => ({ ...current, edges: current.edges.filter((edge) => !removed.has(`${edge.from}->${edge.to}`)) }));
+      }
+    },
+    [edit],
+  );
+
+  const addNode = useCallback(
+    (kind: NodeKind) => {
+      const id = freshId(body, kind);
+      const right = Math.max(0, ...body.nodes.map((node) => (node.position?.x ?? 0) + NODE_WIDTH + 40));
+      edit((current) => ({ ...current, nodes: [...current.nodes, { id, kind, config: {}, position: { x: right, y: 80 } }] }));
+      setSelected(new Set([id]));
+      say(`Added ${KIND_LABELS[kind]} ${id}.`);
+    },
+    [body, edit, say],
+  );
+
+  const focusNode = useCallback(
+    (id: string) => {
+      setSelected(new Set([id]));
+      const node = body.nodes.find((candidate) => candidate.id === id);
+      if (node?.position) reactFlow.setCenter(node.position.x + NODE_WIDTH / 2, node.position.y + NODE_HEIGHT / 2, { zoom: 1.2 });
+      document.getElementById("inspector-heading")?.focus();
+    },
+    [body.nodes, reactFlow],
+  );
+
+  const save = useCallback(async () => {
+    if (!flow) return;
+    try {
+      const saved = await call<FlowRecord>("PUT", `/api/v2/flows/${encodeURIComponent(flow.id)}`, {
+        name: flow.name,
+        description: flow.description,
+        nodes: body.nodes,
+        edges: body.edges,
+      });
+      setFlow({ ...flow, ...saved });
+      setDirty(false);
+      say("Draft saved.");
+      void loadFlows();
+    } catch (error) {
+      failed(error);
+    }
+  }, [body, failed, flow, loadFlows, say]);
+
+  const release = useCallback(async () => {
+    if (!flow) return;
+    try {
+      if (dirty) await save();
+      const released = await call<{ version: number }>("POST", `/api/v2/flows/${encodeURIComponent(flow.id)}/release`, {
+        acknowledged_warnings: [...acknowledged],
+      });
+      await open(flow.id);
+      say(`Released version ${released.version}.`);
+      void loadFlows();
+    } catch (error) {
+      failed(error);
+    }
+  }, [acknowledged, dirty, failed, flow, loadFlows, open, save, say]);
+
+  const createFlow = useCallback(async () => {
+    const id = window.prompt("Id of the new flow (letters, digits, '-', '_', '.')");
+    if (!id) return;
+    try {
+      await call("POST", "/api/v2/flows", { id, name: id, nodes: [{ id: "source-1", kind: "source", config: {}, position: { x: 40, y: 80 } }], edges: [] });
+      await loadFlows();
+      await open(id);
+    } catch (error) {
+      failed(error);
+    }
+  }, [failed, loadFlows, open]);
+
+  const undo = useCallback(() => setGraph((current) => history.undo(current)), []);
+  const redo = useCallback(() => setGraph((current) => history.redo(current)), []);
+  const copySelection = useCallback(() => {
+    clipboard.current = copy(body, selected);
+    say(`Copied ${clipboard.current.nodes.length} node${clipboard.current.nodes.length === 1 ? "" : "s"}.`);
+  }, [body, say, selected]);
+  const pasteClipboard = useCallback(() => {
+    const fragment = clipboard.current;
+    if (!fragment || fragment.nodes.length === 0) return;
+    const pasted = paste(body, fragment);
+    edit(() => pasted.body);
+    setSelected(new Set(pasted.ids));
+    say(`Pasted ${pasted.ids.length} node${pasted.ids.length === 1 ? "" : "s"}.`);
+  }, [body, edit, say]);
+
+  // Keyboard: undo/redo and copy/paste, unless the focus is in a text field.
+  useEffect(() => {
+    const onKey = (event: KeyboardEvent) => {
+      const target = event.target as HTMLElement;
+      if (target.closest("input, textarea, select")) return;
+      const mod = event.ctrlKey || event.metaKey;
+      if (!mod) return;
+      const key = event.key.toLowerCase();
+      if (key === "z" && !event.shiftKey) undo();
+      else if ((key === "z" && event.shiftKey) || key === "y") redo();
+      else if (key === "c") copySelection();
+      else if (key === "v") pasteClipboard();
+      else return;
+      event.preventDefault();
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, [copySelection, pasteClipboard, redo, undo]);
+
+  const only = selected.size === 1 ? body.nodes.find((node) => selected.has(node.id)) : undefined;
+
+  return (
+    <div className="studio">
+      <header className="toolbar">
+        <h1>Flowhost Studio</h1>
+        <label>
+          Flow{" "}
+          <select aria-label="Flow" value={flow?.id ?? ""} onChange={(event) => event.target.value && void open(event.target.value)}>
+            <option value="">Choose a flow…</option>
+            {flows.map((summary) => (
+              <option key={summary.id} value={summary.id}>
+                {summary.name || summary.id} ({summary.status})
+              </option>
+            ))}
+          </select>
+        </label>
+        <button onClick={() => void createFlow()}>New flow</button>
+        <button onClick={undo} disabled={graph.past.length === 0} aria-keyshortcuts="Control+Z">
+          Undo
+        </button>
+        <button onClick={redo} disabled={graph.future.length === 0} aria-keyshortcuts="Control+Shift+Z">
+          Redo
+        </button>
+        <button onClick={() => edit(layout)} disabled={!flow}>
+          Auto-layout
+        </button>
+        <button onClick={() => void save()} disabled={!flow || !dirty}>
+          Save draft
+        </button>
+        <button onClick={() => void release()} disabled={!flow || !gate.allowed} title={gate.reason || "Release this draft"}>
+          Release
+        </button>
+        {flow && !gate.allowed && <span className="gate">{gate.reason}</span>}
+        {needToken && <TokenForm onToken={(value) => { setToken(value); setNeedToken(false); void loadFlows(); }} />}
+      </header>
+      <p className={`status${message?.error ? " status-error" : ""}`} role="status" aria-live="polite">
+        {message?.text ?? ""}
+      </p>
+      <div className="workspace">
+        <nav className="palette" aria-label="Add a node">
+          <h2>Add</h2>
+          {NODE_KINDS.map((kind) => (
+            <button key={kind} onClick={() => addNode(kind)} disabled={!flow}>
+              {KIND_LABELS[kind]}
+            </button>
+          ))}
+        </nav>
+        <main className="canvas" aria-label="Flow canvas">
+          {flow?.status === "invalid" && (
+            <p className="drift" role="alert">
+              This released flow is invalid after a plugin change: {brokenReasons.length} broken reason
+              {brokenReasons.length === 1 ? "" : "s"}. Fix the draft and release again.
+            </p>
+          )}
+          <ReactFlow
+            nodes={nodes}
+            edges={edges}
+            nodeTypes={nodeTypes}
+            onNodesChange={onNodesChange}
+            onEdgesChange={onEdgesChange}
+            onConnect={(connection: Connection) => connect(connection.source, connection.target)}
+            isValidConnection={(connection) => connectionRefusal(body, connection.source, connection.target) === null}
+            deleteKeyCode={["Delete", "Backspace"]}
+            fitView
+          >
+            <Background />
+            <Controls />
+            <MiniMap pannable zoomable ariaLabel="Overview of the flow" />
+          </ReactFlow>
+        </main>
+        <aside className="inspector" aria-labelledby="inspector-heading">
+          <h2 id="inspector-heading" tabIndex={-1}>
+            {only ? `${KIND_LABELS[only.kind as NodeKind] ?? only.kind} ${only.id}` : "Inspector"}
+          </h2>
+          {only ? (
+            <Inspector key={only.id} node={only} body={body} problems={problemsOf(only.id)} onEdit={edit} onConnect={connect} />
+          ) : (
+            <p>Select a node to edit it.</p>
+          )}
+        </aside>
+      </div>
+      <section className="problems" aria-labelledby="problems-heading">
+        <h2 id="problems-heading">
+          Problems ({problems.filter((problem) => problem.severity === "blocking").length} blocking,{" "}
+          {problems.filter((problem) => problem.severity === "warning").length} warnings)
+        </h2>
+        <ul>
+          {problems.map((problem, at) => (
+            <li key={`${problem.origin}-${problem.code}-${problem.node_id ?? ""}-${at}`} className={`problem problem-${problem.severity}`}>
+              <span className="severity">{problem.severity}</span>
+              {problem.node_id ? (
+                <button className="link" onClick={() => focusNode(problem.node_id!)}>
+                  {problem.node_id}
+                </button>
+              ) : null}{" "}
+              <code>{problem.code}</code> {problem.message}
+              {problem.severity === "warning" && (
+                <label className="ack">
+                  <input
+                    type="checkbox"
+                    checked={acknowledged.has(problem.code)}
+                    onChange={(event) =>
+                      setAcknowledged((current) => {
+                        const next = new Set(current);
+                        if (event.target.checked) next.add(problem.code);
+                        else next.delete(problem.code);
+                        return next;
+                      })
+                    }
+                  />{" "}
+                  acknowledge
+                </label>
+              )}
+            </li>
+          ))}
+        </ul>
+      </section>
+    </div>
+  );
+}
+
+/// The selected node: its label, its config as JSON (applied as one undoable edit), its connections made by
+/// keyboard, and the problems placed on its fields.
+function Inspector(props: {
+  node: FlowNode;
+  body: FlowBody;
+  problems: Problem[];
+  onEdit: (change: (body: FlowBody) => FlowBody) => void;
+  onConnect: (from: string, to: string) => boolean;
+}) {
+  const { node, body, problems, onEdit, onConnect } = props;
+  const [config, setConfig] = useState(JSON.stringify(node.config, null, 2));
+  const [configError, setConfigError] = useState<string | null>(null);
+  const [target, setTarget] = useState("");
+  const others = body.nodes.filter((candidate) => candidate.id !== node.id);
+
+  const applyConfig = () => {
+    try {
+      const parsed = JSON.parse(config);
+      if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error("the config is a JSON object");
+      setConfigError(null);
+      if (JSON.stringify(parsed) !== JSON.stringify(node.config)) {
+        onEdit((current) => ({ ...current, nodes: current.nodes.map((n) => (n.id === node.id ? { ...n, config: parsed } : n)) }));
+      }
+    } catch (error) {
+      setConfigError(error instanceof Error ? error.message : String(error));
+    }
+  };
+
+  return (
+    <div className="inspector-body">
+      <label>
+        Name
+        <input
+          value={node.name ?? ""}
+          onChange={(event) => {
+            const name = event.target.value;
+            onEdit((current) => ({ ...current, nodes: current.nodes.map((n) => (n.id === node.id ? { ...n, name: name || undefined } : n)) }));
+          }}
+        />
+      </label>
+      <label>
+        Config (JSON)
+        <textarea
+          value={config}
+          rows={10}
+          spellCheck={false}
+          aria-invalid={configError !== null || problems.some((problem) => problem.pointer?.startsWith("/config"))}
+          aria-describedby="config-problems"
+          onChange={(event) => setConfig(event.target.value)}
+          onBlur={applyConfig}
+        />
+      </label>
+      <button onClick={applyConfig}>Apply config</button>
+      <ul id="config-problems" className="field-problems">
+        {configError && <li className="problem-blocking">{configError}</li>}
+        {problems.map((problem, at) => (
+          <li key={at} className={`problem-${problem.severity}`}>
+            {problem.pointer ? <code>{problem.pointer}</code> : null} {problem.message}
+          </li>
+        ))}
+      </ul>
+      <label>
+        Connect to
+        <select value={target} onChange={(event) => setTarget(event.target.value)}>
+          <option value="">Choose a node…</option>
+          {others.map((other) => (
+            <option key={other.id} value={other.id}>
+              {other.id}
+            </option>
+          ))}
+        </select>
+      </label>
+      <button onClick={() => target && onConnect(node.id, target) && setTarget("")} disabled={!target}>
+        Connect
+      </button>
+    </div>
+  );
+}
+
+function TokenForm({ onToken }: { onToken: (token: string) => void }) {
+  const [value, setValue] = useState("");
+  return (
+    <form
+      className="token"
+      onSubmit={(event) => {
+        event.preventDefault();
+        onToken(value);
+      }}
+    >
+      <label>
+        Admin token <input type="password" value={value} onChange={(event) => setValue(event.target.value)} autoComplete="off" />
+      </label>
+      <button type="submit">Sign in</button>
+    </form>
+  );
+}
+
+export function App() {
+  return (
+    <ReactFlowProvider>
+      <Studio />
+    </ReactFlowProvider>
+  );
+}

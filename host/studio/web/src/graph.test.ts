@@ -1,0 +1,91 @@
+// The pure rules: typed connections, wiring problems, the release gate, undo/redo, copy/paste.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { copy, paste } from "./clipboard";
+import { clientProblems, connectionRefusal, cycleNodes, freshId, mergeProblems, releaseGate, type FlowBody, type Problem } from "./graph";
+import { record, redo, start, undo } from "./history";
+
+const node = (id: string, kind: string) => ({ id, kind, config: {} });
+const basic = (): FlowBody => ({
+  nodes: [node("src", "source"), node("svc", "service-in"), node("act", "action"), node("map", "mapping")],
+  edges: [
+    { from: "src", to: "svc" },
+    { from: "svc", to: "act" },
+  ],
+});
+
+test("typed connections refuse what cannot connect, with a message", () => {
+  const body = basic();
+  assert.match(connectionRefusal(body, "map", "src")!, /into the source/);
+  assert.match(connectionRefusal(body, "map", "svc")!, /already has an input/);
+  assert.match(connectionRefusal(body, "act", "act")!, /cannot feed itself/);
+  assert.match(connectionRefusal({ ...body, edges: [...body.edges, { from: "act", to: "map" }] }, "map", "svc")!, /input|cycle/);
+  const lone = { nodes: [node("src", "source"), node("act", "action"), node("m", "mapping")], edges: [{ from: "src", to: "m" }] };
+  assert.match(connectionRefusal(lone, "m", "act")!, /service segment before it/);
+  const chained = { ...body, nodes: [...body.nodes, node("act2", "action")] };
+  assert.match(connectionRefusal(chained, "act", "act2")!, /service segment of its own/);
+  assert.equal(connectionRefusal(body, "act", "map"), null);
+  assert.equal(connectionRefusal(body, "src", "map"), null, "a source may branch");
+  const looped = { nodes: [node("src", "source"), node("a", "mapping"), node("b", "mapping")], edges: [{ from: "src", to: "a" }, { from: "a", to: "b" }] };
+  assert.match(connectionRefusal({ ...looped, edges: [{ from: "a", to: "b" }] }, "b", "a")!, /cycle/);
+});
+
+test("wiring problems: source, inputs, cycles, orphans, dead ends", () => {
+  const codes = (body: FlowBody) => clientProblems(body).map((p) => `${p.code}:${p.node_id ?? ""}`).sort();
+  assert.deepEqual(codes({ nodes: [], edges: [] }), ["EMPTY_FLOW:"]);
+  assert.deepEqual(codes(basic()), ["DEAD_END:map", "ORPHAN_NODE:map"]);
+  const cyclic: FlowBody = {
+    nodes: [node("src", "source"), node("a", "mapping"), node("b", "condition")],
+    edges: [{ from: "src", to: "a" }, { from: "a", to: "b" }, { from: "b", to: "a" }],
+  };
+  assert.deepEqual(cycleNodes(cyclic), ["a", "b"]);
+  assert.deepEqual(codes(cyclic), ["CYCLE:a", "CYCLE:b", "MULTIPLE_INPUTS:a"]);
+  const noSource: FlowBody = { nodes: [node("a", "mapping")], edges: [] };
+  assert.ok(codes(noSource).includes("SOURCE_MISSING:"));
+  const two: FlowBody = { nodes: [node("s1", "source"), node("s2", "source")], edges: [{ from: "s1", to: "s2" }] };
+  assert.ok(codes(two).includes("SOURCE_DUPLICATE:s2") && codes(two).includes("EDGE_INTO_SOURCE:s2"));
+  assert.deepEqual(cycleNodes({ nodes: [node("a", "mapping")], edges: [{ from: "a", to: "a" }] }), ["a"]);
+});
+
+test("server and client problems merge once, blocking first; release waits for acknowledgements", () => {
+  const client = clientProblems(basic());
+  const server: Problem[] = [
+    { code: "ORPHAN_NODE", severity: "warning", message: "server says orphan", node_id: "map", origin: "server" },
+    { code: "ACTION_REF_MISSING", severity: "blocking", message: "no action_ref", node_id: "act", pointer: "/config/action_ref", origin: "server" },
+  ];
+  const merged = mergeProblems(client, server);
+  assert.deepEqual(merged.map((p) => `${p.code}/${p.origin}`), ["ACTION_REF_MISSING/server", "ORPHAN_NODE/server", "DEAD_END/client"]);
+  assert.deepEqual(releaseGate(merged, new Set()), { allowed: false, reason: "1 blocking problem" });
+  const warnings = merged.filter((p) => p.severity === "warning");
+  assert.deepEqual(releaseGate(warnings, new Set(["ORPHAN_NODE"])), { allowed: false, reason: "1 warning to acknowledge" });
+  assert.deepEqual(releaseGate(warnings, new Set(["ORPHAN_NODE", "DEAD_END"])), { allowed: true, reason: "" });
+});
+
+test("undo and redo walk the edits, config edits included", () => {
+  let history = start(basic());
+  const edited = { ...history.present, nodes: history.present.nodes.map((n) => (n.id === "map" ? { ...n, config: { fields: ["a"] } } : n)) };
+  history = record(history, edited);
+  history = record(history, { ...edited, nodes: [...edited.nodes, node("x", "condition")] });
+  assert.equal(history.past.length, 2);
+  history = undo(history);
+  assert.equal(history.present.nodes.length, 4);
+  assert.deepEqual(history.present.nodes.find((n) => n.id === "map")!.config, { fields: ["a"] });
+  history = undo(history);
+  assert.deepEqual(history.present.nodes.find((n) => n.id === "map")!.config, {});
+  assert.equal(undo(history), history, "nothing left to undo");
+  history = redo(redo(history));
+  assert.equal(history.present.nodes.length, 5);
+  assert.equal(redo(history), history, "nothing left to redo");
+});
+
+test("copy and paste keep the group's inner edges under fresh ids", () => {
+  const body = basic();
+  const fragment = copy(body, new Set(["svc", "act"]));
+  assert.deepEqual(fragment.edges, [{ from: "svc", to: "act" }]);
+  const pasted = paste(body, fragment);
+  assert.deepEqual(pasted.ids, ["service-in-1", "action-1"]);
+  assert.deepEqual(pasted.body.edges.at(-1), { from: "service-in-1", to: "action-1" });
+  assert.equal(pasted.body.nodes.length, 6);
+  assert.equal(freshId(pasted.body, "action"), "action-2");
+});

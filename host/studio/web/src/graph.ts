@@ -1,0 +1,254 @@
+// The graph rules Studio checks as you edit, before the server's draft validation answers: which node kinds can
+// connect (typed connections), and the wiring problems of a whole graph (no source or two, an edge into the
+// source, a node fed twice, cycles, orphans, dead ends). Codes and severities are the server's
+// (host/flows/src/issues.rs), so a problem found here and there shows once. Pure functions, no DOM.
+
+export type NodeKind =
+  | "source"
+  | "condition"
+  | "rate-limit"
+  | "mapping"
+  | "lookup"
+  | "output-topic"
+  | "service-in"
+  | "action";
+
+export const NODE_KINDS: readonly NodeKind[] = [
+  "source",
+  "condition",
+  "rate-limit",
+  "mapping",
+  "lookup",
+  "service-in",
+  "action",
+  "output-topic",
+];
+
+/// What the palette calls each kind.
+export const KIND_LABELS: Record<NodeKind, string> = {
+  source: "Source",
+  condition: "Condition",
+  "rate-limit": "Rate limit",
+  mapping: "Mapping",
+  lookup: "Lookup",
+  "output-topic": "Output topic",
+  "service-in": "Service segment",
+  action: "Action",
+};
+
+export interface FlowNode {
+  id: string;
+  kind: string;
+  name?: string;
+  config: Record<string, unknown>;
+  position?: { x: number; y: number };
+}
+
+export interface FlowEdge {
+  id?: string;
+  from: string;
+  to: string;
+}
+
+export interface FlowBody {
+  nodes: FlowNode[];
+  edges: FlowEdge[];
+}
+
+export type Severity = "blocking" | "warning";
+
+/// One problem, from the client rules or the server's validation (the server's `issues` have this shape).
+export interface Problem {
+  code: string;
+  severity: Severity;
+  message: string;
+  node_id?: string;
+  edge_id?: string;
+  pointer?: string;
+  /// Where it was found.
+  origin: "client" | "server";
+}
+
+function byId(nodes: FlowNode[]): Map<string, FlowNode> {
+  return new Map(nodes.map((node) => [node.id, node]));
+}
+
+function incoming(edges: FlowEdge[], id: string): FlowEdge[] {
+  return edges.filter((edge) => edge.to === id);
+}
+
+/// Whether a node of `kind` (or an upstream node) is on the path that reaches `id`, walking inputs backwards.
+function upstreamHas(body: FlowBody, id: string, kind: string): boolean {
+  const nodes = byId(body.nodes);
+  const seen = new Set<string>();
+  const stack = [id];
+  while (stack.length > 0) {
+    const current = stack.pop()!;
+    if (seen.has(current)) continue;
+    seen.add(current);
+    if (nodes.get(current)?.kind === kind) return true;
+    for (const edge of incoming(body.edges, current)) stack.push(edge.from);
+  }
+  return false;
+}
+
+/// Whether `from` reaches `to` along the edges.
+function reaches(edges: FlowEdge[], from: string, to: string): boolean {
+  const seen = new Set<string>();
+  const stack = [from];
+  while (stack.length > 0) {
+    const current = stack.pop()!;
+    if (current === to) return true;
+    if (seen.has(current)) continue;
+    seen.add(current);
+    for (const edge of edges) if (edge.from === current) stack.push(edge.to);
+  }
+  return false;
+}
+
+/// Why an edge `from` -> `to` cannot be drawn, or `null` when it can (the typed-connection rule).
+export function connectionRefusal(body: FlowBody, from: string, to: string): string | null {
+  const nodes = byId(body.nodes);
+  const source = nodes.get(from);
+  const target = nodes.get(to);
+  if (!source || !target) return "Both ends must be nodes of this flow.";
+  if (from === to) return "A node cannot feed itself.";
+  if (target.kind === "source") return "Nothing can lead into the source: a run starts there.";
+  if (body.edges.some((edge) => edge.to === to)) {
+    return `${label(target)} already has an input: each node continues exactly one path.`;
+  }
+  if (body.edges.some((edge) => edge.from === from && edge.to === to)) return "These nodes are already connected.";
+  if (reaches(body.edges, to, from)) return "This connection would close a cycle.";
+  if (target.kind === "action" && !upstreamHas(body, from, "service-in")) {
+    return "An action runs inside a service: place a service segment before it.";
+  }
+  if (target.kind === "action" && source.kind === "action") {
+    return "An action after an action needs a service segment of its own between them.";
+  }
+  return null;
+}
+
+function label(node: FlowNode): string {
+  return node.name?.trim() || `${KIND_LABELS[node.kind as NodeKind] ?? node.kind} "${node.id}"`;
+}
+
+/// The wiring problems of a graph (the client rules).
+export function clientProblems(body: FlowBody): Problem[] {
+  const problems: Problem[] = [];
+  const add = (code: string, severity: Severity, message: string, at: Partial<Problem> = {}) =>
+    problems.push({ code, severity, message, origin: "client", ...at });
+  const nodes = byId(body.nodes);
+  if (body.nodes.length === 0) {
+    add("EMPTY_FLOW", "blocking", "The flow has no nodes.");
+    return problems;
+  }
+  const sources = body.nodes.filter((node) => node.kind === "source");
+  if (sources.length === 0) add("SOURCE_MISSING", "blocking", "The flow has no source node.");
+  for (const extra of sources.slice(1)) {
+    add("SOURCE_DUPLICATE", "blocking", "The flow has more than one source node.", { node_id: extra.id });
+  }
+  for (const edge of body.edges) {
+    if (!nodes.has(edge.from) || !nodes.has(edge.to)) {
+      add("EDGE_UNKNOWN_NODE", "blocking", "An edge names a node that does not exist.", { edge_id: edge.id });
+    } else if (nodes.get(edge.to)?.kind === "source") {
+      add("EDGE_INTO_SOURCE", "blocking", "An edge leads into the source node.", { node_id: edge.to });
+    }
+  }
+  for (const node of body.nodes) {
+    if (incoming(body.edges, node.id).length > 1) {
+      add("MULTIPLE_INPUTS", "blocking", `${label(node)} has more than one input.`, { node_id: node.id });
+    }
+  }
+  for (const id of cycleNodes(body)) {
+    add("CYCLE", "blocking", `${label(nodes.get(id)!)} is on a cycle.`, { node_id: id });
+  }
+  const reachable = new Set<string>();
+  for (const source of sources) {
+    for (const node of body.nodes) if (reaches(body.edges, source.id, node.id)) reachable.add(node.id);
+  }
+  for (const node of body.nodes) {
+    if (sources.length > 0 && !reachable.has(node.id)) {
+      add("ORPHAN_NODE", "warning", `${label(node)} cannot be reached from the source; it never runs.`, {
+        node_id: node.id,
+      });
+    }
+  }
+  const passing = new Set(["condition", "rate-limit", "mapping", "lookup"]);
+  for (const node of body.nodes) {
+    if (passing.has(node.kind) && !body.edges.some((edge) => edge.from === node.id)) {
+      add("DEAD_END", "warning", `${label(node)} leads nowhere; its result is dropped.`, { node_id: node.id });
+    }
+  }
+  return problems;
+}
+
+/// The nodes on a cycle (Tarjan's strongly connected components of more than one node, or a self-loop).
+export function cycleNodes(body: FlowBody): string[] {
+  let index = 0;
+  const indexes = new Map<string, number>();
+  const lowlinks = new Map<string, number>();
+  const onStack = new Set<string>();
+  const stack: string[] = [];
+  const found: string[] = [];
+  const successors = (id: string) => body.edges.filter((edge) => edge.from === id).map((edge) => edge.to);
+  const visit = (id: string) => {
+    indexes.set(id, index);
+    lowlinks.set(id, index);
+    index += 1;
+    stack.push(id);
+    onStack.add(id);
+    for (const next of successors(id)) {
+      if (!indexes.has(next)) {
+        visit(next);
+        lowlinks.set(id, Math.min(lowlinks.get(id)!, lowlinks.get(next)!));
+      } else if (onStack.has(next)) {
+        lowlinks.set(id, Math.min(lowlinks.get(id)!, indexes.get(next)!));
+      }
+    }
+    if (lowlinks.get(id) === indexes.get(id)) {
+      const component: string[] = [];
+      let member: string;
+      do {
+        member = stack.pop()!;
+        onStack.delete(member);
+        component.push(member);
+      } while (member !== id);
+      const selfLoop = body.edges.some((edge) => edge.from === id && edge.to === id);
+      if (component.length > 1 || selfLoop) found.push(...component);
+    }
+  };
+  for (const node of body.nodes) if (!indexes.has(node.id)) visit(node.id);
+  return found.sort();
+}
+
+/// One list of problems: the server's, then the client's that the server did not also report (same code and
+/// node), blocking first.
+export function mergeProblems(client: Problem[], server: Problem[]): Problem[] {
+  const key = (problem: Problem) => `${problem.code}|${problem.node_id ?? ""}`;
+  const known = new Set(server.map(key));
+  const merged = [...server, ...client.filter((problem) => !known.has(key(problem)))];
+  const rank = (problem: Problem) => (problem.severity === "blocking" ? 0 : 1);
+  return merged.sort((a, b) => rank(a) - rank(b));
+}
+
+/// Whether Release may be pressed: no blocking problem, and every warning acknowledged.
+export function releaseGate(problems: Problem[], acknowledged: ReadonlySet<string>): { allowed: boolean; reason: string } {
+  const blocking = problems.filter((problem) => problem.severity === "blocking");
+  if (blocking.length > 0) {
+    return { allowed: false, reason: `${blocking.length} blocking problem${blocking.length === 1 ? "" : "s"}` };
+  }
+  const open = problems.filter((problem) => problem.severity === "warning" && !acknowledged.has(problem.code));
+  if (open.length > 0) {
+    return { allowed: false, reason: `${open.length} warning${open.length === 1 ? "" : "s"} to acknowledge` };
+  }
+  return { allowed: true, reason: "" };
+}
+
+/// A node id not yet used in the graph: `<kind>-<n>`.
+export function freshId(body: FlowBody, kind: string): string {
+  const used = new Set(body.nodes.map((node) => node.id));
+  for (let n = 1; ; n += 1) {
+    const id = `${kind}-${n}`;
+    if (!used.has(id)) return id;
+  }
+}

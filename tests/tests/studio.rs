@@ -1,0 +1,112 @@
+//! Studio, the flow editor served by the admin listener: its pure graph rules and types (the web app's own
+//! tests, run with Node), its page and headers, the refusal of cross-site writes, and a whole editing session in
+//! headless Chromium (Debian's, never a downloaded browser; every request off loopback refused): open a flow,
+//! see client and server problems merged, have a connection into the source refused, wire by keyboard, undo and
+//! redo, save and release. Screenshots are kept in `target/test-artifacts/browser/`.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use flowhost_tests::cli::repository_root;
+use flowhost_tests::{Backends, TestHost};
+use serde_json::json;
+
+/// `npm run <script>` in Studio's web app (its packages were installed by the build).
+fn npm(script: &str) -> std::process::Output {
+    std::process::Command::new("npm")
+        .args(["run", "--silent", script])
+        .current_dir(repository_root().join("host/studio/web"))
+        .output()
+        .expect("npm (Node.js) must be installed")
+}
+
+#[test]
+fn the_graph_rules_and_types_hold() {
+    for script in ["check", "test"] {
+        let output = npm(script);
+        assert!(
+            output.status.success(),
+            "npm run {script}:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_is_served_locked_down_and_cross_site_writes_are_refused() {
+    let host = TestHost::start(Backends::Embedded).await;
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let redirect = http.get(host.url("/studio")).send().await.unwrap();
+    assert_eq!((redirect.status().as_u16(), redirect.headers()["location"].to_str().unwrap()), (308, "/studio/"));
+    let page = http.get(host.url("/studio/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    assert!(page.text().await.unwrap().contains("/studio/studio.js"));
+    let script = http.get(host.url("/studio/studio.js")).send().await.unwrap();
+    assert_eq!(script.headers()["content-type"], "text/javascript; charset=utf-8");
+    assert_eq!(http.get(host.url("/studio/nothing.js")).send().await.unwrap().status(), 404);
+
+    let schema = json!({"fields": [{"name": "amount", "type": "double"}]});
+    let write = |headers: &[(&'static str, &'static str)]| {
+        let mut request = http.put(host.url("/api/v1/schemas/deposit")).json(&schema);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send()
+    };
+    for headers in [
+        &[("sec-fetch-site", "cross-site")][..],
+        &[("sec-fetch-site", "same-site")],
+        &[("origin", "http://evil.example")],
+    ] {
+        let response = write(headers).await.unwrap();
+        assert_eq!(response.status(), 403, "{headers:?}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert!(body["error"].as_str().unwrap().contains("cross-site"), "{body}");
+    }
+    let origin: &'static str = Box::leak(host.base_url.clone().into_boxed_str());
+    let same_origin = [("sec-fetch-site", "same-origin"), ("origin", origin)];
+    assert_eq!(write(&same_origin).await.unwrap().status(), 200, "Studio's own writes pass");
+    assert_eq!(write(&[]).await.unwrap().status(), 200, "callers that are not browsers pass");
+    let read = http.get(host.url("/api/v1/schemas")).header("sec-fetch-site", "cross-site").send().await.unwrap();
+    assert_eq!(read.status(), 200, "reads are not writes (CORS keeps their answers from other sites)");
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_is_wired_checked_and_released_in_chromium() {
+    let host = TestHost::start(Backends::Embedded).await;
+    let schema = json!({"fields": [{"name": "amount", "type": "double"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    let flow = json!({
+        "id": "welcome", "name": "Welcome",
+        "nodes": [
+            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": "deposits"}, "position": {"x": 40, "y": 80}},
+            {"id": "out", "kind": "output-topic", "config": {"topic": "deposits-out"}, "position": {"x": 320, "y": 80}},
+        ],
+        "edges": [],
+    });
+    assert_eq!(host.call("POST", "/api/v2/flows", Some(flow)).await.0, 201);
+
+    let root = repository_root();
+    let artifacts = root.join("target/test-artifacts/browser");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let run = tokio::process::Command::new("node")
+        .arg(root.join("tests/browser/studio.mjs"))
+        .args([&host.base_url, &artifacts.display().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(180), run).await.expect("the session ends").unwrap();
+    let lines = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success() && lines.lines().last() == Some("DONE"), "{lines}");
+    assert!(artifacts.join("studio.png").exists(), "the screenshot is kept");
+
+    let (_, released) = host.call("GET", "/api/v2/flows/welcome", None).await;
+    assert_eq!((released["status"].clone(), released["released_version"].clone()), (json!("valid"), json!(1)));
+    host.stop().await;
+}
