@@ -1,15 +1,19 @@
 // Studio in headless Chromium (Debian's /usr/bin/chromium, driven by playwright-core; nothing is downloaded and
-// every request off loopback is refused): the flow `welcome` (a source and an unconnected output topic, seeded
-// by the Rust test) is opened, wired by keyboard, refused a connection into its source, edited with undo and
-// redo, saved and released.
+// every request off loopback is refused), one scenario per run against flows the Rust test seeded:
 //
-//   node studio.mjs BASE_URL ARTIFACTS_DIR
+// - `wiring`: the flow `welcome` (a source and an unconnected output topic) is opened, wired by keyboard,
+//   refused a connection into its source, edited with undo and redo, saved and released.
+// - `config`: the flow `notify` (source, notifications segment, `send_webpush` action with a negative
+//   `player_id`) shows the schema form of its action with the server's error under the player field; the fix
+//   clears it, undo and redo walk the config edit, and the flow is saved and released.
+//
+//   node studio.mjs BASE_URL ARTIFACTS_DIR SCENARIO
 //
 // Prints `OK <step>` per step, then DONE; a failed step prints `FAIL <step>: <why>` and exits 1.
 
 import { chromium } from "playwright-core";
 
-const [base, artifacts] = process.argv.slice(2);
+const [base, artifacts, scenario] = process.argv.slice(2);
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
@@ -29,38 +33,14 @@ const consoleErrors = [];
 page.on("console", (message) => message.type() === "error" && consoleErrors.push(message.text()));
 page.on("pageerror", (error) => consoleErrors.push(String(error)));
 
-let step = "start";
-async function check(name, action) {
-  step = name;
-  await action();
-  console.log(`OK ${name}`);
+
+async function openFlow(id, nodes) {
+  await page.getByLabel("Flow", { exact: true }).selectOption(id);
+  await waitFor(async () => (await page.locator(".react-flow__node").count()) === nodes, `${nodes} nodes on the canvas`);
 }
-const expect = (condition, why) => {
-  if (!condition) throw new Error(why);
-};
-const status = () => page.locator("p.status").innerText();
-const waitFor = async (predicate, why, timeout = 10_000) => {
-  const until = Date.now() + timeout;
-  while (Date.now() < until) {
-    if (await predicate()) return;
-    await page.waitForTimeout(100);
-  }
-  throw new Error(`timed out: ${why}`);
-};
-const api = async (path) => (await page.request.get(base + path)).json();
 
-try {
-  await check("served from the binary", async () => {
-    const response = await page.goto(`${base}/studio/`);
-    expect(response.status() === 200, `GET /studio/ answered ${response.status()}`);
-    expect((response.headers()["content-security-policy"] ?? "").includes("frame-ancestors 'none'"), "a CSP");
-    await page.getByRole("heading", { name: "Flowhost Studio" }).waitFor();
-  });
-
-  await check("open a flow", async () => {
-    await page.getByLabel("Flow", { exact: true }).selectOption("welcome");
-    await waitFor(async () => (await page.locator(".react-flow__node").count()) === 2, "two nodes on the canvas");
-  });
+async function wiringScenario() {
+  await check("open a flow", () => openFlow("welcome", 2));
 
   await check("client and server problems merged", async () => {
     // The unconnected output topic is an orphan: one entry, although both the client and the server find it.
@@ -123,12 +103,90 @@ try {
     expect(flow.status === "valid" && flow.released_version === 1, `status ${flow.status}, version ${flow.released_version}`);
   });
 
-  await page.screenshot({ path: `${artifacts}/studio.png` });
+}
+
+async function configScenario() {
+  const field = (name) => page.locator(".action-form .field", { has: page.getByText(name, { exact: true }) });
+  await check("open a flow", () => openFlow("notify", 3));
+  await check("the action's form comes from its config_schema", async () => {
+    await page.locator(".react-flow__node", { hasText: "push" }).click();
+    await page.getByRole("group", { name: "Action of notifications" }).waitFor();
+    expect((await page.getByLabel("Action", { exact: true }).inputValue()) === "send_webpush", "the action picked");
+    for (const name of ["tenant_id", "player_id", "template_id", "language_enabled_id"]) {
+      await field(`${name} *`).waitFor();
+    }
+  });
+  await check("pickers are filled through the catalog's data-source proxy", async () => {
+    const tenant = field("tenant_id *").locator("select");
+    await waitFor(async () => (await tenant.locator("option").first().innerText()) === "Choose…", "tenants loaded");
+    expect((await page.locator(".picker-error").count()) === 0, "no picker failed");
+  });
+  await check("the server's schema error lands on its field and blocks release", async () => {
+    await waitFor(async () => (await field("player_id *").getByRole("alert").count()) > 0, "an error under player_id");
+    expect((await field("player_id *").locator("input").getAttribute("aria-invalid")) === "true", "aria-invalid");
+    expect(!(await page.getByRole("button", { name: "Release" }).isEnabled()), "Release blocked");
+    expect((await page.locator(".problems li", { hasText: "ACTION_CONFIG_INVALID" }).count()) === 1, "in the problems panel");
+  });
+  await check("the fix clears it; undo and redo walk the config edit", async () => {
+    const input = field("player_id *").locator("input");
+    await input.fill("7");
+    await input.press("Tab");
+    await waitFor(async () => (await field("player_id *").getByRole("alert").count()) === 0, "the error cleared");
+    await page.getByRole("button", { name: "Undo" }).click();
+    await waitFor(async () => (await input.inputValue()) === "-5", "undo restores -5");
+    await waitFor(async () => (await field("player_id *").getByRole("alert").count()) > 0, "and its error");
+    await page.getByRole("button", { name: "Redo" }).click();
+    await waitFor(async () => (await input.inputValue()) === "7", "redo gives 7 again");
+    await page.screenshot({ path: `${artifacts}/studio-config-form.png` });
+  });
+  await check("save and release", async () => {
+    await page.getByRole("button", { name: "Save draft" }).click();
+    await waitFor(async () => (await status()).includes("Draft saved"), "saved");
+    const draft = (await api("/api/v2/flows/notify")).draft;
+    expect(draft.nodes.find((n) => n.id === "push").config.player_id === 7, "player_id 7 stored");
+    const release = page.getByRole("button", { name: "Release" });
+    await waitFor(() => release.isEnabled(), "Release enabled");
+    await release.click();
+    await waitFor(async () => (await status()).includes("Released version 1"), "released");
+  });
+}
+
+let step = "start";
+async function check(name, action) {
+  step = name;
+  await action();
+  console.log(`OK ${name}`);
+}
+const expect = (condition, why) => {
+  if (!condition) throw new Error(why);
+};
+const status = () => page.locator("p.status").innerText();
+const waitFor = async (predicate, why, timeout = 10_000) => {
+  const until = Date.now() + timeout;
+  while (Date.now() < until) {
+    if (await predicate()) return;
+    await page.waitForTimeout(100);
+  }
+  throw new Error(`timed out: ${why}`);
+};
+const api = async (path) => (await page.request.get(base + path)).json();
+
+try {
+  await check("served from the binary", async () => {
+    const response = await page.goto(`${base}/studio/`);
+    expect(response.status() === 200, `GET /studio/ answered ${response.status()}`);
+    expect((response.headers()["content-security-policy"] ?? "").includes("frame-ancestors 'none'"), "a CSP");
+    await page.getByRole("heading", { name: "Flowhost Studio" }).waitFor();
+  });
+
+  await (scenario === "config" ? configScenario : wiringScenario)();
+
+  await page.screenshot({ path: `${artifacts}/studio-${scenario}.png` });
   expect(offLoopback.length === 0, `requests off loopback: ${offLoopback.join(", ")}`);
   expect(consoleErrors.length === 0, `console errors: ${consoleErrors.join(" | ")}`);
   console.log("DONE");
 } catch (error) {
-  await page.screenshot({ path: `${artifacts}/studio-failed.png` }).catch(() => {});
+  await page.screenshot({ path: `${artifacts}/studio-${scenario}-failed.png` }).catch(() => {});
   console.log(`FAIL ${step}: ${error.message}${consoleErrors.length ? ` (console: ${consoleErrors.join(" | ")})` : ""}`);
   process.exitCode = 1;
 } finally {

@@ -150,6 +150,14 @@ async fn an_external_service_answers_over_nats_kafka_and_http(backends: Backends
             }
         }
     });
+    // One round trip through the Kafka side before any run: a consumer group's first join can take seconds on
+    // a loaded broker, which would otherwise show as a timed-out first attempt (the retry is the product
+    // working, but this test checks the one-attempt path).
+    let warm_up = unique("crm-warm-up");
+    host.ports.topics.create_topic(&warm_up, 1).await.unwrap();
+    let probe = json!({"reply_to": {"topic": warm_up}}).to_string();
+    host.ports.topics.publish(&[OutRecord::new("triggers_v2_crm_inbound".to_owned(), probe)]).await.unwrap();
+    assert_eq!(host.read(&warm_up, 1, Duration::from_secs(120)).await.len(), 1, "the Kafka side never answered");
 
     let mut flows = Vec::new();
     for transport in ["nats", "kafka", "http"] {

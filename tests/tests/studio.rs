@@ -76,11 +76,33 @@ async fn the_page_is_served_locked_down_and_cross_site_writes_are_refused() {
     host.stop().await;
 }
 
+/// Runs one scenario of `tests/browser/studio.mjs` against `host`; its screenshot is kept.
+async fn browser_session(host: &TestHost, scenario: &str) {
+    let root = repository_root();
+    let artifacts = root.join("target/test-artifacts/browser");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let run = tokio::process::Command::new("node")
+        .arg(root.join("tests/browser/studio.mjs"))
+        .args([&host.base_url, &artifacts.display().to_string(), scenario])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(180), run).await.expect("the session ends").unwrap();
+    let lines = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success() && lines.lines().last() == Some("DONE"), "{scenario}:\n{lines}");
+    assert!(artifacts.join(format!("studio-{scenario}.png")).exists(), "the screenshot is kept");
+}
+
+async fn deposit_schema(host: &TestHost) {
+    let schema = json!({"fields": [{"name": "amount", "type": "double"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flow_is_wired_checked_and_released_in_chromium() {
     let host = TestHost::start(Backends::Embedded).await;
-    let schema = json!({"fields": [{"name": "amount", "type": "double"}]});
-    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    deposit_schema(&host).await;
     let flow = json!({
         "id": "welcome", "name": "Welcome",
         "nodes": [
@@ -90,23 +112,37 @@ async fn a_flow_is_wired_checked_and_released_in_chromium() {
         "edges": [],
     });
     assert_eq!(host.call("POST", "/api/v2/flows", Some(flow)).await.0, 201);
-
-    let root = repository_root();
-    let artifacts = root.join("target/test-artifacts/browser");
-    std::fs::create_dir_all(&artifacts).unwrap();
-    let run = tokio::process::Command::new("node")
-        .arg(root.join("tests/browser/studio.mjs"))
-        .args([&host.base_url, &artifacts.display().to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(180), run).await.expect("the session ends").unwrap();
-    let lines = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(output.status.success() && lines.lines().last() == Some("DONE"), "{lines}");
-    assert!(artifacts.join("studio.png").exists(), "the screenshot is kept");
-
+    browser_session(&host, "wiring").await;
     let (_, released) = host.call("GET", "/api/v2/flows/welcome", None).await;
+    assert_eq!((released["status"].clone(), released["released_version"].clone()), (json!("valid"), json!(1)));
+    host.stop().await;
+}
+
+/// The bundled `notifications` plugin's `send_webpush`: its `config_schema` makes the form, its data sources
+/// fill the pickers (through the catalog's proxy into the wasm component), and the server's schema error lands
+/// on the right field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_is_configured_from_its_schema_in_chromium() {
+    let host = TestHost::start_configured(Backends::Embedded, None, |config| config.plugins.bundled = true).await;
+    host.wait_ready().await;
+    deposit_schema(&host).await;
+    let flow = json!({
+        "id": "notify", "name": "Notify",
+        "nodes": [
+            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": "deposits"}},
+            {"id": "seg", "kind": "service-in", "config": {"service": "notifications"}},
+            {"id": "push", "kind": "action", "config": {"action_ref": "send_webpush", "tenant_id": "casino-1",
+                "player_id": -5, "template_id": 1, "language_enabled_id": "en"}},
+        ],
+        "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "push"}],
+    });
+    let (status, created) = host.call("POST", "/api/v2/flows", Some(flow)).await;
+    assert_eq!(status, 201, "{created}");
+    let codes: Vec<&str> =
+        created["validation"]["issues"].as_array().unwrap().iter().map(|i| i["code"].as_str().unwrap()).collect();
+    assert_eq!(codes, ["ACTION_CONFIG_INVALID"], "{created}");
+    browser_session(&host, "config").await;
+    let (_, released) = host.call("GET", "/api/v2/flows/notify", None).await;
     assert_eq!((released["status"].clone(), released["released_version"].clone()), (json!("valid"), json!(1)));
     host.stop().await;
 }

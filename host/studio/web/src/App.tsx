@@ -20,6 +20,7 @@ import {
 } from "@xyflow/react";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 
+import { ActionForm } from "./ActionForm";
 import { ApiError, call, setToken } from "./api";
 import { copy, paste, type Fragment } from "./clipboard";
 import {
@@ -29,6 +30,7 @@ import {
   connectionRefusal,
   freshId,
   mergeProblems,
+  parentService,
   releaseGate,
   type FlowBody,
   type FlowNode,
@@ -506,6 +508,10 @@ function Inspector(props: {
   const { node, body, problems, onEdit, onConnect } = props;
   const [config, setConfig] = useState(JSON.stringify(node.config, null, 2));
   const [configError, setConfigError] = useState<string | null>(null);
+  // The JSON follows edits made elsewhere (the form, undo).
+  useEffect(() => setConfig(JSON.stringify(node.config, null, 2)), [node.config]);
+  const setNodeConfig = (next: Record<string, unknown>) =>
+    onEdit((current) => ({ ...current, nodes: current.nodes.map((n) => (n.id === node.id ? { ...n, config: next } : n)) }));
   const [target, setTarget] = useState("");
   const others = body.nodes.filter((candidate) => candidate.id !== node.id);
 
@@ -514,9 +520,7 @@ function Inspector(props: {
       const parsed = JSON.parse(config);
       if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error("the config is a JSON object");
       setConfigError(null);
-      if (JSON.stringify(parsed) !== JSON.stringify(node.config)) {
-        onEdit((current) => ({ ...current, nodes: current.nodes.map((n) => (n.id === node.id ? { ...n, config: parsed } : n)) }));
-      }
+      if (JSON.stringify(parsed) !== JSON.stringify(node.config)) setNodeConfig(parsed);
     } catch (error) {
       setConfigError(error instanceof Error ? error.message : String(error));
     }
@@ -534,6 +538,9 @@ function Inspector(props: {
           }}
         />
       </label>
+      {node.kind === "action" && (
+        <ActionForm service={parentService(body, node.id)} config={node.config} problems={problems} onChange={setNodeConfig} />
+      )}
       <label>
         Config (JSON)
         <textarea

@@ -244,6 +244,20 @@ export function releaseGate(problems: Problem[], acknowledged: ReadonlySet<strin
   return { allowed: true, reason: "" };
 }
 
+/// The service of an action's parent: the nearest service segment before it (walking its single input back).
+export function parentService(body: FlowBody, id: string): string | null {
+  const nodes = byId(body.nodes);
+  const seen = new Set<string>();
+  let current = incoming(body.edges, id)[0]?.from;
+  while (current && !seen.has(current)) {
+    seen.add(current);
+    const node = nodes.get(current);
+    if (node?.kind === "service-in") return typeof node.config.service === "string" ? node.config.service : null;
+    current = incoming(body.edges, current)[0]?.from;
+  }
+  return null;
+}
+
 /// A node id not yet used in the graph: `<kind>-<n>`.
 export function freshId(body: FlowBody, kind: string): string {
   const used = new Set(body.nodes.map((node) => node.id));

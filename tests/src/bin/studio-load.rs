@@ -1,0 +1,80 @@
+//! Studio's figures on this machine: the bundle's size (raw and gzip) and the time to interactive of a flow of
+//! 300 nodes in headless Chromium (from choosing the flow until all its nodes are drawn and the page answers a
+//! click), median of 5 loads.
+//!
+//!     cargo run --release -p flowhost-tests --bin studio-load
+
+use std::io::Write;
+use std::process::Stdio;
+
+use flowhost_tests::cli::repository_root;
+use flowhost_tests::{Backends, TestHost};
+use serde_json::{json, Value};
+
+const NODES: usize = 300;
+
+/// The size of `bytes` after `gzip -9` (Debian's gzip, as a web server's static compression would give).
+fn gzip_size(bytes: &[u8]) -> usize {
+    let mut gzip = std::process::Command::new("gzip")
+        .args(["-9", "-c"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("gzip");
+    gzip.stdin.take().unwrap().write_all(bytes).unwrap();
+    gzip.wait_with_output().unwrap().stdout.len()
+}
+
+#[tokio::main]
+async fn main() {
+    println!("Studio, {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!();
+    println!("| File | Bytes | gzip -9 |");
+    println!("|---|---|---|");
+    let host = TestHost::start(Backends::Embedded).await;
+    let http = reqwest::Client::new();
+    let mut total = (0, 0);
+    for file in ["index.html", "studio.js", "studio.css"] {
+        let bytes = http.get(host.url(&format!("/studio/{file}"))).send().await.unwrap().bytes().await.unwrap();
+        let gzipped = gzip_size(&bytes);
+        total = (total.0 + bytes.len(), total.1 + gzipped);
+        println!("| {file} | {} | {gzipped} |", bytes.len());
+    }
+    println!("| all | {} | {} |", total.0, total.1);
+
+    // A chain of 300 nodes: a source, then mappings and conditions alternating, then an output topic.
+    let schema = json!({"fields": [{"name": "amount", "type": "double"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    let mut nodes: Vec<Value> =
+        vec![json!({"id": "n0", "kind": "source", "config": {"event_type": "deposit", "topic": "deposits"}})];
+    for n in 1..NODES - 1 {
+        let node = if n % 2 == 0 {
+            json!({"id": format!("n{n}"), "kind": "condition", "config": {"expression": "amount > 1.0"}})
+        } else {
+            json!({"id": format!("n{n}"), "kind": "mapping", "config": {"mode": "merge", "fields": [{"source": "amount", "target": "amount"}]}})
+        };
+        nodes.push(node);
+    }
+    nodes.push(json!({"id": format!("n{}", NODES - 1), "kind": "output-topic", "config": {"topic": "out"}}));
+    let edges: Vec<Value> = (1..NODES).map(|n| json!({"from": format!("n{}", n - 1), "to": format!("n{n}")})).collect();
+    let flow = json!({"id": "big", "name": "Big", "nodes": nodes, "edges": edges});
+    let (status, created) = host.call("POST", "/api/v2/flows", Some(flow)).await;
+    assert_eq!(status, 201, "{created}");
+
+    let root = repository_root();
+    let output = tokio::process::Command::new("node")
+        .arg(root.join("tests/browser/studio_load.mjs"))
+        .args([&host.base_url, "big", &NODES.to_string()])
+        .output()
+        .await
+        .expect("node (Node.js) must be installed");
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!();
+    print!("{}", String::from_utf8_lossy(&output.stdout));
+    host.stop().await;
+}
