@@ -6,12 +6,22 @@
 // - `config`: the flow `notify` (source, notifications segment, `send_webpush` action with a negative
 //   `player_id`) shows the schema form of its action with the server's error under the player field; the fix
 //   clears it, undo and redo walk the config edit, and the flow is saved and released.
+// - `cel`: the flow `cel` (source, a condition `amount > 100` on a double field, an output topic) shows the
+//   server's type error under the expression; completion offers the schema's fields with their types; the fix
+//   clears the error and the flow is released.
+//
+// Every scenario ends with an accessibility check (axe-core: no serious or critical finding).
 //
 //   node studio.mjs BASE_URL ARTIFACTS_DIR SCENARIO
 //
 // Prints `OK <step>` per step, then DONE; a failed step prints `FAIL <step>: <why>` and exits 1.
 
+import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+
 import { chromium } from "playwright-core";
+
+const axeSource = await readFile(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 
 const [base, artifacts, scenario] = process.argv.slice(2);
 
@@ -151,6 +161,44 @@ async function configScenario() {
   });
 }
 
+async function celScenario() {
+  const editor = page.getByRole("textbox", { name: "Expression of condition cond" });
+  const errors = page.locator(".cel .field-problems li");
+  await check("open a flow", () => openFlow("cel", 3));
+  await check("the server's type error shows under the expression", async () => {
+    await page.locator(".react-flow__node", { hasText: "cond" }).click();
+    await editor.waitFor();
+    await waitFor(async () => (await errors.count()) > 0, "an error under the expression");
+    expect(/double|100\.0/.test(await errors.first().innerText()), `the message: ${await errors.first().innerText()}`);
+    expect(!(await page.getByRole("button", { name: "Release" }).isEnabled()), "Release blocked");
+  });
+  await check("completion offers the fields that reach the node", async () => {
+    await editor.click();
+    await page.keyboard.press("Control+End");
+    await page.keyboard.type(" && am");
+    const option = page.locator(".cm-tooltip-autocomplete li", { hasText: "amount" });
+    await option.waitFor();
+    expect((await option.innerText()).includes("double"), `with its type: ${await option.innerText()}`);
+    await page.keyboard.press("Escape");
+  });
+  await check("the fix clears the error as you type", async () => {
+    await editor.click();
+    await page.keyboard.press("Control+a");
+    await page.keyboard.type("amount > 100.0");
+    await waitFor(async () => (await errors.count()) === 0, "no error left", 15_000);
+  });
+  await check("save and release", async () => {
+    await page.getByRole("button", { name: "Save draft" }).click();
+    await waitFor(async () => (await status()).includes("Draft saved"), "saved");
+    const draft = (await api("/api/v2/flows/cel")).draft;
+    expect(draft.nodes.find((n) => n.id === "cond").config.expression === "amount > 100.0", "the expression stored");
+    const release = page.getByRole("button", { name: "Release" });
+    await waitFor(() => release.isEnabled(), "Release enabled");
+    await release.click();
+    await waitFor(async () => (await status()).includes("Released version 1"), "released");
+  });
+}
+
 let step = "start";
 async function check(name, action) {
   step = name;
@@ -179,7 +227,17 @@ try {
     await page.getByRole("heading", { name: "Flowhost Studio" }).waitFor();
   });
 
-  await (scenario === "config" ? configScenario : wiringScenario)();
+  const scenarios = { wiring: wiringScenario, config: configScenario, cel: celScenario };
+  await scenarios[scenario]();
+
+  await check("no serious or critical accessibility finding", async () => {
+    // Evaluated through the DevTools protocol, so the page's CSP (no inline script) stays on.
+    await page.evaluate(axeSource);
+    const result = await page.evaluate(() => globalThis.axe.run(document, { resultTypes: ["violations"] }));
+    const grave = result.violations.filter((violation) => ["serious", "critical"].includes(violation.impact));
+    const describe = (violation) => `${violation.id} (${violation.impact}): ${violation.nodes.map((n) => n.target.join(" ")).slice(0, 3).join(", ")}`;
+    expect(grave.length === 0, grave.map(describe).join("; "));
+  });
 
   await page.screenshot({ path: `${artifacts}/studio-${scenario}.png` });
   expect(offLoopback.length === 0, `requests off loopback: ${offLoopback.join(", ")}`);

@@ -1,8 +1,11 @@
 //! Studio, the flow editor served by the admin listener: its pure graph rules and types (the web app's own
-//! tests, run with Node), its page and headers, the refusal of cross-site writes, and a whole editing session in
-//! headless Chromium (Debian's, never a downloaded browser; every request off loopback refused): open a flow,
-//! see client and server problems merged, have a connection into the source refused, wire by keyboard, undo and
-//! redo, save and release. Screenshots are kept in `target/test-artifacts/browser/`.
+//! tests, run with Node), its page and headers, the refusal of cross-site writes, and editing sessions in
+//! headless Chromium (Debian's, never a downloaded browser; every request off loopback refused; a console error
+//! fails the session): wiring with merged client and server problems, typed-connection refusal, keyboard
+//! wiring, undo and redo, save and release; an action configured from its plugin's `config_schema` with the
+//! server's error on the right field; a condition's CEL type error shown and fixed as it is typed. Each session
+//! ends with an axe-core check (no serious or critical finding). Screenshots are kept in
+//! `target/test-artifacts/browser/`.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -143,6 +146,30 @@ async fn an_action_is_configured_from_its_schema_in_chromium() {
     assert_eq!(codes, ["ACTION_CONFIG_INVALID"], "{created}");
     browser_session(&host, "config").await;
     let (_, released) = host.call("GET", "/api/v2/flows/notify", None).await;
+    assert_eq!((released["status"].clone(), released["released_version"].clone()), (json!("valid"), json!(1)));
+    host.stop().await;
+}
+
+/// A condition's CEL: the server's type error (an int literal against a double field) under the expression,
+/// completion of the schema's fields with their types, the fix clearing the error as it is typed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_condition_is_type_checked_as_it_is_typed_in_chromium() {
+    let host = TestHost::start(Backends::Embedded).await;
+    deposit_schema(&host).await;
+    let flow = json!({
+        "id": "cel", "name": "CEL",
+        "nodes": [
+            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": "deposits"}},
+            {"id": "cond", "kind": "condition", "config": {"expression": "amount > 100"}},
+            {"id": "out", "kind": "output-topic", "config": {"topic": "big-deposits"}},
+        ],
+        "edges": [{"from": "src", "to": "cond"}, {"from": "cond", "to": "out"}],
+    });
+    let (status, created) = host.call("POST", "/api/v2/flows", Some(flow)).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["validation"]["issues"][0]["code"], "CEL_INVALID", "{created}");
+    browser_session(&host, "cel").await;
+    let (_, released) = host.call("GET", "/api/v2/flows/cel", None).await;
     assert_eq!((released["status"].clone(), released["released_version"].clone()), (json!("valid"), json!(1)));
     host.stop().await;
 }

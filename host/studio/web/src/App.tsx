@@ -22,16 +22,20 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 
 import { ActionForm } from "./ActionForm";
 import { ApiError, call, setToken } from "./api";
+import { CelEditor } from "./CelEditor";
 import { copy, paste, type Fragment } from "./clipboard";
 import {
   KIND_LABELS,
   NODE_KINDS,
   clientProblems,
   connectionRefusal,
+  fieldsAt,
   freshId,
   mergeProblems,
   parentService,
   releaseGate,
+  sourceEventType,
+  type FieldInfo,
   type FlowBody,
   type FlowNode,
   type NodeKind,
@@ -69,7 +73,7 @@ function FlowNodeView({ data, selected }: NodeProps<Node<NodeData>>) {
   const label = KIND_LABELS[node.kind as NodeKind] ?? node.kind;
   return (
     <div className={`node node-${node.kind}${selected ? " selected" : ""}`} style={{ width: NODE_WIDTH, minHeight: NODE_HEIGHT }}>
-      {node.kind !== "source" && <Handle type="target" position={Position.Left} aria-label={`input of ${node.id}`} />}
+      {node.kind !== "source" && <Handle type="target" position={Position.Left} />}
       <div className="node-kind">{label}</div>
       <div className="node-id">{node.name || node.id}</div>
       {problems.length > 0 && (
@@ -81,7 +85,7 @@ function FlowNodeView({ data, selected }: NodeProps<Node<NodeData>>) {
           {problems.length}
         </span>
       )}
-      <Handle type="source" position={Position.Right} aria-label={`output of ${node.id}`} />
+      <Handle type="source" position={Position.Right} />
     </div>
   );
 }
@@ -165,6 +169,17 @@ function Studio() {
     }, 300);
     return () => window.clearTimeout(timer);
   }, [body, flow, failed]);
+
+  // The source event type's schema: the fields conditions complete.
+  const eventType = sourceEventType(body);
+  const [schemaFields, setSchemaFields] = useState<FieldInfo[]>([]);
+  useEffect(() => {
+    setSchemaFields([]);
+    if (!eventType) return;
+    call<{ fields: FieldInfo[] }>("GET", `/api/v1/schemas/${encodeURIComponent(eventType)}`)
+      .then((schema) => setSchemaFields(schema.fields))
+      .catch(() => setSchemaFields([]));
+  }, [eventType]);
 
   const problems = useMemo(() => mergeProblems(clientProblems(body), serverProblems), [body, serverProblems]);
   const gate = releaseGate(problems, acknowledged);
@@ -450,7 +465,15 @@ function Studio() {
             {only ? `${KIND_LABELS[only.kind as NodeKind] ?? only.kind} ${only.id}` : "Inspector"}
           </h2>
           {only ? (
-            <Inspector key={only.id} node={only} body={body} problems={problemsOf(only.id)} onEdit={edit} onConnect={connect} />
+            <Inspector
+              key={only.id}
+              node={only}
+              body={body}
+              schemaFields={schemaFields}
+              problems={problemsOf(only.id)}
+              onEdit={edit}
+              onConnect={connect}
+            />
           ) : (
             <p>Select a node to edit it.</p>
           )}
@@ -501,11 +524,12 @@ function Studio() {
 function Inspector(props: {
   node: FlowNode;
   body: FlowBody;
+  schemaFields: FieldInfo[];
   problems: Problem[];
   onEdit: (change: (body: FlowBody) => FlowBody) => void;
   onConnect: (from: string, to: string) => boolean;
 }) {
-  const { node, body, problems, onEdit, onConnect } = props;
+  const { node, body, schemaFields, problems, onEdit, onConnect } = props;
   const [config, setConfig] = useState(JSON.stringify(node.config, null, 2));
   const [configError, setConfigError] = useState<string | null>(null);
   // The JSON follows edits made elsewhere (the form, undo).
@@ -538,6 +562,33 @@ function Inspector(props: {
           }}
         />
       </label>
+      {node.kind === "condition" && (
+        <>
+          <label className="inline">
+            <input
+              type="checkbox"
+              checked={node.config.else === true}
+              onChange={(event) => {
+                const { expression: _expression, else: _else, ...rest } = node.config;
+                setNodeConfig(event.target.checked ? { ...rest, else: true } : { ...rest, expression: "" });
+              }}
+            />{" "}
+            Else branch (goes on when no sibling condition does)
+          </label>
+          {node.config.else !== true && (
+            <div className="field">
+              <span id={`${node.id}-cel-label`}>Expression (CEL)</span>
+              <CelEditor
+                value={typeof node.config.expression === "string" ? node.config.expression : ""}
+                fields={fieldsAt(body, node.id, schemaFields)}
+                problems={problems.filter((problem) => problem.pointer === "/config/expression")}
+                label={`Expression of condition ${node.id}`}
+                onChange={(text) => setNodeConfig({ ...node.config, expression: text })}
+              />
+            </div>
+          )}
+        </>
+      )}
       {node.kind === "action" && (
         <ActionForm service={parentService(body, node.id)} config={node.config} problems={problems} onChange={setNodeConfig} />
       )}

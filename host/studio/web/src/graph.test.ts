@@ -89,3 +89,32 @@ test("copy and paste keep the group's inner edges under fresh ids", () => {
   assert.equal(pasted.body.nodes.length, 6);
   assert.equal(freshId(pasted.body, "action"), "action-2");
 });
+
+test("the fields reaching a node follow mappings, lookups and actions", async () => {
+  const { fieldsAt } = await import("./graph");
+  const schema = [
+    { name: "amount", type: "double" },
+    { name: "player_id", type: "string" },
+  ];
+  const body: FlowBody = {
+    nodes: [
+      { id: "src", kind: "source", config: { event_type: "deposit" } },
+      { id: "merge", kind: "mapping", config: { mode: "merge", fields: [{ source: "player_id", target: "player" }] } },
+      { id: "tpl", kind: "lookup", config: { target: "template" } },
+      { id: "c1", kind: "condition", config: {} },
+      { id: "select", kind: "mapping", config: { fields: [{ source: "amount", target: "value" }] } },
+      { id: "c2", kind: "condition", config: {} },
+    ],
+    edges: [
+      { from: "src", to: "merge" },
+      { from: "merge", to: "tpl" },
+      { from: "tpl", to: "c1" },
+      { from: "c1", to: "select" },
+      { from: "select", to: "c2" },
+    ],
+  };
+  const names = (id: string) => fieldsAt(body, id, schema).map((f) => `${f.name}:${f.type}`);
+  assert.deepEqual(names("merge"), ["amount:double", "event_type:string", "player_id:string", "tenant_id:string"]);
+  assert.deepEqual(names("c1"), ["amount:double", "event_type:string", "player:string", "player_id:string", "template:dyn", "tenant_id:string"]);
+  assert.deepEqual(names("c2"), ["value:double"], "select keeps only its targets");
+});

@@ -258,6 +258,58 @@ export function parentService(body: FlowBody, id: string): string | null {
   return null;
 }
 
+/// One field a node can read: its name and its type (`int`, `double`, `string`, `bool`, or `dyn` for lookup and
+/// action results, which type-check with any use).
+export interface FieldInfo {
+  name: string;
+  type: string;
+}
+
+/// The fields that reach node `id`: the source event type's schema fields plus `event_type` and `tenant_id`, as
+/// changed on the way by mappings (`select` keeps only its targets, `merge` adds them), lookups (their
+/// `target`) and actions (`result`). The node's own change is not included (a condition reads what reaches it).
+export function fieldsAt(body: FlowBody, id: string, schema: readonly FieldInfo[]): FieldInfo[] {
+  const nodes = byId(body.nodes);
+  const path: FlowNode[] = [];
+  const seen = new Set<string>();
+  let current = incoming(body.edges, id)[0]?.from;
+  while (current && !seen.has(current)) {
+    seen.add(current);
+    const node = nodes.get(current);
+    if (!node) break;
+    path.unshift(node);
+    current = incoming(body.edges, current)[0]?.from;
+  }
+  let fields = new Map<string, string>([
+    ["event_type", "string"],
+    ["tenant_id", "string"],
+  ]);
+  for (const field of schema) fields.set(field.name, field.type);
+  for (const node of path) {
+    const config = node.config;
+    if (node.kind === "mapping" && Array.isArray(config.fields)) {
+      const mapped = new Map<string, string>();
+      for (const entry of config.fields as { source?: unknown; target?: unknown }[]) {
+        if (typeof entry?.source === "string" && typeof entry?.target === "string") {
+          mapped.set(entry.target, fields.get(entry.source) ?? "dyn");
+        }
+      }
+      fields = config.mode === "merge" ? new Map([...fields, ...mapped]) : mapped;
+    } else if (node.kind === "lookup" && typeof config.target === "string") {
+      fields.set(config.target, "dyn");
+    } else if (node.kind === "action") {
+      fields.set("result", "dyn");
+    }
+  }
+  return [...fields].map(([name, type]) => ({ name, type })).sort((a, b) => a.name.localeCompare(b.name));
+}
+
+/// The event type of the flow's source node, if it names one.
+export function sourceEventType(body: FlowBody): string | null {
+  const source = body.nodes.find((node) => node.kind === "source");
+  return typeof source?.config.event_type === "string" ? source.config.event_type : null;
+}
+
 /// A node id not yet used in the graph: `<kind>-<n>`.
 export function freshId(body: FlowBody, kind: string): string {
   const used = new Set(body.nodes.map((node) => node.id));
