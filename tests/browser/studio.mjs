@@ -9,6 +9,9 @@
 // - `cel`: the flow `cel` (source, a condition `amount > 100` on a double field, an output topic) shows the
 //   server's type error under the expression; completion offers the schema's fields with their types; the fix
 //   clears the error and the flow is released.
+// - `drift`: the released flow `drift` turned `invalid` after its service registered a manifest without its
+//   action: the canvas says so, the action's node carries the broken reason, and picking the new action in the
+//   draft fixes it; the release makes the flow valid again.
 //
 // Every scenario ends with an accessibility check (axe-core: no serious or critical finding).
 //
@@ -199,6 +202,29 @@ async function celScenario() {
   });
 }
 
+async function driftScenario() {
+  const tag = page.locator(".react-flow__node", { hasText: "tag" });
+  await check("open a flow", () => openFlow("drift", 4));
+  await check("the drift is shown with its broken reason on the node", async () => {
+    await page.getByRole("alert").filter({ hasText: "invalid after a plugin change" }).waitFor();
+    await tag.locator(".badge-blocking").waitFor();
+    expect(((await tag.locator(".badge").getAttribute("title")) ?? "").length > 0, "the badge names the reason");
+  });
+  await check("the draft is fixed by picking the service's new action", async () => {
+    await tag.click();
+    await page.getByRole("group", { name: "Action of crm" }).waitFor();
+    await page.getByLabel("Action", { exact: true }).selectOption("tag_vip");
+    await waitFor(async () => (await page.locator(".problems li.problem-blocking").count()) === 0, "nothing blocks");
+  });
+  await check("the release makes it valid again", async () => {
+    const release = page.getByRole("button", { name: "Release" });
+    await waitFor(() => release.isEnabled(), "Release enabled");
+    await release.click();
+    await waitFor(async () => (await status()).includes("Released version 2"), "released");
+    await waitFor(async () => (await page.getByRole("alert").filter({ hasText: "invalid after a plugin change" }).count()) === 0, "the banner gone");
+  });
+}
+
 let step = "start";
 async function check(name, action) {
   step = name;
@@ -227,7 +253,7 @@ try {
     await page.getByRole("heading", { name: "Flowhost Studio" }).waitFor();
   });
 
-  const scenarios = { wiring: wiringScenario, config: configScenario, cel: celScenario };
+  const scenarios = { wiring: wiringScenario, config: configScenario, cel: celScenario, drift: driftScenario };
   await scenarios[scenario]();
 
   await check("no serious or critical accessibility finding", async () => {

@@ -3,7 +3,8 @@
 //! headless Chromium (Debian's, never a downloaded browser; every request off loopback refused; a console error
 //! fails the session): wiring with merged client and server problems, typed-connection refusal, keyboard
 //! wiring, undo and redo, save and release; an action configured from its plugin's `config_schema` with the
-//! server's error on the right field; a condition's CEL type error shown and fixed as it is typed. Each session
+//! server's error on the right field; a condition's CEL type error shown and fixed as it is typed; a released
+//! flow turned `invalid` by its service's new manifest, shown with its broken reason and fixed. Each session
 //! ends with an axe-core check (no serious or critical finding). Screenshots are kept in
 //! `target/test-artifacts/browser/`.
 
@@ -171,5 +172,58 @@ async fn a_condition_is_type_checked_as_it_is_typed_in_chromium() {
     browser_session(&host, "cel").await;
     let (_, released) = host.call("GET", "/api/v2/flows/cel", None).await;
     assert_eq!((released["status"].clone(), released["released_version"].clone()), (json!("valid"), json!(1)));
+    host.stop().await;
+}
+
+/// Registers `service` with one action, `action` (a string `tag` in its config), over HTTP.
+async fn register_crm(host: &TestHost, version: &str, action: &str) {
+    let manifest = json!({
+        "service": "crm",
+        "components": [{"id": "crm-tags", "version": version}],
+        "actions": [{"name": action, "config_schema": {"type": "object",
+            "properties": {"tag": {"type": "string"}}, "required": ["tag"]}}],
+        "service_sources": ["http"],
+        "supports_nodes": ["condition"],
+        "transports": {"http": {"endpoint": "http://127.0.0.1:9"}}
+    });
+    let (status, body) = host.call("POST", "/api/v1/components/register", Some(manifest)).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// A released flow turns `invalid` when its service registers a manifest without its action; Studio shows it,
+/// with the broken reason on the action's node, and the draft is fixed and released again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drifted_flow_is_shown_and_fixed_in_chromium() {
+    let host = TestHost::start(Backends::Embedded).await;
+    deposit_schema(&host).await;
+    register_crm(&host, "1.0.0", "tag_player").await;
+    let flow = json!({
+        "id": "drift", "name": "Drift",
+        "nodes": [
+            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": "deposits"}},
+            {"id": "seg", "kind": "service-in", "config": {"service": "crm", "transport": "http"}},
+            {"id": "tag", "kind": "action", "config": {"action_ref": "tag_player", "tag": "vip"}},
+            {"id": "out", "kind": "output-topic", "config": {"topic": "tagged"}},
+        ],
+        "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "tag"}, {"from": "tag", "to": "out"}],
+    });
+    let (status, created) = host.call("POST", "/api/v2/flows", Some(flow)).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(host.call("POST", "/api/v2/flows/drift/release", Some(json!({}))).await.0, 200);
+    register_crm(&host, "2.0.0", "tag_vip").await;
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, flow) = host.call("GET", "/api/v2/flows/drift", None).await;
+        if flow["status"] == "invalid" {
+            assert_eq!(flow["broken_reasons"][0]["node_id"], "tag", "{flow}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "the flow never turned invalid: {flow}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    browser_session(&host, "drift").await;
+    let (_, fixed) = host.call("GET", "/api/v2/flows/drift", None).await;
+    assert_eq!((fixed["status"].clone(), fixed["released_version"].clone()), (json!("valid"), json!(2)), "{fixed}");
+    assert_eq!(fixed["broken_reasons"], json!([]));
     host.stop().await;
 }

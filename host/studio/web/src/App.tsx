@@ -190,8 +190,14 @@ function Studio() {
   // Node sizes as React Flow measured them (it shows a node only once measured).
   const [measured, setMeasured] = useState<Map<string, { width: number; height: number }>>(new Map());
 
+  // A node's problems: the draft's, and the broken reasons of its released version that the draft still has
+  // (each once).
   const problemsOf = useCallback(
-    (id: string) => [...problems, ...brokenReasons].filter((problem) => problem.node_id === id),
+    (id: string) => {
+      const own = problems.filter((problem) => problem.node_id === id);
+      const known = new Set(own.map((problem) => problem.code));
+      return [...own, ...brokenReasons.filter((reason) => reason.node_id === id && !known.has(reason.code))];
+    },
     [problems, brokenReasons],
   );
 
