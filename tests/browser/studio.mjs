@@ -8,7 +8,8 @@
 //   clears it, undo and redo walk the config edit, and the flow is saved and released.
 // - `cel`: the flow `cel` (source, a condition `amount > 100` on a double field, an output topic) shows the
 //   server's type error under the expression; completion offers the schema's fields with their types; the fix
-//   clears the error and the flow is released.
+//   clears the error; "Test this node" runs the bundled condition plugin on a generated sample, then an edited
+//   one, which is pinned; the flow is released.
 // - `drift`: the released flow `drift` turned `invalid` after its service registered a manifest without its
 //   action: the canvas says so, the action's node carries the broken reason, and picking the new action in the
 //   draft fixes it; the release makes the flow valid again.
@@ -188,7 +189,25 @@ async function celScenario() {
     await editor.click();
     await page.keyboard.press("Control+a");
     await page.keyboard.type("amount > 100.0");
+    expect((await page.locator(".cm-tooltip-autocomplete").count()) === 0, "no completion after a number's dot");
     await waitFor(async () => (await errors.count()) === 0, "no error left", 15_000);
+  });
+  await check("test this node against the live plugin with a generated, edited, pinned sample", async () => {
+    await page.locator(".node-test summary").click();
+    const sample = page.getByLabel("Sample event (JSON)");
+    const result = page.locator(".test-result");
+    expect(JSON.parse(await sample.inputValue()).amount === 150.5, `generated from the schema: ${await sample.inputValue()}`);
+    await page.getByRole("button", { name: "Run test" }).click();
+    await waitFor(async () => (await result.innerText()).includes('{"pass":true}'), "150.5 passes");
+    await sample.fill(JSON.stringify({ ...JSON.parse(await sample.inputValue()), amount: 5.5 }));
+    await page.getByRole("button", { name: "Run test" }).click();
+    await waitFor(async () => (await result.innerText()).includes('{"pass":false}'), "5.5 does not");
+    await page.getByRole("button", { name: "Pin sample" }).click();
+    // Another node, then the condition again: the pinned sample comes back.
+    await page.locator(".react-flow__node", { hasText: "out" }).click();
+    await page.locator(".react-flow__node", { hasText: "cond" }).click();
+    await page.locator(".node-test summary").click();
+    await waitFor(async () => JSON.parse(await sample.inputValue()).amount === 5.5, "the pinned sample");
   });
   await check("save and release", async () => {
     await page.getByRole("button", { name: "Save draft" }).click();

@@ -152,10 +152,13 @@ async fn an_action_is_configured_from_its_schema_in_chromium() {
 }
 
 /// A condition's CEL: the server's type error (an int literal against a double field) under the expression,
-/// completion of the schema's fields with their types, the fix clearing the error as it is typed.
+/// completion of the schema's fields with their types, the fix clearing the error as it is typed, and "Test
+/// this node" against the bundled condition plugin with a generated, an edited and a pinned sample.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_condition_is_type_checked_as_it_is_typed_in_chromium() {
-    let host = TestHost::start(Backends::Embedded).await;
+    // The bundled `condition` plugin answers "Test this node".
+    let host = TestHost::start_configured(Backends::Embedded, None, |config| config.plugins.bundled = true).await;
+    host.wait_ready().await;
     deposit_schema(&host).await;
     let flow = json!({
         "id": "cel", "name": "CEL",

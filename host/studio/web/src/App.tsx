@@ -23,6 +23,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { ActionForm } from "./ActionForm";
 import { ApiError, call, setToken } from "./api";
 import { CelEditor } from "./CelEditor";
+import { NodeTest } from "./NodeTest";
 import { copy, paste, type Fragment } from "./clipboard";
 import {
   KIND_LABELS,
@@ -473,6 +474,7 @@ function Studio() {
           {only ? (
             <Inspector
               key={only.id}
+              flowId={flow?.id ?? ""}
               node={only}
               body={body}
               schemaFields={schemaFields}
@@ -528,6 +530,7 @@ function Studio() {
 /// The selected node: its label, its config as JSON (applied as one undoable edit), its connections made by
 /// keyboard, and the problems placed on its fields.
 function Inspector(props: {
+  flowId: string;
   node: FlowNode;
   body: FlowBody;
   schemaFields: FieldInfo[];
@@ -535,7 +538,7 @@ function Inspector(props: {
   onEdit: (change: (body: FlowBody) => FlowBody) => void;
   onConnect: (from: string, to: string) => boolean;
 }) {
-  const { node, body, schemaFields, problems, onEdit, onConnect } = props;
+  const { flowId, node, body, schemaFields, problems, onEdit, onConnect } = props;
   const [config, setConfig] = useState(JSON.stringify(node.config, null, 2));
   const [configError, setConfigError] = useState<string | null>(null);
   // The JSON follows edits made elsewhere (the form, undo).
@@ -597,6 +600,9 @@ function Inspector(props: {
       )}
       {node.kind === "action" && (
         <ActionForm service={parentService(body, node.id)} config={node.config} problems={problems} onChange={setNodeConfig} />
+      )}
+      {((node.kind === "condition" && node.config.else !== true) || node.kind === "action") && (
+        <NodeTest flowId={flowId} node={node} body={body} schemaFields={schemaFields} />
       )}
       <label>
         Config (JSON)

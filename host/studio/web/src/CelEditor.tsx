@@ -93,8 +93,10 @@ export const CEL_FUNCTIONS: readonly { label: string; detail: string }[] = [
 export function completions(fields: readonly FieldInfo[]) {
   return (context: CompletionContext): CompletionResult | null => {
     const word = context.matchBefore(/[A-Za-z_][A-Za-z0-9_]*/);
-    const afterDot = context.matchBefore(/\.[A-Za-z0-9_]*/);
+    // A method call follows a name or a closing bracket, never a number (`100.` is a double).
+    const afterDot = context.matchBefore(/(?:[A-Za-z_][A-Za-z0-9_]*|[)\]])\.[A-Za-z0-9_]*/);
     if (!word && !afterDot && !context.explicit) return null;
+    if (!afterDot && context.matchBefore(/[0-9.]+/)?.text.includes(".")) return null;
     const from = word ? word.from : context.pos;
     if (afterDot) {
       return { from, options: CEL_FUNCTIONS.map((fn) => ({ label: fn.label, detail: fn.detail, type: "method" })) };
