@@ -13,6 +13,8 @@
 // - `drift`: the released flow `drift` turned `invalid` after its service registered a manifest without its
 //   action: the canvas says so, the action's node carries the broken reason, and picking the new action in the
 //   draft fixes it; the release makes the flow valid again.
+// - `runs`: the released flow `runs` has one completed run (seeded by the Rust test): the runs panel lists it,
+//   choosing it marks the path on the canvas, and the output node's input, output and outcome are shown.
 //
 // Every scenario ends with an accessibility check (axe-core: no serious or critical finding).
 //
@@ -244,6 +246,24 @@ async function driftScenario() {
   });
 }
 
+async function runsScenario() {
+  await check("open a flow", () => openFlow("runs", 2));
+  await check("the runs panel lists the run", async () => {
+    const panel = page.getByRole("region", { name: "Runs" });
+    await panel.getByRole("button", { name: /completed/ }).first().click();
+  });
+  await check("the path is marked on the canvas", async () => {
+    await waitFor(async () => (await page.locator(".react-flow__node.on-path").count()) === 2, "two nodes on the path");
+  });
+  await check("a node shows what the run did there", async () => {
+    await page.locator(".react-flow__node", { hasText: "out" }).click();
+    const here = page.getByRole("region", { name: "This run at out" });
+    await here.waitFor();
+    expect((await here.innerText()).includes("passed"), `the outcome: ${await here.innerText()}`);
+    expect((await here.locator("pre").first().innerText()).includes("250.5"), "the input has the event's amount");
+  });
+}
+
 let step = "start";
 async function check(name, action) {
   step = name;
@@ -272,7 +292,7 @@ try {
     await page.getByRole("heading", { name: "Flowhost Studio" }).waitFor();
   });
 
-  const scenarios = { wiring: wiringScenario, config: configScenario, cel: celScenario, drift: driftScenario };
+  const scenarios = { wiring: wiringScenario, config: configScenario, cel: celScenario, drift: driftScenario, runs: runsScenario };
   await scenarios[scenario]();
 
   await check("no serious or critical accessibility finding", async () => {

@@ -230,3 +230,35 @@ async fn a_drifted_flow_is_shown_and_fixed_in_chromium() {
     assert_eq!(fixed["broken_reasons"], json!([]));
     host.stop().await;
 }
+
+/// A run on the graph: a released flow's real run (an event published to its source topic) is listed, its
+/// path marked on the canvas, and its node's input, output and outcome shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_shown_on_the_graph_in_chromium() {
+    let host = TestHost::start(Backends::Embedded).await;
+    deposit_schema(&host).await;
+    let topic = flowhost_tests::unique("deposits");
+    let flow = json!({
+        "id": "runs", "name": "Runs",
+        "nodes": [
+            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": topic}},
+            {"id": "out", "kind": "output-topic", "config": {"topic": flowhost_tests::unique("out")}},
+        ],
+        "edges": [{"from": "src", "to": "out"}],
+    });
+    assert_eq!(host.call("POST", "/api/v2/flows", Some(flow)).await.0, 201);
+    assert_eq!(host.call("POST", "/api/v2/flows/runs/release", Some(json!({}))).await.0, 200);
+    // Runs start once the runner consumes the source: deposits until one run completed.
+    let until = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let (_, page) = host.call("GET", "/api/v2/flows/runs/runs?status=completed", None).await;
+        if page["runs"].as_array().is_some_and(|runs| !runs.is_empty()) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "no run: {page}");
+        host.publish(&topic, &[json!({"event_type": "deposit", "tenant_id": "casino-1", "amount": 250.5})]).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    browser_session(&host, "runs").await;
+    host.stop().await;
+}

@@ -24,6 +24,7 @@ import { ActionForm } from "./ActionForm";
 import { ApiError, call, setToken } from "./api";
 import { CelEditor } from "./CelEditor";
 import { NodeTest } from "./NodeTest";
+import { RunStepView, RunsPanel, type RunDetail } from "./Runs";
 import { copy, paste, type Fragment } from "./clipboard";
 import {
   KIND_LABELS,
@@ -93,6 +94,11 @@ function FlowNodeView({ data, selected }: NodeProps<Node<NodeData>>) {
 
 const nodeTypes = { flow: FlowNodeView };
 
+/// What `run` did at node `id` (undefined: the run did not pass there).
+function stepOf(run: RunDetail, id: string) {
+  return run.nodes.find((step) => step.node_id === id);
+}
+
 function Studio() {
   const [flows, setFlows] = useState<FlowSummary[]>([]);
   const [flow, setFlow] = useState<FlowRecord | null>(null);
@@ -103,6 +109,7 @@ function Studio() {
   const [message, setMessage] = useState<{ text: string; error: boolean } | null>(null);
   const [needToken, setNeedToken] = useState(false);
   const [dirty, setDirty] = useState(false);
+  const [run, setRun] = useState<RunDetail | null>(null);
   const clipboard = useRef<Fragment | null>(null);
   const reactFlow = useReactFlow();
   const body = graph.present;
@@ -142,6 +149,7 @@ function Studio() {
         setSelected(new Set());
         setAcknowledged(new Set());
         setDirty(false);
+        setRun(null);
         say(`Opened ${record.name || record.id}.`);
         window.setTimeout(() => reactFlow.fitView({ padding: 0.2 }), 0);
       } catch (error) {
@@ -211,13 +219,21 @@ function Studio() {
         data: { node, problems: problemsOf(node.id) },
         selected: selected.has(node.id),
         measured: measured.get(node.id),
+        className: run ? (stepOf(run, node.id) ? `on-path outcome-${stepOf(run, node.id)!.outcome}` : "off-path") : undefined,
         ariaLabel: `${KIND_LABELS[node.kind as NodeKind] ?? node.kind} ${node.id}`,
       })),
-    [body.nodes, measured, problemsOf, selected],
+    [body.nodes, measured, problemsOf, selected, run],
   );
   const edges: Edge[] = useMemo(
-    () => body.edges.map((edge) => ({ id: `${edge.from}->${edge.to}`, source: edge.from, target: edge.to, ariaLabel: `from ${edge.from} to ${edge.to}` })),
-    [body.edges],
+    () =>
+      body.edges.map((edge) => ({
+        id: `${edge.from}->${edge.to}`,
+        source: edge.from,
+        target: edge.to,
+        ariaLabel: `from ${edge.from} to ${edge.to}`,
+        animated: run !== null && stepOf(run, edge.from) !== undefined && stepOf(run, edge.to) !== undefined,
+      })),
+    [body.edges, run],
   );
 
   const connect = useCallback(
@@ -472,6 +488,8 @@ function Studio() {
             {only ? `${KIND_LABELS[only.kind as NodeKind] ?? only.kind} ${only.id}` : "Inspector"}
           </h2>
           {only ? (
+            <>
+              {run && stepOf(run, only.id) && <RunStepView step={stepOf(run, only.id)!} />}
             <Inspector
               key={only.id}
               flowId={flow?.id ?? ""}
@@ -482,11 +500,13 @@ function Studio() {
               onEdit={edit}
               onConnect={connect}
             />
+            </>
           ) : (
             <p>Select a node to edit it.</p>
           )}
         </aside>
       </div>
+      {flow && <RunsPanel key={flow.id} flowId={flow.id} chosen={run} onChoose={setRun} onError={failed} />}
       <section className="problems" aria-labelledby="problems-heading">
         <h2 id="problems-heading">
           Problems ({problems.filter((problem) => problem.severity === "blocking").length} blocking,{" "}
