@@ -50,6 +50,19 @@ page.on("console", (message) => message.type() === "error" && consoleErrors.push
 page.on("pageerror", (error) => consoleErrors.push(String(error)));
 
 
+async function saveDraft() {
+  await page.getByRole("button", { name: "Save draft" }).click();
+  await waitFor(async () => (await status()).includes("Draft saved"), "saved");
+}
+
+/// Presses Release once nothing blocks it and waits for `version`.
+async function release(version) {
+  const button = page.getByRole("button", { name: "Release" });
+  await waitFor(() => button.isEnabled(), "Release enabled once nothing blocks");
+  await button.click();
+  await waitFor(async () => (await status()).includes(`Released version ${version}`), "released");
+}
+
 async function openFlow(id, nodes) {
   await page.getByLabel("Flow", { exact: true }).selectOption(id);
   await waitFor(async () => (await page.locator(".react-flow__node").count()) === nodes, `${nodes} nodes on the canvas`);
@@ -104,17 +117,13 @@ async function wiringScenario() {
   });
 
   await check("save the draft", async () => {
-    await page.getByRole("button", { name: "Save draft" }).click();
-    await waitFor(async () => (await status()).includes("Draft saved"), "saved");
+    await saveDraft();
     const flow = await api("/api/v2/flows/welcome");
     expect(JSON.stringify(flow.draft.edges.map((e) => [e.from, e.to])) === '[["src","out"]]', `draft edges ${JSON.stringify(flow.draft.edges)}`);
   });
 
   await check("release", async () => {
-    const release = page.getByRole("button", { name: "Release" });
-    await waitFor(() => release.isEnabled(), "Release enabled once nothing blocks");
-    await release.click();
-    await waitFor(async () => (await status()).includes("Released version 1"), "released");
+    await release(1);
     const flow = await api("/api/v2/flows/welcome");
     expect(flow.status === "valid" && flow.released_version === 1, `status ${flow.status}, version ${flow.released_version}`);
   });
@@ -156,14 +165,10 @@ async function configScenario() {
     await page.screenshot({ path: `${artifacts}/studio-config-form.png` });
   });
   await check("save and release", async () => {
-    await page.getByRole("button", { name: "Save draft" }).click();
-    await waitFor(async () => (await status()).includes("Draft saved"), "saved");
+    await saveDraft();
     const draft = (await api("/api/v2/flows/notify")).draft;
     expect(draft.nodes.find((n) => n.id === "push").config.player_id === 7, "player_id 7 stored");
-    const release = page.getByRole("button", { name: "Release" });
-    await waitFor(() => release.isEnabled(), "Release enabled");
-    await release.click();
-    await waitFor(async () => (await status()).includes("Released version 1"), "released");
+    await release(1);
   });
 }
 
@@ -212,14 +217,10 @@ async function celScenario() {
     await waitFor(async () => JSON.parse(await sample.inputValue()).amount === 5.5, "the pinned sample");
   });
   await check("save and release", async () => {
-    await page.getByRole("button", { name: "Save draft" }).click();
-    await waitFor(async () => (await status()).includes("Draft saved"), "saved");
+    await saveDraft();
     const draft = (await api("/api/v2/flows/cel")).draft;
     expect(draft.nodes.find((n) => n.id === "cond").config.expression === "amount > 100.0", "the expression stored");
-    const release = page.getByRole("button", { name: "Release" });
-    await waitFor(() => release.isEnabled(), "Release enabled");
-    await release.click();
-    await waitFor(async () => (await status()).includes("Released version 1"), "released");
+    await release(1);
   });
 }
 
@@ -238,10 +239,7 @@ async function driftScenario() {
     await waitFor(async () => (await page.locator(".problems li.problem-blocking").count()) === 0, "nothing blocks");
   });
   await check("the release makes it valid again", async () => {
-    const release = page.getByRole("button", { name: "Release" });
-    await waitFor(() => release.isEnabled(), "Release enabled");
-    await release.click();
-    await waitFor(async () => (await status()).includes("Released version 2"), "released");
+    await release(2);
     await waitFor(async () => (await page.getByRole("alert").filter({ hasText: "invalid after a plugin change" }).count()) === 0, "the banner gone");
   });
 }

@@ -98,6 +98,13 @@ async fn browser_session(host: &TestHost, scenario: &str) {
     assert!(artifacts.join(format!("studio-{scenario}.png")).exists(), "the screenshot is kept");
 }
 
+/// Creates a v2 flow; answers the created flow with its validation.
+async fn create_flow(host: &TestHost, flow: serde_json::Value) -> serde_json::Value {
+    let (status, created) = host.call("POST", "/api/v2/flows", Some(flow)).await;
+    assert_eq!(status, 201, "{created}");
+    created
+}
+
 async fn deposit_schema(host: &TestHost) {
     let schema = json!({"fields": [{"name": "amount", "type": "double"}]});
     assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
@@ -115,7 +122,7 @@ async fn a_flow_is_wired_checked_and_released_in_chromium() {
         ],
         "edges": [],
     });
-    assert_eq!(host.call("POST", "/api/v2/flows", Some(flow)).await.0, 201);
+    create_flow(&host, flow).await;
     browser_session(&host, "wiring").await;
     let (_, released) = host.call("GET", "/api/v2/flows/welcome", None).await;
     assert_eq!((released["status"].clone(), released["released_version"].clone()), (json!("valid"), json!(1)));
@@ -140,8 +147,7 @@ async fn an_action_is_configured_from_its_schema_in_chromium() {
         ],
         "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "push"}],
     });
-    let (status, created) = host.call("POST", "/api/v2/flows", Some(flow)).await;
-    assert_eq!(status, 201, "{created}");
+    let created = create_flow(&host, flow).await;
     let codes: Vec<&str> =
         created["validation"]["issues"].as_array().unwrap().iter().map(|i| i["code"].as_str().unwrap()).collect();
     assert_eq!(codes, ["ACTION_CONFIG_INVALID"], "{created}");
@@ -169,8 +175,7 @@ async fn a_condition_is_type_checked_as_it_is_typed_in_chromium() {
         ],
         "edges": [{"from": "src", "to": "cond"}, {"from": "cond", "to": "out"}],
     });
-    let (status, created) = host.call("POST", "/api/v2/flows", Some(flow)).await;
-    assert_eq!(status, 201, "{created}");
+    let created = create_flow(&host, flow).await;
     assert_eq!(created["validation"]["issues"][0]["code"], "CEL_INVALID", "{created}");
     browser_session(&host, "cel").await;
     let (_, released) = host.call("GET", "/api/v2/flows/cel", None).await;
@@ -210,8 +215,7 @@ async fn a_drifted_flow_is_shown_and_fixed_in_chromium() {
         ],
         "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "tag"}, {"from": "tag", "to": "out"}],
     });
-    let (status, created) = host.call("POST", "/api/v2/flows", Some(flow)).await;
-    assert_eq!(status, 201, "{created}");
+    create_flow(&host, flow).await;
     assert_eq!(host.call("POST", "/api/v2/flows/drift/release", Some(json!({}))).await.0, 200);
     register_crm(&host, "2.0.0", "tag_vip").await;
     let until = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -246,7 +250,7 @@ async fn a_run_is_shown_on_the_graph_in_chromium() {
         ],
         "edges": [{"from": "src", "to": "out"}],
     });
-    assert_eq!(host.call("POST", "/api/v2/flows", Some(flow)).await.0, 201);
+    create_flow(&host, flow).await;
     assert_eq!(host.call("POST", "/api/v2/flows/runs/release", Some(json!({}))).await.0, 200);
     // Runs start once the runner consumes the source: deposits until one run completed.
     let until = tokio::time::Instant::now() + Duration::from_secs(90);
