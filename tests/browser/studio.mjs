@@ -15,10 +15,24 @@
 //   draft fixes it; the release makes the flow valid again.
 // - `runs`: the released flow `runs` has one completed run (seeded by the Rust test): the runs panel lists it,
 //   choosing it marks the path on the canvas, and the output node's input, output and outcome are shown.
+// - `plugin`: the `ledger` wasm plugin is uploaded in the Plugins section; a flow is built from nothing on the
+//   canvas (source, service segment, the plugin's `limit` action configured in its form, output topic), wired
+//   by keyboard, validated and released. The Rust test then publishes two deposits: one under the limit runs
+//   through the wasm action (its path and the action's output shown), one over it is dead-lettered. The dead
+//   letter is replayed to the run's version (failing again), the limit raised in a second release, the letter
+//   replayed to the latest release (a new run completes), and the two versions compared on the canvas.
+// - `admin`: with an admin token configured, Studio asks for it and signs in; a schema, an event source and a
+//   v1 rule (its CEL type error shown and fixed) are created with the server's refusals shown on their forms;
+//   two versions of the `greeter` plugin are uploaded, another plugin's component refused as a third, and the
+//   plugin rolled back.
 //
 // Every scenario ends with an accessibility check (axe-core: no serious or critical finding).
 //
 //   node studio.mjs BASE_URL ARTIFACTS_DIR SCENARIO
+//
+// The environment gives what a scenario needs beyond the seeded flows: STUDIO_WASM_DIR (the components to
+// upload), STUDIO_SOURCE_TOPIC and STUDIO_OUTPUT_TOPIC (the `plugin` flow's topics), STUDIO_TOKEN (the admin
+// token the `admin` scenario signs in with; also sent by the script's own API checks).
 //
 // Prints `OK <step>` per step, then DONE; a failed step prints `FAIL <step>: <why>` and exits 1.
 
@@ -30,6 +44,7 @@ import { chromium } from "playwright-core";
 const axeSource = await readFile(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 
 const [base, artifacts, scenario] = process.argv.slice(2);
+const { STUDIO_WASM_DIR: wasmDir, STUDIO_SOURCE_TOPIC: sourceTopic, STUDIO_OUTPUT_TOPIC: outputTopic, STUDIO_TOKEN: adminToken } = process.env;
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
@@ -46,7 +61,9 @@ await context.route("**/*", (route) => {
 });
 const page = await context.newPage();
 const consoleErrors = [];
-page.on("console", (message) => message.type() === "error" && consoleErrors.push(message.text()));
+// The browser also logs each 4xx answer as an error; Studio shows those answers, and the steps check that it does.
+const answeredRefusal = /^Failed to load resource: the server responded with a status of 4\d\d/;
+page.on("console", (message) => message.type() === "error" && !answeredRefusal.test(message.text()) && consoleErrors.push(message.text()));
 page.on("pageerror", (error) => consoleErrors.push(String(error)));
 
 
@@ -57,7 +74,7 @@ async function saveDraft() {
 
 /// Presses Release once nothing blocks it and waits for `version`.
 async function release(version) {
-  const button = page.getByRole("button", { name: "Release" });
+  const button = page.getByRole("button", { name: "Release", exact: true });
   await waitFor(() => button.isEnabled(), "Release enabled once nothing blocks");
   await button.click();
   await waitFor(async () => (await status()).includes(`Released version ${version}`), "released");
@@ -74,7 +91,7 @@ async function wiringScenario() {
   await check("client and server problems merged", async () => {
     // The unconnected output topic is an orphan: one entry, although both the client and the server find it.
     await waitFor(async () => (await page.locator(".problems li", { hasText: "ORPHAN_NODE" }).count()) === 1, "one orphan");
-    expect(!(await page.getByRole("button", { name: "Release" }).isEnabled()), "Release waits for the acknowledgement");
+    expect(!(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "Release waits for the acknowledgement");
   });
 
   await check("clicking a problem focuses its node", async () => {
@@ -149,7 +166,7 @@ async function configScenario() {
   await check("the server's schema error lands on its field and blocks release", async () => {
     await waitFor(async () => (await field("player_id *").getByRole("alert").count()) > 0, "an error under player_id");
     expect((await field("player_id *").locator("input").getAttribute("aria-invalid")) === "true", "aria-invalid");
-    expect(!(await page.getByRole("button", { name: "Release" }).isEnabled()), "Release blocked");
+    expect(!(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "Release blocked");
     expect((await page.locator(".problems li", { hasText: "ACTION_CONFIG_INVALID" }).count()) === 1, "in the problems panel");
   });
   await check("the fix clears it; undo and redo walk the config edit", async () => {
@@ -181,7 +198,7 @@ async function celScenario() {
     await editor.waitFor();
     await waitFor(async () => (await errors.count()) > 0, "an error under the expression");
     expect(/double|100\.0/.test(await errors.first().innerText()), `the message: ${await errors.first().innerText()}`);
-    expect(!(await page.getByRole("button", { name: "Release" }).isEnabled()), "Release blocked");
+    expect(!(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "Release blocked");
   });
   await check("completion offers the fields that reach the node", async () => {
     await editor.click();
@@ -262,6 +279,232 @@ async function runsScenario() {
   });
 }
 
+const canvasNode = (id) => page.locator(".react-flow__node", { hasText: id });
+const section = (name) => page.getByRole("navigation", { name: "Sections" }).getByRole("button", { name, exact: true }).click();
+
+async function selectNode(id) {
+  await canvasNode(id).click();
+  await waitFor(async () => (await page.locator("#inspector-heading").innerText()).endsWith(` ${id}`), `${id} selected`);
+}
+
+/// Replaces node `id`'s config through the inspector's JSON field.
+async function setConfig(id, config) {
+  await selectNode(id);
+  await page.getByLabel("Config (JSON)").fill(JSON.stringify(config));
+  await page.getByRole("button", { name: "Apply config" }).click();
+}
+
+/// Connects `from` to `to` with the inspector's keyboard path.
+async function connectNodes(from, to) {
+  await selectNode(from);
+  await page.getByLabel("Connect to").selectOption(to);
+  await page.getByRole("button", { name: "Connect", exact: true }).click();
+  await waitFor(async () => (await status()).includes(`Connected ${from} to ${to}`), `${from} -> ${to}`);
+}
+
+/// Presses `refresh` in `panel` until `ready` holds (the server's work is asynchronous).
+async function refreshUntil(panel, refresh, ready, why, timeout = 60_000) {
+  await waitFor(
+    async () => {
+      await panel.getByRole("button", { name: refresh }).click();
+      await page.waitForTimeout(300);
+      return ready();
+    },
+    why,
+    timeout,
+  );
+}
+
+async function uploadPlugin(form, id, version, file) {
+  if (id !== null) await form.getByLabel("Plugin id").fill(id);
+  await form.getByLabel("Version (as its manifest says)").fill(version);
+  await form.getByLabel("Component (.wasm)").setInputFiles(`${wasmDir}/${file}`);
+  await form.getByRole("button", { name: "Upload" }).click();
+}
+
+async function pluginScenario() {
+  const runsPanel = page.getByRole("region", { name: "Runs" });
+  const letters = page.getByRole("region", { name: /Dead letters/ });
+  await check("upload the wasm plugin", async () => {
+    await section("Plugins");
+    await uploadPlugin(page.getByRole("form", { name: "Upload a plugin" }), "ledger", "0.1.0", "ledger.wasm");
+    await waitFor(async () => (await status()).includes("Plugin ledger 0.1.0 uploaded and active"), "uploaded");
+    await page.getByRole("table", { name: "Versions of ledger" }).getByText("limit", { exact: false }).waitFor();
+  });
+  await check("build a flow from nothing on the canvas", async () => {
+    await section("Flows");
+    await page.getByRole("button", { name: "New flow" }).click();
+    await page.getByLabel("Id of the new flow").fill("ledger-flow");
+    await page.getByRole("button", { name: "Create" }).click();
+    await waitFor(async () => (await page.locator(".react-flow__node").count()) === 1, "the source");
+    await setConfig("source-1", { event_type: "deposit", topic: sourceTopic });
+    for (const kind of ["Service segment", "Action", "Output topic"]) await page.getByRole("navigation", { name: "Add a node" }).getByRole("button", { name: kind }).click();
+    await waitFor(async () => (await page.locator(".react-flow__node").count()) === 4, "four nodes");
+    await setConfig("service-in-1", { service: "ledger" });
+    await setConfig("output-topic-1", { topic: outputTopic });
+    await connectNodes("source-1", "service-in-1");
+    await connectNodes("service-in-1", "action-1");
+    await connectNodes("action-1", "output-topic-1");
+  });
+  await check("configure the plugin's action in its form", async () => {
+    await selectNode("action-1");
+    await page.getByRole("group", { name: "Action of ledger" }).waitFor();
+    await page.getByLabel("Action", { exact: true }).selectOption("limit");
+    const field = (name) => page.locator(".action-form .field", { has: page.getByText(name, { exact: true }) }).locator("input");
+    await field("amount *").fill("{{amount}}");
+    await field("amount *").press("Tab");
+    await field("limit *").fill("100");
+    await field("limit *").press("Tab");
+    await waitFor(async () => (await page.locator(".problems li.problem-blocking").count()) === 0, "nothing blocks");
+  });
+  await check("validate and release", async () => {
+    await saveDraft();
+    const flow = await api("/api/v2/flows/ledger-flow");
+    expect(flow.validation === undefined || flow.validation.valid !== false, `draft validation: ${JSON.stringify(flow.validation)}`);
+    await release(1);
+  });
+  await check("a run through the wasm action is shown on the graph", async () => {
+    await refreshUntil(runsPanel, "Refresh runs", async () => (await runsPanel.getByRole("button", { name: /completed/ }).count()) > 0, "a completed run");
+    await runsPanel.getByRole("button", { name: /completed/ }).first().click();
+    await waitFor(async () => (await page.locator(".react-flow__node.on-path").count()) === 4, "four nodes on the path");
+    await selectNode("action-1");
+    const here = page.getByRole("region", { name: "This run at action-1" });
+    expect((await here.innerText()).includes("accepted"), `the wasm action's output: ${await here.innerText()}`);
+  });
+  await check("the failed run's dead letter is listed and its run shown", async () => {
+    await refreshUntil(letters, "Refresh dead letters", async () => (await letters.locator(".dead-letter").count()) === 1, "one dead letter");
+    expect((await letters.innerText()).includes("over the limit"), `the error: ${await letters.innerText()}`);
+    await letters.getByRole("button", { name: "Show run" }).click();
+    await waitFor(async () => (await page.locator(".react-flow__node.outcome-dead_lettered").count()) === 1, "the action marked dead-lettered");
+  });
+  await check("replayed to the run's version, it fails again", async () => {
+    await letters.getByRole("button", { name: "Replay to the run's version" }).click();
+    await waitFor(async () => /Replayed to the run's version: run .*, version 1/.test(await status()), "replayed to version 1");
+    await refreshUntil(letters, "Refresh dead letters", async () => (await letters.innerText()).includes("replayed 1 time"), "one replay recorded");
+    expect((await letters.locator(".dead-letter").count()) === 1, "still open");
+  });
+  await check("the limit is raised in a second release", async () => {
+    await page.getByRole("button", { name: "Hide run" }).click();
+    await selectNode("action-1");
+    const limit = page.locator(".action-form .field", { has: page.getByText("limit *", { exact: true }) }).locator("input");
+    await limit.fill("1000");
+    await limit.press("Tab");
+    await saveDraft();
+    await release(2);
+  });
+  await check("replayed to the latest release, a new run completes", async () => {
+    await letters.getByRole("button", { name: "Replay to the latest release" }).click();
+    await waitFor(async () => /Replayed to the latest release: run .*, version 2/.test(await status()), "replayed to version 2");
+    await refreshUntil(letters, "Refresh dead letters", async () => (await letters.locator(".dead-letter").count()) === 0, "no open letter");
+    await refreshUntil(runsPanel, "Refresh runs", async () => (await runsPanel.getByRole("button", { name: /v2 · completed/ }).count()) === 1, "a completed run of v2");
+  });
+  await check("the two released versions are compared on the canvas", async () => {
+    const versions = page.getByRole("region", { name: /Versions/ });
+    await versions.getByRole("button", { name: "Show the diff" }).click();
+    await waitFor(async () => (await page.locator(".react-flow__node.diff-changed").count()) === 1, "one changed node");
+    expect((await page.locator(".react-flow__node.diff-same").count()) === 3, "three unchanged");
+    const changes = await page.getByRole("list", { name: "Changes" }).innerText();
+    expect(changes.includes("/config/limit 100 → 1000"), `the change: ${changes}`);
+    expect(!(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "the diff is read-only");
+    await canvasNode("action-1").click();
+    await page.getByRole("region", { name: "Changes of action-1" }).getByRole("cell", { name: "/config/limit" }).waitFor();
+    await page.screenshot({ path: `${artifacts}/studio-plugin-diff.png` });
+    await page.getByRole("button", { name: "Close the diff" }).first().click();
+    await waitFor(async () => (await page.locator(".react-flow__node.diff-changed").count()) === 0, "back to the draft");
+  });
+}
+
+async function adminScenario() {
+  const form = (name) => page.getByRole("form", { name });
+  const formError = (name) => form(name).getByRole("alert");
+  await check("sign in with the admin token", async () => {
+    await page.getByLabel("Admin token").waitFor();
+    await page.getByLabel("Admin token").fill(adminToken);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await waitFor(async () => (await status()).includes("Signed in"), "signed in");
+    await waitFor(async () => (await page.getByLabel("Admin token").count()) === 0, "the token form gone");
+  });
+  await check("a schema: the server's refusal shown, then saved", async () => {
+    await section("Schemas");
+    const schema = form("New schema");
+    await schema.getByLabel("Event type").fill("login");
+    await schema.getByLabel("Name of field 1").fill("age");
+    await schema.getByLabel("Type of field 1").selectOption("int");
+    await schema.getByRole("button", { name: "Add field" }).click();
+    await schema.getByLabel("Name of field 2").fill("age");
+    await schema.getByRole("button", { name: "Save schema" }).click();
+    await waitFor(async () => (await formError("New schema").innerText()).includes("declared more than once"), "the duplicate refused");
+    await schema.getByLabel("Name of field 2").fill("country");
+    await schema.getByRole("button", { name: "Save schema" }).click();
+    await waitFor(async () => (await status()).includes("Schema login saved"), "saved");
+    const stored = await api("/api/v1/schemas/login");
+    expect(JSON.stringify(stored.fields) === '[{"name":"age","type":"int"},{"name":"country","type":"string"}]', JSON.stringify(stored));
+  });
+  await check("an event source: the server's refusal shown, then saved", async () => {
+    await section("Event sources");
+    const source = form("New event source");
+    await source.getByLabel("Source topic").fill("logins");
+    await source.getByRole("button", { name: "Save event source" }).click();
+    await waitFor(async () => (await formError("New event source").innerText()).includes("default_output_topic"), "the empty default refused");
+    await source.getByLabel("Default output topic").fill("logins-out");
+    await source.getByRole("button", { name: "Save event source" }).click();
+    await waitFor(async () => (await status()).includes("Event source logins saved"), "saved");
+    expect((await api("/api/v1/event-sources/logins")).default_output_topic === "logins-out", "stored");
+  });
+  await check("a rule: its CEL type error shown and fixed, saved, disabled", async () => {
+    await section("Rules");
+    const rule = form("New rule");
+    await rule.getByLabel("Id").fill("adults");
+    await rule.getByLabel("Name").fill("Adults");
+    await rule.getByLabel("Source topic").fill("logins");
+    await rule.getByLabel("Event type").selectOption("login");
+    const editor = page.getByRole("textbox", { name: "Expression of the rule" });
+    await editor.click();
+    await page.keyboard.type("age > 17.5");
+    const errors = rule.locator(".cel .field-problems li");
+    await waitFor(async () => (await errors.count()) > 0, "the type error under the expression");
+    await editor.click();
+    await page.keyboard.press("Control+a");
+    await page.keyboard.type("age >= 18");
+    await waitFor(async () => (await errors.count()) === 0, "the error cleared");
+    await rule.getByRole("button", { name: "Save rule" }).click();
+    await waitFor(async () => (await status()).includes("Rule Adults saved"), "saved");
+    const saved = form("Rule Adults");
+    await saved.getByLabel("Enabled").uncheck();
+    await saved.getByRole("button", { name: "Save rule" }).click();
+    await waitFor(async () => (await api("/api/v1/triggers/adults")).enabled === false, "disabled");
+    const stored = await api("/api/v1/triggers/adults");
+    expect(stored.conditions.expression === "age >= 18" && stored.output_topic === "", JSON.stringify(stored));
+  });
+  await check("deleting a schema in use asks first, naming its rules", async () => {
+    await section("Schemas");
+    await page.getByRole("navigation", { name: "Schemas" }).getByRole("button", { name: "login" }).click();
+    await form("Schema login").getByRole("button", { name: "Delete schema" }).click();
+    const confirm = page.getByRole("alertdialog", { name: "Delete a schema in use" });
+    expect((await confirm.innerText()).includes("Adults"), `names the rule: ${await confirm.innerText()}`);
+    await confirm.getByRole("button", { name: "Keep the schema" }).click();
+    expect((await api("/api/v1/schemas/login")).event_type === "login", "kept");
+    await form("Schema login").getByRole("button", { name: "Delete schema" }).click();
+    await confirm.getByRole("button", { name: "Delete anyway" }).click();
+    await waitFor(async () => (await status()).includes("Schema login deleted"), "deleted");
+    expect((await page.getByRole("navigation", { name: "Schemas" }).getByRole("button", { name: "login" }).count()) === 0, "gone from the list");
+  });
+  await check("two plugin versions uploaded, another plugin's component refused, rolled back", async () => {
+    await section("Plugins");
+    await uploadPlugin(form("Upload a plugin"), "greeter", "0.1.0", "greeter.wasm");
+    await waitFor(async () => (await status()).includes("Plugin greeter 0.1.0 uploaded and active"), "0.1.0 uploaded");
+    const next = form("Upload a version of greeter");
+    await uploadPlugin(next, null, "0.2.0", "greeter_v2.wasm");
+    await waitFor(async () => (await api("/api/v1/plugins/greeter")).active_version === "0.2.0", "0.2.0 active");
+    await uploadPlugin(next, null, "0.3.0", "garbage.wasm");
+    const refusal = async () => formError("Upload a version of greeter").innerText();
+    await waitFor(async () => (await refusal()).includes("manifest declares garbage@0.1.0"), "another plugin's component refused");
+    await page.getByRole("button", { name: "Roll back to 0.1.0" }).click();
+    await waitFor(async () => (await status()).includes("greeter: 0.1.0 active (was 0.2.0)"), "rolled back");
+    expect((await api("/api/v1/plugins/greeter")).active_version === "0.1.0", "0.1.0 active");
+  });
+}
+
 let step = "start";
 async function check(name, action) {
   step = name;
@@ -280,7 +523,8 @@ const waitFor = async (predicate, why, timeout = 10_000) => {
   }
   throw new Error(`timed out: ${why}`);
 };
-const api = async (path) => (await page.request.get(base + path)).json();
+const api = async (path) =>
+  (await page.request.get(base + path, { headers: adminToken ? { authorization: `Bearer ${adminToken}` } : {} })).json();
 
 try {
   await check("served from the binary", async () => {
@@ -290,7 +534,7 @@ try {
     await page.getByRole("heading", { name: "Flowhost Studio" }).waitFor();
   });
 
-  const scenarios = { wiring: wiringScenario, config: configScenario, cel: celScenario, drift: driftScenario, runs: runsScenario };
+  const scenarios = { wiring: wiringScenario, config: configScenario, cel: celScenario, drift: driftScenario, runs: runsScenario, plugin: pluginScenario, admin: adminScenario };
   await scenarios[scenario]();
 
   await check("no serious or critical accessibility finding", async () => {

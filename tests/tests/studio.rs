@@ -4,15 +4,18 @@
 //! fails the session): wiring with merged client and server problems, typed-connection refusal, keyboard
 //! wiring, undo and redo, save and release; an action configured from its plugin's `config_schema` with the
 //! server's error on the right field; a condition's CEL type error shown and fixed as it is typed; a released
-//! flow turned `invalid` by its service's new manifest, shown with its broken reason and fixed. Each session
-//! ends with an axe-core check (no serious or critical finding). Screenshots are kept in
-//! `target/test-artifacts/browser/`.
+//! flow turned `invalid` by its service's new manifest, shown with its broken reason and fixed; a run shown on
+//! the graph; a flow built from nothing around an uploaded wasm plugin, released, run, dead-lettered, replayed
+//! to both targets and diffed between its versions; and, behind an admin token, the sign-in and the editing of
+//! schemas, event sources, v1 rules and plugin versions (upload, refusal, rollback). Each session ends with an
+//! axe-core check (no serious or critical finding). Screenshots are kept in `target/test-artifacts/browser/`.
 
 use std::process::Stdio;
 use std::time::Duration;
 
+use flowhost_core::config::Secret;
 use flowhost_tests::cli::repository_root;
-use flowhost_tests::{Backends, TestHost};
+use flowhost_tests::{unique, Backends, TestHost};
 use serde_json::json;
 
 /// `npm run <script>` in Studio's web app (its packages were installed by the build).
@@ -80,14 +83,16 @@ async fn the_page_is_served_locked_down_and_cross_site_writes_are_refused() {
     host.stop().await;
 }
 
-/// Runs one scenario of `tests/browser/studio.mjs` against `host`; its screenshot is kept.
-async fn browser_session(host: &TestHost, scenario: &str) {
+/// Runs one scenario of `tests/browser/studio.mjs` against `host`, with `env` (see the script's header); its
+/// screenshot is kept.
+async fn browser_session(host: &TestHost, scenario: &str, env: &[(&str, &str)]) {
     let root = repository_root();
     let artifacts = root.join("target/test-artifacts/browser");
     std::fs::create_dir_all(&artifacts).unwrap();
     let run = tokio::process::Command::new("node")
         .arg(root.join("tests/browser/studio.mjs"))
         .args([&host.base_url, &artifacts.display().to_string(), scenario])
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
@@ -123,7 +128,7 @@ async fn a_flow_is_wired_checked_and_released_in_chromium() {
         "edges": [],
     });
     create_flow(&host, flow).await;
-    browser_session(&host, "wiring").await;
+    browser_session(&host, "wiring", &[]).await;
     let (_, released) = host.call("GET", "/api/v2/flows/welcome", None).await;
     assert_eq!((released["status"].clone(), released["released_version"].clone()), (json!("valid"), json!(1)));
     host.stop().await;
@@ -151,7 +156,7 @@ async fn an_action_is_configured_from_its_schema_in_chromium() {
     let codes: Vec<&str> =
         created["validation"]["issues"].as_array().unwrap().iter().map(|i| i["code"].as_str().unwrap()).collect();
     assert_eq!(codes, ["ACTION_CONFIG_INVALID"], "{created}");
-    browser_session(&host, "config").await;
+    browser_session(&host, "config", &[]).await;
     let (_, released) = host.call("GET", "/api/v2/flows/notify", None).await;
     assert_eq!((released["status"].clone(), released["released_version"].clone()), (json!("valid"), json!(1)));
     host.stop().await;
@@ -177,7 +182,7 @@ async fn a_condition_is_type_checked_as_it_is_typed_in_chromium() {
     });
     let created = create_flow(&host, flow).await;
     assert_eq!(created["validation"]["issues"][0]["code"], "CEL_INVALID", "{created}");
-    browser_session(&host, "cel").await;
+    browser_session(&host, "cel", &[]).await;
     let (_, released) = host.call("GET", "/api/v2/flows/cel", None).await;
     assert_eq!((released["status"].clone(), released["released_version"].clone()), (json!("valid"), json!(1)));
     host.stop().await;
@@ -228,7 +233,7 @@ async fn a_drifted_flow_is_shown_and_fixed_in_chromium() {
         assert!(tokio::time::Instant::now() < until, "the flow never turned invalid: {flow}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    browser_session(&host, "drift").await;
+    browser_session(&host, "drift", &[]).await;
     let (_, fixed) = host.call("GET", "/api/v2/flows/drift", None).await;
     assert_eq!((fixed["status"].clone(), fixed["released_version"].clone()), (json!("valid"), json!(2)), "{fixed}");
     assert_eq!(fixed["broken_reasons"], json!([]));
@@ -263,6 +268,95 @@ async fn a_run_is_shown_on_the_graph_in_chromium() {
         host.publish(&topic, &[json!({"event_type": "deposit", "tenant_id": "casino-1", "amount": 250.5})]).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    browser_session(&host, "runs").await;
+    browser_session(&host, "runs", &[]).await;
+    host.stop().await;
+}
+
+/// The named fixture components (`flowhost-runtime-fixtures`) in a temporary directory, as `<name>.wasm`, for
+/// the browser to upload.
+fn components(names: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for name in names {
+        std::fs::write(dir.path().join(format!("{name}.wasm")), flowhost_runtime_fixtures::bytes(name)).unwrap();
+    }
+    dir
+}
+
+/// Item 1 of Studio end to end: the `ledger` plugin uploaded from the browser, a flow around its `limit` action
+/// built, validated and released; a deposit under the limit runs through the wasm action and one over it is
+/// dead-lettered; the letter replayed to the run's version, then (after a second release) to the latest; the
+/// two versions diffed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wasm_flow_is_built_run_replayed_and_diffed_in_chromium() {
+    let host =
+        TestHost::start_configured(Backends::Embedded, None, |config| config.engine.flows_poll_interval_ms = 50).await;
+    let schema = json!({"fields": [{"name": "amount", "type": "double"}, {"name": "player_id", "type": "string"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    let wasm = components(&["ledger"]);
+    let (source, out) = (unique("deposits"), unique("accepted"));
+    let publisher = async {
+        // Once Studio released the flow: one deposit under the limit (100) and one over it.
+        let until = tokio::time::Instant::now() + Duration::from_secs(170);
+        loop {
+            let (_, flow) = host.call("GET", "/api/v2/flows/ledger-flow", None).await;
+            if flow["released_version"] == 1 {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < until, "Studio never released the flow: {flow}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let deposit = |amount: f64| json!({"event_type": "deposit", "tenant_id": "casino-1", "amount": amount, "player_id": "p1"});
+        host.publish(&source, &[deposit(50.0), deposit(150.0)]).await;
+    };
+    let env = [
+        ("STUDIO_WASM_DIR", wasm.path().to_str().unwrap()),
+        ("STUDIO_SOURCE_TOPIC", source.as_str()),
+        ("STUDIO_OUTPUT_TOPIC", out.as_str()),
+    ];
+    tokio::join!(browser_session(&host, "plugin", &env), publisher);
+
+    let (_, flow) = host.call("GET", "/api/v2/flows/ledger-flow", None).await;
+    assert_eq!((flow["status"].clone(), flow["released_version"].clone()), (json!("valid"), json!(2)), "{flow}");
+    let (_, letters) = host.call("GET", "/api/v2/dead-letters?flow_id=ledger-flow", None).await;
+    assert_eq!(letters["total"], 1, "{letters}");
+    let replays: Vec<&str> = letters["dead_letters"][0]["replays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|replay| replay["to"].as_str().unwrap())
+        .collect();
+    assert_eq!((letters["dead_letters"][0]["status"].as_str(), replays), (Some("replayed"), vec!["run", "latest"]));
+    let outputs = host.read(&out, 2, Duration::from_secs(30)).await;
+    let accepted: Vec<f64> = outputs
+        .iter()
+        .map(|record| {
+            serde_json::from_slice::<serde_json::Value>(&record.value).unwrap()["result"]["accepted"].as_f64().unwrap()
+        })
+        .collect();
+    assert_eq!(accepted, [50.0, 150.0], "the first run, then the replay on version 2");
+    host.stop().await;
+}
+
+/// Item 8 behind an admin token: Studio asks for the token and signs in; a schema, an event source and a rule
+/// are made in their forms (the server's refusals shown there), a schema in use is not deleted, and the
+/// `greeter` plugin gets two versions, refuses another plugin's component as a third and is rolled back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_schemas_sources_and_plugins_are_edited_after_signing_in_in_chromium() {
+    const TOKEN: &str = "studio-admin-token";
+    let host = TestHost::start_configured(Backends::Embedded, None, |config| {
+        config.api.admin_token = Some(Secret::new(TOKEN));
+    })
+    .await;
+    let wasm = components(&["greeter", "greeter_v2", "garbage"]);
+    let env = [("STUDIO_WASM_DIR", wasm.path().to_str().unwrap()), ("STUDIO_TOKEN", TOKEN)];
+    browser_session(&host, "admin", &env).await;
+
+    let get = |path: &str| host.http.get(host.url(path)).bearer_auth(TOKEN).send();
+    let rule: serde_json::Value = get("/api/v1/triggers/adults").await.unwrap().json().await.unwrap();
+    assert_eq!((rule["enabled"].clone(), rule["conditions"]["event_type"].clone()), (json!(false), json!("login")));
+    let plugin: serde_json::Value = get("/api/v1/plugins/greeter").await.unwrap().json().await.unwrap();
+    let versions: Vec<&str> =
+        plugin["versions"].as_array().unwrap().iter().map(|v| v["version"].as_str().unwrap()).collect();
+    assert_eq!((plugin["active_version"].as_str(), versions), (Some("0.1.0"), vec!["0.1.0", "0.2.0"]), "{plugin}");
     host.stop().await;
 }

@@ -1,6 +1,8 @@
-// Studio's screen: the flow list, the palette, the canvas, the inspector of the selected node, and the problems
-// panel that merges the client's wiring rules with the server's draft validation. Every graph edit goes
-// through `edit` (one undo step each); the server validates the draft shortly after each edit.
+// Studio's screen: the sections (flows, rules, schemas, event sources, plugins), the status line and the
+// sign-in. The flows section is the editor: the flow list, the palette, the canvas, the inspector of the
+// selected node, and the panels below it (problems merging the client's wiring rules with the server's draft
+// validation, runs, dead letters, released versions and their diff). Every graph edit goes through `edit` (one
+// undo step each); the server validates the draft shortly after each edit.
 
 import {
   Background,
@@ -23,8 +25,16 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { ActionForm } from "./ActionForm";
 import { ApiError, call, setToken } from "./api";
 import { CelEditor } from "./CelEditor";
+import { DeadLettersPanel } from "./DeadLetters";
+import { diffBody, type ChangeKind } from "./diff";
+import { EventSourcesView } from "./EventSources";
+import { FeedbackContext, useFeedback, type Feedback } from "./feedback";
 import { NodeTest } from "./NodeTest";
+import { PluginsView } from "./Plugins";
+import { RulesView } from "./Rules";
 import { RunStepView, RunsPanel, type RunDetail } from "./Runs";
+import { SchemasView } from "./Schemas";
+import { VersionsPanel, DiffStepView, type Comparison } from "./Versions";
 import { copy, paste, type Fragment } from "./clipboard";
 import {
   KIND_LABELS,
@@ -57,6 +67,7 @@ interface FlowRecord {
   name: string;
   description: string;
   status: string;
+  released_version?: number | null;
   draft: FlowBody;
   broken_reasons?: Problem[];
 }
@@ -66,11 +77,11 @@ interface Report {
   issues: Omit<Problem, "origin">[];
 }
 
-type NodeData = { node: FlowNode; problems: Problem[] };
+type NodeData = { node: FlowNode; problems: Problem[]; change?: ChangeKind };
 
-/// A node on the canvas: its kind, id, and a badge with its problems.
+/// A node on the canvas: its kind, id, a badge with its problems, and in the diff view what changed.
 function FlowNodeView({ data, selected }: NodeProps<Node<NodeData>>) {
-  const { node, problems } = data;
+  const { node, problems, change } = data;
   const blocking = problems.filter((problem) => problem.severity === "blocking").length;
   const label = KIND_LABELS[node.kind as NodeKind] ?? node.kind;
   return (
@@ -78,6 +89,7 @@ function FlowNodeView({ data, selected }: NodeProps<Node<NodeData>>) {
       {node.kind !== "source" && <Handle type="target" position={Position.Left} />}
       <div className="node-kind">{label}</div>
       <div className="node-id">{node.name || node.id}</div>
+      {change && change !== "same" && <div className="node-change">{change}</div>}
       {problems.length > 0 && (
         <span
           className={`badge ${blocking > 0 ? "badge-blocking" : "badge-warning"}`}
@@ -99,33 +111,20 @@ function stepOf(run: RunDetail, id: string) {
   return run.nodes.find((step) => step.node_id === id);
 }
 
-function Studio() {
+function FlowsView() {
+  const { say, failed, session } = useFeedback();
   const [flows, setFlows] = useState<FlowSummary[]>([]);
   const [flow, setFlow] = useState<FlowRecord | null>(null);
   const [graph, setGraph] = useState<history.History>(history.start({ nodes: [], edges: [] }));
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [serverProblems, setServerProblems] = useState<Problem[]>([]);
   const [acknowledged, setAcknowledged] = useState<Set<string>>(new Set());
-  const [message, setMessage] = useState<{ text: string; error: boolean } | null>(null);
-  const [needToken, setNeedToken] = useState(false);
   const [dirty, setDirty] = useState(false);
   const [run, setRun] = useState<RunDetail | null>(null);
+  const [comparing, setComparing] = useState<Comparison | null>(null);
   const clipboard = useRef<Fragment | null>(null);
   const reactFlow = useReactFlow();
   const body = graph.present;
-
-  const say = useCallback((text: string, error = false) => setMessage({ text, error }), []);
-  const failed = useCallback(
-    (error: unknown) => {
-      if (error instanceof ApiError && error.status === 401) {
-        setNeedToken(true);
-        say("The admin API needs its token.", true);
-      } else {
-        say(error instanceof Error ? error.message : String(error), true);
-      }
-    },
-    [say],
-  );
 
   const loadFlows = useCallback(async () => {
     try {
@@ -133,7 +132,9 @@ function Studio() {
     } catch (error) {
       failed(error);
     }
-  }, [failed]);
+    // `session`: signing in loads the list again.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [failed, session]);
 
   useEffect(() => {
     void loadFlows();
@@ -150,6 +151,7 @@ function Studio() {
         setAcknowledged(new Set());
         setDirty(false);
         setRun(null);
+        setComparing(null);
         say(`Opened ${record.name || record.id}.`);
         window.setTimeout(() => reactFlow.fitView({ padding: 0.2 }), 0);
       } catch (error) {
@@ -210,30 +212,51 @@ function Studio() {
     [problems, brokenReasons],
   );
 
+  // The canvas draws the draft, or in the diff view both compared versions (read-only).
+  const shown = useMemo(() => (comparing ? diffBody(comparing.diff) : body), [body, comparing]);
+  const changeOf = useMemo(() => new Map(comparing?.diff.nodes.map((entry) => [entry.id, entry.change]) ?? []), [comparing]);
+  const edgeChangeOf = useMemo(
+    () => new Map(comparing?.diff.edges.map((entry) => [`${entry.from}->${entry.to}`, entry.change]) ?? []),
+    [comparing],
+  );
+  const nodeClass = useCallback(
+    (id: string) => {
+      if (comparing) return `diff-${changeOf.get(id) ?? "same"}`;
+      if (!run) return undefined;
+      const step = stepOf(run, id);
+      return step ? `on-path outcome-${step.outcome}` : "off-path";
+    },
+    [changeOf, comparing, run],
+  );
+
   const nodes: Node<NodeData>[] = useMemo(
     () =>
-      body.nodes.map((node, at) => ({
+      shown.nodes.map((node, at) => ({
         id: node.id,
         type: "flow",
         position: node.position ?? { x: 40 + at * 220, y: 80 },
-        data: { node, problems: problemsOf(node.id) },
+        data: { node, problems: comparing ? [] : problemsOf(node.id), change: changeOf.get(node.id) },
         selected: selected.has(node.id),
         measured: measured.get(node.id),
-        className: run ? (stepOf(run, node.id) ? `on-path outcome-${stepOf(run, node.id)!.outcome}` : "off-path") : undefined,
-        ariaLabel: `${KIND_LABELS[node.kind as NodeKind] ?? node.kind} ${node.id}`,
+        className: nodeClass(node.id),
+        ariaLabel: `${KIND_LABELS[node.kind as NodeKind] ?? node.kind} ${node.id}${comparing ? ` (${changeOf.get(node.id) ?? "same"})` : ""}`,
       })),
-    [body.nodes, measured, problemsOf, selected, run],
+    [shown.nodes, measured, problemsOf, selected, nodeClass, comparing, changeOf],
   );
   const edges: Edge[] = useMemo(
     () =>
-      body.edges.map((edge) => ({
-        id: `${edge.from}->${edge.to}`,
-        source: edge.from,
-        target: edge.to,
-        ariaLabel: `from ${edge.from} to ${edge.to}`,
-        animated: run !== null && stepOf(run, edge.from) !== undefined && stepOf(run, edge.to) !== undefined,
-      })),
-    [body.edges, run],
+      shown.edges.map((edge) => {
+        const id = `${edge.from}->${edge.to}`;
+        return {
+          id,
+          source: edge.from,
+          target: edge.to,
+          ariaLabel: `from ${edge.from} to ${edge.to}`,
+          className: comparing ? `diff-${edgeChangeOf.get(id) ?? "same"}` : undefined,
+          animated: !comparing && run !== null && stepOf(run, edge.from) !== undefined && stepOf(run, edge.to) !== undefined,
+        };
+      }),
+    [shown.edges, run, comparing, edgeChangeOf],
   );
 
   const connect = useCallback(
@@ -326,11 +349,11 @@ function Studio() {
   const focusNode = useCallback(
     (id: string) => {
       setSelected(new Set([id]));
-      const node = body.nodes.find((candidate) => candidate.id === id);
+      const node = shown.nodes.find((candidate) => candidate.id === id);
       if (node?.position) reactFlow.setCenter(node.position.x + NODE_WIDTH / 2, node.position.y + NODE_HEIGHT / 2, { zoom: 1.2 });
       document.getElementById("inspector-heading")?.focus();
     },
-    [body.nodes, reactFlow],
+    [shown.nodes, reactFlow],
   );
 
   const save = useCallback(async () => {
@@ -366,17 +389,33 @@ function Studio() {
     }
   }, [acknowledged, dirty, failed, flow, loadFlows, open, save, say]);
 
-  const createFlow = useCallback(async () => {
-    const id = window.prompt("Id of the new flow (letters, digits, '-', '_', '.')");
-    if (!id) return;
-    try {
-      await call("POST", "/api/v2/flows", { id, name: id, nodes: [{ id: "source-1", kind: "source", config: {}, position: { x: 40, y: 80 } }], edges: [] });
-      await loadFlows();
-      await open(id);
-    } catch (error) {
-      failed(error);
-    }
-  }, [failed, loadFlows, open]);
+  const createFlow = useCallback(
+    async (id: string) => {
+      try {
+        await call("POST", "/api/v2/flows", { id, name: id, nodes: [{ id: "source-1", kind: "source", config: {}, position: { x: 40, y: 80 } }], edges: [] });
+        await loadFlows();
+        await open(id);
+        return true;
+      } catch (error) {
+        failed(error);
+        return false;
+      }
+    },
+    [failed, loadFlows, open],
+  );
+
+  const compare = useCallback(
+    (comparison: Comparison | null) => {
+      setComparing(comparison);
+      setSelected(new Set());
+      if (comparison) {
+        setRun(null);
+        say(`Comparing version ${comparison.from} with version ${comparison.to}.`);
+      }
+      window.setTimeout(() => reactFlow.fitView({ padding: 0.2 }), 0);
+    },
+    [reactFlow, say],
+  );
 
   const undo = useCallback(() => setGraph((current) => history.undo(current)), []);
   const redo = useCallback(() => setGraph((current) => history.redo(current)), []);
@@ -412,12 +451,12 @@ function Studio() {
     return () => window.removeEventListener("keydown", onKey);
   }, [copySelection, pasteClipboard, redo, undo]);
 
-  const only = selected.size === 1 ? body.nodes.find((node) => selected.has(node.id)) : undefined;
+  const only = selected.size === 1 ? shown.nodes.find((node) => selected.has(node.id)) : undefined;
+  const editable = flow !== null && !comparing;
 
   return (
-    <div className="studio">
-      <header className="toolbar">
-        <h1>Flowhost Studio</h1>
+    <div className="flows-view">
+      <div className="toolbar flow-toolbar" role="toolbar" aria-label="Flow editing">
         <label>
           Flow{" "}
           <select aria-label="Flow" value={flow?.id ?? ""} onChange={(event) => event.target.value && void open(event.target.value)}>
@@ -429,43 +468,47 @@ function Studio() {
             ))}
           </select>
         </label>
-        <button onClick={() => void createFlow()}>New flow</button>
-        <button onClick={undo} disabled={graph.past.length === 0} aria-keyshortcuts="Control+Z">
+        <NewFlowForm onCreate={createFlow} />
+        <button onClick={undo} disabled={!editable || graph.past.length === 0} aria-keyshortcuts="Control+Z">
           Undo
         </button>
-        <button onClick={redo} disabled={graph.future.length === 0} aria-keyshortcuts="Control+Shift+Z">
+        <button onClick={redo} disabled={!editable || graph.future.length === 0} aria-keyshortcuts="Control+Shift+Z">
           Redo
         </button>
-        <button onClick={() => edit(layout)} disabled={!flow}>
+        <button onClick={() => edit(layout)} disabled={!editable}>
           Auto-layout
         </button>
-        <button onClick={() => void save()} disabled={!flow || !dirty}>
+        <button onClick={() => void save()} disabled={!editable || !dirty}>
           Save draft
         </button>
-        <button onClick={() => void release()} disabled={!flow || !gate.allowed} title={gate.reason || "Release this draft"}>
+        <button onClick={() => void release()} disabled={!editable || !gate.allowed} title={gate.reason || "Release this draft"}>
           Release
         </button>
         {flow && !gate.allowed && <span className="gate">{gate.reason}</span>}
-        {needToken && <TokenForm onToken={(value) => { setToken(value); setNeedToken(false); void loadFlows(); }} />}
-      </header>
-      <p className={`status${message?.error ? " status-error" : ""}`} role="status" aria-live="polite">
-        {message?.text ?? ""}
-      </p>
+      </div>
       <div className="workspace">
         <nav className="palette" aria-label="Add a node">
           <h2>Add</h2>
           {NODE_KINDS.map((kind) => (
-            <button key={kind} onClick={() => addNode(kind)} disabled={!flow}>
+            <button key={kind} onClick={() => addNode(kind)} disabled={!editable}>
               {KIND_LABELS[kind]}
             </button>
           ))}
         </nav>
         <main className="canvas" aria-label="Flow canvas">
-          {flow?.status === "invalid" && (
-            <p className="drift" role="alert">
-              This released flow is invalid after a plugin change: {brokenReasons.length} broken reason
-              {brokenReasons.length === 1 ? "" : "s"}. Fix the draft and release again.
+          {comparing ? (
+            <p className="banner diff-banner">
+              Version {comparing.from} → version {comparing.to}: {comparing.diff.nodes.filter((entry) => entry.change !== "same").length} node
+              {comparing.diff.nodes.filter((entry) => entry.change !== "same").length === 1 ? "" : "s"} differ (read-only).{" "}
+              <button onClick={() => compare(null)}>Close the diff</button>
             </p>
+          ) : (
+            flow?.status === "invalid" && (
+              <p className="banner drift" role="alert">
+                This released flow is invalid after a plugin change: {brokenReasons.length} broken reason
+                {brokenReasons.length === 1 ? "" : "s"}. Fix the draft and release again.
+              </p>
+            )
           )}
           <ReactFlow
             nodes={nodes}
@@ -475,7 +518,9 @@ function Studio() {
             onEdgesChange={onEdgesChange}
             onConnect={(connection: Connection) => connect(connection.source, connection.target)}
             isValidConnection={(connection) => connectionRefusal(body, connection.source, connection.target) === null}
-            deleteKeyCode={["Delete", "Backspace"]}
+            nodesDraggable={!comparing}
+            nodesConnectable={!comparing}
+            deleteKeyCode={comparing ? null : ["Delete", "Backspace"]}
             fitView
           >
             <Background />
@@ -487,63 +532,99 @@ function Studio() {
           <h2 id="inspector-heading" tabIndex={-1}>
             {only ? `${KIND_LABELS[only.kind as NodeKind] ?? only.kind} ${only.id}` : "Inspector"}
           </h2>
-          {only ? (
+          {only && comparing ? (
+            <DiffStepView entry={comparing.diff.nodes.find((entry) => entry.id === only.id)!} />
+          ) : only ? (
             <>
               {run && stepOf(run, only.id) && <RunStepView step={stepOf(run, only.id)!} />}
-            <Inspector
-              key={only.id}
-              flowId={flow?.id ?? ""}
-              node={only}
-              body={body}
-              schemaFields={schemaFields}
-              problems={problemsOf(only.id)}
-              onEdit={edit}
-              onConnect={connect}
-            />
+              <Inspector
+                key={only.id}
+                flowId={flow?.id ?? ""}
+                node={only}
+                body={body}
+                schemaFields={schemaFields}
+                problems={problemsOf(only.id)}
+                onEdit={edit}
+                onConnect={connect}
+              />
             </>
           ) : (
-            <p>Select a node to edit it.</p>
+            <p>Select a node to {comparing ? "see what changed" : "edit it"}.</p>
           )}
         </aside>
       </div>
-      {flow && <RunsPanel key={flow.id} flowId={flow.id} chosen={run} onChoose={setRun} onError={failed} />}
-      <section className="problems" aria-labelledby="problems-heading">
-        <h2 id="problems-heading">
-          Problems ({problems.filter((problem) => problem.severity === "blocking").length} blocking,{" "}
-          {problems.filter((problem) => problem.severity === "warning").length} warnings)
-        </h2>
-        <ul>
-          {problems.map((problem, at) => (
-            <li key={`${problem.origin}-${problem.code}-${problem.node_id ?? ""}-${at}`} className={`problem problem-${problem.severity}`}>
-              <span className="severity">{problem.severity}</span>
-              {problem.node_id ? (
-                <button className="link" onClick={() => focusNode(problem.node_id!)}>
-                  {problem.node_id}
-                </button>
-              ) : null}{" "}
-              <code>{problem.code}</code> {problem.message}
-              {problem.severity === "warning" && (
-                <label className="ack">
-                  <input
-                    type="checkbox"
-                    checked={acknowledged.has(problem.code)}
-                    onChange={(event) =>
-                      setAcknowledged((current) => {
-                        const next = new Set(current);
-                        if (event.target.checked) next.add(problem.code);
-                        else next.delete(problem.code);
-                        return next;
-                      })
-                    }
-                  />{" "}
-                  acknowledge
-                </label>
-              )}
-            </li>
-          ))}
-        </ul>
-      </section>
+      <div className="panels">
+        <section className="problems" aria-labelledby="problems-heading">
+          <h2 id="problems-heading">
+            Problems ({problems.filter((problem) => problem.severity === "blocking").length} blocking,{" "}
+            {problems.filter((problem) => problem.severity === "warning").length} warnings)
+          </h2>
+          <ul>
+            {problems.map((problem, at) => (
+              <li key={`${problem.origin}-${problem.code}-${problem.node_id ?? ""}-${at}`} className={`problem problem-${problem.severity}`}>
+                <span className="severity">{problem.severity}</span>
+                {problem.node_id ? (
+                  <button className="link" onClick={() => focusNode(problem.node_id!)}>
+                    {problem.node_id}
+                  </button>
+                ) : null}{" "}
+                <code>{problem.code}</code> {problem.message}
+                {problem.severity === "warning" && (
+                  <label className="ack">
+                    <input
+                      type="checkbox"
+                      checked={acknowledged.has(problem.code)}
+                      onChange={(event) =>
+                        setAcknowledged((current) => {
+                          const next = new Set(current);
+                          if (event.target.checked) next.add(problem.code);
+                          else next.delete(problem.code);
+                          return next;
+                        })
+                      }
+                    />{" "}
+                    acknowledge
+                  </label>
+                )}
+              </li>
+            ))}
+          </ul>
+        </section>
+        {flow && <RunsPanel key={`runs-${flow.id}`} flowId={flow.id} chosen={run} onChoose={(chosen) => { compare(null); setRun(chosen); }} />}
+        {flow && <DeadLettersPanel key={`letters-${flow.id}`} flowId={flow.id} onShowRun={async (runId) => { compare(null); setRun(await call<RunDetail>("GET", `/api/v2/runs/${encodeURIComponent(runId)}`)); }} />}
+        {flow && (
+          <VersionsPanel key={`versions-${flow.id}-${flow.released_version ?? 0}`} flowId={flow.id} comparing={comparing} onCompare={compare} onFocus={focusNode} />
+        )}
+      </div>
     </div>
+  );
+}
+
+/// "New flow": asks for the id in place, creates the flow with a source node and opens it.
+function NewFlowForm({ onCreate }: { onCreate: (id: string) => Promise<boolean> }) {
+  const [asking, setAsking] = useState(false);
+  const [id, setId] = useState("");
+  if (!asking) return <button onClick={() => setAsking(true)}>New flow</button>;
+  return (
+    <form
+      className="inline-form"
+      onSubmit={async (event) => {
+        event.preventDefault();
+        if (await onCreate(id.trim())) {
+          setAsking(false);
+          setId("");
+        }
+      }}
+    >
+      <label>
+        Id of the new flow{" "}
+        <input value={id} onChange={(event) => setId(event.target.value)} pattern="[A-Za-z0-9._\-]+" title="letters, digits, '.', '_', '-'" required autoFocus />
+      </label>
+      <button type="submit">Create</button>
+      <button type="button" onClick={() => setAsking(false)}>
+        Cancel
+      </button>
+    </form>
   );
 }
 
@@ -681,10 +762,71 @@ function TokenForm({ onToken }: { onToken: (token: string) => void }) {
   );
 }
 
+const SECTIONS = [
+  ["flows", "Flows"],
+  ["rules", "Rules"],
+  ["schemas", "Schemas"],
+  ["event-sources", "Event sources"],
+  ["plugins", "Plugins"],
+] as const;
+
+type Section = (typeof SECTIONS)[number][0];
+
 export function App() {
+  const [section, setSection] = useState<Section>("flows");
+  const [message, setMessage] = useState<{ text: string; error: boolean } | null>(null);
+  const [needToken, setNeedToken] = useState(false);
+  const [session, setSession] = useState(0);
+  const say = useCallback((text: string, error = false) => setMessage({ text, error }), []);
+  const failed = useCallback(
+    (error: unknown) => {
+      if (error instanceof ApiError && error.status === 401) {
+        setNeedToken(true);
+        say("The admin API needs its token.", true);
+      } else {
+        say(error instanceof Error ? error.message : String(error), true);
+      }
+    },
+    [say],
+  );
+  const feedback: Feedback = useMemo(() => ({ say, failed, session }), [say, failed, session]);
   return (
-    <ReactFlowProvider>
-      <Studio />
-    </ReactFlowProvider>
+    <FeedbackContext.Provider value={feedback}>
+      <div className="studio">
+        <header className="toolbar">
+          <h1>Flowhost Studio</h1>
+          <nav aria-label="Sections" className="sections">
+            {SECTIONS.map(([key, label]) => (
+              <button key={key} aria-current={section === key ? "page" : undefined} onClick={() => setSection(key)}>
+                {label}
+              </button>
+            ))}
+          </nav>
+          {needToken && (
+            <TokenForm
+              onToken={(value) => {
+                setToken(value);
+                setNeedToken(false);
+                say("Signed in.");
+                setSession((count) => count + 1);
+              }}
+            />
+          )}
+        </header>
+        <p className={`status${message?.error ? " status-error" : ""}`} role="status" aria-live="polite">
+          {message?.text ?? ""}
+        </p>
+        {/* The editor stays mounted while another section is shown: its unsaved draft survives. */}
+        <div className="section" hidden={section !== "flows"}>
+          <ReactFlowProvider>
+            <FlowsView />
+          </ReactFlowProvider>
+        </div>
+        {section === "rules" && <RulesView />}
+        {section === "schemas" && <SchemasView />}
+        {section === "event-sources" && <EventSourcesView />}
+        {section === "plugins" && <PluginsView />}
+      </div>
+    </FeedbackContext.Provider>
   );
 }

@@ -5,6 +5,7 @@
 import { useCallback, useEffect, useState } from "react";
 
 import { call } from "./api";
+import { useFeedback } from "./feedback";
 
 export interface RunSummary {
   run_id: string;
@@ -30,8 +31,9 @@ export interface RunDetail {
   nodes: RunStep[];
 }
 
-export function RunsPanel(props: { flowId: string; chosen: RunDetail | null; onChoose: (run: RunDetail | null) => void; onError: (error: unknown) => void }) {
-  const { flowId, chosen, onChoose, onError } = props;
+export function RunsPanel(props: { flowId: string; chosen: RunDetail | null; onChoose: (run: RunDetail | null) => void }) {
+  const { flowId, chosen, onChoose } = props;
+  const { failed: onError, session } = useFeedback();
   const [runs, setRuns] = useState<RunSummary[]>([]);
   const refresh = useCallback(async () => {
     try {
@@ -40,7 +42,9 @@ export function RunsPanel(props: { flowId: string; chosen: RunDetail | null; onC
     } catch (error) {
       onError(error);
     }
-  }, [flowId, onError]);
+    // `session`: signing in loads the runs again.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [flowId, onError, session]);
   useEffect(() => {
     void refresh();
   }, [refresh]);

@@ -29,17 +29,22 @@ export function setToken(value: string | null): void {
   else sessionStorage.removeItem(TOKEN_KEY);
 }
 
-export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+/// A JSON call: `body` (if any) is sent as JSON; the answer is parsed as JSON.
+export function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  return request<T>(method, path, body === undefined ? undefined : JSON.stringify(body), "application/json");
+}
+
+/// Sends `bytes` as the body (a plugin's `.wasm`); the answer is parsed as JSON.
+export function upload<T>(method: string, path: string, bytes: Blob, contentType: string): Promise<T> {
+  return request<T>(method, path, bytes, contentType);
+}
+
+async function request<T>(method: string, path: string, body: BodyInit | undefined, contentType: string): Promise<T> {
   const headers: Record<string, string> = { Accept: "application/json" };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (body !== undefined) headers["Content-Type"] = contentType;
   const bearer = token();
   if (bearer) headers.Authorization = `Bearer ${bearer}`;
-  const response = await fetch(path, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: "same-origin",
-  });
+  const response = await fetch(path, { method, headers, body, credentials: "same-origin" });
   const text = await response.text();
   let parsed: unknown = null;
   try {

@@ -1,0 +1,91 @@
+// The layout every v1 resource section shares (rules, schemas, event sources, plugins): the list of what is
+// stored with a "New" entry, and the form of the chosen one. `useStored` loads a list and reloads it after a
+// change or a sign-in.
+
+import { useCallback, useEffect, useState, type ReactNode } from "react";
+
+import { ApiError, call } from "./api";
+import { useFeedback } from "./feedback";
+
+/// The resources at `path` (a GET answering a JSON array), and a reload.
+export function useStored<T>(path: string): { items: T[]; reload: () => Promise<void> } {
+  const { failed, session } = useFeedback();
+  const [items, setItems] = useState<T[]>([]);
+  const reload = useCallback(async () => {
+    try {
+      setItems(await call<T[]>("GET", path));
+    } catch (error) {
+      failed(error);
+    }
+    // `session`: signing in loads the list again.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [failed, path, session]);
+  useEffect(() => {
+    void reload();
+  }, [reload]);
+  return { items, reload };
+}
+
+export function ResourceSection(props: {
+  title: string;
+  newLabel: string;
+  entries: { key: string; label: string; detail?: string }[];
+  chosen: string | null;
+  onChoose: (key: string | null) => void;
+  children: ReactNode;
+}) {
+  const { title, newLabel, entries, chosen, onChoose, children } = props;
+  const headingId = `${title.toLowerCase().replaceAll(" ", "-")}-heading`;
+  return (
+    <div className="resource-section">
+      <nav className="resource-list" aria-labelledby={headingId}>
+        <h2 id={headingId}>{title}</h2>
+        <button onClick={() => onChoose(null)} aria-pressed={chosen === null}>
+          {newLabel}
+        </button>
+        <ul>
+          {entries.map((entry) => (
+            <li key={entry.key}>
+              <button className={`link${chosen === entry.key ? " chosen" : ""}`} aria-pressed={chosen === entry.key} onClick={() => onChoose(entry.key)}>
+                {entry.label}
+              </button>
+              {entry.detail && <span className="hint"> {entry.detail}</span>}
+            </li>
+          ))}
+        </ul>
+      </nav>
+      <main className="resource-form">{children}</main>
+    </div>
+  );
+}
+
+/// The server's refusal of the last save, under the form.
+export function FormError({ error }: { error: string | null }) {
+  return (
+    <p className="form-error" role="alert">
+      {error ?? ""}
+    </p>
+  );
+}
+
+/// Runs a save or delete: its success message on the status line, or its refusal kept for `FormError` (a 401
+/// asks for the token instead). Answers whether it succeeded.
+export function useSubmit(): { error: string | null; submit: (work: () => Promise<string>) => Promise<boolean> } {
+  const { say, failed } = useFeedback();
+  const [error, setError] = useState<string | null>(null);
+  const submit = useCallback(
+    async (work: () => Promise<string>) => {
+      try {
+        say(await work());
+        setError(null);
+        return true;
+      } catch (caught) {
+        if (caught instanceof ApiError && caught.status === 401) failed(caught);
+        else setError(caught instanceof Error ? caught.message : String(caught));
+        return false;
+      }
+    },
+    [failed, say],
+  );
+  return { error, submit };
+}
