@@ -31,6 +31,7 @@ import { EventSourcesView } from "./EventSources";
 import { FeedbackContext, useFeedback, type Feedback } from "./feedback";
 import { NodeTest } from "./NodeTest";
 import { PluginsView } from "./Plugins";
+import { toggled } from "./Resources";
 import { RulesView } from "./Rules";
 import { RunStepView, RunsPanel, type RunDetail } from "./Runs";
 import { SchemasView } from "./Schemas";
@@ -574,14 +575,7 @@ function FlowsView() {
                     <input
                       type="checkbox"
                       checked={acknowledged.has(problem.code)}
-                      onChange={(event) =>
-                        setAcknowledged((current) => {
-                          const next = new Set(current);
-                          if (event.target.checked) next.add(problem.code);
-                          else next.delete(problem.code);
-                          return next;
-                        })
-                      }
+                      onChange={(event) => setAcknowledged((current) => toggled(current, problem.code, event.target.checked))}
                     />{" "}
                     acknowledge
                   </label>

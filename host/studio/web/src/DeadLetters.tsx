@@ -7,6 +7,7 @@ import { useCallback, useEffect, useState } from "react";
 
 import { ApiError, call } from "./api";
 import { useFeedback } from "./feedback";
+import { toggled } from "./Resources";
 
 export interface DeadLetter {
   id: string;
@@ -116,14 +117,7 @@ export function DeadLettersPanel(props: { flowId: string; onShowRun: (runId: str
                   type="checkbox"
                   checked={chosen.has(letter.id)}
                   disabled={letter.status !== "open"}
-                  onChange={(event) =>
-                    setChosen((current) => {
-                      const next = new Set(current);
-                      if (event.target.checked) next.add(letter.id);
-                      else next.delete(letter.id);
-                      return next;
-                    })
-                  }
+                  onChange={(event) => setChosen((current) => toggled(current, letter.id, event.target.checked))}
                 />{" "}
                 {letter.at} · v{letter.version} · {letter.node_id} ({letter.service}.{letter.action}) · {letter.status}
               </label>

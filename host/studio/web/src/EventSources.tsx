@@ -4,7 +4,7 @@
 import { useState } from "react";
 
 import { call } from "./api";
-import { FormError, ResourceSection, useStored, useSubmit } from "./Resources";
+import { FormError, ResourceSection, useSection, useSubmit } from "./Resources";
 
 interface EventSource {
   source_topic: string;
@@ -13,25 +13,16 @@ interface EventSource {
 }
 
 export function EventSourcesView() {
-  const { items, reload } = useStored<EventSource>("/api/v1/event-sources");
-  const [chosen, setChosen] = useState<string | null>(null);
-  const current = items.find((source) => source.source_topic === chosen);
+  const section = useSection<EventSource>("/api/v1/event-sources", (source) => source.source_topic);
   return (
     <ResourceSection
       title="Event sources"
       newLabel="New event source"
-      entries={items.map((source) => ({ key: source.source_topic, label: source.source_topic, detail: `→ ${source.default_output_topic}` }))}
-      chosen={chosen}
-      onChoose={setChosen}
+      entries={section.items.map((source) => ({ key: source.source_topic, label: source.source_topic, detail: `→ ${source.default_output_topic}` }))}
+      chosen={section.chosen}
+      onChoose={section.choose}
     >
-      <EventSourceForm
-        key={`${chosen ?? ""}-${current ? "loaded" : "new"}`}
-        source={current}
-        onSaved={async (topic) => {
-          await reload();
-          setChosen(topic);
-        }}
-      />
+      <EventSourceForm key={section.formKey} source={section.current} onSaved={section.onSaved} />
     </ResourceSection>
   );
 }

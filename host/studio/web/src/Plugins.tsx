@@ -7,7 +7,7 @@ import { useState } from "react";
 
 import { call, upload } from "./api";
 import { useFeedback } from "./feedback";
-import { FormError, ResourceSection, useStored, useSubmit } from "./Resources";
+import { FormError, ResourceSection, useSection, useSubmit } from "./Resources";
 
 interface VersionSummary {
   version: string;
@@ -26,27 +26,19 @@ interface PluginSummary {
 }
 
 export function PluginsView() {
-  const { items, reload } = useStored<PluginSummary>("/api/v1/plugins");
-  const [chosen, setChosen] = useState<string | null>(null);
-  const current = items.find((plugin) => plugin.id === chosen);
+  const section = useSection<PluginSummary>("/api/v1/plugins", (plugin) => plugin.id);
   return (
     <ResourceSection
       title="Plugins"
       newLabel="Upload a plugin"
-      entries={items.map((plugin) => ({ key: plugin.id, label: plugin.id, detail: plugin.active_version ? `active ${plugin.active_version}` : "inactive" }))}
-      chosen={chosen}
-      onChoose={setChosen}
+      entries={section.items.map((plugin) => ({ key: plugin.id, label: plugin.id, detail: plugin.active_version ? `active ${plugin.active_version}` : "inactive" }))}
+      chosen={section.chosen}
+      onChoose={section.choose}
     >
-      {current ? (
-        <PluginView key={current.id} plugin={current} onChanged={reload} />
+      {section.current ? (
+        <PluginView key={section.current.id} plugin={section.current} onChanged={section.reload} />
       ) : (
-        <UploadForm
-          key="new"
-          onUploaded={async (id) => {
-            await reload();
-            setChosen(id);
-          }}
-        />
+        <UploadForm key="new" onUploaded={section.onSaved} />
       )}
     </ResourceSection>
   );

@@ -7,6 +7,31 @@ import { useCallback, useEffect, useState, type ReactNode } from "react";
 import { ApiError, call } from "./api";
 import { useFeedback } from "./feedback";
 
+/// A section's stored list at `path`, which entry is chosen (null: a new one), and what its form calls after a
+/// save or a delete (the list reloads, and the saved entry stays chosen).
+export function useSection<T>(path: string, keyOf: (item: T) => string) {
+  const { items, reload } = useStored<T>(path);
+  const [chosen, choose] = useState<string | null>(null);
+  const current = items.find((item) => keyOf(item) === chosen);
+  return {
+    items,
+    chosen,
+    choose,
+    current,
+    reload,
+    /// Remounts the form when the choice changes or the chosen entry arrives.
+    formKey: `${chosen ?? ""}-${current ? "loaded" : "new"}`,
+    onSaved: async (key: string) => {
+      await reload();
+      choose(key);
+    },
+    onDeleted: async () => {
+      await reload();
+      choose(null);
+    },
+  };
+}
+
 /// The resources at `path` (a GET answering a JSON array), and a reload.
 export function useStored<T>(path: string): { items: T[]; reload: () => Promise<void> } {
   const { failed, session } = useFeedback();
@@ -88,4 +113,12 @@ export function useSubmit(): { error: string | null; submit: (work: () => Promis
     [failed, say],
   );
   return { error, submit };
+}
+
+/// `set` with `item` in it (`on`) or not, as a new set (for React state).
+export function toggled<T>(set: ReadonlySet<T>, item: T, on: boolean): Set<T> {
+  const next = new Set(set);
+  if (on) next.add(item);
+  else next.delete(item);
+  return next;
 }

@@ -8,7 +8,7 @@ import { useEffect, useState } from "react";
 import { call } from "./api";
 import { CelEditor } from "./CelEditor";
 import type { Problem } from "./graph";
-import { FormError, ResourceSection, useStored, useSubmit } from "./Resources";
+import { FormError, ResourceSection, useSection, useStored, useSubmit } from "./Resources";
 import type { EventSchema } from "./Schemas";
 
 interface Rule {
@@ -23,35 +23,21 @@ interface Rule {
 }
 
 export function RulesView() {
-  const { items, reload } = useStored<Rule>("/api/v1/triggers");
+  const section = useSection<Rule>("/api/v1/triggers", (rule) => rule.id);
   const schemas = useStored<EventSchema>("/api/v1/schemas").items;
-  const [chosen, setChosen] = useState<string | null>(null);
-  const current = items.find((rule) => rule.id === chosen);
   return (
     <ResourceSection
       title="Rules"
       newLabel="New rule"
-      entries={items.map((rule) => ({
+      entries={section.items.map((rule) => ({
         key: rule.id,
         label: rule.name || rule.id,
         detail: `${rule.enabled ? "enabled" : "disabled"}${rule.flow_id ? ` · flow ${rule.flow_id}` : ""}`,
       }))}
-      chosen={chosen}
-      onChoose={setChosen}
+      chosen={section.chosen}
+      onChoose={section.choose}
     >
-      <RuleForm
-        key={`${chosen ?? ""}-${current ? "loaded" : "new"}`}
-        rule={current}
-        schemas={schemas}
-        onSaved={async (id) => {
-          await reload();
-          setChosen(id);
-        }}
-        onDeleted={async () => {
-          await reload();
-          setChosen(null);
-        }}
-      />
+      <RuleForm key={section.formKey} rule={section.current} schemas={schemas} onSaved={section.onSaved} onDeleted={section.onDeleted} />
     </ResourceSection>
   );
 }

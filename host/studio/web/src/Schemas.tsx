@@ -6,7 +6,7 @@ import { useState } from "react";
 
 import { call } from "./api";
 import { useFeedback } from "./feedback";
-import { FormError, ResourceSection, useStored, useSubmit } from "./Resources";
+import { FormError, ResourceSection, useSection, useSubmit } from "./Resources";
 
 export interface EventSchema {
   event_type: string;
@@ -16,29 +16,16 @@ export interface EventSchema {
 export const FIELD_TYPES = ["int", "double", "string", "bool"] as const;
 
 export function SchemasView() {
-  const { items, reload } = useStored<EventSchema>("/api/v1/schemas");
-  const [chosen, setChosen] = useState<string | null>(null);
-  const current = items.find((schema) => schema.event_type === chosen);
+  const section = useSection<EventSchema>("/api/v1/schemas", (schema) => schema.event_type);
   return (
     <ResourceSection
       title="Schemas"
       newLabel="New schema"
-      entries={items.map((schema) => ({ key: schema.event_type, label: schema.event_type, detail: `${schema.fields.length} fields` }))}
-      chosen={chosen}
-      onChoose={setChosen}
+      entries={section.items.map((schema) => ({ key: schema.event_type, label: schema.event_type, detail: `${schema.fields.length} fields` }))}
+      chosen={section.chosen}
+      onChoose={section.choose}
     >
-      <SchemaForm
-        key={`${chosen ?? ""}-${current ? "loaded" : "new"}`}
-        schema={current}
-        onSaved={async (eventType) => {
-          await reload();
-          setChosen(eventType);
-        }}
-        onDeleted={async () => {
-          await reload();
-          setChosen(null);
-        }}
-      />
+      <SchemaForm key={section.formKey} schema={section.current} onSaved={section.onSaved} onDeleted={section.onDeleted} />
     </ResourceSection>
   );
 }
