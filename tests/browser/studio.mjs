@@ -7,7 +7,8 @@
 //   `player_id`) shows the schema form of its action with the server's error under the player field; the fix
 //   clears it, undo and redo walk the config edit, and the flow is saved and released.
 // - `cel`: the flow `cel` (source, a condition `amount > 100` on a double field, an output topic) shows the
-//   server's type error under the expression; completion offers the schema's fields with their types; the fix
+//   server's type error under the expression; completion offers the schema's fields with their types and the
+//   CEL environment's functions and methods from the server's catalog; the fix
 //   clears the error; "Test this node" runs the bundled condition plugin on a generated sample, then an edited
 //   one, which is pinned; the flow is released.
 // - `drift`: the released flow `drift` turned `invalid` after its service registered a manifest without its
@@ -207,6 +208,13 @@ async function celScenario() {
     const option = page.locator(".cm-tooltip-autocomplete li", { hasText: "amount" });
     await option.waitFor();
     expect((await option.innerText()).includes("double"), `with its type: ${await option.innerText()}`);
+    await page.keyboard.press("Escape");
+    // The server's catalog of the CEL environment: a namespace's functions after `math.`, methods after `x.`.
+    await page.keyboard.type(" && math.gre");
+    await page.locator(".cm-tooltip-autocomplete li", { hasText: "greatest" }).waitFor();
+    await page.keyboard.press("Escape");
+    await page.keyboard.type(" && 'a'.lowerA");
+    await page.locator(".cm-tooltip-autocomplete li", { hasText: "lowerAscii" }).waitFor();
     await page.keyboard.press("Escape");
   });
   await check("the fix clears the error as you type", async () => {

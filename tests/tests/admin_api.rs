@@ -270,6 +270,41 @@ async fn expression_validation(backends: Backends) {
         host.call("POST", path, Some(json!({"event_type": "deposit", "expression": "count * 2"}))).await;
     assert_eq!((status, body["valid"].clone()), (200, json!(false)));
     assert!(body["errors"][0].as_str().unwrap().contains("bool"), "{body}");
+
+    // The extension libraries are in the type checker: their use validates, their misuse is refused at save time.
+    let extended = "game.lowerAscii() in ['slots', 'poker'] && math.greatest(count, 2) > 2 \
+                    && sets.contains(['a', 'b'], [game]) && optional.of(amount).orValue(0.0) > 1.0";
+    assert_eq!(
+        host.call("POST", path, Some(json!({"event_type": "deposit", "expression": extended}))).await,
+        (200, json!({"valid": true, "errors": []}))
+    );
+    let (status, body) = host.call("POST", "/api/v1/triggers", Some(deposit_rule(None, extended))).await;
+    assert_eq!(status, 201, "{body}");
+    for misuse in ["game.lowerAscii(1) == 'x'", "math.greatest(game, 1) > 0", "lists.range('3').size() > 0"] {
+        let (status, body) = host.call("POST", "/api/v1/triggers", Some(deposit_rule(None, misuse))).await;
+        assert_envelope(status, &body, 400, misuse);
+        assert!(body["error"].as_str().unwrap().contains("type mismatch"), "{misuse}: {body}");
+    }
+    // The environment's limits: a source nested past them is refused with a message, never a crash.
+    let nested = format!("{}vip{}", "(".repeat(5000), ")".repeat(5000));
+    let (status, body) = host.call("POST", path, Some(json!({"event_type": "deposit", "expression": nested}))).await;
+    assert_eq!((status, body["valid"].clone()), (200, json!(false)));
+    assert!(body["errors"][0].as_str().unwrap().contains("nests"), "{body}");
+    let chain = vec!["count"; 200].join(" + ") + " > 0";
+    let (status, body) = host.call("POST", "/api/v1/triggers", Some(deposit_rule(None, &chain))).await;
+    assert_envelope(status, &body, 400, "a 200-term chain");
+
+    // The catalog Studio completes from is the same environment.
+    let (status, catalog) = host.call("GET", "/api/v2/cel/functions", None).await;
+    assert_eq!(status, 200);
+    let names: Vec<&str> =
+        catalog["functions"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    for name in
+        ["size", "lowerAscii", "format", "math.greatest", "sets.contains", "lists.range", "base64.encode", "all"]
+    {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    assert_eq!(catalog["limits"]["max_depth"], flowhost_cel::MAX_DEPTH);
     host.stop().await;
 }
 

@@ -1,6 +1,7 @@
 //! Rule expressions: CEL compiled and type-checked against an event type's schema, then evaluated against
-//! parsed events. This crate is the only one that touches the CEL implementation (`cel-core`, see
-//! shared/DEPENDENCIES.md), so swapping it stays a one-module change.
+//! parsed events. The CEL environment itself (functions, macros, extensions, limits) is `flowhost-cel`'s, the
+//! one the bundled `condition` plugin also uses; this crate adds the schema's typing. Only these two crates
+//! touch the CEL implementation (`cel-core`, see shared/DEPENDENCIES.md).
 //!
 //! Checks beyond the CEL checker:
 //! - the result must be `bool` ("non-boolean result type");
@@ -14,9 +15,7 @@
 
 use std::sync::Arc;
 
-use cel_core::{
-    Activation, Ast, BinaryOp, CelType, CheckErrorKind, CompileError, Env, Expr, Program, SpannedExpr, Value,
-};
+use flowhost_cel::cel_core::{Activation, Ast, BinaryOp, CelType, Expr, Program, Value};
 use flowhost_core::model::{EventSchema, FieldType};
 use serde_json::{Map, Value as Json};
 
@@ -92,7 +91,7 @@ impl Expression {
         if source.trim().is_empty() {
             return Err(vec!["expression is empty".to_owned()]);
         }
-        let mut env = Env::with_standard_library();
+        let mut env = flowhost_cel::environment();
         let types = fields.map(|fields| {
             for (name, kind) in fields {
                 env.add_variable(name.clone(), cel_kind(*kind));
@@ -109,9 +108,10 @@ impl Expression {
                 .collect::<Arc<[_]>>()
         });
         let ast = match fields {
-            Some(_) => env.compile(source).map_err(|e| compile_messages(e, origin))?,
-            None => env.parse_only(source).map_err(|e| compile_messages(e, origin))?,
-        };
+            Some(_) => flowhost_cel::compile(&env, source),
+            None => flowhost_cel::parse(&env, source),
+        }
+        .map_err(|problem| problem.messages(origin))?;
         if fields.is_some() {
             let mut errors = Vec::new();
             check_strict_equality(&ast, &mut errors);
@@ -127,7 +127,7 @@ impl Expression {
         // map at every node, which our plain variables never need (measured in benches/cel.rs).
         // Without fields, `ast` is that tree already.
         let unchecked = match fields {
-            Some(_) => env.parse_only(source).map_err(|e| vec![e.to_string()])?,
+            Some(_) => flowhost_cel::parse(&env, source).map_err(|e| vec![e.to_string()])?,
             None => ast,
         };
         let program = env.program(&unchecked).map_err(|e| vec![e.to_string()])?;
@@ -168,27 +168,6 @@ fn cel_kind(kind: FieldKind) -> CelType {
     }
 }
 
-fn compile_messages(error: CompileError, origin: &str) -> Vec<String> {
-    match error {
-        CompileError::Parse(errors) => errors.iter().map(|e| format!("syntax error: {e}")).collect(),
-        CompileError::Check(errors) => errors
-            .iter()
-            .map(|e| match &e.kind {
-                CheckErrorKind::UndeclaredReference { name, .. } => {
-                    format!("unknown field '{name}': not declared in the schema of event type '{origin}'")
-                }
-                CheckErrorKind::NoMatchingOverload { arg_types, .. }
-                    if arg_types.contains(&CelType::Int) && arg_types.contains(&CelType::Double) =>
-                {
-                    format!("type mismatch: {} (write double literals with a decimal point, e.g. 100.0)", e.kind)
-                }
-                kind => format!("type mismatch: {kind}"),
-            })
-            .collect(),
-        CompileError::NoAst => vec!["syntax error: nothing to evaluate".to_owned()],
-    }
-}
-
 fn is_scalar(t: &CelType) -> bool {
     matches!(t, CelType::Bool | CelType::Int | CelType::UInt | CelType::Double | CelType::String | CelType::Bytes)
 }
@@ -200,7 +179,8 @@ fn is_numeric(t: &CelType) -> bool {
 /// Rejects `==`/`!=` between two different scalar types (numbers compare with each other, as CEL allows).
 fn check_strict_equality(ast: &Ast, errors: &mut Vec<String>) {
     let Some(info) = ast.type_info() else { return };
-    walk(ast.expr(), &mut |expr| {
+    let mut stack = vec![ast.expr()];
+    while let Some(expr) = stack.pop() {
         if let Expr::Binary { op: op @ (BinaryOp::Eq | BinaryOp::Ne), left, right } = &expr.node {
             if let (Some(l), Some(r)) = (info.get_type(left.id), info.get_type(right.id)) {
                 if is_scalar(l) && is_scalar(r) && l != r && !(is_numeric(l) && is_numeric(r)) {
@@ -209,46 +189,7 @@ fn check_strict_equality(ast: &Ast, errors: &mut Vec<String>) {
                 }
             }
         }
-    });
-}
-
-fn walk(expr: &SpannedExpr, visit: &mut dyn FnMut(&SpannedExpr)) {
-    visit(expr);
-    match &expr.node {
-        Expr::Unary { expr, .. } | Expr::Member { expr, .. } | Expr::MemberTestOnly { expr, .. } => walk(expr, visit),
-        Expr::Binary { left, right, .. } => {
-            walk(left, visit);
-            walk(right, visit);
-        }
-        Expr::Ternary { cond, then_expr, else_expr } => {
-            walk(cond, visit);
-            walk(then_expr, visit);
-            walk(else_expr, visit);
-        }
-        Expr::Index { expr, index, .. } => {
-            walk(expr, visit);
-            walk(index, visit);
-        }
-        Expr::Call { expr, args } => {
-            walk(expr, visit);
-            args.iter().for_each(|a| walk(a, visit));
-        }
-        Expr::List(elements) => elements.iter().for_each(|e| walk(&e.expr, visit)),
-        Expr::Map(entries) => entries.iter().for_each(|e| {
-            walk(&e.key, visit);
-            walk(&e.value, visit);
-        }),
-        Expr::Struct { fields, .. } => fields.iter().for_each(|f| walk(&f.value, visit)),
-        Expr::Comprehension(c) => {
-            for part in [&c.iter_range, &c.accu_init, &c.loop_condition, &c.loop_step, &c.result] {
-                walk(part, visit);
-            }
-        }
-        Expr::Bind { init, body, .. } => {
-            walk(init, visit);
-            walk(body, visit);
-        }
-        _ => {}
+        flowhost_cel::children(expr, &mut |child| stack.push(child));
     }
 }
 
@@ -266,10 +207,10 @@ impl Activation for EventActivation<'_> {
                 let json = self.fields.get(name)?;
                 match kind {
                     Some(kind) => typed_value(json, kind),
-                    None => Some(dynamic_value(json)),
+                    None => Some(flowhost_cel::from_json(json)),
                 }
             }
-            None => Some(dynamic_value(self.fields.get(name)?)),
+            None => Some(flowhost_cel::from_json(self.fields.get(name)?)),
         }
     }
 }
@@ -281,20 +222,6 @@ fn typed_value(json: &Json, kind: FieldType) -> Option<Value> {
         (FieldType::String, Json::String(s)) => Some(Value::String(Arc::from(s.as_str()))),
         (FieldType::Bool, Json::Bool(b)) => Some(Value::Bool(*b)),
         _ => None,
-    }
-}
-
-fn dynamic_value(json: &Json) -> Value {
-    match json {
-        Json::Null => Value::Null,
-        Json::Bool(b) => Value::Bool(*b),
-        Json::Number(n) => match n.as_i64() {
-            Some(i) => Value::Int(i),
-            None => Value::Double(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Json::String(s) => Value::String(Arc::from(s.as_str())),
-        Json::Array(items) => Value::from(items.iter().map(dynamic_value).collect::<Vec<_>>()),
-        Json::Object(map) => Value::map(map.iter().map(|(k, v)| (k.as_str(), dynamic_value(v)))),
     }
 }
 
@@ -371,6 +298,26 @@ mod tests {
             vec!["unknown field 'balance': not declared in the schema of event type 'deposit after node map'"]
         );
         assert!(validate_fields("amount > 1", &fields, "x")[0].contains("decimal point"));
+    }
+
+    #[test]
+    fn the_extension_libraries_check_against_the_schema() {
+        let expr = Expression::compile(
+            "game.lowerAscii().startsWith('slot') && math.greatest(count, 2) >= 3 && sets.contains(['a', 'b'], [game])",
+            Some(&schema()),
+        )
+        .unwrap();
+        assert_eq!(expr.evaluate(&fields(json!({"game": "b", "count": 3}))), Ok(false));
+        assert_eq!(expr.evaluate(&fields(json!({"game": "SLOTs", "count": 3}))), Ok(false));
+        let expr =
+            Expression::compile("game.lowerAscii() in ['slots', 'poker'] && count > 1", Some(&schema())).unwrap();
+        assert_eq!(expr.evaluate(&fields(json!({"game": "Poker", "count": 2}))), Ok(true));
+        for misuse in ["game.lowerAscii(1) == 'a'", "math.greatest(game, 1) > 0", "count.upperAscii() == 'A'"] {
+            let errors = validate(misuse, Some(&schema()));
+            assert!(errors.iter().any(|e| e.starts_with("type mismatch")), "{misuse}: {errors:?}");
+        }
+        let deep = format!("{}vip{}", "(".repeat(40), ")".repeat(40));
+        assert!(validate(&deep, Some(&schema()))[0].contains("nests"), "the limits apply");
     }
 
     #[test]

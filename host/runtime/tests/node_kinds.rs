@@ -22,8 +22,9 @@ async fn invoke(plugin: &Plugin, action: &str, input: &Value) -> Result<Value, I
     Ok(serde_json::from_str(&output).expect("the runtime checked the output is JSON"))
 }
 
-/// Expressions over the fields of [`EVENTS`]: operators, macros, conversions, regexes, time zones, missing
-/// fields, mistyped fields, non-boolean results and evaluation errors.
+/// Expressions over the fields of [`EVENTS`]: operators, macros, conversions, regexes, time zones, the extension
+/// libraries (strings, math, lists and sets, optionals, encoders, two-variable macros, well-known types),
+/// missing fields, mistyped fields, non-boolean results and evaluation errors.
 const EXPRESSIONS: &[&str] = &[
     "amount > 100.0 && count >= 2 && game == 'slots' && !vip",
     "amount > 100",
@@ -52,6 +53,21 @@ const EXPRESSIONS: &[&str] = &[
     "1 / 0 == 1",
     "count / 0 > 1",
     "true",
+    "game.lowerAscii().upperAscii() == 'SLOTS'",
+    "'%s:%d'.format([game, count]) == 'slots:3'",
+    "game.split('-').size() == 2 && game.indexOf('-') == 5",
+    "game.replace('s', 'z').trim().substring(0, 2) == 'zl'",
+    "math.greatest(count, 2) == 3 && math.least([count, 7]) == count",
+    "math.round(amount) >= 100.0 && math.bitAnd(count, 1) == 1",
+    "sets.contains(['slots', 'poker'], [game]) || sets.intersects(tags, ['new'])",
+    "lists.range(count).map(i, i * 2) == [0, 2, 4]",
+    "tags.sort().first().orValue('') == 'new'",
+    "tags.all(i, t, i >= 0 && t != '')",
+    "meta[?'level'].orValue(0) >= 3",
+    "optional.of(count).optMap(c, c + 1).value() == 4",
+    "base64.encode(bytes(game)) == 'c2xvdHM='",
+    "google.protobuf.Int64Value{value: count} == 3",
+    "cel.bind(twice, count * 2, twice > 5)",
 ];
 
 /// Events: the benchmark's, one with nested and list fields, an empty one, one with every field mistyped.
@@ -119,7 +135,8 @@ async fn the_benchmark_rule_passes_and_a_missing_field_fails_like_the_host() {
 #[tokio::test]
 async fn an_invalid_expression_is_permanent_with_the_hosts_message() {
     let condition = load("condition").await;
-    for source in ["amount >", "", "   ", "(count", "game == 'slots", "a ++ b", "amount > 1 &&& vip"] {
+    let nested = format!("{}count{} > 1", "(".repeat(40), ")".repeat(40));
+    for source in ["amount >", "", "   ", "(count", "game == 'slots", "a ++ b", "amount > 1 &&& vip", &nested] {
         let errors = Expression::compile(source, None).err().unwrap_or_else(|| panic!("{source:?} compiles"));
         let input = json!({"config": {"expression": source}, "event": {"amount": 1}});
         assert_eq!(

@@ -11,9 +11,9 @@
 //! failure is permanent: retrying the same expression on the same event gives the same answer. The messages are
 //! host/expr's.
 //!
-//! Why a copy of host/expr's schema-less path rather than the crate: `flowhost-expr` depends on `flowhost-core`,
-//! whose tokio features (`net`, `fs`, `signal`, `rt-multi-thread`) do not build for wasm32-wasip2, and host crates
-//! are not reshaped for a guest. This module uses the same pinned `cel-core`, and
+//! The CEL environment (functions, macros, extension libraries, limits), the parse step, the messages and the
+//! JSON conversion are `flowhost-cel`'s, the crate host/expr builds on too; only the schema typing stays in the
+//! host (`flowhost-expr` depends on `flowhost-core`, which does not build for wasm32-wasip2).
 //! `host/runtime/tests/node_kinds.rs` checks that the component and `flowhost_expr::Expression` agree over a table
 //! of expressions and events.
 //!
@@ -21,9 +21,8 @@
 //! whole batch of events).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use cel_core::{Activation, CompileError, Env, Program, Value};
+use flowhost_cel::cel_core::{Activation, Program, Value};
 use flowhost_sdk_guest::{export_plugin, Action, Context, Error, Manifest, Output, Plugin, Prepared};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -103,18 +102,9 @@ fn compile(source: &str) -> Result<Program, Vec<String>> {
     if source.trim().is_empty() {
         return Err(vec!["expression is empty".to_owned()]);
     }
-    let env = Env::with_standard_library();
-    let ast = env.parse_only(source).map_err(compile_messages)?;
+    let env = flowhost_cel::environment();
+    let ast = flowhost_cel::parse(&env, source).map_err(|problem| problem.messages(""))?;
     env.program(&ast).map_err(|error| vec![error.to_string()])
-}
-
-fn compile_messages(error: CompileError) -> Vec<String> {
-    match error {
-        CompileError::Parse(errors) => errors.iter().map(|e| format!("syntax error: {e}")).collect(),
-        // Parsing alone never type-checks; kept total with host/expr's wording.
-        CompileError::Check(errors) => errors.iter().map(|e| format!("type mismatch: {}", e.kind)).collect(),
-        CompileError::NoAst => vec!["syntax error: nothing to evaluate".to_owned()],
-    }
 }
 
 /// The two answers, written once (serializing `{"pass": bool}` per event is measurable in a batch).
@@ -131,7 +121,7 @@ impl Activation for RawActivation<'_> {
     fn resolve(&self, name: &str) -> Option<Value> {
         let raw = self.0.get(name)?;
         // A value inside a document that parsed is valid JSON.
-        serde_json::from_str::<Json>(raw.get()).ok().map(|json| dynamic_value(&json))
+        serde_json::from_str::<Json>(raw.get()).ok().map(|json| flowhost_cel::from_json(&json))
     }
 }
 
@@ -149,21 +139,7 @@ struct EventActivation<'a>(&'a Map<String, Json>);
 
 impl Activation for EventActivation<'_> {
     fn resolve(&self, name: &str) -> Option<Value> {
-        self.0.get(name).map(dynamic_value)
-    }
-}
-
-fn dynamic_value(json: &Json) -> Value {
-    match json {
-        Json::Null => Value::Null,
-        Json::Bool(b) => Value::Bool(*b),
-        Json::Number(n) => match n.as_i64() {
-            Some(i) => Value::Int(i),
-            None => Value::Double(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Json::String(s) => Value::String(Arc::from(s.as_str())),
-        Json::Array(items) => Value::from(items.iter().map(dynamic_value).collect::<Vec<_>>()),
-        Json::Object(map) => Value::map(map.iter().map(|(k, v)| (k.as_str(), dynamic_value(v)))),
+        self.0.get(name).map(flowhost_cel::from_json)
     }
 }
 

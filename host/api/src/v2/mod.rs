@@ -1,11 +1,13 @@
 //! Administration API v2: flows as graphs (drafts, validation, releases, versions, release attempts, edit
-//! locks) over `flowhost-flows`; their runs and dead letters over `flowhost-runs`. `GET /api/v2/services/{service}` is the catalog's (`catalog.rs`).
+//! locks) over `flowhost-flows`; their runs and dead letters over `flowhost-runs`; the CEL environment's catalog
+//! (`cel.rs`). `GET /api/v2/services/{service}` is the catalog's (`catalog.rs`).
 //!
 //! The v2 error envelope is `{ "error": { "code": "FLOW_NOT_FOUND", "message": "...", "details": {...} } }`
 //! (`details` only where there is more to say, such as the issues that blocked a release or the field of a
 //! malformed body). The caller names themselves in the `X-Flowhost-User` header (who saved, released or holds
 //! the edit lock; at most 128 characters); without it they are `anonymous`.
 
+mod cel;
 mod error;
 mod flows;
 mod runs;
@@ -26,6 +28,7 @@ pub(crate) fn routes() -> Router<SharedState> {
     Router::new()
         .route("/api/v2/flows", get(flows::list).post(flows::create))
         .route("/api/v2/flows/schema", get(flows::schema))
+        .route("/api/v2/cel/functions", get(cel::functions))
         .route("/api/v2/flows/validate-draft", post(flows::validate_draft))
         .route("/api/v2/flows/{id}", get(flows::read).put(flows::save).delete(flows::remove))
         .route("/api/v2/flows/{id}/draft", get(flows::draft))

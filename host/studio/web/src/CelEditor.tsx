@@ -11,49 +11,52 @@ import { EditorState } from "@codemirror/state";
 import { EditorView, keymap, placeholder } from "@codemirror/view";
 import { defaultKeymap, history as editorHistory, historyKeymap } from "@codemirror/commands";
 import { tags } from "@lezer/highlight";
-import { useEffect, useId, useRef } from "react";
+import { useEffect, useId, useRef, useState } from "react";
 
+import { loadCatalog, optionsFor, type CatalogEntry } from "./celCatalog";
 import type { FieldInfo, Problem } from "./graph";
 
 const KEYWORDS = new Set(["true", "false", "null", "in"]);
 
 /// CEL's tokens: strings (quoted, raw, triple-quoted, bytes), numbers, keywords, identifiers, operators and
-/// `//` comments.
+/// `//` comments. A string left open at the end of a line goes on to the next.
+export function celToken(stream: StringStream, state: { quote: string | null }): string | null {
+  if (state.quote) {
+    while (!stream.eol()) {
+      if (stream.match(state.quote)) {
+        state.quote = null;
+        return "string";
+      }
+      if (stream.next() === "\\") stream.next();
+    }
+    return "string";
+  }
+  if (stream.eatSpace()) return null;
+  if (stream.match("//")) {
+    stream.skipToEnd();
+    return "comment";
+  }
+  const quote = stream.match(/^[rRbB]{0,2}("""|'''|"|')/);
+  if (quote) {
+    state.quote = (quote as RegExpMatchArray)[1];
+    return celToken(stream, state);
+  }
+  if (stream.match(/^(0x[0-9a-fA-F]+u?|\d+\.\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+u?)/)) return "number";
+  const word = stream.match(/^[A-Za-z_][A-Za-z0-9_]*/);
+  if (word) {
+    const text = (word as RegExpMatchArray)[0];
+    if (KEYWORDS.has(text)) return "keyword";
+    return stream.match(/^\s*\(/, false) ? "function" : "variableName";
+  }
+  if (stream.match(/^(&&|\|\||==|!=|<=|>=|[-+*/%<>!?:])/)) return "operator";
+  stream.next();
+  return "punctuation";
+}
+
 export const celLanguage = StreamLanguage.define<{ quote: string | null }>({
   name: "cel",
   startState: () => ({ quote: null }),
-  token(stream: StringStream, state) {
-    if (state.quote) {
-      while (!stream.eol()) {
-        if (stream.match(state.quote)) {
-          state.quote = null;
-          return "string";
-        }
-        if (stream.next() === "\\") stream.next();
-      }
-      return "string";
-    }
-    if (stream.eatSpace()) return null;
-    if (stream.match("//")) {
-      stream.skipToEnd();
-      return "comment";
-    }
-    const quote = stream.match(/^[rRbB]{0,2}("""|'''|"|')/);
-    if (quote) {
-      state.quote = (quote as RegExpMatchArray)[1];
-      return this.token!(stream, state);
-    }
-    if (stream.match(/^(0x[0-9a-fA-F]+u?|\d+\.\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+u?)/)) return "number";
-    const word = stream.match(/^[A-Za-z_][A-Za-z0-9_]*/);
-    if (word) {
-      const text = (word as RegExpMatchArray)[0];
-      if (KEYWORDS.has(text)) return "keyword";
-      return stream.match(/^\s*\(/, false) ? "function" : "variableName";
-    }
-    if (stream.match(/^(&&|\|\||==|!=|<=|>=|[-+*/%<>!?:])/)) return "operator";
-    stream.next();
-    return "punctuation";
-  },
+  token: celToken,
   tokenTable: { function: tags.function(tags.variableName) },
 });
 
@@ -66,46 +69,26 @@ const highlight = HighlightStyle.define([
   { tag: tags.function(tags.variableName), color: "#0b4f6c" },
 ]);
 
-/// CEL's functions and macros, as completions.
-export const CEL_FUNCTIONS: readonly { label: string; detail: string }[] = [
-  { label: "size", detail: "size(x) -> int" },
-  { label: "has", detail: "has(e.f) -> bool" },
-  { label: "int", detail: "int(x) -> int" },
-  { label: "uint", detail: "uint(x) -> uint" },
-  { label: "double", detail: "double(x) -> double" },
-  { label: "string", detail: "string(x) -> string" },
-  { label: "bool", detail: "bool(x) -> bool" },
-  { label: "timestamp", detail: "timestamp(string) -> timestamp" },
-  { label: "duration", detail: "duration(string) -> duration" },
-  { label: "matches", detail: "s.matches(re) -> bool" },
-  { label: "startsWith", detail: "s.startsWith(t) -> bool" },
-  { label: "endsWith", detail: "s.endsWith(t) -> bool" },
-  { label: "contains", detail: "s.contains(t) -> bool" },
-  { label: "exists", detail: "l.exists(x, p) -> bool" },
-  { label: "all", detail: "l.all(x, p) -> bool" },
-  { label: "exists_one", detail: "l.exists_one(x, p) -> bool" },
-  { label: "map", detail: "l.map(x, e) -> list" },
-  { label: "filter", detail: "l.filter(x, p) -> list" },
-];
-
-/// The completions at the cursor: after a `.`, the functions used as methods; else the fields, then the
-/// functions.
-export function completions(fields: readonly FieldInfo[]) {
+/// The completions at the cursor: after `x.`, the methods (after a namespace such as `math.`, its functions);
+/// else the fields, then the functions, macros and namespaces, all from the server's catalog of the CEL
+/// environment.
+export function completions(fields: readonly FieldInfo[], catalog: readonly CatalogEntry[]) {
   return (context: CompletionContext): CompletionResult | null => {
     const word = context.matchBefore(/[A-Za-z_][A-Za-z0-9_]*/);
-    // A method call follows a name or a closing bracket, never a number (`100.` is a double).
-    const afterDot = context.matchBefore(/(?:[A-Za-z_][A-Za-z0-9_]*|[)\]])\.[A-Za-z0-9_]*/);
+    // A method call follows a name, a closing bracket or a string, never a number (`100.` is a double).
+    const afterDot = context.matchBefore(/(?:[A-Za-z_][A-Za-z0-9_]*|[)\]'"])\.[A-Za-z0-9_]*/);
     if (!word && !afterDot && !context.explicit) return null;
     if (!afterDot && context.matchBefore(/[0-9.]+/)?.text.includes(".")) return null;
     const from = word ? word.from : context.pos;
     if (afterDot) {
-      return { from, options: CEL_FUNCTIONS.map((fn) => ({ label: fn.label, detail: fn.detail, type: "method" })) };
+      const receiver = /([A-Za-z_][A-Za-z0-9_]*)\.[A-Za-z0-9_]*$/.exec(afterDot.text)?.[1] ?? "";
+      return { from, options: optionsFor(catalog, receiver), validFor: /^[A-Za-z0-9_]*$/ };
     }
     return {
       from,
       options: [
         ...fields.map((field) => ({ label: field.name, detail: field.type, type: "variable", boost: 1 })),
-        ...CEL_FUNCTIONS.map((fn) => ({ label: fn.label, detail: fn.detail, type: "function" })),
+        ...optionsFor(catalog, null),
         ...[...KEYWORDS].map((keyword) => ({ label: keyword, type: "keyword" })),
       ],
       validFor: /^[A-Za-z0-9_]*$/,
@@ -123,8 +106,12 @@ export function CelEditor(props: {
   const { value, fields, problems, label, onChange } = props;
   const host = useRef<HTMLDivElement>(null);
   const view = useRef<EditorView | null>(null);
-  const latest = useRef({ onChange, fields, value });
-  latest.current = { onChange, fields, value };
+  const [catalog, setCatalog] = useState<readonly CatalogEntry[]>([]);
+  useEffect(() => {
+    void loadCatalog().then(setCatalog);
+  }, []);
+  const latest = useRef({ onChange, fields, value, catalog });
+  latest.current = { onChange, fields, value, catalog };
   const errorsId = useId();
   const timer = useRef<number | undefined>(undefined);
 
@@ -144,7 +131,7 @@ export function CelEditor(props: {
           keymap.of([...defaultKeymap, ...historyKeymap]),
           celLanguage,
           syntaxHighlighting(highlight),
-          autocompletion({ override: [(context) => completions(latest.current.fields)(context)], activateOnTyping: true }),
+          autocompletion({ override: [(context) => completions(latest.current.fields, latest.current.catalog)(context)], activateOnTyping: true }),
           lintGutter(),
           placeholder("amount > 100.0"),
           EditorView.lineWrapping,
