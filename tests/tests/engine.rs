@@ -85,7 +85,11 @@ async fn route_events(host: &TestHost) {
     let (source, big, defaults) = (unique("deposits"), unique("big"), unique("default-out"));
     let put_default = json!({"default_output_topic": defaults});
     assert_eq!(host.call("PUT", &format!("/api/v1/event-sources/{source}"), Some(put_default)).await.0, 200);
-    assert_eq!(host.call("POST", "/api/v1/triggers", Some(rule("big", &source, "amount > 100.0", &big))).await.0, 201);
+    // The extension libraries run in the engine's rules as they validate (natively, and in the `condition`
+    // component in the node-kinds mode): strings, math and sets.
+    let big_rule = "amount > 100.0 && math.greatest(amount, 100.0) == amount \
+                    && sets.intersects([player.lowerAscii()], ['p1', 'p2']) && player.upperAscii().startsWith('P')";
+    assert_eq!(host.call("POST", "/api/v1/triggers", Some(rule("big", &source, big_rule, &big))).await.0, 201);
     let mut mapped = rule("mapped", &source, "amount > 0.0", "");
     mapped["output_mapping"] = json!({"mode": "select", "fields": [{"source": "player", "target": "who"}, {"source": "amount", "target": "amount"}]});
     assert_eq!(host.call("POST", "/api/v1/triggers", Some(mapped)).await.0, 201);

@@ -40,6 +40,8 @@ pub const MAX_EXPRESSION_BYTES: usize = 16 * 1024;
 pub const MAX_NESTING: usize = 32;
 /// Deepest expression tree (the checker's and evaluator's recursion), after macros are expanded.
 pub const MAX_DEPTH: usize = 64;
+/// Deepest nesting of comprehensions, one inside another's body (`a.all(x, b.exists(y, ...))` is 2).
+pub const MAX_COMPREHENSION_NESTING: usize = 2;
 
 /// The environment every expression starts from; callers add their variables.
 pub fn environment() -> Env {
@@ -181,18 +183,32 @@ fn nesting(source: &str) -> usize {
     deepest
 }
 
-/// Refuses an expression tree deeper than [`MAX_DEPTH`]. Walks with its own stack, so any tree the parser
-/// built can be measured.
+/// Refuses an expression tree deeper than [`MAX_DEPTH`], or comprehensions (`all`, `exists`, `map`, `filter`,
+/// ...) nested more than [`MAX_COMPREHENSION_NESTING`] deep: each level multiplies the work by the size of a list,
+/// and the evaluator has no budget of its own. Walks with its own stack, so any tree the parser built can be
+/// measured.
 pub fn check_depth(root: &SpannedExpr) -> Result<(), Problem> {
-    let mut stack = vec![(root, 1usize)];
-    while let Some((expr, depth)) = stack.pop() {
+    let mut stack = vec![(root, 1usize, 0usize)];
+    while let Some((expr, depth, loops)) = stack.pop() {
         if depth > MAX_DEPTH {
             return Err(Problem::Limit(format!(
                 "the expression is nested more than {MAX_DEPTH} levels deep (a long chain of `+`, `&&` or `||` \
                  counts one level per operator: a list and `in` say the same flatter)"
             )));
         }
-        children(expr, &mut |child| stack.push((child, depth + 1)));
+        if let Expr::Comprehension(c) = &expr.node {
+            if loops + 1 > MAX_COMPREHENSION_NESTING {
+                return Err(Problem::Limit(format!(
+                    "comprehensions (all, exists, map, filter, ...) are nested more than {MAX_COMPREHENSION_NESTING} \
+                     deep"
+                )));
+            }
+            // The range and the initial value are evaluated once; the rest once per element.
+            stack.extend([(&*c.iter_range, depth + 1, loops), (&*c.accu_init, depth + 1, loops)]);
+            stack.extend([&c.loop_condition, &c.loop_step, &c.result].map(|part| (&**part, depth + 1, loops + 1)));
+            continue;
+        }
+        children(expr, &mut |child| stack.push((child, depth + 1, loops)));
     }
     Ok(())
 }
@@ -395,7 +411,8 @@ mod tests {
         let negations = format!("{}1 == 1", "-".repeat(MAX_NESTING + 1));
         let ternary = format!("{}true", "true ? true : ".repeat(MAX_NESTING + 1));
         let chain = vec!["1"; MAX_DEPTH + 2].join(" + ");
-        for source in [too_long, parens, negations, ternary, chain] {
+        let loops = "[1].all(a, [2].all(b, [3].all(c, a < b && b < c)))".to_owned();
+        for source in [too_long, parens, negations, ternary, chain, loops] {
             assert!(matches!(parse(&env, &source), Err(Problem::Limit(_))), "{}", &source[..40.min(source.len())]);
         }
         // Brackets inside strings do not count; a reasonable rule passes.
@@ -403,6 +420,9 @@ mod tests {
         assert!(compile(&env, &quoted).is_ok());
         let fair = vec!["1"; MAX_DEPTH / 2].join(" + ") + " > 0";
         assert!(compile(&env, &fair).is_ok());
+        // Chained comprehensions run one after another: only nesting counts.
+        let chained = "[1, 2].map(x, x * 2).filter(x, x > 2).map(x, x + 1).all(x, [x].exists(y, y > 0))";
+        assert!(compile(&env, chained).is_ok(), "{:?}", compile(&env, chained).err());
     }
 
     #[test]

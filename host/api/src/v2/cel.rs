@@ -11,6 +11,7 @@ pub(crate) async fn functions() -> Json<Value> {
             "max_expression_bytes": flowhost_cel::MAX_EXPRESSION_BYTES,
             "max_nesting": flowhost_cel::MAX_NESTING,
             "max_depth": flowhost_cel::MAX_DEPTH,
+            "max_comprehension_nesting": flowhost_cel::MAX_COMPREHENSION_NESTING,
             "max_range": flowhost_cel::MAX_RANGE,
         },
     }))
