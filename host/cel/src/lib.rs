@@ -173,7 +173,8 @@ fn nesting(source: &str) -> usize {
             }
             b'!' if bytes.get(at + 1) != Some(&b'=') => prefix_run += 1,
             b'-' => prefix_run += 1,
-            b'?' => conditionals += 1,
+            // `.?` and `[?` select optionally; any other `?` opens a conditional.
+            b'?' if !matches!(previous_token(bytes, at), Some(b'.' | b'[')) => conditionals += 1,
             b' ' | b'\t' | b'\r' | b'\n' => {}
             _ => prefix_run = 0,
         }
@@ -183,11 +184,17 @@ fn nesting(source: &str) -> usize {
     deepest
 }
 
+/// The last byte before `at` that is not white space.
+fn previous_token(bytes: &[u8], at: usize) -> Option<u8> {
+    bytes[..at].iter().rev().copied().find(|byte| !byte.is_ascii_whitespace())
+}
+
 /// Refuses an expression tree deeper than [`MAX_DEPTH`], or comprehensions (`all`, `exists`, `map`, `filter`,
 /// ...) nested more than [`MAX_COMPREHENSION_NESTING`] deep: each level multiplies the work by the size of a list,
 /// and the evaluator has no budget of its own. Walks with its own stack, so any tree the parser built can be
 /// measured.
-pub fn check_depth(root: &SpannedExpr) -> Result<(), Problem> {
+pub fn check_depth(root: &SpannedExpr) -> Result<usize, Problem> {
+    let mut deepest_loop = 0;
     let mut stack = vec![(root, 1usize, 0usize)];
     while let Some((expr, depth, loops)) = stack.pop() {
         if depth > MAX_DEPTH {
@@ -203,6 +210,7 @@ pub fn check_depth(root: &SpannedExpr) -> Result<(), Problem> {
                      deep"
                 )));
             }
+            deepest_loop = deepest_loop.max(loops + 1);
             // The range and the initial value are evaluated once; the rest once per element.
             stack.extend([(&*c.iter_range, depth + 1, loops), (&*c.accu_init, depth + 1, loops)]);
             stack.extend([&c.loop_condition, &c.loop_step, &c.result].map(|part| (&**part, depth + 1, loops + 1)));
@@ -210,7 +218,36 @@ pub fn check_depth(root: &SpannedExpr) -> Result<(), Problem> {
         }
         children(expr, &mut |child| stack.push((child, depth + 1, loops)));
     }
-    Ok(())
+    Ok(deepest_loop)
+}
+
+/// Whether `ast` nests one comprehension in another's body, so its work is the product of two lists' sizes:
+/// the lists it reads from an event are then bounded by [`MAX_LIST_UNDER_NESTED_LOOPS`] (see [`read_json`]).
+pub fn nests_loops(ast: &Ast) -> bool {
+    check_depth(ast.expr()).map_or(true, |nesting| nesting >= 2)
+}
+
+/// Longest list an expression with nested comprehensions may read from an event (a million steps at most).
+pub const MAX_LIST_UNDER_NESTED_LOOPS: usize = 1_000;
+
+/// A field of an event as an expression reads it: [`from_json`], or, for an expression that
+/// [`nests_loops`], an error when the value holds a list longer than [`MAX_LIST_UNDER_NESTED_LOOPS`] (the
+/// evaluator has no budget of its own; this keeps one event from holding a thread for minutes).
+pub fn read_json(json: &Json, nested_loops: bool) -> Value {
+    if nested_loops && longest_list(json) > MAX_LIST_UNDER_NESTED_LOOPS {
+        return Value::error(cel_core::EvalError::invalid_argument(format!(
+            "a list of more than {MAX_LIST_UNDER_NESTED_LOOPS} elements under nested comprehensions"
+        )));
+    }
+    from_json(json)
+}
+
+fn longest_list(json: &Json) -> usize {
+    match json {
+        Json::Array(items) => items.iter().map(longest_list).fold(items.len(), usize::max),
+        Json::Object(map) => map.values().map(longest_list).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// Calls `visit` on each direct child of `expr`.
@@ -415,6 +452,9 @@ mod tests {
         for source in [too_long, parens, negations, ternary, chain, loops] {
             assert!(matches!(parse(&env, &source), Err(Problem::Limit(_))), "{}", &source[..40.min(source.len())]);
         }
+        // Optional selections are not conditionals.
+        let optionals = (0..40).map(|i| format!("{{'a': {i}}}.?a.orValue(0) >= 0")).collect::<Vec<_>>().join(" && ");
+        assert!(check_source(&optionals).is_ok());
         // Brackets inside strings do not count; a reasonable rule passes.
         let quoted = format!("'{}' != ''", "(".repeat(200));
         assert!(compile(&env, &quoted).is_ok());
@@ -459,6 +499,19 @@ mod tests {
         assert!(find("sets.contains", "function").is_some());
         assert!(find("all", "macro").is_some());
         assert!(!catalog.iter().any(|e| e.name.starts_with('_') || e.name.starts_with('@')));
+    }
+
+    #[test]
+    fn lists_under_nested_loops_are_bounded() {
+        let env = environment();
+        let nested = parse(&env, "tags.all(a, tags.exists(b, a == b))").unwrap();
+        let single = parse(&env, "tags.all(a, a > 0) && tags.map(a, a).all(b, b > 0)").unwrap();
+        assert!(nests_loops(&nested) && !nests_loops(&single));
+        let long = serde_json::json!({"inner": (0..=MAX_LIST_UNDER_NESTED_LOOPS).collect::<Vec<_>>()});
+        assert!(read_json(&long, true).is_error());
+        assert!(!read_json(&long, false).is_error(), "a single loop is linear: no bound");
+        let fine = serde_json::json!((0..MAX_LIST_UNDER_NESTED_LOOPS).collect::<Vec<_>>());
+        assert!(!read_json(&fine, true).is_error());
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub struct Expression {
     /// Declared field types; `None` when compiled without a schema (fields read dynamically). A short list
     /// scanned linearly: cheaper than hashing the name for the handful of fields a schema declares.
     types: Option<Arc<[DeclaredField]>>,
+    /// Comprehensions nest in one another: the lists read from the event are bounded
+    /// (`flowhost_cel::read_json`).
+    nested_loops: bool,
 }
 
 impl std::fmt::Debug for Expression {
@@ -131,12 +134,13 @@ impl Expression {
             None => ast,
         };
         let program = env.program(&unchecked).map_err(|e| vec![e.to_string()])?;
-        Ok(Expression { program, types })
+        let nested_loops = flowhost_cel::nests_loops(&unchecked);
+        Ok(Expression { program, types, nested_loops })
     }
 
     /// Evaluates against an event's fields. A non-boolean result is an error.
     pub fn evaluate(&self, fields: &Map<String, Json>) -> Result<bool, EvalError> {
-        let activation = EventActivation { fields, types: self.types.as_deref() };
+        let activation = EventActivation { fields, types: self.types.as_deref(), nested_loops: self.nested_loops };
         match self.program.eval(&activation) {
             Value::Bool(b) => Ok(b),
             Value::Error(error) => Err(EvalError(error.to_string())),
@@ -197,6 +201,7 @@ fn check_strict_equality(ast: &Ast, errors: &mut Vec<String>) {
 struct EventActivation<'a> {
     fields: &'a Map<String, Json>,
     types: Option<&'a [DeclaredField]>,
+    nested_loops: bool,
 }
 
 impl Activation for EventActivation<'_> {
@@ -207,10 +212,10 @@ impl Activation for EventActivation<'_> {
                 let json = self.fields.get(name)?;
                 match kind {
                     Some(kind) => typed_value(json, kind),
-                    None => Some(flowhost_cel::from_json(json)),
+                    None => Some(flowhost_cel::read_json(json, self.nested_loops)),
                 }
             }
-            None => Some(flowhost_cel::from_json(self.fields.get(name)?)),
+            None => Some(flowhost_cel::read_json(self.fields.get(name)?, self.nested_loops)),
         }
     }
 }

@@ -68,6 +68,7 @@ const EXPRESSIONS: &[&str] = &[
     "base64.encode(bytes(game)) == 'c2xvdHM='",
     "google.protobuf.Int64Value{value: count} == 3",
     "cel.bind(twice, count * 2, twice > 5)",
+    "tags.all(a, tags.exists(b, a == b))",
 ];
 
 /// Events: the benchmark's, one with nested and list fields, an empty one, one with every field mistyped.
@@ -79,6 +80,9 @@ fn events() -> Vec<Map<String, Value>> {
         json!({"amount": "250", "count": null, "game": 7, "vip": "no", "big": 18446744073709551615u64,
                "nothing": null, "tags": "new", "meta": []}),
         json!({"amount": 100.5, "count": 2, "game": "slots-2", "vip": false, "meta": {}, "tags": [], "big": 2}),
+        // Longer than a list under nested comprehensions may be (flowhost_cel::MAX_LIST_UNDER_NESTED_LOOPS).
+        json!({"amount": 1.5, "count": 2, "game": "bingo", "vip": false, "meta": {},
+               "tags": (0..=flowhost_cel::MAX_LIST_UNDER_NESTED_LOOPS).map(|i| format!("t{i}")).collect::<Vec<_>>()}),
     ]
     .into_iter()
     .map(|event| event.as_object().expect("an object").clone())

@@ -57,14 +57,17 @@ impl Plugin for Condition {
         }
         let config: Config =
             serde_json::from_str(config).map_err(|error| Error::permanent(format!("invalid config: {error}")))?;
-        let program = compile(&config.expression)
+        let compiled = compile(&config.expression)
             .map_err(|errors| Error::permanent(format!("invalid expression: {}", errors.join("; "))))?;
-        Ok(Box::new(Compiled(program)))
+        Ok(Box::new(compiled))
     }
 }
 
-/// A compiled expression.
-struct Compiled(Program);
+/// A compiled expression; `nested_loops` as `flowhost_cel::nests_loops` says (the lists it reads are bounded).
+struct Compiled {
+    program: Program,
+    nested_loops: bool,
+}
 
 impl Prepared for Compiled {
     fn evaluate(&self, _context: &Context, event: &str) -> Result<Output, Error> {
@@ -72,8 +75,11 @@ impl Prepared for Compiled {
         // The event's fields are read without converting them: only those the expression reads are decoded (a
         // key with escapes cannot be borrowed; such an event is decoded whole).
         let pass = match serde_json::from_str::<RawFields<'_>>(event) {
-            Ok(fields) => evaluate(&self.0, &RawActivation(&fields)),
-            Err(_) => evaluate(&self.0, &EventActivation(&serde_json::from_str(event).map_err(invalid)?)),
+            Ok(fields) => evaluate(&self.program, &RawActivation(&fields, self.nested_loops)),
+            Err(_) => {
+                let fields = serde_json::from_str(event).map_err(invalid)?;
+                evaluate(&self.program, &EventActivation(&fields, self.nested_loops))
+            }
         }
         .map_err(Error::permanent)?;
         Ok(Output::raw(if pass { PASS } else { FAIL }))
@@ -98,13 +104,14 @@ fn config_schema() -> Json {
 }
 
 /// host/expr's `Expression::compile(source, None)`: parse only, with its error messages.
-fn compile(source: &str) -> Result<Program, Vec<String>> {
+fn compile(source: &str) -> Result<Compiled, Vec<String>> {
     if source.trim().is_empty() {
         return Err(vec!["expression is empty".to_owned()]);
     }
     let env = flowhost_cel::environment();
     let ast = flowhost_cel::parse(&env, source).map_err(|problem| problem.messages(""))?;
-    env.program(&ast).map_err(|error| vec![error.to_string()])
+    let program = env.program(&ast).map_err(|error| vec![error.to_string()])?;
+    Ok(Compiled { program, nested_loops: flowhost_cel::nests_loops(&ast) })
 }
 
 /// The two answers, written once (serializing `{"pass": bool}` per event is measurable in a batch).
@@ -115,13 +122,13 @@ const FAIL: &str = r#"{"pass":false}"#;
 type RawFields<'a> = BTreeMap<&'a str, &'a RawValue>;
 
 /// Resolves variables from the event's raw fields, decoding only the ones the expression reads.
-struct RawActivation<'a>(&'a RawFields<'a>);
+struct RawActivation<'a>(&'a RawFields<'a>, bool);
 
 impl Activation for RawActivation<'_> {
     fn resolve(&self, name: &str) -> Option<Value> {
         let raw = self.0.get(name)?;
         // A value inside a document that parsed is valid JSON.
-        serde_json::from_str::<Json>(raw.get()).ok().map(|json| flowhost_cel::from_json(&json))
+        serde_json::from_str::<Json>(raw.get()).ok().map(|json| flowhost_cel::read_json(&json, self.1))
     }
 }
 
@@ -135,11 +142,11 @@ fn evaluate(program: &Program, activation: &dyn Activation) -> Result<bool, Stri
 }
 
 /// Resolves variables lazily from the event's JSON fields, converting only the ones the expression reads.
-struct EventActivation<'a>(&'a Map<String, Json>);
+struct EventActivation<'a>(&'a Map<String, Json>, bool);
 
 impl Activation for EventActivation<'_> {
     fn resolve(&self, name: &str) -> Option<Value> {
-        self.0.get(name).map(flowhost_cel::from_json)
+        self.0.get(name).map(|json| flowhost_cel::read_json(json, self.1))
     }
 }
 
