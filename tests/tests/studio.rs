@@ -110,6 +110,21 @@ async fn create_flow(host: &TestHost, flow: serde_json::Value) -> serde_json::Va
     created
 }
 
+/// Asserts that flow `id` is valid with `version` released; answers the flow.
+async fn assert_released(host: &TestHost, id: &str, version: u64) -> serde_json::Value {
+    let (_, flow) = host.call("GET", &format!("/api/v2/flows/{id}"), None).await;
+    assert_eq!((flow["status"].clone(), flow["released_version"].clone()), (json!("valid"), json!(version)), "{flow}");
+    flow
+}
+
+/// A host with the bundled plugins loaded and the `deposit` schema.
+async fn bundled_host() -> TestHost {
+    let host = TestHost::start_configured(Backends::Embedded, None, |config| config.plugins.bundled = true).await;
+    host.wait_ready().await;
+    deposit_schema(&host).await;
+    host
+}
+
 async fn deposit_schema(host: &TestHost) {
     let schema = json!({"fields": [{"name": "amount", "type": "double"}]});
     assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
@@ -129,8 +144,7 @@ async fn a_flow_is_wired_checked_and_released_in_chromium() {
     });
     create_flow(&host, flow).await;
     browser_session(&host, "wiring", &[]).await;
-    let (_, released) = host.call("GET", "/api/v2/flows/welcome", None).await;
-    assert_eq!((released["status"].clone(), released["released_version"].clone()), (json!("valid"), json!(1)));
+    assert_released(&host, "welcome", 1).await;
     host.stop().await;
 }
 
@@ -139,9 +153,7 @@ async fn a_flow_is_wired_checked_and_released_in_chromium() {
 /// on the right field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_action_is_configured_from_its_schema_in_chromium() {
-    let host = TestHost::start_configured(Backends::Embedded, None, |config| config.plugins.bundled = true).await;
-    host.wait_ready().await;
-    deposit_schema(&host).await;
+    let host = bundled_host().await;
     let flow = json!({
         "id": "notify", "name": "Notify",
         "nodes": [
@@ -157,8 +169,7 @@ async fn an_action_is_configured_from_its_schema_in_chromium() {
         created["validation"]["issues"].as_array().unwrap().iter().map(|i| i["code"].as_str().unwrap()).collect();
     assert_eq!(codes, ["ACTION_CONFIG_INVALID"], "{created}");
     browser_session(&host, "config", &[]).await;
-    let (_, released) = host.call("GET", "/api/v2/flows/notify", None).await;
-    assert_eq!((released["status"].clone(), released["released_version"].clone()), (json!("valid"), json!(1)));
+    assert_released(&host, "notify", 1).await;
     host.stop().await;
 }
 
@@ -168,9 +179,7 @@ async fn an_action_is_configured_from_its_schema_in_chromium() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_condition_is_type_checked_as_it_is_typed_in_chromium() {
     // The bundled `condition` plugin answers "Test this node".
-    let host = TestHost::start_configured(Backends::Embedded, None, |config| config.plugins.bundled = true).await;
-    host.wait_ready().await;
-    deposit_schema(&host).await;
+    let host = bundled_host().await;
     let flow = json!({
         "id": "cel", "name": "CEL",
         "nodes": [
@@ -183,8 +192,7 @@ async fn a_condition_is_type_checked_as_it_is_typed_in_chromium() {
     let created = create_flow(&host, flow).await;
     assert_eq!(created["validation"]["issues"][0]["code"], "CEL_INVALID", "{created}");
     browser_session(&host, "cel", &[]).await;
-    let (_, released) = host.call("GET", "/api/v2/flows/cel", None).await;
-    assert_eq!((released["status"].clone(), released["released_version"].clone()), (json!("valid"), json!(1)));
+    assert_released(&host, "cel", 1).await;
     host.stop().await;
 }
 
@@ -234,8 +242,7 @@ async fn a_drifted_flow_is_shown_and_fixed_in_chromium() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     browser_session(&host, "drift", &[]).await;
-    let (_, fixed) = host.call("GET", "/api/v2/flows/drift", None).await;
-    assert_eq!((fixed["status"].clone(), fixed["released_version"].clone()), (json!("valid"), json!(2)), "{fixed}");
+    let fixed = assert_released(&host, "drift", 2).await;
     assert_eq!(fixed["broken_reasons"], json!([]));
     host.stop().await;
 }
@@ -315,8 +322,7 @@ async fn a_wasm_flow_is_built_run_replayed_and_diffed_in_chromium() {
     ];
     tokio::join!(browser_session(&host, "plugin", &env), publisher);
 
-    let (_, flow) = host.call("GET", "/api/v2/flows/ledger-flow", None).await;
-    assert_eq!((flow["status"].clone(), flow["released_version"].clone()), (json!("valid"), json!(2)), "{flow}");
+    assert_released(&host, "ledger-flow", 2).await;
     let (_, letters) = host.call("GET", "/api/v2/dead-letters?flow_id=ledger-flow", None).await;
     assert_eq!(letters["total"], 1, "{letters}");
     let replays: Vec<&str> = letters["dead_letters"][0]["replays"]

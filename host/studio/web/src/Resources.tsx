@@ -32,19 +32,22 @@ export function useSection<T>(path: string, keyOf: (item: T) => string) {
   };
 }
 
-/// The resources at `path` (a GET answering a JSON array), and a reload.
-export function useStored<T>(path: string): { items: T[]; reload: () => Promise<void> } {
+const asList = <T,>(answer: unknown) => answer as T[];
+
+/// The items at `path` (a GET answering a JSON array, or what `pick` takes from its answer: keep `pick` the same
+/// function between renders), and a reload.
+export function useStored<T>(path: string, pick: (answer: unknown) => T[] = asList): { items: T[]; reload: () => Promise<void> } {
   const { failed, session } = useFeedback();
   const [items, setItems] = useState<T[]>([]);
   const reload = useCallback(async () => {
     try {
-      setItems(await call<T[]>("GET", path));
+      setItems(pick(await call<unknown>("GET", path)));
     } catch (error) {
       failed(error);
     }
     // `session`: signing in loads the list again.
     // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [failed, path, session]);
+  }, [failed, path, pick, session]);
   useEffect(() => {
     void reload();
   }, [reload]);

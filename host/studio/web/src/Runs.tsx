@@ -2,10 +2,9 @@
 // (its nodes marked on the canvas with their outcomes) and, in the inspector, each node's input, output,
 // outcome and attempts (`GET /api/v2/flows/:id/runs`, `GET /api/v2/runs/:run_id`).
 
-import { useCallback, useEffect, useState } from "react";
-
 import { call } from "./api";
 import { useFeedback } from "./feedback";
+import { useStored } from "./Resources";
 
 export interface RunSummary {
   run_id: string;
@@ -31,23 +30,12 @@ export interface RunDetail {
   nodes: RunStep[];
 }
 
+const pickRuns = (answer: unknown) => (answer as { runs: RunSummary[] }).runs;
+
 export function RunsPanel(props: { flowId: string; chosen: RunDetail | null; onChoose: (run: RunDetail | null) => void }) {
   const { flowId, chosen, onChoose } = props;
-  const { failed: onError, session } = useFeedback();
-  const [runs, setRuns] = useState<RunSummary[]>([]);
-  const refresh = useCallback(async () => {
-    try {
-      const page = await call<{ runs: RunSummary[] }>("GET", `/api/v2/flows/${encodeURIComponent(flowId)}/runs?page_size=20`);
-      setRuns(page.runs);
-    } catch (error) {
-      onError(error);
-    }
-    // `session`: signing in loads the runs again.
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [flowId, onError, session]);
-  useEffect(() => {
-    void refresh();
-  }, [refresh]);
+  const { failed: onError } = useFeedback();
+  const { items: runs, reload: refresh } = useStored<RunSummary>(`/api/v2/flows/${encodeURIComponent(flowId)}/runs?page_size=20`, pickRuns);
   const choose = async (runId: string) => {
     try {
       onChoose(await call<RunDetail>("GET", `/api/v2/runs/${encodeURIComponent(runId)}`));
