@@ -6,7 +6,8 @@
 //! - `list.distinct()`, `list.flatten()`, `list.flatten(depth)`, `list.reverse()`, `list.slice(start, end)`,
 //!   `list.sort()`, `list.first()` and `list.last()` (optionals).
 //!
-//! Elements compare with CEL's equality (`1 == 1.0`), as the `in` operator does.
+//! Elements compare with CEL's equality, as the `in` operator does: `cel-core`'s `PartialEq` for `Value`, which
+//! holds `1 == 1u == 1.0` inside lists and maps too.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -42,20 +43,6 @@ fn int_arg(value: &Value) -> Result<i64, Value> {
         Value::Int(i) => Ok(*i),
         other => Err(Value::error(EvalError::type_mismatch("int", &other.type_value().name))),
     }
-}
-
-/// CEL equality for membership: numbers compare across int, uint and double.
-fn equal(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Int(x), Value::UInt(y)) | (Value::UInt(y), Value::Int(x)) => u64::try_from(*x).is_ok_and(|x| x == *y),
-        (Value::Int(x), Value::Double(y)) | (Value::Double(y), Value::Int(x)) => (*x as f64) == *y,
-        (Value::UInt(x), Value::Double(y)) | (Value::Double(y), Value::UInt(x)) => (*x as f64) == *y,
-        _ => a == b,
-    }
-}
-
-fn contains(list: &[Value], value: &Value) -> bool {
-    list.iter().any(|item| equal(item, value))
 }
 
 fn two_lists(args: &[Value], apply: impl Fn(&[Value], &[Value]) -> bool) -> Value {
@@ -133,9 +120,9 @@ pub fn extension() -> Vec<FunctionDecl> {
         )
     };
     vec![
-        sets("sets.contains", |a, b| b.iter().all(|v| contains(a, v))),
-        sets("sets.equivalent", |a, b| a.iter().all(|v| contains(b, v)) && b.iter().all(|v| contains(a, v))),
-        sets("sets.intersects", |a, b| a.iter().any(|v| contains(b, v))),
+        sets("sets.contains", |a, b| b.iter().all(|v| a.contains(v))),
+        sets("sets.equivalent", |a, b| a.iter().all(|v| b.contains(v)) && b.iter().all(|v| a.contains(v))),
+        sets("sets.intersects", |a, b| a.iter().any(|v| b.contains(v))),
         FunctionDecl::new("lists.range").with_overload(
             OverloadDecl::function("lists_range_int", vec![CelType::Int], list_of(CelType::Int)).with_impl(|args| {
                 match args.first().map(int_arg) {
@@ -152,7 +139,7 @@ pub fn extension() -> Vec<FunctionDecl> {
             with_list(args, |items| {
                 let mut kept: Vec<Value> = Vec::new();
                 for item in items.iter() {
-                    if !contains(&kept, item) {
+                    if !kept.contains(item) {
                         kept.push(item.clone());
                     }
                 }
