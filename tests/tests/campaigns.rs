@@ -839,3 +839,106 @@ async fn campaigns_of_the_external_source() {
     c.host.stop().await;
     server.abort();
 }
+
+/// A tenant with more campaigns than the list cache holds is paged by the store: every filter, order and page
+/// must come out as the cache gives them (ties by id, a missing date first ascending and last descending).
+async fn a_tenant_too_large_to_hold_lists_as_a_held_one(backends: Backends) {
+    use flowhost_campaigns::list_cache::ListCache;
+    use flowhost_campaigns::model::{CampaignDoc, Origin, UiStatus};
+    use flowhost_campaigns::read_model::{Aggregate, CampaignFilter, ReadModels, SortKey};
+    use flowhost_core::ports::Direction;
+
+    let dir = tempfile::tempdir().unwrap();
+    let ports = flowhost::connect(&TestHost::config(backends, dir.path())).await.unwrap();
+    let read_models = ReadModels { documents: ports.documents.clone() };
+    read_models.ensure_indexes().await.unwrap();
+    let tenant = "large";
+    // Names, dates and statuses repeat so that every order has ties; some dates are missing.
+    let rows: Vec<CampaignDoc> = (0..23)
+        .map(|n: usize| CampaignDoc {
+            campaign_id: format!("c{:02}", (n * 7) % 23),
+            tenant_id: tenant.into(),
+            name: ["Spring", "autumn", "Spring bonus", "Ärger"][n % 4].into(),
+            campaign_origin: Origin::ALL[n % 2],
+            ui_status: UiStatus::ALL[n % 3],
+            flow_status: None,
+            external_state: None,
+            enabled: true,
+            released_version: None,
+            starts_at: (!n.is_multiple_of(3)).then(|| format!("2026-0{}-01T00:00:00Z", 1 + n % 5)),
+            ends_at: (!n.is_multiple_of(4)).then(|| format!("2026-1{}-01T00:00:00Z", n % 3)),
+            archived: false,
+            description: String::new(),
+            offering: String::new(),
+            broken_reasons: Vec::new(),
+            created_at: String::new(),
+            updated_at: format!("2026-05-{:02}T00:00:00Z", 1 + n % 6),
+            players_engaged: 0,
+            deliveries: 0,
+            interactions: 0,
+        })
+        .collect();
+    read_models.put_rows(&rows).await.unwrap();
+    read_models.put_aggregate(&Aggregate::of(tenant, &rows)).await.unwrap();
+
+    let held = ListCache::default();
+    let too_small = ListCache::with_budget(rows.len() - 1);
+    let page_size = 4;
+    for origin in [None, Some(Origin::Flow), Some(Origin::External)] {
+        for status in [None, Some(UiStatus::Running), Some(UiStatus::Ended)] {
+            for sort in [SortKey::UpdatedAt, SortKey::Name, SortKey::StartsAt, SortKey::EndsAt] {
+                for direction in [Direction::Asc, Direction::Desc] {
+                    let filter = CampaignFilter {
+                        tenant_id: tenant.into(),
+                        ui_status: status,
+                        campaign_origin: origin,
+                        sort,
+                        direction,
+                    };
+                    for page in 1..=7 {
+                        let ids = |rows: Vec<CampaignDoc>| rows.into_iter().map(|r| r.campaign_id).collect::<Vec<_>>();
+                        let from_cache = held.page(&read_models, &filter, page, page_size).await.unwrap();
+                        let from_store = too_small.page(&read_models, &filter, page, page_size).await.unwrap();
+                        assert_eq!(from_store.total, from_cache.total, "{filter:?}");
+                        assert_eq!(ids(from_store.rows), ids(from_cache.rows), "{filter:?} page {page}");
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(held.held(), [tenant]);
+    assert!(too_small.held().is_empty(), "a tenant beyond the budget is never held");
+
+    // Tenants beyond the budget go least recently used first.
+    let two_tenants = ListCache::with_budget(rows.len() + 5);
+    let small: Vec<CampaignDoc> =
+        rows[..5].iter().map(|row| CampaignDoc { tenant_id: "small".into(), ..row.clone() }).collect();
+    read_models.put_rows(&small).await.unwrap();
+    read_models.put_aggregate(&Aggregate::of("small", &small)).await.unwrap();
+    let first_page = |tenant: &str| CampaignFilter {
+        tenant_id: tenant.into(),
+        ui_status: None,
+        campaign_origin: None,
+        sort: SortKey::UpdatedAt,
+        direction: Direction::Desc,
+    };
+    two_tenants.page(&read_models, &first_page("small"), 1, 10).await.unwrap();
+    two_tenants.page(&read_models, &first_page(tenant), 1, 10).await.unwrap();
+    assert_eq!(two_tenants.held(), [tenant, "small"], "both fit");
+    let third: Vec<CampaignDoc> =
+        rows[..1].iter().map(|row| CampaignDoc { tenant_id: "third".into(), ..row.clone() }).collect();
+    read_models.put_rows(&third).await.unwrap();
+    read_models.put_aggregate(&Aggregate::of("third", &third)).await.unwrap();
+    two_tenants.page(&read_models, &first_page("third"), 1, 10).await.unwrap();
+    assert_eq!(two_tenants.held(), [tenant, "third"], "the least recently used tenant went");
+}
+
+#[tokio::test]
+async fn embedded_a_tenant_too_large_to_hold_lists_as_a_held_one() {
+    a_tenant_too_large_to_hold_lists_as_a_held_one(Backends::Embedded).await;
+}
+
+#[tokio::test]
+async fn mongodb_a_tenant_too_large_to_hold_lists_as_a_held_one() {
+    a_tenant_too_large_to_hold_lists_as_a_held_one(Backends::Distributed).await;
+}

@@ -8,7 +8,7 @@
 //! row shows); otherwise it loads the rows again. The sync writes rows before their aggregate, so rows loaded
 //! in between are newer than the version they are kept with, never older.
 //!
-//! A tenant with more rows than [`MAX_CACHED_ROWS`] is listed from the store; tenants beyond the budget are
+//! A tenant with more rows than the budget ([`MAX_CACHED_ROWS`]) is listed from the store; tenants beyond the budget are
 //! evicted least recently used first.
 
 use std::cmp::Ordering;
@@ -82,15 +82,39 @@ pub struct ListPage {
     pub aggregate: Aggregate,
 }
 
-#[derive(Default)]
 pub struct ListCache {
+    /// The most rows held over all tenants ([`MAX_CACHED_ROWS`] unless built [`ListCache::with_budget`]).
+    budget: usize,
     tenants: Mutex<HashMap<String, Arc<TenantRows>>>,
     /// One load at a time: requests arriving during a load wait for it instead of loading too.
     loading: tokio::sync::Mutex<()>,
     uses: AtomicU64,
 }
 
+impl Default for ListCache {
+    fn default() -> ListCache {
+        ListCache::with_budget(MAX_CACHED_ROWS)
+    }
+}
+
 impl ListCache {
+    /// A cache holding at most `rows` rows over all tenants; a tenant with more is listed from the store.
+    pub fn with_budget(rows: usize) -> ListCache {
+        ListCache {
+            budget: rows,
+            tenants: Mutex::default(),
+            loading: tokio::sync::Mutex::default(),
+            uses: AtomicU64::default(),
+        }
+    }
+
+    /// The tenants whose rows are held now.
+    pub fn held(&self) -> Vec<String> {
+        let mut tenants: Vec<String> = self.tenants.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+        tenants.sort();
+        tenants
+    }
+
     pub async fn page(
         &self,
         read_models: &ReadModels,
@@ -142,7 +166,7 @@ impl ListCache {
             return Ok(Some(loaded));
         }
         let campaigns: u64 = aggregate.counters(None, None).campaigns;
-        if campaigns as usize > MAX_CACHED_ROWS {
+        if campaigns as usize > self.budget {
             return Ok(None);
         }
         let rows = read_models.rows_of_tenant(tenant).await?;
@@ -156,7 +180,7 @@ impl ListCache {
         let mut tenants = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
         tenants.insert(tenant.to_owned(), entry.clone());
         // Least recently used tenants go while the rows held exceed the budget.
-        while tenants.values().map(|cached| cached.rows.len()).sum::<usize>() > MAX_CACHED_ROWS {
+        while tenants.values().map(|cached| cached.rows.len()).sum::<usize>() > self.budget {
             let Some(oldest) =
                 tenants.iter().min_by_key(|(_, cached)| cached.last_used.load(Atomic::Relaxed)).map(|(t, _)| t.clone())
             else {
