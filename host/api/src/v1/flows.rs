@@ -17,7 +17,7 @@ use flowhost_core::ports::DocumentStore;
 use serde_json::{json, Value};
 
 use super::triggers::delete_rule;
-use super::{decode, encode, load, load_all, status_ok, EnabledBody, SharedState};
+use super::{decode, encode, insert_new, load, load_all, status_ok, EnabledBody, SharedState};
 use crate::error::ApiError;
 use crate::json::JsonBody;
 
@@ -32,13 +32,7 @@ pub(crate) async fn create(
     if flow.id.trim().is_empty() {
         flow.id = uuid::Uuid::new_v4().to_string();
     }
-    match state.ports.documents.insert(FLOWS, &flow.id, encode(&flow)?).await {
-        Ok(()) => {}
-        Err(flowhost_core::PortError::Conflict(_)) => {
-            return Err(ApiError::conflict(format!("flow {:?} already exists", flow.id)))
-        }
-        Err(e) => return Err(e.into()),
-    }
+    insert_new(state.ports.documents.as_ref(), FLOWS, "flow", &flow.id, &flow).await?;
     Ok((StatusCode::CREATED, Json(flow)))
 }
 

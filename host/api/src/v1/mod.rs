@@ -61,6 +61,20 @@ pub(crate) async fn load_all<T: DeserializeOwned>(
     documents.list(collection).await?.into_iter().map(|doc| decode(collection, doc)).collect()
 }
 
+/// Stores a new document; an existing `id` is a 409 naming the `kind` (`flow "x" already exists`).
+pub(crate) async fn insert_new<T: Serialize>(
+    documents: &dyn DocumentStore,
+    collection: &str,
+    kind: &str,
+    id: &str,
+    value: &T,
+) -> Result<(), ApiError> {
+    match documents.insert(collection, id, encode(value)?).await {
+        Err(flowhost_core::PortError::Conflict(_)) => Err(ApiError::conflict(format!("{kind} {id:?} already exists"))),
+        other => Ok(other?),
+    }
+}
+
 pub(crate) fn decode<T: DeserializeOwned>(collection: &str, doc: Value) -> Result<T, ApiError> {
     serde_json::from_value(doc).map_err(|e| {
         error!(collection, error = %e, "stored document does not parse");

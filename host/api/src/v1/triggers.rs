@@ -7,11 +7,11 @@ use axum::http::StatusCode;
 use axum::Json;
 use flowhost_core::collections::{RULES, SCHEMAS, TENANT_OVERRIDES};
 use flowhost_core::model::{EventSchema, Rule, TenantOverride};
-use flowhost_core::ports::{check_topic_name, DocumentStore, PortError};
+use flowhost_core::ports::{check_topic_name, DocumentStore};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{encode, load, load_all, status_ok, EnabledBody, SharedState};
+use super::{encode, insert_new, load, load_all, status_ok, EnabledBody, SharedState};
 use crate::error::ApiError;
 use crate::json::JsonBody;
 
@@ -29,11 +29,7 @@ pub(crate) async fn create(
     rule.flow_id = None;
     let documents = state.ports.documents.as_ref();
     check_rule(documents, &rule).await?;
-    match documents.insert(RULES, &rule.id, encode(&rule)?).await {
-        Ok(()) => {}
-        Err(PortError::Conflict(_)) => return Err(ApiError::conflict(format!("rule {:?} already exists", rule.id))),
-        Err(e) => return Err(e.into()),
-    }
+    insert_new(documents, RULES, "rule", &rule.id, &rule).await?;
     state.announce_change().await;
     Ok((StatusCode::CREATED, Json(rule)))
 }
