@@ -328,13 +328,13 @@ impl LiveSync<'_> {
         documents.upsert(LIVE_EVENT_TOTALS, tenant, serde_json::to_value(&totals).unwrap_or(Value::Null)).await
     }
 
-    /// Gives each of `tenants` without totals its counts: every hour from its oldest to its newest event.
+    /// Gives each of `tenants` without totals its counts: every hour from its oldest to its newest event. Which
+    /// tenants have totals is one read, however many tenants there are (this runs on every pass).
     pub async fn count_missing_totals(&self, tenants: &BTreeSet<String>) -> Result<(), PortError> {
         let documents = self.read_models.documents.as_ref();
-        for tenant in tenants {
-            if documents.get(LIVE_EVENT_TOTALS, tenant).await?.is_some() {
-                continue;
-            }
+        let ids: Vec<String> = tenants.iter().cloned().collect();
+        let counted = documents.get_many(LIVE_EVENT_TOTALS, &ids).await?;
+        for tenant in tenants.iter().filter(|tenant| !counted.contains_key(*tenant)) {
             let edge = |direction| {
                 let query =
                     Query::new().eq("tenant_id", json!(tenant)).sort("occurred_ms", direction).limit(1).without_total();
