@@ -18,6 +18,10 @@
 //! is the sum of the tenant's hours, summed again when one changes. Both are recomputed, never incremented, so
 //! re-reads and several replicas converge on the right counts. A tenant without totals (its events predate them)
 //! has every hour from its oldest to its newest event counted once.
+//!
+//! Each source is read again from a little before its cursor (a write that committed late is not missed); the
+//! events of that overlap which the last completed pass already wrote and counted, unchanged, are skipped
+//! ([`Settled`]), so a quiet pass writes nothing.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -186,11 +190,32 @@ async fn read_since(
     Ok(read)
 }
 
+/// The live events the last completed pass read, by id. A pass reads the overlap before each cursor again and
+/// skips the events it finds here unchanged, so a quiet pass writes and counts nothing. Kept in memory: a new
+/// process, or the pass after a failed one, processes the overlap again, which is idempotent.
+#[derive(Default)]
+pub struct Settled(std::sync::Mutex<HashMap<String, LiveEvent>>);
+
+impl Settled {
+    /// Those of `events` not settled as they are now.
+    fn unsettled(&self, events: &[LiveEvent]) -> Vec<LiveEvent> {
+        let settled = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        events.iter().filter(|event| settled.get(&event.event_id) != Some(*event)).cloned().collect()
+    }
+
+    /// After a pass whose writes and counts all completed: what it read is settled.
+    fn settle(&self, read: Vec<LiveEvent>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) =
+            read.into_iter().map(|event| (event.event_id.clone(), event)).collect();
+    }
+}
+
 /// The live-events slice over the main store.
 pub struct LiveSync<'a> {
     pub read_models: &'a ReadModels,
     pub source: &'a dyn DocumentStore,
     pub batch: u64,
+    pub settled: &'a Settled,
 }
 
 impl LiveSync<'_> {
@@ -209,6 +234,12 @@ impl LiveSync<'_> {
     pub async fn pass(&self, now_ms: i64) -> Result<LiveChanges, PortError> {
         let mut changes = LiveChanges::default();
         let mut lag_from: Vec<i64> = Vec::new();
+        let mut read: Vec<LiveEvent> = Vec::new();
+        let mut unsettled = |events: Vec<LiveEvent>| {
+            let new = self.settled.unsettled(&events);
+            read.extend(events);
+            new
+        };
 
         let runs_cursor = "live_events.runs";
         let finished = Filter::In(vec![json!("completed"), json!("dead_lettered")]);
@@ -222,7 +253,7 @@ impl LiveSync<'_> {
             self.batch,
         )
         .await?;
-        let events: Vec<LiveEvent> = runs.items.iter().filter_map(run_event).collect();
+        let events = unsettled(runs.items.iter().filter_map(run_event).collect());
         self.write(&events, &mut changes).await?;
         if !runs.caught_up {
             lag_from.extend(runs.newest);
@@ -243,7 +274,7 @@ impl LiveSync<'_> {
         let run_ids: Vec<String> =
             deliveries.items.iter().filter_map(|a| Some(a.get("run_id")?.as_str()?.to_owned())).collect();
         let flows = self.flows_of_runs(&run_ids).await?;
-        let events: Vec<LiveEvent> = deliveries.items.iter().filter_map(|a| delivery_event(a, &flows)).collect();
+        let events = unsettled(deliveries.items.iter().filter_map(|a| delivery_event(a, &flows)).collect());
         self.write(&events, &mut changes).await?;
         self.engage(&events, &mut changes).await?;
         if !deliveries.caught_up {
@@ -268,8 +299,8 @@ impl LiveSync<'_> {
         let run_of: HashMap<String, String> =
             activity.iter().filter_map(|(id, a)| Some((id.clone(), a.get("run_id")?.as_str()?.to_owned()))).collect();
         let flows = self.flows_of_runs(&run_of.values().cloned().collect::<Vec<_>>()).await?;
-        let events: Vec<LiveEvent> =
-            interactions.items.iter().filter_map(|e| interaction_event(e, &run_of, &flows)).collect();
+        let events =
+            unsettled(interactions.items.iter().filter_map(|e| interaction_event(e, &run_of, &flows)).collect());
         self.write(&events, &mut changes).await?;
         self.engage(&events, &mut changes).await?;
         if !interactions.caught_up {
@@ -282,6 +313,7 @@ impl LiveSync<'_> {
         // A tenant's history is counted before its new hours are added to its totals.
         self.count_missing_totals(&changes.tenants).await?;
         self.count_hours(&changes.hours).await?;
+        self.settled.settle(read);
         Ok(changes)
     }
 

@@ -15,6 +15,7 @@ use tracing::warn;
 use crate::api::{self, Api};
 use crate::explorer;
 use crate::external::ExternalSource;
+use crate::live::Settled;
 use crate::metrics::{self, SyncGauges};
 use crate::read_model::{ReadModels, ROWS};
 use crate::source::JsonSource;
@@ -49,6 +50,7 @@ impl flowhost_role::Role for CampaignsRole {
                 Some(url) => Some(ExternalSource(JsonSource::new(url.clone(), config.external_token.clone())?)),
                 None => None,
             },
+            settled_live_events: Settled::default(),
         };
         let api = Api {
             read_models: read_models.clone(),

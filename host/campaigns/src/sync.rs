@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::external::ExternalSource;
-use crate::live::{LiveSync, LIVE_EVENTS};
+use crate::live::{LiveSync, Settled, LIVE_EVENTS};
 use crate::model::{instant_ms, CampaignDoc, Origin, UiStatus};
 use crate::read_model::{Aggregate, ReadModels, SyncState};
 use crate::support::SupportSource;
@@ -95,6 +95,7 @@ pub struct Sync {
     pub support: Option<SupportSource>,
     /// The external campaign source, when configured.
     pub external: Option<ExternalSource>,
+    pub settled_live_events: Settled,
 }
 
 /// What the campaigns slice changed.
@@ -166,7 +167,12 @@ impl Sync {
             }
             Err(_) => self.record(&mut states, CAMPAIGNS, &tenants, now_ms, Err(())),
         }
-        let live = LiveSync { read_models: &self.read_models, source: self.source.as_ref(), batch: self.batch };
+        let live = LiveSync {
+            read_models: &self.read_models,
+            source: self.source.as_ref(),
+            batch: self.batch,
+            settled: &self.settled_live_events,
+        };
         let live_pass = async {
             let changes = live.pass(now_ms).await?;
             live.count_missing_totals(&tenants).await?;
