@@ -27,7 +27,7 @@ use std::sync::{Arc, OnceLock};
 
 pub use cel_core;
 use cel_core::types::CelType;
-use cel_core::{Ast, CheckErrorKind, CompileError, Env, Expr, SpannedExpr, Value};
+use cel_core::{Ast, CheckErrorKind, CompileError, Env, Expr, Program, SpannedExpr, Value};
 use serde::Serialize;
 use serde_json::Value as Json;
 
@@ -58,10 +58,14 @@ pub fn environment() -> Env {
 /// Why an expression could not be compiled.
 #[derive(Debug)]
 pub enum Problem {
+    /// Nothing but white space.
+    Empty,
     /// Over one of the limits above.
     Limit(String),
     /// The parser's or the type checker's errors.
     Compile(CompileError),
+    /// The checked tree could not become a program.
+    Program(String),
 }
 
 impl Problem {
@@ -69,7 +73,7 @@ impl Problem {
     /// one ("unknown field 'x': not declared in the schema of event type '<origin>'").
     pub fn messages(self, origin: &str) -> Vec<String> {
         let error = match self {
-            Problem::Limit(message) => return vec![message],
+            Problem::Empty | Problem::Limit(_) | Problem::Program(_) => return vec![self.to_string()],
             Problem::Compile(error) => error,
         };
         match error {
@@ -96,7 +100,8 @@ impl Problem {
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Problem::Limit(message) => f.write_str(message),
+            Problem::Empty => f.write_str("expression is empty"),
+            Problem::Limit(message) | Problem::Program(message) => f.write_str(message),
             Problem::Compile(error) => error.fmt(f),
         }
     }
@@ -118,9 +123,41 @@ pub fn parse(env: &Env, source: &str) -> Result<Ast, Problem> {
     Ok(ast)
 }
 
-/// Refuses a source longer than [`MAX_EXPRESSION_BYTES`] or nested deeper than [`MAX_NESTING`] (brackets,
-/// runs of prefix operators, conditionals), counted outside string literals.
+/// An expression ready to evaluate many times: its program, built from the tree as parsed (fields read as they
+/// come), and whether it nests comprehensions (then the lists it reads are bounded, see [`read_json`]).
+pub struct Runnable {
+    pub program: Program,
+    pub nested_loops: bool,
+}
+
+impl Runnable {
+    /// Parses `source` without checking its types and builds its program, within the limits. A caller that
+    /// type-checks first ([`compile`]) still evaluates this tree: the checked one makes the interpreter consult
+    /// the checker's reference map at every node, which plain variables never need (host/expr's benches/cel.rs).
+    pub fn new(env: &Env, source: &str) -> Result<Runnable, Problem> {
+        check_source(source)?;
+        let ast = env.parse_only(source).map_err(Problem::Compile)?;
+        let comprehensions = check_depth(ast.expr())?;
+        let program = env.program(&ast).map_err(|error| Problem::Program(error.to_string()))?;
+        Ok(Runnable { program, nested_loops: comprehensions >= 2 })
+    }
+
+    /// Evaluates to a boolean; anything else (an error, another type) is the reason it did not.
+    pub fn evaluate(&self, activation: &dyn cel_core::Activation) -> Result<bool, String> {
+        match self.program.eval(activation) {
+            Value::Bool(b) => Ok(b),
+            Value::Error(error) => Err(error.to_string()),
+            other => Err(format!("result is not a bool: {other}")),
+        }
+    }
+}
+
+/// Refuses an empty source, one longer than [`MAX_EXPRESSION_BYTES`] or nested deeper than [`MAX_NESTING`]
+/// (brackets, runs of prefix operators, conditionals), counted outside string literals.
 pub fn check_source(source: &str) -> Result<(), Problem> {
+    if source.trim().is_empty() {
+        return Err(Problem::Empty);
+    }
     if source.len() > MAX_EXPRESSION_BYTES {
         return Err(Problem::Limit(format!(
             "the expression is {} bytes long; at most {MAX_EXPRESSION_BYTES} are allowed",
@@ -221,17 +258,12 @@ pub fn check_depth(root: &SpannedExpr) -> Result<usize, Problem> {
     Ok(deepest_loop)
 }
 
-/// Whether `ast` nests one comprehension in another's body, so its work is the product of two lists' sizes:
-/// the lists it reads from an event are then bounded by [`MAX_LIST_UNDER_NESTED_LOOPS`] (see [`read_json`]).
-pub fn nests_loops(ast: &Ast) -> bool {
-    check_depth(ast.expr()).map_or(true, |nesting| nesting >= 2)
-}
-
-/// Longest list an expression with nested comprehensions may read from an event (a million steps at most).
+/// Longest list an expression that nests one comprehension in another's body (its work the product of two
+/// lists' sizes) may read from an event: a million steps at most.
 pub const MAX_LIST_UNDER_NESTED_LOOPS: usize = 1_000;
 
-/// A field of an event as an expression reads it: [`from_json`], or, for an expression that
-/// [`nests_loops`], an error when the value holds a list longer than [`MAX_LIST_UNDER_NESTED_LOOPS`] (the
+/// A field of an event as an expression reads it: [`from_json`], or, for an expression with
+/// [`Runnable::nested_loops`], an error when the value holds a list longer than [`MAX_LIST_UNDER_NESTED_LOOPS`] (the
 /// evaluator has no budget of its own; this keeps one event from holding a thread for minutes).
 pub fn read_json(json: &Json, nested_loops: bool) -> Value {
     if nested_loops && longest_list(json) > MAX_LIST_UNDER_NESTED_LOOPS {
@@ -508,9 +540,9 @@ mod tests {
     #[test]
     fn lists_under_nested_loops_are_bounded() {
         let env = environment();
-        let nested = parse(&env, "tags.all(a, tags.exists(b, a == b))").unwrap();
-        let single = parse(&env, "tags.all(a, a > 0) && tags.map(a, a).all(b, b > 0)").unwrap();
-        assert!(nests_loops(&nested) && !nests_loops(&single));
+        let nested = Runnable::new(&env, "tags.all(a, tags.exists(b, a == b))").unwrap();
+        let single = Runnable::new(&env, "tags.all(a, a > 0) && tags.map(a, a).all(b, b > 0)").unwrap();
+        assert!(nested.nested_loops && !single.nested_loops);
         let long = serde_json::json!({"inner": (0..=MAX_LIST_UNDER_NESTED_LOOPS).collect::<Vec<_>>()});
         assert!(read_json(&long, true).is_error());
         assert!(!read_json(&long, false).is_error(), "a single loop is linear: no bound");

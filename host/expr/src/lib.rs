@@ -15,19 +15,17 @@
 
 use std::sync::Arc;
 
-use flowhost_cel::cel_core::{Activation, Ast, BinaryOp, CelType, Expr, Program, Value};
+use flowhost_cel::cel_core::{Activation, Ast, BinaryOp, CelType, Expr, Value};
+use flowhost_cel::Runnable;
 use flowhost_core::model::{EventSchema, FieldType};
 use serde_json::{Map, Value as Json};
 
 /// A compiled rule expression, ready to evaluate many times.
 pub struct Expression {
-    program: Program,
+    runnable: Runnable,
     /// Declared field types; `None` when compiled without a schema (fields read dynamically). A short list
     /// scanned linearly: cheaper than hashing the name for the handful of fields a schema declares.
     types: Option<Arc<[DeclaredField]>>,
-    /// Comprehensions nest in one another: the lists read from the event are bounded
-    /// (`flowhost_cel::read_json`).
-    nested_loops: bool,
 }
 
 impl std::fmt::Debug for Expression {
@@ -91,9 +89,6 @@ impl Expression {
         fields: Option<&[(String, FieldKind)]>,
         origin: &str,
     ) -> Result<Expression, Vec<String>> {
-        if source.trim().is_empty() {
-            return Err(vec!["expression is empty".to_owned()]);
-        }
         let mut env = flowhost_cel::environment();
         let types = fields.map(|fields| {
             for (name, kind) in fields {
@@ -110,12 +105,8 @@ impl Expression {
                 })
                 .collect::<Arc<[_]>>()
         });
-        let ast = match fields {
-            Some(_) => flowhost_cel::compile(&env, source),
-            None => flowhost_cel::parse(&env, source),
-        }
-        .map_err(|problem| problem.messages(origin))?;
         if fields.is_some() {
+            let ast = flowhost_cel::compile(&env, source).map_err(|problem| problem.messages(origin))?;
             let mut errors = Vec::new();
             check_strict_equality(&ast, &mut errors);
             match ast.result_type() {
@@ -126,26 +117,15 @@ impl Expression {
                 return Err(errors);
             }
         }
-        // Evaluate the parse-only tree: the checked one makes the interpreter consult the checker's reference
-        // map at every node, which our plain variables never need (measured in benches/cel.rs).
-        // Without fields, `ast` is that tree already.
-        let unchecked = match fields {
-            Some(_) => flowhost_cel::parse(&env, source).map_err(|e| vec![e.to_string()])?,
-            None => ast,
-        };
-        let program = env.program(&unchecked).map_err(|e| vec![e.to_string()])?;
-        let nested_loops = flowhost_cel::nests_loops(&unchecked);
-        Ok(Expression { program, types, nested_loops })
+        let runnable = Runnable::new(&env, source).map_err(|problem| problem.messages(origin))?;
+        Ok(Expression { runnable, types })
     }
 
     /// Evaluates against an event's fields. A non-boolean result is an error.
     pub fn evaluate(&self, fields: &Map<String, Json>) -> Result<bool, EvalError> {
-        let activation = EventActivation { fields, types: self.types.as_deref(), nested_loops: self.nested_loops };
-        match self.program.eval(&activation) {
-            Value::Bool(b) => Ok(b),
-            Value::Error(error) => Err(EvalError(error.to_string())),
-            other => Err(EvalError(format!("result is not a bool: {other}"))),
-        }
+        let nested_loops = self.runnable.nested_loops;
+        let activation = EventActivation { fields, types: self.types.as_deref(), nested_loops };
+        self.runnable.evaluate(&activation).map_err(EvalError)
     }
 }
 

@@ -22,7 +22,8 @@
 
 use std::collections::BTreeMap;
 
-use flowhost_cel::cel_core::{Activation, Program, Value};
+use flowhost_cel::cel_core::{Activation, Value};
+use flowhost_cel::Runnable;
 use flowhost_sdk_guest::{export_plugin, Action, Context, Error, Manifest, Output, Plugin, Prepared};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -57,31 +58,30 @@ impl Plugin for Condition {
         }
         let config: Config =
             serde_json::from_str(config).map_err(|error| Error::permanent(format!("invalid config: {error}")))?;
-        let compiled = compile(&config.expression)
-            .map_err(|errors| Error::permanent(format!("invalid expression: {}", errors.join("; "))))?;
-        Ok(Box::new(compiled))
+        let runnable = Runnable::new(&flowhost_cel::environment(), &config.expression)
+            .map_err(|problem| Error::permanent(format!("invalid expression: {}", problem.messages("").join("; "))))?;
+        Ok(Box::new(Compiled(runnable)))
     }
 }
 
-/// A compiled expression; `nested_loops` as `flowhost_cel::nests_loops` says (the lists it reads are bounded).
-struct Compiled {
-    program: Program,
-    nested_loops: bool,
-}
+/// A compiled expression (host/expr's `Expression::compile(source, None)`: parsed only).
+struct Compiled(Runnable);
 
 impl Prepared for Compiled {
     fn evaluate(&self, _context: &Context, event: &str) -> Result<Output, Error> {
         let invalid = |error: serde_json::Error| Error::permanent(format!("invalid event: {error}"));
         // The event's fields are read without converting them: only those the expression reads are decoded (a
         // key with escapes cannot be borrowed; such an event is decoded whole).
+        let Compiled(runnable) = self;
         let pass = match serde_json::from_str::<RawFields<'_>>(event) {
-            Ok(fields) => evaluate(&self.program, &RawActivation(&fields, self.nested_loops)),
+            Ok(fields) => runnable.evaluate(&RawActivation(&fields, runnable.nested_loops)),
             Err(_) => {
                 let fields = serde_json::from_str(event).map_err(invalid)?;
-                evaluate(&self.program, &EventActivation(&fields, self.nested_loops))
+                runnable.evaluate(&EventActivation(&fields, runnable.nested_loops))
             }
         }
-        .map_err(Error::permanent)?;
+        // host/expr's `EvalError` message.
+        .map_err(|error| Error::permanent(format!("expression evaluation failed: {error}")))?;
         Ok(Output::raw(if pass { PASS } else { FAIL }))
     }
 }
@@ -103,17 +103,6 @@ fn config_schema() -> Json {
     })
 }
 
-/// host/expr's `Expression::compile(source, None)`: parse only, with its error messages.
-fn compile(source: &str) -> Result<Compiled, Vec<String>> {
-    if source.trim().is_empty() {
-        return Err(vec!["expression is empty".to_owned()]);
-    }
-    let env = flowhost_cel::environment();
-    let ast = flowhost_cel::parse(&env, source).map_err(|problem| problem.messages(""))?;
-    let program = env.program(&ast).map_err(|error| vec![error.to_string()])?;
-    Ok(Compiled { program, nested_loops: flowhost_cel::nests_loops(&ast) })
-}
-
 /// The two answers, written once (serializing `{"pass": bool}` per event is measurable in a batch).
 const PASS: &str = r#"{"pass":true}"#;
 const FAIL: &str = r#"{"pass":false}"#;
@@ -129,15 +118,6 @@ impl Activation for RawActivation<'_> {
         let raw = self.0.get(name)?;
         // A value inside a document that parsed is valid JSON.
         serde_json::from_str::<Json>(raw.get()).ok().map(|json| flowhost_cel::read_json(&json, self.1))
-    }
-}
-
-/// host/expr's `Expression::evaluate` (its `EvalError` message included).
-fn evaluate(program: &Program, activation: &dyn Activation) -> Result<bool, String> {
-    match program.eval(activation) {
-        Value::Bool(b) => Ok(b),
-        Value::Error(error) => Err(format!("expression evaluation failed: {error}")),
-        other => Err(format!("expression evaluation failed: result is not a bool: {other}")),
     }
 }
 
