@@ -3,8 +3,10 @@
 #   1. installs what is missing (Debian packages for Redis and NATS, a Python venv with the Kafka-protocol and
 #      MongoDB-protocol servers; see tests/scripts/servers.sh),
 #   2. starts the four servers on loopback on free ports,
-#   3. builds the workspace (the binary tests start target/debug/flowhost) and runs `cargo test --workspace`,
-#   4. stops the servers it started, by their pid files, whatever the outcome.
+#   3. builds the workspace (the binary tests start target/debug/flowhost) and runs every test binary with
+#      `cargo test --workspace --no-fail-fast`: a failing binary never hides the ones after it,
+#   4. ends with the totals over every binary and the name of every failed test,
+#   5. stops the servers it started, by their pid files, whatever the outcome.
 # Extra arguments go to `cargo test` (e.g. `bash tests/run.sh -p flowhost-tests --test engine`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,4 +22,24 @@ bash "$scripts/servers.sh" start "$state"
 source "$state/env"
 
 cargo build --workspace --bins
-cargo test --workspace "$@"
+log="$state/cargo-test.log"
+started=$SECONDS
+status=0
+cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || status=$?
+# The totals over every binary's "test result:" line, and each failed test by name.
+awk -v seconds=$((SECONDS - started)) -v status="$status" '
+  /^test result:/ {
+    for (i = 1; i <= NF; i++) {
+      if ($(i + 1) ~ /^passed/) passed += $i
+      if ($(i + 1) ~ /^failed/) failed += $i
+      if ($(i + 1) ~ /^ignored/) ignored += $i
+    }
+    binaries++
+  }
+  /^test .* \.\.\. FAILED$/ { names = names "\n  " $2 }
+  END {
+    printf "\n[tests] %d passed, %d failed, %d ignored in %d test binaries (%d min %d s)\n", passed, failed, ignored, binaries, seconds / 60, seconds % 60
+    if (failed) printf "[tests] failed:%s\n", names
+    if (status != 0 && !failed) printf "[tests] a build or a test binary failed before reporting its tests: see cargo'"'"'s error above\n"
+  }' "$log"
+exit "$status"

@@ -92,7 +92,7 @@ async function wiringScenario() {
   await check("client and server problems merged", async () => {
     // The unconnected output topic is an orphan: one entry, although both the client and the server find it.
     await waitFor(async () => (await page.locator(".problems li", { hasText: "ORPHAN_NODE" }).count()) === 1, "one orphan");
-    expect(!(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "Release waits for the acknowledgement");
+    await waitFor(async () => !(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "Release waits for the acknowledgement");
   });
 
   await check("clicking a problem focuses its node", async () => {
@@ -104,7 +104,7 @@ async function wiringScenario() {
     await page.getByLabel("Connect to").selectOption("src");
     await page.getByRole("button", { name: "Connect", exact: true }).click();
     await waitFor(async () => (await status()).includes("Nothing can lead into the source"), "the refusal");
-    expect((await page.locator(".react-flow__edge").count()) === 0, "no edge drawn");
+    await waitFor(async () => (await page.locator(".react-flow__edge").count()) === 0, "no edge drawn");
   });
 
   await check("keyboard-only wiring", async () => {
@@ -154,7 +154,7 @@ async function configScenario() {
   await check("the action's form comes from its config_schema", async () => {
     await page.locator(".react-flow__node", { hasText: "push" }).click();
     await page.getByRole("group", { name: "Action of notifications" }).waitFor();
-    expect((await page.getByLabel("Action", { exact: true }).inputValue()) === "send_webpush", "the action picked");
+    await waitFor(async () => (await page.getByLabel("Action", { exact: true }).inputValue()) === "send_webpush", "the action picked");
     for (const name of ["tenant_id", "player_id", "template_id", "language_enabled_id"]) {
       await field(`${name} *`).waitFor();
     }
@@ -162,13 +162,13 @@ async function configScenario() {
   await check("pickers are filled through the catalog's data-source proxy", async () => {
     const tenant = field("tenant_id *").locator("select");
     await waitFor(async () => (await tenant.locator("option").first().innerText()) === "Choose…", "tenants loaded");
-    expect((await page.locator(".picker-error").count()) === 0, "no picker failed");
+    await waitFor(async () => (await page.locator(".picker-error").count()) === 0, "no picker failed");
   });
   await check("the server's schema error lands on its field and blocks release", async () => {
     await waitFor(async () => (await field("player_id *").getByRole("alert").count()) > 0, "an error under player_id");
-    expect((await field("player_id *").locator("input").getAttribute("aria-invalid")) === "true", "aria-invalid");
-    expect(!(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "Release blocked");
-    expect((await page.locator(".problems li", { hasText: "ACTION_CONFIG_INVALID" }).count()) === 1, "in the problems panel");
+    await waitFor(async () => (await field("player_id *").locator("input").getAttribute("aria-invalid")) === "true", "aria-invalid");
+    await waitFor(async () => !(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "Release blocked");
+    await waitFor(async () => (await page.locator(".problems li", { hasText: "ACTION_CONFIG_INVALID" }).count()) === 1, "in the problems panel");
   });
   await check("the fix clears it; undo and redo walk the config edit", async () => {
     const input = field("player_id *").locator("input");
@@ -198,8 +198,8 @@ async function celScenario() {
     await page.locator(".react-flow__node", { hasText: "cond" }).click();
     await editor.waitFor();
     await waitFor(async () => (await errors.count()) > 0, "an error under the expression");
-    expect(/double|100\.0/.test(await errors.first().innerText()), `the message: ${await errors.first().innerText()}`);
-    expect(!(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "Release blocked");
+    await waitFor(async () => /double|100\.0/.test(await errors.first().innerText()), async () => `the message: ${await errors.first().innerText()}`);
+    await waitFor(async () => !(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "Release blocked");
   });
   await check("completion offers the fields that reach the node", async () => {
     await editor.click();
@@ -207,7 +207,7 @@ async function celScenario() {
     await page.keyboard.type(" && am");
     const option = page.locator(".cm-tooltip-autocomplete li", { hasText: "amount" });
     await option.waitFor();
-    expect((await option.innerText()).includes("double"), `with its type: ${await option.innerText()}`);
+    await waitFor(async () => (await option.innerText()).includes("double"), async () => `with its type: ${await option.innerText()}`);
     await page.keyboard.press("Escape");
     // The server's catalog of the CEL environment: a namespace's functions after `math.`, methods after `x.`.
     await page.keyboard.type(" && math.gre");
@@ -221,14 +221,14 @@ async function celScenario() {
     await editor.click();
     await page.keyboard.press("Control+a");
     await page.keyboard.type("amount > 100.0");
-    expect((await page.locator(".cm-tooltip-autocomplete").count()) === 0, "no completion after a number's dot");
+    await waitFor(async () => (await page.locator(".cm-tooltip-autocomplete").count()) === 0, "no completion after a number's dot");
     await waitFor(async () => (await errors.count()) === 0, "no error left", 15_000);
   });
   await check("test this node against the live plugin with a generated, edited, pinned sample", async () => {
     await page.locator(".node-test summary").click();
     const sample = page.getByLabel("Sample event (JSON)");
     const result = page.locator(".test-result");
-    expect(JSON.parse(await sample.inputValue()).amount === 150.5, `generated from the schema: ${await sample.inputValue()}`);
+    await waitFor(async () => JSON.parse(await sample.inputValue()).amount === 150.5, async () => `generated from the schema: ${await sample.inputValue()}`);
     await page.getByRole("button", { name: "Run test" }).click();
     await waitFor(async () => (await result.innerText()).includes('{"pass":true}'), "150.5 passes");
     await sample.fill(JSON.stringify({ ...JSON.parse(await sample.inputValue()), amount: 5.5 }));
@@ -255,7 +255,7 @@ async function driftScenario() {
   await check("the drift is shown with its broken reason on the node", async () => {
     await page.getByRole("alert").filter({ hasText: "invalid after a plugin change" }).waitFor();
     await tag.locator(".badge-blocking").waitFor();
-    expect(((await tag.locator(".badge").getAttribute("title")) ?? "").length > 0, "the badge names the reason");
+    await waitFor(async () => ((await tag.locator(".badge").getAttribute("title")) ?? "").length > 0, "the badge names the reason");
   });
   await check("the draft is fixed by picking the service's new action", async () => {
     await tag.click();
@@ -282,8 +282,8 @@ async function runsScenario() {
     await page.locator(".react-flow__node", { hasText: "out" }).click();
     const here = page.getByRole("region", { name: "This run at out" });
     await here.waitFor();
-    expect((await here.innerText()).includes("passed"), `the outcome: ${await here.innerText()}`);
-    expect((await here.locator("pre").first().innerText()).includes("250.5"), "the input has the event's amount");
+    await waitFor(async () => (await here.innerText()).includes("passed"), async () => `the outcome: ${await here.innerText()}`);
+    await waitFor(async () => (await here.locator("pre").first().innerText()).includes("250.5"), "the input has the event's amount");
   });
 }
 
@@ -377,11 +377,11 @@ async function pluginScenario() {
     await waitFor(async () => (await page.locator(".react-flow__node.on-path").count()) === 4, "four nodes on the path");
     await selectNode("action-1");
     const here = page.getByRole("region", { name: "This run at action-1" });
-    expect((await here.innerText()).includes("accepted"), `the wasm action's output: ${await here.innerText()}`);
+    await waitFor(async () => (await here.innerText()).includes("accepted"), async () => `the wasm action's output: ${await here.innerText()}`);
   });
   await check("the failed run's dead letter is listed and its run shown", async () => {
     await refreshUntil(letters, "Refresh dead letters", async () => (await letters.locator(".dead-letter").count()) === 1, "one dead letter");
-    expect((await letters.innerText()).includes("over the limit"), `the error: ${await letters.innerText()}`);
+    await waitFor(async () => (await letters.innerText()).includes("over the limit"), async () => `the error: ${await letters.innerText()}`);
     await letters.getByRole("button", { name: "Show run" }).click();
     await waitFor(async () => (await page.locator(".react-flow__node.outcome-dead_lettered").count()) === 1, "the action marked dead-lettered");
   });
@@ -389,7 +389,7 @@ async function pluginScenario() {
     await letters.getByRole("button", { name: "Replay to the run's version" }).click();
     await waitFor(async () => /Replayed to the run's version: run .*, version 1/.test(await status()), "replayed to version 1");
     await refreshUntil(letters, "Refresh dead letters", async () => (await letters.innerText()).includes("replayed 1 time"), "one replay recorded");
-    expect((await letters.locator(".dead-letter").count()) === 1, "still open");
+    await waitFor(async () => (await letters.locator(".dead-letter").count()) === 1, "still open");
   });
   await check("the limit is raised in a second release", async () => {
     await page.getByRole("button", { name: "Hide run" }).click();
@@ -410,10 +410,10 @@ async function pluginScenario() {
     const versions = page.getByRole("region", { name: /Versions/ });
     await versions.getByRole("button", { name: "Show the diff" }).click();
     await waitFor(async () => (await page.locator(".react-flow__node.diff-changed").count()) === 1, "one changed node");
-    expect((await page.locator(".react-flow__node.diff-same").count()) === 3, "three unchanged");
-    const changes = await page.getByRole("list", { name: "Changes" }).innerText();
-    expect(changes.includes("/config/limit 100 → 1000"), `the change: ${changes}`);
-    expect(!(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "the diff is read-only");
+    await waitFor(async () => (await page.locator(".react-flow__node.diff-same").count()) === 3, "three unchanged");
+    const changes = page.getByRole("list", { name: "Changes" });
+    await waitFor(async () => (await changes.innerText()).includes("/config/limit 100 → 1000"), async () => `the change: ${await changes.innerText()}`);
+    await waitFor(async () => !(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "the diff is read-only");
     await canvasNode("action-1").click();
     await page.getByRole("region", { name: "Changes of action-1" }).getByRole("cell", { name: "/config/limit" }).waitFor();
     await page.screenshot({ path: `${artifacts}/studio-plugin-diff.png` });
@@ -489,13 +489,13 @@ async function adminScenario() {
     await page.getByRole("navigation", { name: "Schemas" }).getByRole("button", { name: "login" }).click();
     await form("Schema login").getByRole("button", { name: "Delete schema" }).click();
     const confirm = page.getByRole("alertdialog", { name: "Delete a schema in use" });
-    expect((await confirm.innerText()).includes("Adults"), `names the rule: ${await confirm.innerText()}`);
+    await waitFor(async () => (await confirm.innerText()).includes("Adults"), async () => `names the rule: ${await confirm.innerText()}`);
     await confirm.getByRole("button", { name: "Keep the schema" }).click();
     expect((await api("/api/v1/schemas/login")).event_type === "login", "kept");
     await form("Schema login").getByRole("button", { name: "Delete schema" }).click();
     await confirm.getByRole("button", { name: "Delete anyway" }).click();
     await waitFor(async () => (await status()).includes("Schema login deleted"), "deleted");
-    expect((await page.getByRole("navigation", { name: "Schemas" }).getByRole("button", { name: "login" }).count()) === 0, "gone from the list");
+    await waitFor(async () => (await page.getByRole("navigation", { name: "Schemas" }).getByRole("button", { name: "login" }).count()) === 0, "gone from the list");
   });
   await check("two plugin versions uploaded, another plugin's component refused, rolled back", async () => {
     await section("Plugins");
@@ -523,13 +523,15 @@ const expect = (condition, why) => {
   if (!condition) throw new Error(why);
 };
 const status = () => page.locator("p.status").innerText();
+/// Polls `predicate` until it holds; past `timeout` fails with `why` (a string, or a function asked then, so the
+/// message shows the page as it was when the wait gave up).
 const waitFor = async (predicate, why, timeout = 10_000) => {
   const until = Date.now() + timeout;
   while (Date.now() < until) {
     if (await predicate()) return;
     await page.waitForTimeout(100);
   }
-  throw new Error(`timed out: ${why}`);
+  throw new Error(`timed out: ${typeof why === "function" ? await why().catch(String) : why}`);
 };
 const api = async (path) =>
   (await page.request.get(base + path, { headers: adminToken ? { authorization: `Bearer ${adminToken}` } : {} })).json();

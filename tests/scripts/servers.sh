@@ -64,8 +64,22 @@ start() {
   redis-server --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no \
     --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
 
+  # NATS with three accounts: `tests` (JetStream on; every connection without credentials lands there), and
+  # `blue` and `green`, two deployments' own accounts for the isolation test (tests/tests/deployments.rs): the
+  # same subjects in two accounts never meet. The passwords need percent-encoding in a URL, as real ones may.
   mkdir -p "$dir/nats"
-  nats-server -a 127.0.0.1 -p "$nats_port" -js -sd "$dir/nats" -P "$dir/nats.pid" >"$dir/nats.log" 2>&1 &
+  cat >"$dir/nats.conf" <<CONF
+listen: 127.0.0.1:$nats_port
+pid_file: "$dir/nats.pid"
+jetstream { store_dir: "$dir/nats" }
+accounts {
+  tests: { jetstream: enabled, users: [ { user: tests, password: tests } ] }
+  blue: { users: [ { user: blue, password: "blue/secret" } ] }
+  green: { users: [ { user: green, password: "green/secret" } ] }
+}
+no_auth_user: tests
+CONF
+  nats-server -c "$dir/nats.conf" >"$dir/nats.log" 2>&1 &
 
   "$venv/bin/nx-27017" --db memory --host 127.0.0.1 -p "$mongo_port" \
     --pid-file "$dir/mongo.pid" --log-file "$dir/mongo.log" >"$dir/mongo.out" 2>&1 &
@@ -86,6 +100,8 @@ start() {
 export FLOWHOST_TEST_KAFKA_BROKERS=127.0.0.1:$kafka_port
 export FLOWHOST_TEST_MONGODB_URI=mongodb://127.0.0.1:$mongo_port
 export FLOWHOST_TEST_NATS_URL=nats://127.0.0.1:$nats_port
+export FLOWHOST_TEST_NATS_BLUE_URL=nats://blue:blue%2Fsecret@127.0.0.1:$nats_port
+export FLOWHOST_TEST_NATS_GREEN_URL=nats://green:green%2Fsecret@127.0.0.1:$nats_port
 export FLOWHOST_TEST_REDIS_URL=redis://127.0.0.1:$redis_port
 export FLOWHOST_TEST_TANSU_BIN=$tansu
 export FLOWHOST_TEST_NX27017_BIN=$venv/bin/nx-27017

@@ -14,6 +14,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{servers, unique};
 
+/// A deployment's name on the shared servers: short (it prefixes every topic and subject) and unique.
+pub fn deployment_name() -> String {
+    format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+}
+
 /// Which backends a host runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backends {
@@ -52,9 +57,45 @@ impl TestHost {
             config.kafka.properties.insert("session.timeout.ms".into(), "6000".into());
             config.nats.url = Some(servers::nats_url());
             config.redis.url = Some(servers::redis_url());
+            // Each host is a deployment of its own on the shared servers: nothing it sends reaches another
+            // test's host (the same `triggers.v2.*` subjects, `triggers_v2_*` topics, queue keys). Hosts of one
+            // test that make one deployment start from one configuration (`start_with(config.clone())`), or
+            // copy it with `join_deployment`.
+            let deployment = deployment_name();
+            config.nats.subject_prefix = Some(deployment.clone());
+            config.kafka.topic_prefix = Some(deployment.clone());
+            config.redis.key_prefix = Some(deployment);
         }
         crate::push::configure(&mut config);
         config
+    }
+
+    /// The settings that make `config` a node of `deployment`'s deployment on the shared servers: its
+    /// namespaces, database and consumer group (so a second replica shares the first one's work).
+    pub fn join_deployment(config: &mut Config, deployment: &Config) {
+        config.mongodb.database = deployment.mongodb.database.clone();
+        config.engine.group_id = deployment.engine.group_id.clone();
+        config.nats.subject_prefix = deployment.nats.subject_prefix.clone();
+        config.kafka.topic_prefix = deployment.kafka.topic_prefix.clone();
+        config.redis.key_prefix = deployment.redis.key_prefix.clone();
+    }
+
+    /// The environment that makes a `flowhost` process started by a test a node of `config`'s deployment:
+    /// the servers it names, its database, consumer group and namespaces (nothing for the embedded backends).
+    pub fn deployment_env(config: &Config) -> Vec<(&'static str, String)> {
+        let mut env = vec![("FLOWHOST_ENGINE_GROUP_ID", config.engine.group_id.clone())];
+        let settings = [
+            ("FLOWHOST_MONGODB_URI", config.mongodb.uri.clone()),
+            ("FLOWHOST_MONGODB_DATABASE", config.mongodb.uri.as_ref().map(|_| config.mongodb.database.clone())),
+            ("FLOWHOST_KAFKA_BROKERS", config.kafka.brokers.clone()),
+            ("FLOWHOST_KAFKA_TOPIC_PREFIX", config.kafka.topic_prefix.clone()),
+            ("FLOWHOST_NATS_URL", config.nats.url.clone()),
+            ("FLOWHOST_NATS_SUBJECT_PREFIX", config.nats.subject_prefix.clone()),
+            ("FLOWHOST_REDIS_URL", config.redis.url.clone()),
+            ("FLOWHOST_REDIS_KEY_PREFIX", config.redis.key_prefix.clone()),
+        ];
+        env.extend(settings.into_iter().filter_map(|(name, value)| Some((name, value?))));
+        env
     }
 
     pub async fn start(backends: Backends) -> TestHost {

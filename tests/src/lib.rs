@@ -13,6 +13,7 @@ pub mod keyvault;
 pub mod process;
 pub mod push;
 pub mod push_service;
+pub mod sender;
 pub mod servers;
 
 pub use host::{Backends, TestHost};

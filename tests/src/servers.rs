@@ -23,6 +23,16 @@ pub fn nats_url() -> String {
     required("FLOWHOST_TEST_NATS_URL")
 }
 
+/// The NATS server's URL signed in to the account `blue` (a deployment of its own: see `servers.sh`).
+pub fn nats_blue_url() -> String {
+    required("FLOWHOST_TEST_NATS_BLUE_URL")
+}
+
+/// The NATS server's URL signed in to the account `green`.
+pub fn nats_green_url() -> String {
+    required("FLOWHOST_TEST_NATS_GREEN_URL")
+}
+
 pub fn redis_url() -> String {
     required("FLOWHOST_TEST_REDIS_URL")
 }

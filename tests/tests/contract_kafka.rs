@@ -5,14 +5,20 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flowhost_core::ports::Topics;
+use flowhost_core::ports::{Namespace, Topics};
 use flowhost_kafka::KafkaTopics;
-use flowhost_tests::contract::topics;
+use flowhost_tests::contract::{namespaces, topics};
 use flowhost_tests::servers;
 
 fn kafka() -> Arc<dyn Topics> {
+    kafka_in("")
+}
+
+/// Clients whose topics and groups are under `prefix` (`FLOWHOST_KAFKA_TOPIC_PREFIX`).
+fn kafka_in(prefix: &str) -> Arc<dyn Topics> {
     let properties = BTreeMap::from([("session.timeout.ms".to_owned(), "6000".to_owned())]);
-    let topics = KafkaTopics::new(&servers::kafka_brokers(), &properties).expect("Kafka clients");
+    let namespace = Namespace::new(prefix, '.');
+    let topics = KafkaTopics::new_in(&servers::kafka_brokers(), &properties, namespace).expect("Kafka clients");
     assert_eq!(topics.backend(), "kafka");
     Arc::new(topics)
 }
@@ -75,4 +81,25 @@ async fn marked_positions_committed_on_close() {
 #[tokio::test]
 async fn closed_while_joining_leaves_the_group_usable() {
     topics::closed_while_joining_leaves_the_group_usable(kafka()).await;
+}
+
+/// The port's promises hold under a topic prefix too: records come back under their own topic names, and
+/// commits, pauses and marks name the prefixed partitions.
+#[tokio::test]
+async fn the_suite_holds_under_a_topic_prefix() {
+    let prefixed = || kafka_in(&flowhost_tests::host::deployment_name());
+    topics::publish_and_consume_round_trip(prefixed()).await;
+    topics::commit_then_resume(prefixed()).await;
+    topics::lag_before_and_after_commit(prefixed()).await;
+    topics::paused_partition_while_another_flows(prefixed()).await;
+    topics::marked_positions_committed_on_close(prefixed()).await;
+}
+
+/// Two deployments on one cluster under two topic prefixes, with the same topic and group names, never read
+/// each other's records nor move each other's groups; neither do one with a prefix and one without.
+#[tokio::test]
+async fn deployments_under_their_own_topic_prefixes_never_meet() {
+    let ours = kafka_in(&flowhost_tests::host::deployment_name());
+    namespaces::topics_stay_in_their_deployment(ours.clone(), kafka_in(&flowhost_tests::host::deployment_name())).await;
+    namespaces::topics_stay_in_their_deployment(kafka(), ours).await;
 }

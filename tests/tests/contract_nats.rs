@@ -1,17 +1,23 @@
 //! The subjects and work queue (JetStream) contract suites against the real NATS server
-//! (`FLOWHOST_TEST_NATS_URL`).
+//! (`FLOWHOST_TEST_NATS_URL`), and deployments sharing that server: in NATS accounts of their own (the
+//! specification's subjects), or in one account under subject prefixes (`FLOWHOST_NATS_SUBJECT_PREFIX`).
 
 use std::sync::Arc;
 
-use flowhost_core::ports::{PortError, Subjects, WorkQueue};
+use flowhost_core::ports::{Namespace, PortError, Subjects, WorkQueue};
 use flowhost_nats::{NatsQueue, NatsSubjects};
-use flowhost_tests::contract::{queue, subjects};
+use flowhost_tests::contract::{namespaces, queue, subjects};
 use flowhost_tests::servers;
 
 async fn nats() -> Arc<dyn Subjects> {
     let subjects = NatsSubjects::connect(&servers::nats_url()).await.expect("connect to NATS");
     assert_eq!(subjects.backend(), "nats");
     Arc::new(subjects)
+}
+
+/// A connection to `url` (its account) under `prefix`.
+async fn nats_in(url: &str, prefix: &str) -> Arc<dyn Subjects> {
+    Arc::new(NatsSubjects::connect_in(url, Namespace::new(prefix, '.')).await.expect("connect to NATS"))
 }
 
 #[tokio::test]
@@ -107,4 +113,49 @@ async fn queue_redelivery_after_consumer_dies() {
 #[tokio::test]
 async fn queue_ack_unknown_ids() {
     queue::ack_unknown_ids(jetstream_queue().await).await;
+}
+
+/// The port's promises hold under a subject prefix too: wildcards, queue groups, and requests whose reply
+/// inbox is under the prefix.
+#[tokio::test]
+async fn the_suite_holds_under_a_subject_prefix() {
+    let (url, prefix) = (servers::nats_url(), flowhost_tests::host::deployment_name());
+    let prefixed = || nats_in(&url, &prefix);
+    subjects::exact_subject(prefixed().await).await;
+    subjects::tail_wildcard(prefixed().await).await;
+    subjects::request_reply_round_trip(prefixed().await).await;
+    subjects::request_timeout_and_no_responders(prefixed().await).await;
+    subjects::queue_group_delivers_each_message_once(prefixed().await).await;
+}
+
+/// Two deployments in two NATS accounts (the URL signs in; the password is percent-encoded), both on the
+/// specification's subjects, never see each other.
+#[tokio::test]
+async fn deployments_in_their_own_accounts_never_meet() {
+    let blue_url = servers::nats_blue_url();
+    let blue = || nats_in(&blue_url, "");
+    let green = nats_in(&servers::nats_green_url(), "").await;
+    namespaces::subjects_stay_in_their_deployment(blue().await, blue().await, green.clone()).await;
+    namespaces::subjects_stay_in_their_deployment(green.clone(), green, blue().await).await;
+}
+
+/// Two deployments in one account under two subject prefixes never see each other.
+#[tokio::test]
+async fn deployments_under_their_own_subject_prefixes_never_meet() {
+    let (ours, theirs) = (flowhost_tests::host::deployment_name(), flowhost_tests::host::deployment_name());
+    let url = servers::nats_url();
+    namespaces::subjects_stay_in_their_deployment(
+        nats_in(&url, &ours).await,
+        nats_in(&url, &ours).await,
+        nats_in(&url, &theirs).await,
+    )
+    .await;
+}
+
+/// A wrong password is refused at connect, naming no secret.
+#[tokio::test]
+async fn a_wrong_password_is_refused() {
+    let url = servers::nats_blue_url().replace("blue%2Fsecret", "wrong");
+    let error = NatsSubjects::connect(&url).await.expect_err("refused");
+    assert!(!error.to_string().contains("wrong"), "{error}");
 }

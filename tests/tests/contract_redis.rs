@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use flowhost_core::ports::{Cache, PortError, WorkQueue};
+use flowhost_core::ports::{Cache, Namespace, PortError, WorkQueue};
 use flowhost_redis::{RedisCache, RedisQueue};
-use flowhost_tests::contract::{cache, queue};
+use flowhost_tests::contract::{cache, namespaces, queue};
 use flowhost_tests::servers;
 
 async fn redis() -> Arc<dyn Cache> {
@@ -87,4 +87,35 @@ async fn connect_puts_the_queue_on_redis() {
     config.redis.url = Some(servers::redis_url());
     let ports = flowhost::connect(&config).await.expect("connect");
     assert_eq!(ports.queue.backend(), "redis");
+}
+
+/// The cache and queue under a key prefix (`FLOWHOST_REDIS_KEY_PREFIX`, for deployments sharing a logical
+/// database).
+async fn redis_in(prefix: &str) -> (Arc<dyn Cache>, Arc<dyn WorkQueue>) {
+    let namespace = Namespace::new(prefix, ':');
+    let cache = RedisCache::connect_in(&servers::redis_url(), namespace.clone()).await.expect("connect to Redis");
+    let queue = RedisQueue::connect_in(&servers::redis_url(), namespace).await.expect("connect to Redis");
+    (Arc::new(cache), Arc::new(queue))
+}
+
+#[tokio::test]
+async fn the_suites_hold_under_a_key_prefix() {
+    let (cache, queue) = redis_in(&flowhost_tests::host::deployment_name()).await;
+    cache::get_set_delete(cache.clone()).await;
+    cache::incr_window(cache, cache::real_time()).await;
+    queue::enqueue_lease_ack(queue.clone()).await;
+    queue::ack_unknown_ids(queue).await;
+}
+
+/// Two deployments in one logical database under two key prefixes never read each other's keys or queues;
+/// neither do one with a prefix and one without.
+#[tokio::test]
+async fn deployments_under_their_own_key_prefixes_never_meet() {
+    let (ours, theirs) = (redis_in(&flowhost_tests::host::deployment_name()).await, redis_in("").await);
+    namespaces::cache_keys_stay_in_their_deployment(ours.0.clone(), theirs.0.clone()).await;
+    namespaces::cache_keys_stay_in_their_deployment(theirs.0.clone(), ours.0.clone()).await;
+    namespaces::queues_stay_in_their_deployment(ours.1.clone(), theirs.1.clone()).await;
+    namespaces::queues_stay_in_their_deployment(theirs.1, ours.1).await;
+    let other = redis_in(&flowhost_tests::host::deployment_name()).await;
+    namespaces::cache_keys_stay_in_their_deployment(ours.0, other.0).await;
 }

@@ -521,14 +521,16 @@ async fn nothing_accepted_is_lost_across_a_kill_9_between_202_and_the_broker() {
     assert_eq!(backend.last_body_of(&token), Some(json!({"ip": CLIENT_IP, "site_id": 34})));
     front.kill_9();
 
-    // A worker started on the same data directory after the kill produces every accepted event.
+    // A worker started on the same data directory after the kill produces every accepted event, in a
+    // deployment of its own on the shared broker (the test reads there).
+    let kafka = TestHost::config(Backends::Distributed, dir.path());
     let mut worker_env = vec![
         ("FLOWHOST_KAFKA_BROKERS", servers::kafka_brokers()),
+        ("FLOWHOST_KAFKA_TOPIC_PREFIX", kafka.kafka.topic_prefix.clone().unwrap()),
         ("GATEWAY_METRICS_PORT", flowhost_tests::gateway::free_port().to_string()),
     ];
     worker_env.push(("GATEWAY_ANALYTICS_TOPIC", unique("gateway.analytics")));
     let worker = Process::start("gateway-worker", dir.path(), &worker_env, dir.path().join("worker.log"));
-    let kafka = TestHost::config(Backends::Distributed, dir.path());
     let ports = flowhost::connect(&Config { mongodb: Default::default(), ..kafka }).await.unwrap();
     let records = read_events(&ports, PRESENCE_TOPIC, &ids, Duration::from_secs(90)).await;
     assert!(records.len() >= ids.len());

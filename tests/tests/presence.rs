@@ -38,9 +38,13 @@ impl Presence {
         let distributed = backends == Backends::Distributed;
         // On the shared broker every test has its own input topic (and so its own dead-letter topic).
         let input = if distributed { unique("presence.input") } else { "gateway.player-casino-presence.v1".to_owned() };
+        // The host's deployment on the shared broker, chosen here to create its input topic first.
+        let deployment = flowhost_tests::host::deployment_name();
         if distributed {
             // The input topic belongs to the gateway (its worker creates it); the projector never creates it.
-            let kafka = flowhost_kafka::KafkaTopics::new(&servers::kafka_brokers(), &Default::default()).unwrap();
+            let namespace = flowhost_core::ports::Namespace::new(&deployment, '.');
+            let kafka =
+                flowhost_kafka::KafkaTopics::new_in(&servers::kafka_brokers(), &Default::default(), namespace).unwrap();
             flowhost_core::ports::Topics::create_topic(&kafka, &input, 2).await.unwrap();
         }
         let host = TestHost::start_configured(backends, None, |config| {
@@ -55,6 +59,8 @@ impl Presence {
             presence.input_topic = input.clone();
             presence.group = unique("presence");
             if distributed {
+                config.kafka.topic_prefix = Some(deployment.clone());
+                let presence = &mut config.presence;
                 presence.bootstrap_servers = vec![servers::kafka_brokers()];
                 presence.docdb_uri = Some(flowhost_core::config::Secret::new(servers::mongodb_uri()));
                 presence.dlq_replication_factor = 1;
@@ -641,6 +647,7 @@ async fn two_replicas_and_the_sweep_never_overwrite_a_newer_state() {
     let second = Presence::start_with(Backends::Distributed, 1, |config| {
         config.presence.input_topic = input.clone();
         config.presence.group = group.clone();
+        TestHost::join_deployment(config, &first.host.config);
     })
     .await;
     let second = Presence { tenant: tenant.clone(), ..second };

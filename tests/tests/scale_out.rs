@@ -14,7 +14,7 @@ use flowhost_core::collections::PLUGIN_DOCUMENTS;
 use flowhost_core::config::Config;
 use flowhost_core::ports::{OutRecord, Ports};
 use flowhost_tests::cli::flowhost_bin;
-use flowhost_tests::{servers, unique, Backends, TestHost};
+use flowhost_tests::{unique, Backends, TestHost};
 use serde_json::{json, Value};
 
 const EVENTS: usize = 600;
@@ -30,14 +30,15 @@ struct Node {
 }
 
 impl Node {
-    fn start(config_file: &Path, data_dir: &Path, group: &str) -> Node {
+    /// A node of the deployment `config` (its servers, database, group and namespaces).
+    fn start(config_file: &Path, data_dir: &Path, config: &Config) -> Node {
         let port = free_port();
         let child = Command::new(flowhost_bin())
             .args(["serve", "--config"])
             .arg(config_file)
+            .envs(TestHost::deployment_env(config))
             .env("FLOWHOST_DATA_DIR", data_dir)
             .env("API_PORT", port.to_string())
-            .env("FLOWHOST_ENGINE_GROUP_ID", group)
             .env("FLOWHOST_ENGINE_RELOAD_INTERVAL_MS", "200")
             .env("FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS", "100")
             .env("FLOWHOST_ENGINE_BATCH_SIZE", "50")
@@ -80,29 +81,21 @@ impl Drop for Node {
     }
 }
 
-/// The settings file both nodes read: the distributed backends, if asked for.
-fn config_file(dir: &Path, backends: Backends, database: &str) -> std::path::PathBuf {
+/// The settings file the nodes read beside their environment: a short Kafka session, so a killed node leaves
+/// its group in seconds.
+fn config_file(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("flowhost.toml");
     let mut file = std::fs::File::create(&path).unwrap();
-    if backends == Backends::Distributed {
-        writeln!(
-            file,
-            "[mongodb]\nuri = \"{}\"\ndatabase = \"{database}\"\n[kafka]\nbrokers = \"{}\"\n[kafka.properties]\n\"session.timeout.ms\" = \"6000\"\n[nats]\nurl = \"{}\"\n[redis]\nurl = \"{}\"",
-            servers::mongodb_uri(),
-            servers::kafka_brokers(),
-            servers::nats_url(),
-            servers::redis_url()
-        )
-        .unwrap();
-    }
+    writeln!(file, "[kafka.properties]\n\"session.timeout.ms\" = \"6000\"").unwrap();
     path
 }
 
-/// The ports the nodes use, opened by the test itself (the same data directory, or the same servers).
-async fn ports(backends: Backends, data_dir: &Path, database: &str) -> Ports {
-    let mut config: Config = TestHost::config(backends, data_dir);
-    config.mongodb.database = database.to_owned();
-    flowhost::connect(&config).await.expect("connect")
+/// The deployment the nodes make (on the real servers, its own database, group and namespaces), and the ports
+/// the test reaches it with (the same data directory, or the same servers).
+async fn deployment(backends: Backends, data_dir: &Path) -> (Config, Ports) {
+    let config: Config = TestHost::config(backends, data_dir);
+    let ports = flowhost::connect(&config).await.expect("connect");
+    (config, ports)
 }
 
 async fn prepare(node: &Node, source: &str, out: &str) -> String {
@@ -162,12 +155,10 @@ async fn check(node: &Node, ports: &Ports, flow_id: &str) {
 
 async fn one_node_killed_and_started_again(backends: Backends) {
     let dir = tempfile::tempdir().unwrap();
-    let database = unique("kill").replace('-', "_");
-    let file = config_file(dir.path(), backends, &database);
-    let group = unique("engine");
+    let file = config_file(dir.path());
     let (source, out) = (unique("deposits"), unique("recorded"));
-    let node = Node::start(&file, dir.path(), &group);
-    let ports = ports(backends, dir.path(), &database).await;
+    let (config, ports) = deployment(backends, dir.path()).await;
+    let node = Node::start(&file, dir.path(), &config);
     ports.topics.create_topic(&source, 4).await.expect("source topic");
     let flow_id = prepare(&node, &source, &out).await;
 
@@ -179,19 +170,17 @@ async fn one_node_killed_and_started_again(backends: Backends) {
     }
     node.kill9();
     publish(&ports, &source, EVENTS / 2..EVENTS).await;
-    let node = Node::start(&file, dir.path(), &group);
+    let node = Node::start(&file, dir.path(), &config);
     check(&node, &ports, &flow_id).await;
 }
 
 async fn two_nodes_one_killed(backends: Backends) {
     let dir = tempfile::tempdir().unwrap();
-    let database = unique("kill").replace('-', "_");
-    let file = config_file(dir.path(), backends, &database);
-    let group = unique("engine");
+    let file = config_file(dir.path());
     let (source, out) = (unique("deposits"), unique("recorded"));
-    let first = Node::start(&file, &dir.path().join("a"), &group);
-    let second = Node::start(&file, &dir.path().join("b"), &group);
-    let ports = ports(backends, &dir.path().join("a"), &database).await;
+    let (config, ports) = deployment(backends, &dir.path().join("a")).await;
+    let first = Node::start(&file, &dir.path().join("a"), &config);
+    let second = Node::start(&file, &dir.path().join("b"), &config);
     ports.topics.create_topic(&source, 4).await.expect("source topic");
     let flow_id = prepare(&first, &source, &out).await;
 

@@ -343,7 +343,7 @@ async fn external_data_sources_answer_lookups_over_http_and_nats(backends: Backe
         while let Some(request) = requests.next().await {
             let params: Value = serde_json::from_slice(&request.payload).unwrap();
             let answer = json!({"level": format!("gold-{}", params["player_id"].as_str().unwrap_or_default())});
-            subjects.publish(&request.reply.unwrap(), answer.to_string().into_bytes()).await.unwrap();
+            subjects.respond(&request.reply.unwrap(), answer.to_string().into_bytes()).await.unwrap();
         }
     });
 

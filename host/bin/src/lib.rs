@@ -66,29 +66,37 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
     };
     let topics: Arc<dyn Topics> = match (&config.kafka.brokers, &embedded) {
         (Some(brokers), _) => Arc::new(
-            flowhost_kafka::KafkaTopics::new(brokers, &config.kafka.properties)
+            flowhost_kafka::KafkaTopics::new_in(brokers, &config.kafka.properties, config.kafka.namespace())
                 .context("configuring Kafka (FLOWHOST_KAFKA_BROKERS)")?,
         ),
         (None, Some(store)) => store.topics(),
         (None, None) => unreachable!("embedded store opened when Kafka is not configured"),
     };
     let subjects: Arc<dyn Subjects> = match &config.nats.url {
-        Some(url) => {
-            Arc::new(flowhost_nats::NatsSubjects::connect(url).await.context("connecting to NATS (FLOWHOST_NATS_URL)")?)
-        }
+        Some(url) => Arc::new(
+            flowhost_nats::NatsSubjects::connect_in(url, config.nats.namespace())
+                .await
+                .context("connecting to NATS (FLOWHOST_NATS_URL)")?,
+        ),
         None => Arc::new(LocalSubjects::new()),
     };
     let redis_url = config.redis_url()?;
     let cache: Arc<dyn Cache> = match &redis_url {
-        Some(url) => Arc::new(flowhost_redis::RedisCache::connect(url).await.context("connecting to Redis")?),
+        Some(url) => Arc::new(
+            flowhost_redis::RedisCache::connect_in(url, config.redis.namespace())
+                .await
+                .context("connecting to Redis")?,
+        ),
         None => Arc::new(LocalCache::with_max_entries(clock.clone(), config.cache.max_entries)),
     };
     // The work queue follows Redis (Streams), chosen over JetStream by the figures in README "Durable queue";
     // without Redis it lives in the embedded store, opened here too when documents and topics are remote.
     let queue: Arc<dyn WorkQueue> = match (&redis_url, &embedded) {
-        (Some(url), _) => {
-            Arc::new(flowhost_redis::RedisQueue::connect(url).await.context("connecting the work queue to Redis")?)
-        }
+        (Some(url), _) => Arc::new(
+            flowhost_redis::RedisQueue::connect_in(url, config.redis.namespace())
+                .await
+                .context("connecting the work queue to Redis")?,
+        ),
         (None, Some(store)) => store.queue(),
         (None, None) => EmbeddedStore::open(&config.data_dir, config.topics.partitions, clock.clone())
             .with_context(|| format!("opening the embedded store in {}", config.data_dir.display()))?
@@ -205,8 +213,12 @@ async fn presence_services(
         ports.topics.clone()
     } else {
         Arc::new(
-            flowhost_kafka::KafkaTopics::new(&presence.bootstrap_servers.join(","), &config.kafka.properties)
-                .context("configuring the presence broker (PRESENCE_BROKER_BOOTSTRAP_SERVERS)")?,
+            flowhost_kafka::KafkaTopics::new_in(
+                &presence.bootstrap_servers.join(","),
+                &config.kafka.properties,
+                config.kafka.namespace(),
+            )
+            .context("configuring the presence broker (PRESENCE_BROKER_BOOTSTRAP_SERVERS)")?,
         )
     };
     let documents: Arc<dyn DocumentStore> = match &presence.docdb_uri {
@@ -225,7 +237,7 @@ async fn presence_services(
 async fn gateway_cache(config: &Config, clock: Arc<dyn Clock>) -> anyhow::Result<flowhost_gateway::GatewayCache> {
     let cache: Arc<dyn Cache> = match &config.gateway.cache_url {
         Some(url) => Arc::new(
-            flowhost_redis::RedisCache::connect(url.expose())
+            flowhost_redis::RedisCache::connect_in(url.expose(), config.redis.namespace())
                 .await
                 .context("connecting the gateway's cache (GATEWAY_EDGE_CACHE_URL)")?,
         ),

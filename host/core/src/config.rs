@@ -263,13 +263,46 @@ pub struct KafkaConfig {
     pub brokers: Option<String>,
     /// Extra librdkafka properties (file only), e.g. `"security.protocol" = "SSL"`.
     pub properties: std::collections::BTreeMap<String, String>,
+    /// A name put, with a `.`, in front of every topic and consumer group this process uses on Kafka
+    /// (`FLOWHOST_KAFKA_TOPIC_PREFIX`; default none: the names as configured and as the specification gives
+    /// them). For deployments sharing a cluster (with prefixed ACLs); a departure from the spec's names.
+    pub topic_prefix: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+impl KafkaConfig {
+    /// The deployment's namespace on Kafka.
+    pub fn namespace(&self) -> crate::ports::Namespace {
+        crate::ports::Namespace::from_setting(self.topic_prefix.as_deref(), '.')
+    }
+}
+
+#[derive(Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NatsConfig {
-    /// NATS server URL (`FLOWHOST_NATS_URL`); when set, subjects go through NATS.
+    /// NATS server URL (`FLOWHOST_NATS_URL`); when set, subjects go through NATS. `nats://user:password@host`
+    /// (or `nats://token@host`) signs in to the deployment's account.
     pub url: Option<String>,
+    /// A name put, with a `.`, in front of every subject, queue group and reply inbox
+    /// (`FLOWHOST_NATS_SUBJECT_PREFIX`; default none: the specification's subjects). For deployments that
+    /// share a NATS account; a departure from the spec's subject names.
+    pub subject_prefix: Option<String>,
+}
+
+impl NatsConfig {
+    /// The deployment's namespace on NATS.
+    pub fn namespace(&self) -> crate::ports::Namespace {
+        crate::ports::Namespace::from_setting(self.subject_prefix.as_deref(), '.')
+    }
+}
+
+/// The URL may carry the account's password, so `Debug` shows only whether it is set.
+impl std::fmt::Debug for NatsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsConfig")
+            .field("url", &self.url.as_ref().map(|_| "<redacted>"))
+            .field("subject_prefix", &self.subject_prefix)
+            .finish()
+    }
 }
 
 /// Redis address, resolved as the spec orders it: `FLOWHOST_REDIS_URL`, then `FLOWHOST_REDIS_URL_SECRET_NAME`,
@@ -285,6 +318,17 @@ pub struct RedisConfig {
     pub password: Option<Secret>,
     pub password_secret_name: Option<String>,
     pub db: Option<u32>,
+    /// A name put, with a `:`, in front of every key this process writes to Redis, the work queue's and the
+    /// gateway cache's included (`FLOWHOST_REDIS_KEY_PREFIX`; default none). For deployments that share a
+    /// logical database (a Redis Cluster has only one).
+    pub key_prefix: Option<String>,
+}
+
+impl RedisConfig {
+    /// The deployment's namespace on Redis.
+    pub fn namespace(&self) -> crate::ports::Namespace {
+        crate::ports::Namespace::from_setting(self.key_prefix.as_deref(), ':')
+    }
 }
 
 /// A Redis URL may carry the password (`redis://:pw@host`), read from the secret store or not, so `Debug` shows
@@ -299,6 +343,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("password", &self.password)
             .field("password_secret_name", &self.password_secret_name)
             .field("db", &self.db)
+            .field("key_prefix", &self.key_prefix)
             .finish()
     }
 }
@@ -790,6 +835,15 @@ impl Config {
         if let Some(v) = get("FLOWHOST_NATS_URL") {
             self.nats.url = Some(v);
         }
+        if let Some(v) = get("FLOWHOST_NATS_SUBJECT_PREFIX") {
+            self.nats.subject_prefix = Some(v);
+        }
+        if let Some(v) = get("FLOWHOST_KAFKA_TOPIC_PREFIX") {
+            self.kafka.topic_prefix = Some(v);
+        }
+        if let Some(v) = get("FLOWHOST_REDIS_KEY_PREFIX") {
+            self.redis.key_prefix = Some(v);
+        }
         let redis = &mut self.redis;
         for (name, slot) in [
             ("FLOWHOST_REDIS_URL", &mut redis.url),
@@ -1099,6 +1153,7 @@ impl Config {
                 return Err(ConfigError::new(setting, "must not be empty when given"));
             }
         }
+        self.validate_namespaces()?;
         if let Some(uri) = &self.mongodb.uri {
             if !uri.starts_with("mongodb://") && !uri.starts_with("mongodb+srv://") {
                 return Err(ConfigError::new("FLOWHOST_MONGODB_URI", "must start with mongodb:// or mongodb+srv://"));
@@ -1124,6 +1179,42 @@ impl Config {
             self.push_secrets()?;
         }
         self.validate_push()?;
+        Ok(())
+    }
+
+    /// The namespace prefixes hold only what every name on their backend may hold, so a prefixed name is as
+    /// valid as the name itself. The embedded defaults ignore them (one process is one deployment).
+    fn validate_namespaces(&self) -> Result<(), ConfigError> {
+        let word = |token: &str| {
+            !token.is_empty() && token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        };
+        if let Some(prefix) = &self.nats.subject_prefix {
+            if !prefix.split('.').all(word) {
+                return Err(ConfigError::new(
+                    "FLOWHOST_NATS_SUBJECT_PREFIX",
+                    "must be one or more dot-separated tokens of letters, digits, '_' and '-'",
+                ));
+            }
+        }
+        if let Some(prefix) = &self.kafka.topic_prefix {
+            if prefix.len() > 100 || !prefix.split('.').all(word) {
+                return Err(ConfigError::new(
+                    "FLOWHOST_KAFKA_TOPIC_PREFIX",
+                    "must be at most 100 characters: dot-separated letters, digits, '_' and '-'",
+                ));
+            }
+        }
+        if let Some(prefix) = &self.redis.key_prefix {
+            if prefix.is_empty()
+                || prefix.len() > 100
+                || prefix.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b == b'{' || b == b'}')
+            {
+                return Err(ConfigError::new(
+                    "FLOWHOST_REDIS_KEY_PREFIX",
+                    "must be 1 to 100 characters without whitespace or braces",
+                ));
+            }
+        }
         Ok(())
     }
 

@@ -188,7 +188,7 @@ pub async fn serve_requests(flows: Flows, shutdown: CancellationToken) {
                 serde_json::to_vec(&Value::Null).unwrap_or_default()
             }
         };
-        if let Err(error) = subjects.publish(&reply, payload).await {
+        if let Err(error) = subjects.respond(&reply, payload).await {
             warn!(%service, %error, "could not reply to a flow broadcast request");
         }
     }

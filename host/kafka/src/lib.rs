@@ -3,6 +3,10 @@
 //! auto-commit, so progress is stored only by an explicit `commit` (or by the member itself for what it
 //! `mark`ed, when its partitions are revoked and on `close`, from a [`ConsumerContext`] rebalance hook). Built on `rdkafka` (librdkafka); broker and
 //! timeout failures surface as [`PortError::Unavailable`] so callers retry.
+//!
+//! With a [`Namespace`] (`FLOWHOST_KAFKA_TOPIC_PREFIX`, for deployments sharing a cluster) every topic and group
+//! name goes to the brokers under the prefix and comes back without it: the member's own bookkeeping (marks,
+//! pauses) is in the brokers' names, and only the trait's methods translate.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -10,7 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use flowhost_core::ports::{
-    merge_marks, ConsumerConfig, Header, OutRecord, PartitionLag, PortError, Position, Record, StartFrom,
+    merge_marks, ConsumerConfig, Header, Namespace, OutRecord, PartitionLag, PortError, Position, Record, StartFrom,
     TopicConsumer, Topics,
 };
 use futures::{FutureExt, StreamExt};
@@ -50,6 +54,8 @@ pub struct KafkaTopics {
     producer: FutureProducer,
     /// Shared with the blocking threads that run metadata queries.
     admin: Arc<AdminClient<DefaultClientContext>>,
+    /// The deployment's prefix of topic and group names.
+    namespace: Namespace,
 }
 
 impl std::fmt::Debug for KafkaTopics {
@@ -57,6 +63,7 @@ impl std::fmt::Debug for KafkaTopics {
         f.debug_struct("KafkaTopics")
             .field("brokers", &self.brokers)
             .field("properties", &self.properties.keys().collect::<Vec<_>>())
+            .field("namespace", &self.namespace.prefix())
             .finish()
     }
 }
@@ -65,6 +72,15 @@ impl KafkaTopics {
     /// Creates the producer and admin clients for `brokers` (`host:port,...`). Connections are made lazily, so
     /// this fails only on a bad configuration (`PortError::Invalid`).
     pub fn new(brokers: &str, properties: &BTreeMap<String, String>) -> Result<KafkaTopics, PortError> {
+        KafkaTopics::new_in(brokers, properties, Namespace::NONE)
+    }
+
+    /// [`KafkaTopics::new`] with every topic and consumer group under `namespace` (separator `.`).
+    pub fn new_in(
+        brokers: &str,
+        properties: &BTreeMap<String, String>,
+        namespace: Namespace,
+    ) -> Result<KafkaTopics, PortError> {
         if brokers.trim().is_empty() {
             return Err(PortError::Invalid("no Kafka brokers given".into()));
         }
@@ -88,16 +104,18 @@ impl KafkaTopics {
             properties: properties.clone(),
             producer,
             admin: Arc::new(admin),
+            namespace,
         })
     }
 
     /// Enqueues one record in librdkafka, waiting while its local queue is full.
     async fn enqueue(&self, record: &OutRecord) -> Result<DeliveryFuture, PortError> {
+        let topic = self.namespace.wire(&record.topic);
         let headers = record.headers.iter().fold(OwnedHeaders::new_with_capacity(record.headers.len()), |h, header| {
             h.insert(rdkafka::message::Header { key: header.key.as_str(), value: Some(header.value.as_slice()) })
         });
         let mut future_record: FutureRecord<'_, [u8], [u8]> =
-            FutureRecord::to(&record.topic).payload(record.value.as_slice()).headers(headers);
+            FutureRecord::to(&topic).payload(record.value.as_slice()).headers(headers);
         if let Some(key) = &record.key {
             future_record = future_record.key(key.as_slice());
         }
@@ -181,7 +199,8 @@ impl Topics for KafkaTopics {
         }
         // No factor: -1, the broker's `default.replication.factor` (KIP-464).
         let factor = replication_factor.map_or(-1, i32::from);
-        let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(factor));
+        let wire = self.namespace.wire(topic);
+        let new_topic = NewTopic::new(&wire, partitions, TopicReplication::Fixed(factor));
         let options = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
         let results = self
             .admin
@@ -206,7 +225,7 @@ impl Topics for KafkaTopics {
     /// Asks for the metadata of every topic: asking for one by name may create it on brokers that auto-create.
     async fn exists(&self, topic: &str) -> Result<bool, PortError> {
         let admin = Arc::clone(&self.admin);
-        let name = topic.to_owned();
+        let name = self.namespace.wire(topic).into_owned();
         let metadata = tokio::task::spawn_blocking(move || admin.inner().fetch_metadata(None, QUERY_TIMEOUT))
             .await
             .map_err(|error| PortError::Backend(format!("Kafka metadata task failed: {error}")))?
@@ -220,14 +239,15 @@ impl Topics for KafkaTopics {
         if group.is_empty() || topic.is_empty() {
             return Err(PortError::Invalid("lag needs a group and a topic".into()));
         }
+        let (group, topic) = (self.namespace.wire(group), self.namespace.wire(topic));
         let reader: BaseConsumer = client_config(
             &self.brokers,
-            &[("group.id", group), ("enable.auto.commit", "false"), ("allow.auto.create.topics", "false")],
+            &[("group.id", &group), ("enable.auto.commit", "false"), ("allow.auto.create.topics", "false")],
             &self.properties,
         )
         .create()
         .map_err(|error| config_error(error, "creating the Kafka offsets reader"))?;
-        let (group, topic) = (group.to_owned(), topic.to_owned());
+        let (group, topic) = (group.into_owned(), topic.into_owned());
         tokio::task::spawn_blocking(move || -> Result<Vec<PartitionLag>, PortError> {
             let context = format!("reading the lag of group {group:?} on {topic:?}");
             let metadata =
@@ -276,11 +296,12 @@ impl Topics for KafkaTopics {
             StartFrom::Latest => "latest",
         };
         let state = Arc::new(Mutex::new(MemberState::default()));
-        let context = MemberContext { state: Arc::clone(&state), group: config.group.clone() };
+        let group = self.namespace.wire(&config.group).into_owned();
+        let context = MemberContext { state: Arc::clone(&state), group: group.clone() };
         let consumer: StreamConsumer<MemberContext> = client_config(
             &self.brokers,
             &[
-                ("group.id", config.group.as_str()),
+                ("group.id", group.as_str()),
                 ("enable.auto.commit", "false"),
                 ("auto.offset.reset", reset),
                 ("enable.partition.eof", "false"),
@@ -292,12 +313,18 @@ impl Topics for KafkaTopics {
         )
         .create_with_context(context)
         .map_err(|error| config_error(error, "creating the Kafka consumer"))?;
-        let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
+        let topics: Vec<String> = config.topics.iter().map(|topic| self.namespace.wire(topic).into_owned()).collect();
+        let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
         consumer
             .subscribe(&topics)
             .map_err(|error| map_error(&error, &format!("subscribing group {:?}", config.group)))?;
         debug!(group = config.group.as_str(), topics = ?config.topics, "Kafka consumer subscribed");
-        Ok(Box::new(KafkaConsumer { consumer: Some(Arc::new(consumer)), group: config.group, state }))
+        Ok(Box::new(KafkaConsumer {
+            consumer: Some(Arc::new(consumer)),
+            group: config.group,
+            state,
+            namespace: self.namespace.clone(),
+        }))
     }
 }
 
@@ -380,8 +407,10 @@ const JOIN_BEFORE_LEAVING: Duration = Duration::from_secs(10);
 struct KafkaConsumer {
     /// `Some` until closed or dropped; taken to close the member off the async threads.
     consumer: Option<Arc<StreamConsumer<MemberContext>>>,
+    /// The group as the caller named it (for messages).
     group: String,
     state: Arc<Mutex<MemberState>>,
+    namespace: Namespace,
 }
 
 impl KafkaConsumer {
@@ -409,7 +438,20 @@ impl KafkaConsumer {
         list
     }
 
-    /// Whether `record` may be returned; holds back (and remembers) records of paused partitions.
+    /// `record` (as the brokers named it) in the caller's names.
+    fn local(&self, mut record: Record) -> Record {
+        if self.namespace.is_set() {
+            record.topic = self.namespace.into_local(record.topic);
+        }
+        record
+    }
+
+    /// `positions` in the brokers' names.
+    fn wire(&self, positions: &[Position]) -> Vec<Position> {
+        positions.iter().map(|p| Position { topic: self.namespace.wire(&p.topic).into_owned(), ..p.clone() }).collect()
+    }
+
+    /// Whether `record` (in the brokers' names) may be returned; holds back (and remembers) records of paused partitions.
     fn admit(&self, record: &Record) -> bool {
         let mut state = lock(&self.state);
         if state.paused.is_empty() {
@@ -464,7 +506,7 @@ impl TopicConsumer for KafkaConsumer {
                 Ok(Some(Ok(message))) => {
                     let record = detach(&message);
                     if self.admit(&record) {
-                        records.push(record);
+                        records.push(self.local(record));
                     }
                 }
                 Ok(Some(Err(error))) => {
@@ -488,7 +530,7 @@ impl TopicConsumer for KafkaConsumer {
                 Some(Some(Ok(message))) => {
                     let record = detach(&message);
                     if self.admit(&record) {
-                        records.push(record);
+                        records.push(self.local(record));
                     }
                 }
                 Some(Some(Err(error))) => {
@@ -505,6 +547,7 @@ impl TopicConsumer for KafkaConsumer {
         if positions.is_empty() {
             return Ok(());
         }
+        let positions = &self.wire(positions);
         let mut offsets = TopicPartitionList::new();
         for position in positions {
             offsets
@@ -524,6 +567,8 @@ impl TopicConsumer for KafkaConsumer {
     }
 
     async fn pause(&mut self, topic: &str, partition: i32) -> Result<(), PortError> {
+        let wire = self.namespace.wire(topic).into_owned();
+        let topic = wire.as_str();
         let consumer = self.member()?;
         consumer
             .pause(&Self::one_partition(topic, partition))
@@ -533,6 +578,8 @@ impl TopicConsumer for KafkaConsumer {
     }
 
     async fn resume(&mut self, topic: &str, partition: i32) -> Result<(), PortError> {
+        let wire = self.namespace.wire(topic).into_owned();
+        let topic = wire.as_str();
         let consumer = Arc::clone(self.member()?);
         let slot = (topic.to_owned(), partition);
         let held_back = {
@@ -555,7 +602,8 @@ impl TopicConsumer for KafkaConsumer {
     }
 
     fn mark(&mut self, positions: &[Position]) {
-        merge_marks(&mut lock(&self.state).marks, positions);
+        let positions = self.wire(positions);
+        merge_marks(&mut lock(&self.state).marks, &positions);
     }
 
     async fn close(&mut self) -> Result<(), PortError> {

@@ -3,13 +3,17 @@
 //! request/reply are NATS's own (the server picks the member; the client's muxed inbox carries replies, and
 //! the server's "no responders" status tells an unanswered subject from a slow answer). A subscription is
 //! confirmed by a server round trip before `subscribe` returns, so a message published right after is delivered.
+//!
+//! A deployment is isolated on a shared server by its NATS account (the user and password, or token, in the
+//! URL: `nats://user:password@host:4222`), or else by its [`Namespace`] (`FLOWHOST_NATS_SUBJECT_PREFIX`): every
+//! subject, queue group and reply inbox goes out under the prefix, and received subjects come back without it.
 //! [`NatsQueue`] is the work queue port on JetStream.
 
 use std::time::Duration;
 
 use async_nats::RequestErrorKind;
 use async_trait::async_trait;
-use flowhost_core::ports::{PortError, SubjectMessage, SubjectStream, Subjects};
+use flowhost_core::ports::{Namespace, PortError, SubjectMessage, SubjectStream, Subjects};
 use futures::StreamExt;
 use tracing::{debug, warn};
 
@@ -24,19 +28,39 @@ const CONFIRM_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 pub struct NatsSubjects {
     client: async_nats::Client,
+    namespace: Namespace,
 }
 
 impl std::fmt::Debug for NatsSubjects {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NatsSubjects").field("state", &self.client.connection_state()).finish()
+        f.debug_struct("NatsSubjects")
+            .field("state", &self.client.connection_state())
+            .field("namespace", &self.namespace.prefix())
+            .finish()
     }
 }
 
 impl NatsSubjects {
-    /// Connects to `url` (`nats://host:port`); fails with `Unavailable` when the server does not answer within
-    /// a few seconds. The client reconnects by itself afterwards.
+    /// Connects to `url` (`nats://host:port`, with `user:password@` or `token@` for an account); fails with
+    /// `Unavailable` when the server does not answer within a few seconds. The client reconnects by itself
+    /// afterwards. Subjects are the specification's own ([`Namespace::NONE`]).
     pub async fn connect(url: &str) -> Result<NatsSubjects, PortError> {
-        Ok(NatsSubjects { client: connect_client(url).await? })
+        NatsSubjects::connect_in(url, Namespace::NONE).await
+    }
+
+    /// [`NatsSubjects::connect`] with every subject under `namespace` (separator `.`), reply inboxes included.
+    pub async fn connect_in(url: &str, namespace: Namespace) -> Result<NatsSubjects, PortError> {
+        let inbox = namespace.is_set().then(|| namespace.wire("_INBOX").into_owned());
+        Ok(NatsSubjects { client: connect_client(url, inbox).await?, namespace })
+    }
+
+    /// A received message with its subject back in this deployment's terms (its reply address stays as is).
+    fn local(&self, message: async_nats::Message) -> SubjectMessage {
+        SubjectMessage {
+            subject: self.namespace.into_local(message.subject.to_string()),
+            payload: message.payload.to_vec(),
+            reply: message.reply.map(|reply| reply.to_string()),
+        }
     }
 
     /// Waits until the server has processed everything this connection sent so far: it delivers a message
@@ -63,19 +87,36 @@ impl NatsSubjects {
 }
 
 /// A client of `url`; `Unavailable` when the server does not answer within a few seconds. The client
-/// reconnects by itself afterwards.
-pub(crate) async fn connect_client(url: &str) -> Result<async_nats::Client, PortError> {
-    let client = async_nats::ConnectOptions::new()
-        .name("flowhost")
-        .connection_timeout(CONNECTION_TIMEOUT)
-        .connect(url)
-        .await
-        .map_err(|error| {
-            warn!(%error, "connecting to NATS failed");
-            PortError::Unavailable(format!("connecting to NATS: {error}"))
-        })?;
+/// reconnects by itself afterwards. The URL's user and password (or a user alone, as a token) sign in, which
+/// is how a deployment reaches its own account; `inbox` replaces the `_INBOX` prefix of reply subjects.
+pub(crate) async fn connect_client(url: &str, inbox: Option<String>) -> Result<async_nats::Client, PortError> {
+    let address: async_nats::ServerAddr =
+        url.parse().map_err(|error| PortError::Invalid(format!("invalid NATS URL: {error}")))?;
+    let mut options = async_nats::ConnectOptions::new().name("flowhost").connection_timeout(CONNECTION_TIMEOUT);
+    match (address.username(), address.password()) {
+        (Some(user), Some(password)) => {
+            options = options.user_and_password(decode(user)?, decode(password)?);
+        }
+        (Some(token), None) => options = options.token(decode(token)?),
+        _ => {}
+    }
+    if let Some(inbox) = inbox {
+        options = options.custom_inbox_prefix(inbox);
+    }
+    let client = options.connect(address).await.map_err(|error| {
+        warn!(%error, "connecting to NATS failed");
+        PortError::Unavailable(format!("connecting to NATS: {error}"))
+    })?;
     debug!("connected to NATS");
     Ok(client)
+}
+
+/// The URL's percent-encoded user or password as written in the server's configuration.
+fn decode(part: &str) -> Result<String, PortError> {
+    percent_encoding::percent_decode_str(part)
+        .decode_utf8()
+        .map(|text| text.into_owned())
+        .map_err(|_| PortError::Invalid("the NATS URL's user or password is not valid UTF-8".into()))
 }
 
 /// Subjects and patterns are non-empty dot-separated tokens without whitespace.
@@ -99,20 +140,29 @@ impl Subjects for NatsSubjects {
 
     async fn publish(&self, subject: &str, payload: Vec<u8>) -> Result<(), PortError> {
         validate(subject, false)?;
-        self.client.publish(subject.to_owned(), payload.into()).await.map_err(|error| {
+        self.client.publish(self.namespace.wire(subject).into_owned(), payload.into()).await.map_err(|error| {
             warn!(%error, subject, "NATS publish failed");
             PortError::Unavailable(format!("publishing to {subject:?}: {error}"))
         })
     }
 
+    async fn respond(&self, reply: &str, payload: Vec<u8>) -> Result<(), PortError> {
+        validate(reply, false)?;
+        self.client.publish(reply.to_owned(), payload.into()).await.map_err(|error| {
+            warn!(%error, "NATS reply failed");
+            PortError::Unavailable(format!("replying: {error}"))
+        })
+    }
+
     async fn subscribe(&self, pattern: &str) -> Result<SubjectStream, PortError> {
         validate(pattern, true)?;
-        let subscriber = self.client.subscribe(pattern.to_owned()).await.map_err(|error| {
+        let subscriber = self.client.subscribe(self.namespace.wire(pattern).into_owned()).await.map_err(|error| {
             warn!(%error, pattern, "NATS subscribe failed");
             PortError::Unavailable(format!("subscribing to {pattern:?}: {error}"))
         })?;
         self.round_trip().await?;
-        Ok(subscriber.map(to_message).boxed())
+        let this = self.clone();
+        Ok(subscriber.map(move |message| this.local(message)).boxed())
     }
 
     async fn queue_subscribe(&self, pattern: &str, group: &str) -> Result<SubjectStream, PortError> {
@@ -120,19 +170,21 @@ impl Subjects for NatsSubjects {
         if group.is_empty() || group.chars().any(char::is_whitespace) {
             return Err(PortError::Invalid(format!("invalid queue group {group:?}")));
         }
-        let subscriber = self.client.queue_subscribe(pattern.to_owned(), group.to_owned()).await.map_err(|error| {
+        let (subject, queue) = (self.namespace.wire(pattern).into_owned(), self.namespace.wire(group).into_owned());
+        let subscriber = self.client.queue_subscribe(subject, queue).await.map_err(|error| {
             warn!(%error, pattern, group, "NATS queue subscribe failed");
             PortError::Unavailable(format!("subscribing to {pattern:?} in group {group:?}: {error}"))
         })?;
         self.round_trip().await?;
-        Ok(subscriber.map(to_message).boxed())
+        let this = self.clone();
+        Ok(subscriber.map(move |message| this.local(message)).boxed())
     }
 
     async fn request(&self, subject: &str, payload: Vec<u8>, timeout: Duration) -> Result<SubjectMessage, PortError> {
         validate(subject, false)?;
         let request = async_nats::Request::new().payload(payload.into()).timeout(Some(timeout));
-        match self.client.send_request(subject.to_owned(), request).await {
-            Ok(message) => Ok(to_message(message)),
+        match self.client.send_request(self.namespace.wire(subject).into_owned(), request).await {
+            Ok(message) => Ok(self.local(message)),
             Err(error) => Err(match error.kind() {
                 RequestErrorKind::TimedOut => PortError::Timeout(format!("no reply to {subject:?} within {timeout:?}")),
                 RequestErrorKind::NoResponders => {
@@ -147,14 +199,6 @@ impl Subjects for NatsSubjects {
                 }
             }),
         }
-    }
-}
-
-fn to_message(message: async_nats::Message) -> SubjectMessage {
-    SubjectMessage {
-        subject: message.subject.to_string(),
-        payload: message.payload.to_vec(),
-        reply: message.reply.map(|reply| reply.to_string()),
     }
 }
 

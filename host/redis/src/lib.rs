@@ -1,12 +1,13 @@
 //! The Redis backend of the cache port: [`RedisCache`] keeps values and counters in one Redis database through a
 //! reconnecting [`ConnectionManager`], with expiry measured by Redis itself (`PX` on `SET`, a `SET NX PX` +
 //! `INCR` transaction for counter windows). Connection failures and timeouts surface as
-//! [`PortError::Unavailable`] so callers retry. [`RedisQueue`] is the work queue port on Redis Streams.
+//! [`PortError::Unavailable`] so callers retry. [`RedisQueue`] is the work queue port on Redis Streams. Both put
+//! every key under the deployment's [`Namespace`] (`FLOWHOST_REDIS_KEY_PREFIX`) when it has one.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use flowhost_core::ports::{Cache, Counter, PortError};
+use flowhost_core::ports::{Cache, Counter, Namespace, PortError};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Value};
 use tracing::{debug, warn};
@@ -22,6 +23,8 @@ const CONNECT_RETRIES: usize = 2;
 #[derive(Clone)]
 pub struct RedisCache {
     connection: ConnectionManager,
+    /// The deployment's key prefix, in front of every key.
+    namespace: Namespace,
 }
 
 impl std::fmt::Debug for RedisCache {
@@ -33,7 +36,12 @@ impl std::fmt::Debug for RedisCache {
 impl RedisCache {
     /// Connects to `url` (`redis://host:port/db`) and verifies the connection with `PING`.
     pub async fn connect(url: &str) -> Result<RedisCache, PortError> {
-        Ok(RedisCache { connection: connect_manager(url).await? })
+        RedisCache::connect_in(url, Namespace::NONE).await
+    }
+
+    /// [`RedisCache::connect`] with every key under `namespace` (separator `:`).
+    pub async fn connect_in(url: &str, namespace: Namespace) -> Result<RedisCache, PortError> {
+        Ok(RedisCache { connection: connect_manager(url).await?, namespace })
     }
 }
 
@@ -69,14 +77,16 @@ impl Cache for RedisCache {
     }
 
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, PortError> {
+        let key = self.namespace.wire(key);
         let mut connection = self.connection.clone();
-        redis::cmd("GET").arg(key).query_async(&mut connection).await.map_err(|error| map_error(error, "GET"))
+        redis::cmd("GET").arg(&*key).query_async(&mut connection).await.map_err(|error| map_error(error, "GET"))
     }
 
     async fn set(&self, key: &str, value: Vec<u8>, ttl: Option<Duration>) -> Result<(), PortError> {
+        let key = self.namespace.wire(key);
         let mut connection = self.connection.clone();
         let mut command = redis::cmd("SET");
-        command.arg(key).arg(value);
+        command.arg(&*key).arg(value);
         if let Some(ttl) = ttl {
             command.arg("PX").arg(millis(ttl));
         }
@@ -84,10 +94,11 @@ impl Cache for RedisCache {
     }
 
     async fn set_if_absent(&self, key: &str, value: Vec<u8>, ttl: Duration) -> Result<bool, PortError> {
+        let key = self.namespace.wire(key);
         let mut connection = self.connection.clone();
         // `SET NX` answers OK when it stored and nil when the key exists.
         let reply: Value = redis::cmd("SET")
-            .arg(key)
+            .arg(&*key)
             .arg(value)
             .arg("NX")
             .arg("PX")
@@ -99,13 +110,15 @@ impl Cache for RedisCache {
     }
 
     async fn delete(&self, key: &str) -> Result<bool, PortError> {
+        let key = self.namespace.wire(key);
         let mut connection = self.connection.clone();
         let removed: i64 =
-            redis::cmd("DEL").arg(key).query_async(&mut connection).await.map_err(|error| map_error(error, "DEL"))?;
+            redis::cmd("DEL").arg(&*key).query_async(&mut connection).await.map_err(|error| map_error(error, "DEL"))?;
         Ok(removed > 0)
     }
 
     async fn incr_window(&self, key: &str, ttl: Duration) -> Result<Counter, PortError> {
+        let key = self.namespace.wire(key);
         let mut connection = self.connection.clone();
         // One MULTI/EXEC: `SET key 0 NX PX ttl` creates the counter with its window only when it is absent, and
         // `INCR` keeps that expiry, so the first increment starts the window and later ones never extend it;
@@ -113,16 +126,16 @@ impl Cache for RedisCache {
         let (count, left_ms): (i64, i64) = redis::pipe()
             .atomic()
             .cmd("SET")
-            .arg(key)
+            .arg(&*key)
             .arg(0)
             .arg("NX")
             .arg("PX")
             .arg(millis(ttl))
             .ignore()
             .cmd("INCR")
-            .arg(key)
+            .arg(&*key)
             .cmd("PTTL")
-            .arg(key)
+            .arg(&*key)
             .query_async(&mut connection)
             .await
             .map_err(|error| map_error(error, "INCR"))?;

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use flowhost_core::ports::{check_queue_name, PortError, QueueMessage, QueueStats, WorkQueue};
+use flowhost_core::ports::{check_queue_name, Namespace, PortError, QueueMessage, QueueStats, WorkQueue};
 use redis::aio::ConnectionManager;
 use redis::Value;
 
@@ -50,6 +50,8 @@ return {len, leased, acked}
 /// A work queue on Redis Streams over one reconnecting connection.
 pub struct RedisQueue {
     connection: ConnectionManager,
+    /// The deployment's key prefix, in front of every key below.
+    namespace: Namespace,
     /// Queues whose consumer group this process has created (or found), to skip `XGROUP CREATE` after the first.
     groups: Mutex<HashSet<String>>,
 }
@@ -60,12 +62,15 @@ impl std::fmt::Debug for RedisQueue {
     }
 }
 
-fn stream_key(queue: &str) -> String {
-    format!("flowhost:queue:{{{queue}}}:stream")
+/// The stream of `queue`; its keys share the hash tag `{queue}`, so one Lua script may touch them together on a
+/// cluster.
+fn stream_key(namespace: &Namespace, queue: &str) -> String {
+    format!("{}flowhost:queue:{{{queue}}}:stream", namespace.prefix())
 }
 
-fn acked_key(queue: &str) -> String {
-    format!("flowhost:queue:{{{queue}}}:acked")
+/// The acknowledged counter of `queue`.
+fn acked_key(namespace: &Namespace, queue: &str) -> String {
+    format!("{}flowhost:queue:{{{queue}}}:acked", namespace.prefix())
 }
 
 /// A stream id is `<ms>-<seq>`; anything else cannot be ours, and Redis would reject the whole ack for it.
@@ -108,7 +113,24 @@ fn parse_entries(value: &Value, command: &str) -> Result<Vec<(String, Vec<u8>)>,
 impl RedisQueue {
     /// Connects to `url` (`redis://host:port/db`) and verifies the connection with `PING`.
     pub async fn connect(url: &str) -> Result<RedisQueue, PortError> {
-        Ok(RedisQueue { connection: connect_manager(url).await?, groups: Mutex::new(HashSet::new()) })
+        RedisQueue::connect_in(url, Namespace::NONE).await
+    }
+
+    /// [`RedisQueue::connect`] with every key under `namespace` (separator `:`).
+    pub async fn connect_in(url: &str, namespace: Namespace) -> Result<RedisQueue, PortError> {
+        Ok(RedisQueue { connection: connect_manager(url).await?, namespace, groups: Mutex::new(HashSet::new()) })
+    }
+
+    fn stream_key(&self, queue: &str) -> String {
+        stream_key(&self.namespace, queue)
+    }
+
+    fn acked_key(&self, queue: &str) -> String {
+        acked_key(&self.namespace, queue)
+    }
+
+    fn queues_key(&self) -> String {
+        self.namespace.wire(QUEUES_KEY).into_owned()
     }
 
     /// Creates the consumer group from the start of the stream (creating the stream) unless it exists.
@@ -119,7 +141,7 @@ impl RedisQueue {
         let mut connection = self.connection.clone();
         let created: Result<(), _> = redis::cmd("XGROUP")
             .arg("CREATE")
-            .arg(stream_key(queue))
+            .arg(self.stream_key(queue))
             .arg(GROUP)
             .arg("0")
             .arg("MKSTREAM")
@@ -143,7 +165,7 @@ impl RedisQueue {
         visibility: Duration,
     ) -> Result<Vec<QueueMessage>, PortError> {
         let mut connection = self.connection.clone();
-        let key = stream_key(queue);
+        let key = self.stream_key(queue);
         let reply: Value = redis::cmd("XAUTOCLAIM")
             .arg(&key)
             .arg(GROUP)
@@ -195,9 +217,9 @@ impl WorkQueue for RedisQueue {
             return Ok(Vec::new());
         }
         let mut connection = self.connection.clone();
-        let key = stream_key(queue);
+        let key = self.stream_key(queue);
         let mut pipe = redis::pipe();
-        pipe.cmd("SADD").arg(QUEUES_KEY).arg(queue).ignore();
+        pipe.cmd("SADD").arg(self.queues_key()).arg(queue).ignore();
         for payload in &payloads {
             pipe.cmd("XADD").arg(&key).arg("*").arg("p").arg(payload.as_slice());
         }
@@ -226,7 +248,7 @@ impl WorkQueue for RedisQueue {
                 .arg("COUNT")
                 .arg(max - leased.len())
                 .arg("STREAMS")
-                .arg(stream_key(queue))
+                .arg(self.stream_key(queue))
                 .arg(">")
                 .query_async(&mut connection)
                 .await
@@ -265,8 +287,8 @@ impl WorkQueue for RedisQueue {
         let _acknowledged: i64 = redis::cmd("EVAL")
             .arg(ACK_SCRIPT)
             .arg(2)
-            .arg(stream_key(queue))
-            .arg(acked_key(queue))
+            .arg(self.stream_key(queue))
+            .arg(self.acked_key(queue))
             .arg(GROUP)
             .arg(ids)
             .query_async(&mut connection)
@@ -281,8 +303,8 @@ impl WorkQueue for RedisQueue {
         let (pending, leased, acknowledged): (u64, u64, u64) = redis::cmd("EVAL")
             .arg(STATS_SCRIPT)
             .arg(2)
-            .arg(stream_key(queue))
-            .arg(acked_key(queue))
+            .arg(self.stream_key(queue))
+            .arg(self.acked_key(queue))
             .arg(GROUP)
             .query_async(&mut connection)
             .await
@@ -293,7 +315,7 @@ impl WorkQueue for RedisQueue {
     async fn queues(&self) -> Result<Vec<String>, PortError> {
         let mut connection = self.connection.clone();
         let mut names: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(QUEUES_KEY)
+            .arg(self.queues_key())
             .query_async(&mut connection)
             .await
             .map_err(|error| map_error(error, "SMEMBERS"))?;
@@ -316,7 +338,10 @@ mod tests {
 
     #[test]
     fn keys_share_a_hash_tag() {
-        assert_eq!(stream_key("q"), "flowhost:queue:{q}:stream");
-        assert_eq!(acked_key("q"), "flowhost:queue:{q}:acked");
+        assert_eq!(stream_key(&Namespace::NONE, "q"), "flowhost:queue:{q}:stream");
+        assert_eq!(acked_key(&Namespace::NONE, "q"), "flowhost:queue:{q}:acked");
+        let blue = Namespace::new("blue", ':');
+        assert_eq!(stream_key(&blue, "q"), "blue:flowhost:queue:{q}:stream");
+        assert_eq!(acked_key(&blue, "q"), "blue:flowhost:queue:{q}:acked");
     }
 }

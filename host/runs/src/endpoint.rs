@@ -235,7 +235,7 @@ impl ServiceEndpoint {
                     },
                     None => serde_json::json!({ "error": { "code": "not_loaded", "message": "the service is not loaded here" } }).to_string(),
                 };
-                if let Err(error) = endpoint.ports.subjects.publish(&reply_subject, answer.into_bytes()).await {
+                if let Err(error) = endpoint.ports.subjects.respond(&reply_subject, answer.into_bytes()).await {
                     debug!(%error, "a data-source answer was not delivered");
                 }
             });

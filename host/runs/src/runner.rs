@@ -651,7 +651,7 @@ impl Shared {
                 let Some(message) = message else { break };
                 let answer = self.take_reply("nats", &message.payload).await;
                 if let Some(reply_to) = message.reply {
-                    let _ = self.ports.subjects.publish(&reply_to, answer.to_string().into_bytes()).await;
+                    let _ = self.ports.subjects.respond(&reply_to, answer.to_string().into_bytes()).await;
                 }
             }
             warn!("the service reply subscription ended; subscribing again");

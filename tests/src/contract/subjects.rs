@@ -126,7 +126,7 @@ pub async fn every_subscriber_receives(subjects: Arc<dyn Subjects>) {
     assert_quiet(&mut exact, &subject).await;
 }
 
-/// A request reaches a subscriber with a reply subject; what the subscriber publishes there is the answer.
+/// A request reaches a subscriber with a reply address; what the subscriber `respond`s there is the answer.
 pub async fn request_reply_round_trip(subjects: Arc<dyn Subjects>) {
     let subject = format!("{}.rpc", root());
     let mut service = subjects.subscribe(&subject).await.expect("subscribe");
@@ -137,7 +137,7 @@ pub async fn request_reply_round_trip(subjects: Arc<dyn Subjects>) {
             let reply = request.reply.clone().expect("a request carries a reply subject");
             let mut answer = request.payload.clone();
             answer.extend_from_slice(b" pong");
-            subjects.publish(&reply, answer).await.expect("respond");
+            subjects.respond(&reply, answer).await.expect("respond");
             request
         })
     };

@@ -4,6 +4,7 @@
 
 mod cache;
 mod documents;
+mod namespace;
 mod queue;
 mod secrets;
 mod subjects;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 pub use cache::{Cache, Counter};
 pub use documents::{check_path, Direction, DocumentStore, Filter, IndexSpec, Page, Query, Versioned, VersionedWrite};
+pub use namespace::Namespace;
 pub use queue::{check_queue_name, QueueMessage, QueueStats, WorkQueue};
 pub use secrets::{SecretError, SecretStore};
 pub use subjects::{subject_matches, SubjectMessage, SubjectStream, Subjects, Wakeups};

@@ -13,7 +13,8 @@ use super::PortError;
 pub struct SubjectMessage {
     pub subject: String,
     pub payload: Vec<u8>,
-    /// Where the sender of a `request` waits for the answer: respond with `publish(reply, ...)`.
+    /// Where the sender of a `request` waits for the answer: answer with [`Subjects::respond`]. An address as
+    /// the server gave it, not a subject of this deployment's namespace.
     pub reply: Option<String>,
 }
 
@@ -32,6 +33,12 @@ pub trait Subjects: Send + Sync + 'static {
     fn backend(&self) -> &'static str;
 
     async fn publish(&self, subject: &str, payload: Vec<u8>) -> Result<(), PortError>;
+
+    /// Answers a request: publishes to its `reply` address ([`SubjectMessage::reply`]) as it is, where
+    /// `publish` would put the subject into this deployment's namespace.
+    async fn respond(&self, reply: &str, payload: Vec<u8>) -> Result<(), PortError> {
+        self.publish(reply, payload).await
+    }
 
     /// Subscribes to a subject or a pattern with `*` (one token) and `>` (one or more trailing tokens).
     /// Messages published after this returns are delivered.

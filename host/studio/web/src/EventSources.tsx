@@ -41,7 +41,7 @@ function EventSourceForm(props: { source?: EventSource; onSaved: (topic: string)
         event.preventDefault();
         const body = { default_output_topic: output, description: description || undefined };
         const path = `/api/v1/event-sources/${encodeURIComponent(topic.trim())}`;
-        if (await submit(async () => (await call("PUT", path, body), `Event source ${topic.trim()} saved.`))) await onSaved(topic.trim());
+        await submit(async () => (await call("PUT", path, body), `Event source ${topic.trim()} saved.`), () => onSaved(topic.trim()));
       }}
     >
       <h2>{source ? `Event source ${source.source_topic}` : "New event source"}</h2>

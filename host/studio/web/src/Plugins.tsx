@@ -59,11 +59,13 @@ function UploadForm(props: { pluginId?: string; onUploaded: (id: string) => Prom
         event.preventDefault();
         if (!file) return;
         const path = `/api/v1/plugins/${encodeURIComponent(id.trim())}/versions/${encodeURIComponent(version.trim())}?activate=${activate}`;
-        const uploaded = await submit(async () => {
-          const answer = await upload<{ created: boolean; active: boolean }>("PUT", path, file, "application/wasm");
-          return `Plugin ${id.trim()} ${version.trim()} ${answer.created ? "uploaded" : "was already stored"}${answer.active ? " and active" : ""}.`;
-        });
-        if (uploaded) await onUploaded(id.trim());
+        await submit(
+          async () => {
+            const answer = await upload<{ created: boolean; active: boolean }>("PUT", path, file, "application/wasm");
+            return `Plugin ${id.trim()} ${version.trim()} ${answer.created ? "uploaded" : "was already stored"}${answer.active ? " and active" : ""}.`;
+          },
+          () => onUploaded(id.trim()),
+        );
       }}
     >
       <h2>{pluginId ? `Upload a version of ${pluginId}` : "Upload a plugin"}</h2>
@@ -93,11 +95,10 @@ function PluginView(props: { plugin: PluginSummary; onChanged: () => Promise<voi
   const { error, submit } = useSubmit();
   const activeAt = plugin.versions.find((version) => version.active)?.uploaded_at ?? "";
   const activate = async (version: string) => {
-    const done = await submit(async () => {
+    await submit(async () => {
       const answer = await call<{ previous_version: string | null }>("POST", `/api/v1/plugins/${encodeURIComponent(plugin.id)}/activate`, { version });
       return `Plugin ${plugin.id}: ${version} active${answer.previous_version ? ` (was ${answer.previous_version})` : ""}.`;
-    });
-    if (done) await onChanged();
+    }, onChanged);
   };
   return (
     <div className="resource-body">

@@ -2,7 +2,7 @@
 // stored with a "New" entry, and the form of the chosen one. `useStored` loads a list and reloads it after a
 // change or a sign-in.
 
-import { useCallback, useEffect, useState, type ReactNode } from "react";
+import { useCallback, useEffect, useRef, useState, type ReactNode } from "react";
 
 import { ApiError, call } from "./api";
 import { useFeedback } from "./feedback";
@@ -35,15 +35,19 @@ export function useSection<T>(path: string, keyOf: (item: T) => string) {
 const asList = <T,>(answer: unknown) => answer as T[];
 
 /// The items at `path` (a GET answering a JSON array, or what `pick` takes from its answer: keep `pick` the same
-/// function between renders), and a reload.
+/// function between renders), and a reload. Only the latest reload's answer is shown: an earlier one that
+/// arrives after it (a reload on sign-in racing one after a delete) would bring back what is gone.
 export function useStored<T>(path: string, pick: (answer: unknown) => T[] = asList): { items: T[]; reload: () => Promise<void> } {
   const { failed, session } = useFeedback();
   const [items, setItems] = useState<T[]>([]);
+  const latest = useRef(0);
   const reload = useCallback(async () => {
+    const ticket = ++latest.current;
     try {
-      setItems(pick(await call<unknown>("GET", path)));
+      const answer = pick(await call<unknown>("GET", path));
+      if (ticket === latest.current) setItems(answer);
     } catch (error) {
-      failed(error);
+      if (ticket === latest.current) failed(error);
     }
     // `session`: signing in loads the list again.
     // eslint-disable-next-line react-hooks/exhaustive-deps
@@ -96,16 +100,22 @@ export function FormError({ error }: { error: string | null }) {
   );
 }
 
-/// Runs a save or delete: its success message on the status line, or its refusal kept for `FormError` (a 401
-/// asks for the token instead). Answers whether it succeeded.
-export function useSubmit(): { error: string | null; submit: (work: () => Promise<string>) => Promise<boolean> } {
+/// Runs a save or delete: its refusal is kept for `FormError` (a 401 asks for the token instead); on success
+/// `after` runs first (the list reloads), then the success message goes on the status line, so what the message
+/// announces is already on screen. Answers whether it succeeded.
+export function useSubmit(): {
+  error: string | null;
+  submit: (work: () => Promise<string>, after?: () => Promise<void>) => Promise<boolean>;
+} {
   const { say, failed } = useFeedback();
   const [error, setError] = useState<string | null>(null);
   const submit = useCallback(
-    async (work: () => Promise<string>) => {
+    async (work: () => Promise<string>, after?: () => Promise<void>) => {
       try {
-        say(await work());
+        const message = await work();
         setError(null);
+        await after?.();
+        say(message);
         return true;
       } catch (caught) {
         if (caught instanceof ApiError && caught.status === 401) failed(caught);

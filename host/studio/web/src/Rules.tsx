@@ -84,12 +84,14 @@ function RuleForm(props: { rule?: Rule; schemas: EventSchema[]; onSaved: (id: st
   const path = (ruleId: string) => `/api/v1/triggers/${encodeURIComponent(ruleId)}`;
   const save = async () => {
     let savedId = "";
-    const saved = await submit(async () => {
-      const answer = rule ? await call<Rule>("PUT", path(rule.id), body()) : await call<Rule>("POST", "/api/v1/triggers", body());
-      savedId = answer.id;
-      return `Rule ${answer.name || answer.id} saved.`;
-    });
-    if (saved) await onSaved(savedId);
+    await submit(
+      async () => {
+        const answer = rule ? await call<Rule>("PUT", path(rule.id), body()) : await call<Rule>("POST", "/api/v1/triggers", body());
+        savedId = answer.id;
+        return `Rule ${answer.name || answer.id} saved.`;
+      },
+      () => onSaved(savedId),
+    );
   };
   const setRow = (at: number, change: Partial<{ source: string; target: string }>) =>
     setMapping((current) => current.map((row, index) => (index === at ? { ...row, ...change } : row)));
@@ -156,7 +158,7 @@ function RuleForm(props: { rule?: Rule; schemas: EventSchema[]; onSaved: (id: st
             <button
               type="button"
               onClick={async () => {
-                if (await submit(async () => (await call("DELETE", path(rule.id)), `Rule ${rule.name || rule.id} deleted.`))) await onDeleted();
+                await submit(async () => (await call("DELETE", path(rule.id)), `Rule ${rule.name || rule.id} deleted.`), onDeleted);
               }}
             >
               Delete rule

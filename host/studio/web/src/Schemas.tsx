@@ -40,7 +40,7 @@ function SchemaForm(props: { schema?: EventSchema; onSaved: (eventType: string) 
   const [usedBy, setUsedBy] = useState<string[] | null>(null);
   const path = `/api/v1/schemas/${encodeURIComponent(eventType.trim())}`;
   const remove = async () => {
-    if (await submit(async () => (await call("DELETE", path), `Schema ${eventType.trim()} deleted.`))) await onDeleted();
+    await submit(async () => (await call("DELETE", path), `Schema ${eventType.trim()} deleted.`), onDeleted);
   };
   const askToRemove = async () => {
     try {
@@ -61,7 +61,7 @@ function SchemaForm(props: { schema?: EventSchema; onSaved: (eventType: string) 
       aria-label={schema ? `Schema ${schema.event_type}` : "New schema"}
       onSubmit={async (event) => {
         event.preventDefault();
-        if (await submit(async () => (await call("PUT", path, { fields }), `Schema ${eventType.trim()} saved.`))) await onSaved(eventType.trim());
+        await submit(async () => (await call("PUT", path, { fields }), `Schema ${eventType.trim()} saved.`), () => onSaved(eventType.trim()));
       }}
     >
       <h2>{schema ? `Schema ${schema.event_type}` : "New schema"}</h2>
