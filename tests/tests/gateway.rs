@@ -408,6 +408,7 @@ async fn on_redis_and_kafka_events_reach_the_broker_and_limits_are_shared() {
     let second = Gateway::start(Backends::Distributed, &backend, |config| {
         config.gateway.cache_url = Some(flowhost_core::config::Secret::new(redis.clone()));
         config.gateway.requests_per_minute.token = 3;
+        TestHost::join_deployment(config, &gateway.host.config);
     })
     .await;
     let (status, headers, _) = second.post(ORIGIN, Some(&token), &presence_event("heartbeat")).await;
