@@ -194,6 +194,18 @@ impl TestHost {
         response_parts(request.send().await.expect("request")).await
     }
 
+    /// Creates the v2 flow `body` (which must validate) and releases it; answers its id.
+    pub async fn release_flow(&self, body: Value) -> String {
+        let (status, created) = self.call("POST", "/api/v2/flows", Some(body)).await;
+        assert_eq!(status, 201, "{created}");
+        assert_eq!(created["validation"]["valid"], true, "{created:#}");
+        let id = created["id"].as_str().unwrap().to_owned();
+        let (status, released) =
+            self.call("POST", &format!("/api/v2/flows/{id}/release"), Some(serde_json::json!({}))).await;
+        assert_eq!(status, 200, "{released}");
+        id
+    }
+
     /// Sends raw bytes (for malformed-body tests).
     pub async fn call_raw(&self, method: &str, path: &str, body: Vec<u8>) -> (u16, Value) {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();

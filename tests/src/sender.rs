@@ -74,11 +74,5 @@ pub async fn release_push_flow(host: &TestHost, transport: Option<&str>) -> (Str
         ],
         "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "push"}, {"from": "push", "to": "out"}],
     });
-    let (status, created) = host.call("POST", "/api/v2/flows", Some(flow)).await;
-    assert_eq!(status, 201, "{created}");
-    assert_eq!(created["validation"]["valid"], true, "{created}");
-    let flow_id = created["id"].as_str().unwrap().to_owned();
-    let (status, released) = host.call("POST", &format!("/api/v2/flows/{flow_id}/release"), Some(json!({}))).await;
-    assert_eq!(status, 200, "{released}");
-    (flow_id, source, out)
+    (host.release_flow(flow).await, source, out)
 }

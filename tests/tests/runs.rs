@@ -72,17 +72,6 @@ fn flow(source_topic: &str, out_topic: &str, action: &str, config: Value) -> Val
     })
 }
 
-/// Creates and releases `body`; answers the flow id once the runner consumes its source.
-async fn release(host: &TestHost, body: Value) -> String {
-    let (status, created) = host.call("POST", "/api/v2/flows", Some(body)).await;
-    assert_eq!(status, 201, "{created}");
-    assert_eq!(created["validation"]["valid"], true, "{created}");
-    let id = created["id"].as_str().unwrap().to_owned();
-    let (status, released) = host.call("POST", &format!("/api/v2/flows/{id}/release"), Some(json!({}))).await;
-    assert_eq!(status, 200, "{released}");
-    id
-}
-
 fn deposit(amount: f64, player: &str) -> Value {
     json!({"event_type": "deposit", "tenant_id": "casino-1", "amount": amount, "player_id": player})
 }
@@ -132,7 +121,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 async fn a_source_event_runs_through_condition_mapping_action_and_output(backends: Backends) {
     let host = start(backends, None).await;
     let (source, out) = (unique("deposits"), unique("rewarded"));
-    let id = release(&host, flow(&source, &out, "record", json!({"amount": "{{amount}}"}))).await;
+    let id = host.release_flow(flow(&source, &out, "record", json!({"amount": "{{amount}}"}))).await;
     host.publish(&source, &[deposit(250.0, "p1"), deposit(5.0, "p2"), deposit(120.5, "p3")]).await;
 
     let outputs = host.read(&out, 2, Duration::from_secs(60)).await;
@@ -212,7 +201,7 @@ async fn a_flaky_action_is_retried_on_the_spec_backoff(backends: Backends) {
     let clock = Arc::new(ManualClock::new(T0));
     let host = start(backends, Some(clock.clone())).await;
     let (source, out) = (unique("deposits"), unique("rewarded"));
-    let id = release(&host, flow(&source, &out, "flaky", json!({"failures": 2}))).await;
+    let id = host.release_flow(flow(&source, &out, "flaky", json!({"failures": 2}))).await;
     host.publish(&source, &[deposit(500.0, "p1")]).await;
 
     let (detail, first) = attempts(&host, &id, 1).await;
@@ -244,7 +233,7 @@ async fn a_permanent_failure_is_dead_lettered_and_replayed(backends: Backends) {
     let mut letters = host.ports.subjects.subscribe("triggers.v2.dlq.ledger.limit").await.unwrap();
     let (source, out) = (unique("deposits"), unique("accepted"));
     let body = flow(&source, &out, "limit", json!({"amount": "{{amount}}", "limit": 100}));
-    let id = release(&host, body.clone()).await;
+    let id = host.release_flow(body.clone()).await;
     host.publish(&source, &[deposit(150.0, "p1")]).await;
 
     let message = tokio::time::timeout(Duration::from_secs(60), letters.next()).await.expect("a dead letter").unwrap();
@@ -315,7 +304,7 @@ async fn a_record_consumed_again_starts_no_second_run(backends: Backends) {
     let host = TestHost::start_with(config.clone()).await;
     prepare(&host).await;
     let (source, out) = (unique("deposits"), unique("rewarded"));
-    let id = release(&host, flow(&source, &out, "record", json!({}))).await;
+    let id = host.release_flow(flow(&source, &out, "record", json!({}))).await;
     host.publish(&source, &[deposit(300.0, "p1"), deposit(400.0, "p2")]).await;
     runs_until(&host, &id, 2, |r| r["status"] == "completed").await;
     host.stop().await;

@@ -66,16 +66,6 @@ fn flow(source: &str, out: &str, service: &str, transport: &str, kafka_topic: Op
     })
 }
 
-async fn release(host: &TestHost, body: Value) -> String {
-    let (status, created) = host.call("POST", "/api/v2/flows", Some(body)).await;
-    assert_eq!(status, 201, "{created}");
-    assert_eq!(created["validation"]["valid"], true, "{created:#}");
-    let id = created["id"].as_str().unwrap().to_owned();
-    let (status, released) = host.call("POST", &format!("/api/v2/flows/{id}/release"), Some(json!({}))).await;
-    assert_eq!(status, 200, "{released}");
-    id
-}
-
 fn deposit(player: &str) -> Value {
     json!({"event_type": "deposit", "tenant_id": "casino-1", "amount": 50.0, "player_id": player})
 }
@@ -162,7 +152,7 @@ async fn an_external_service_answers_over_nats_kafka_and_http(backends: Backends
     let mut flows = Vec::new();
     for transport in ["nats", "kafka", "http"] {
         let (source, out) = (unique("deposits"), unique("tagged"));
-        let id = release(&host, flow(&source, &out, "crm", transport, None)).await;
+        let id = host.release_flow(flow(&source, &out, "crm", transport, None)).await;
         flows.push((transport, id, source, out));
     }
     for (transport, _, source, _) in &flows {
@@ -218,7 +208,7 @@ async fn a_missing_retarget_topic_fails_closed(backends: Backends) {
     register(&host, "crm", &["kafka"], "http://127.0.0.1:9").await;
     let (source, out, retarget) = (unique("deposits"), unique("tagged"), unique("crm-retarget"));
     host.ports.topics.create_topic(&retarget, 1).await.unwrap();
-    let id = release(&host, flow(&source, &out, "crm", "kafka", Some(&retarget))).await;
+    let id = host.release_flow(flow(&source, &out, "crm", "kafka", Some(&retarget))).await;
 
     // The topic disappears under the released flow (here: the released version is pointed at one that was
     // never created, as if it had been deleted).
@@ -270,7 +260,7 @@ async fn a_service_that_never_replies_is_asked_again_then_dead_lettered(backends
     let mut inbound = host.ports.subjects.subscribe(&format!("triggers.v2.{service}.inbound")).await.unwrap();
     let mut letters = host.ports.subjects.subscribe(&format!("triggers.v2.dlq.{service}.tag_player")).await.unwrap();
     let (source, out) = (unique("deposits"), unique("tagged"));
-    let id = release(&host, flow(&source, &out, &service, "nats", None)).await;
+    let id = host.release_flow(flow(&source, &out, &service, "nats", None)).await;
     host.publish(&source, &[deposit("p1")]).await;
 
     let mut seen = Vec::new();
@@ -361,7 +351,7 @@ async fn external_data_sources_answer_lookups_over_http_and_nats(backends: Backe
         ],
         "edges": [{"from": "src", "to": "segment"}, {"from": "segment", "to": "level"}, {"from": "level", "to": "out"}]
     });
-    release(&host, body).await;
+    host.release_flow(body).await;
     host.publish(&source, &[deposit("p7")]).await;
     let value = first_output(&host, &out).await;
     assert_eq!(value["segment"], json!({"segment": "whale-p7"}), "{value}");
