@@ -23,6 +23,7 @@ on_both_backends!(
     documents_and_in_process_data_sources,
     the_engine_waits_for_a_missing_node_kind_and_loses_nothing,
     a_failed_catalog_step_leaves_no_orphan_row_and_a_retry_completes,
+    a_plugin_waiting_in_a_host_call_ends_at_its_deadline,
 );
 
 async fn start(backends: Backends) -> TestHost {
@@ -431,4 +432,98 @@ async fn a_failed_catalog_step_leaves_no_orphan_row_and_a_retry_completes(backen
     assert!(catalog_has_greeter(&host.call("GET", "/api/v1/components", None).await.1));
     assert_eq!(greet_version(&host).await, "0.1.0");
     host.stop().await;
+}
+
+/// A plugin whose every export waits an hour in a host call (a WASI sleep: no wasm runs, so no epoch tick
+/// stops it) is ended at its deadline on the invoke route, in the catalog's data-source proxy and in a released
+/// flow's action (a retryable attempt, retried later), and the host serves on.
+async fn a_plugin_waiting_in_a_host_call_ends_at_its_deadline(backends: Backends) {
+    let host = TestHost::start_configured(backends, None, |config| {
+        config.plugins.timeout_ms = 300;
+        config.engine.flows_poll_interval_ms = 50;
+    })
+    .await;
+    assert_eq!(upload(&host, "sleeper", "0.1.0", fixtures::bytes("sleeper")).await.0, 201);
+    let quickly = |started: std::time::Instant, what: &str| {
+        assert!(started.elapsed() < Duration::from_secs(5), "{what} took {:?}", started.elapsed());
+    };
+
+    let started = std::time::Instant::now();
+    let (status, body) = invoke(&host, "sleeper", json!({"action": "sleep"})).await;
+    assert_eq!((status, body["outcome"].as_str(), body["kind"].as_str()), (422, Some("retryable"), Some("timeout")));
+    quickly(started, "the invoke route");
+
+    let started = std::time::Instant::now();
+    let (status, body) = host.call("GET", "/api/v1/components/sleeper/data/slow", None).await;
+    assert_eq!(status, 502, "{body}");
+    quickly(started, "the data-source proxy");
+
+    let schema = json!({"fields": [{"name": "amount", "type": "double"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    let (source, out) = (unique("deposits"), unique("slept"));
+    let flow = json!({
+        "nodes": [
+            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": source}},
+            {"id": "seg", "kind": "service-in", "config": {"service": "sleeper"}},
+            {"id": "act", "kind": "action", "config": {"action_ref": "sleep"}},
+            {"id": "out", "kind": "output-topic", "config": {"topic": out}}
+        ],
+        "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "act"}, {"from": "act", "to": "out"}]
+    });
+    let flow_id = host.release_flow(flow).await;
+    host.publish(&source, &[json!({"event_type": "deposit", "tenant_id": "casino-1", "amount": 1.0})]).await;
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    let attempt = loop {
+        let (_, runs) = host.call("GET", &format!("/api/v2/flows/{flow_id}/runs"), None).await;
+        if let Some(run_id) = runs["runs"][0]["run_id"].as_str() {
+            let (_, run) = host.call("GET", &format!("/api/v2/runs/{run_id}"), None).await;
+            let node = run["nodes"].as_array().and_then(|nodes| nodes.iter().find(|n| n["node_id"] == "act").cloned());
+            if let Some(first) = node.and_then(|n| n["attempts"].get(0).cloned()) {
+                break first;
+            }
+        }
+        assert!(tokio::time::Instant::now() < until, "the action never ended an attempt: {runs}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(attempt["outcome"], "retryable", "{attempt}");
+    assert!(attempt["error"].as_str().is_some_and(|e| e.contains("timed out")), "{attempt}");
+    assert!(attempt["duration_us"].as_u64().is_some_and(|us| us < 5_000_000), "{attempt}");
+
+    let (status, body) = invoke(&host, "sleeper", json!({"action": "nap"})).await;
+    assert_eq!((status, body["output"].clone()), (200, json!({"awake": true})), "{body}");
+    host.stop().await;
+}
+
+/// A node keeps every active version and at most `max_loaded_versions` others (uploaded without activation,
+/// invoked by version), dropping the least recently used: invoking every stored version in turn never grows
+/// what it holds past the bound, and an evicted version loads again when asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inactive_versions_loaded_on_demand_are_bounded() {
+    use flowhost_components::{ComponentStore, StoreConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let ports = flowhost::connect(&TestHost::config(Backends::Embedded, dir.path())).await.unwrap();
+    let runtime = flowhost_runtime::Runtime::new(flowhost_runtime::RuntimeConfig::default()).unwrap();
+    let config = StoreConfig { max_loaded_versions: 2, ..StoreConfig::default() };
+    let store = ComponentStore::new(ports, runtime, config);
+    let upload = |id: &'static str, version: &'static str, fixture: &'static str, activate: bool| {
+        let store = &store;
+        async move {
+            let prepared = store.prepare(id, version, fixtures::bytes(fixture)).await.unwrap();
+            store.commit(prepared, activate).await.unwrap();
+        }
+    };
+    upload("greeter", "0.1.0", "greeter", true).await;
+    upload("greeter", "0.2.0", "greeter_v2", false).await;
+    upload("ledger", "0.1.0", "ledger", false).await;
+    upload("trap", "0.1.0", "trap", false).await;
+    upload("spin", "0.1.0", "spin", false).await;
+    assert!(store.loaded_versions() <= 3, "one active and two others: {}", store.loaded_versions());
+    for (id, version) in
+        [("ledger", "0.1.0"), ("trap", "0.1.0"), ("greeter", "0.2.0"), ("spin", "0.1.0"), ("ledger", "0.1.0")]
+    {
+        let plugin = store.version(id, version).await.unwrap();
+        assert_eq!(plugin.manifest().version, version);
+        assert!(store.loaded_versions() <= 3, "after {id}@{version}: {}", store.loaded_versions());
+    }
+    assert_eq!(store.active("greeter").unwrap().manifest().version, "0.1.0", "the active version stays");
 }

@@ -214,7 +214,17 @@ impl Runtime {
         let (pre, imported) = self.link(&component, grants)?;
         let exports = Exports::of(&component, pre)?;
         let mut store = self.loading_store()?;
-        let text = exports.manifest(&mut store).await;
+        let limits = &self.inner().config.limits;
+        let reading = tokio::time::timeout(limits.timeout.saturating_add(self.inner().config.epoch_tick), async {
+            exports.manifest(&mut store).await
+        });
+        let text = match reading.await {
+            Ok(text) => text,
+            Err(_elapsed) => {
+                let ms = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
+                return Err(LoadError::Manifest(InvokeError::Timeout(ms)));
+            }
+        };
         let (manifest, identity, limits) = self.read_manifest(text, store, &imported)?;
         let projector = matches!(exports, Exports::Projector(_));
         if manifest.actions.is_empty() && manifest.node_kinds.is_empty() && !projector {
@@ -326,6 +336,16 @@ impl Plugin {
         input: &str,
         limits: &Limits,
     ) -> Result<String, InvokeError> {
+        self.within_deadline(limits, self.run_invoke_unbounded(context, action, input, limits)).await
+    }
+
+    async fn run_invoke_unbounded(
+        &self,
+        context: &InvocationContext,
+        action: &str,
+        input: &str,
+        limits: &Limits,
+    ) -> Result<String, InvokeError> {
         let manifest = &self.inner.manifest;
         let is_node_kind = manifest.node_kinds.iter().any(|kind| kind == action);
         if !manifest.has_action(action) && !is_node_kind {
@@ -358,9 +378,8 @@ impl Plugin {
                     attempt: context.attempt,
                     event,
                 };
-                let events = vec![event.into_wit()];
-                let mut results =
-                    self.run_batch(action, &config, &batch, events, limits).await.map_err(|(error, _)| error)?;
+                let events = [event.into_wit()];
+                let mut results = self.run_batch(action, &config, &batch, &events, limits).await?;
                 results.pop().unwrap_or_else(|| Err(missing_result()))
             }
             Exports::V2 { .. } => unreachable!("Exports::of refuses a 0.2.0 component without invoke or node-kinds"),
@@ -381,14 +400,14 @@ impl Plugin {
         };
         let started = Instant::now();
         let limits = &self.inner.limits;
-        let result = async {
+        let projection = async {
             let mut store = self.store(limits)?;
             let output = pre.project(&mut store, limits, state, input).await??;
             drop(store);
             check_output(&output, limits)?;
             Ok(output)
-        }
-        .await;
+        };
+        let result = self.within_deadline(limits, projection).await;
         self.observe(&result, started);
         result
     }
@@ -403,7 +422,7 @@ impl Plugin {
     /// ([`InvokeError::UnknownDataSource`]) without running the guest.
     pub async fn data_source(&self, name: &str, params: &[(String, String)]) -> Result<String, InvokeError> {
         let started = Instant::now();
-        let result = self.run_data_source(name, params).await;
+        let result = self.within_deadline(&self.inner.limits, self.run_data_source(name, params)).await;
         self.observe(&result, started);
         result
     }
@@ -461,17 +480,17 @@ impl Plugin {
             let batch_limits =
                 Limits { fuel: limits.fuel.map(|fuel| fuel.saturating_mul(events.len() as u64)), ..limits.clone() };
             let inputs: Vec<WitNodeEvent> = events.into_iter().map(NodeEvent::into_wit).collect();
-            match self.run_batch(kind, config, batch, inputs, &batch_limits).await {
+            match self.run_batch(kind, config, batch, &inputs, &batch_limits).await {
                 Ok(results) => results,
-                Err((error, inputs)) if inputs.len() == 1 => vec![Err(error)],
-                Err((error, inputs)) => {
+                Err(error) if inputs.len() == 1 => vec![Err(error)],
+                Err(error) => {
                     tracing::debug!(plugin = %self.inner.identity.plugin, kind, %error,
                                     "a node-kind batch failed as a whole; evaluating its events one by one");
                     let mut results = Vec::with_capacity(inputs.len());
-                    for input in inputs {
-                        results.push(match self.run_batch(kind, config, batch, vec![input], &limits).await {
+                    for input in inputs.chunks(1) {
+                        results.push(match self.run_batch(kind, config, batch, input, &limits).await {
                             Ok(mut result) => result.pop().unwrap_or_else(|| Err(missing_result())),
-                            Err((error, _)) => Err(error),
+                            Err(error) => Err(error),
                         });
                     }
                     results
@@ -500,27 +519,32 @@ impl Plugin {
         results
     }
 
-    /// One instance: `prepare(kind, config)`, then `evaluate(events)`. `Err` is a failure of the whole batch,
-    /// with the events handed back for another attempt.
+    /// One instance: `prepare(kind, config)`, then `evaluate(events)`, within the deadline. `Err` is a failure
+    /// of the whole batch (the caller may evaluate the events again, one by one).
     async fn run_batch(
         &self,
         kind: &str,
         config: &str,
         batch: &BatchContext,
-        events: Vec<WitNodeEvent>,
+        events: &[WitNodeEvent],
         limits: &Limits,
-    ) -> Result<BatchResults, (InvokeError, Vec<WitNodeEvent>)> {
+    ) -> Result<BatchResults, InvokeError> {
+        self.within_deadline(limits, self.run_batch_unbounded(kind, config, batch, events, limits)).await
+    }
+
+    async fn run_batch_unbounded(
+        &self,
+        kind: &str,
+        config: &str,
+        batch: &BatchContext,
+        events: &[WitNodeEvent],
+        limits: &Limits,
+    ) -> Result<BatchResults, InvokeError> {
         let Exports::V2 { node_kind: Some(pre), .. } = &self.inner.exports else {
-            return Err((InvokeError::UnknownAction(kind.to_string()), events));
+            return Err(InvokeError::UnknownAction(kind.to_string()));
         };
-        let mut store = match self.store(limits) {
-            Ok(store) => store,
-            Err(error) => return Err((error, events)),
-        };
-        let instance = match pre.instantiate_async(&mut store).await {
-            Ok(instance) => instance,
-            Err(error) => return Err((classify(error, &store, limits), events)),
-        };
+        let mut store = self.store(limits)?;
+        let instance = pre.instantiate_async(&mut store).await.map_err(|error| classify(error, &store, limits))?;
         let guest = instance.flowhost_plugin_node_kinds();
         let prepared = match guest.call_prepare(&mut store, kind, config).await {
             Ok(Ok(prepared)) => prepared,
@@ -528,25 +552,25 @@ impl Plugin {
                 let error = error.into_invoke_error();
                 return Ok(events.iter().map(|_| Err(error.clone())).collect());
             }
-            Err(error) => return Err((classify(error, &store, limits), events)),
+            Err(error) => return Err(classify(error, &store, limits)),
         };
         let context = WitBatchContext {
             flow_id: batch.flow_id.clone(),
             node_id: batch.node_id.clone(),
             deadline_ms: self.deadline_ms(limits),
         };
-        let outputs = match guest.prepared_node().call_evaluate(&mut store, prepared, &context, &events).await {
-            Ok(outputs) => outputs,
-            Err(error) => return Err((classify(error, &store, limits), events)),
-        };
+        let outputs = guest
+            .prepared_node()
+            .call_evaluate(&mut store, prepared, &context, events)
+            .await
+            .map_err(|error| classify(error, &store, limits))?;
         drop(store);
         if outputs.len() != events.len() {
-            let error = InvokeError::InvalidOutput(format!(
+            return Err(InvokeError::InvalidOutput(format!(
                 "{} results for {} events: a node kind answers exactly one result per event",
                 outputs.len(),
                 events.len()
-            ));
-            return Err((error, events));
+            )));
         }
         Ok(outputs
             .into_iter()
@@ -555,6 +579,15 @@ impl Plugin {
                 Err(error) => Err(error.into_invoke_error()),
             })
             .collect())
+    }
+
+    /// [`crate::runtime::within_deadline`] with this runtime's epoch tick.
+    async fn within_deadline<T>(
+        &self,
+        limits: &Limits,
+        call: impl std::future::Future<Output = Result<T, InvokeError>>,
+    ) -> Result<T, InvokeError> {
+        crate::runtime::within_deadline(limits, self.inner.runtime.config.epoch_tick, call).await
     }
 
     fn store(&self, limits: &Limits) -> Result<Store<HostState>, InvokeError> {

@@ -43,7 +43,7 @@ impl Inner {
 
 pub(crate) struct Inner {
     engine: Engine,
-    config: RuntimeConfig,
+    pub(crate) config: RuntimeConfig,
     clock: Arc<dyn Clock>,
     documents: Option<Arc<dyn DocumentStore>>,
     metrics: Option<RuntimeMetrics>,
@@ -376,21 +376,34 @@ pub(crate) fn new_store(runtime: &Inner, identity: Identity, limits: &Limits) ->
     store.limiter(|state| &mut state.limiter);
     store.set_fuel(limits.fuel.unwrap_or(u64::MAX)).map_err(|error| InvokeError::Trap(format!("{error:#}")))?;
     // Every epoch tick the guest yields to the async executor (a busy guest never holds a worker thread for
-    // longer than a tick); when the deadline's ticks are used up it is interrupted (`Trap::Interrupt`).
-    let mut ticks_left = deadline_ticks(limits.timeout, runtime.config.epoch_tick);
+    // longer than a tick); the first tick past the deadline interrupts it (`Trap::Interrupt`). The clock, not a
+    // count of ticks, decides: ticks do not come while the guest waits in a host call.
+    let deadline = store.data().deadline;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
-        ticks_left = ticks_left.saturating_sub(1);
-        Ok(if ticks_left == 0 { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
+        Ok(if Instant::now() >= deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
     });
     Ok(store)
 }
 
-/// Epoch ticks until the deadline: at least `timeout`, at most `timeout + tick` (the current tick is partly
-/// gone when the call starts).
-fn deadline_ticks(timeout: Duration, tick: Duration) -> u64 {
-    let ticks = timeout.as_nanos().div_ceil(tick.as_nanos().max(1));
-    u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)
+/// Runs one guest call (its instantiation included) until it ends or its deadline has passed, whichever comes
+/// first. The epoch interrupts a guest while it runs wasm; a guest waiting in a host call (a WASI sleep, a
+/// capability that does not answer) runs no wasm, so past `limits.timeout` and one epoch tick more (the
+/// epoch's precision, so a running guest is interrupted first and classified as usual) the call is dropped,
+/// and with it the store it owns: [`InvokeError::Timeout`].
+pub(crate) async fn within_deadline<T>(
+    limits: &Limits,
+    tick: Duration,
+    call: impl std::future::Future<Output = Result<T, InvokeError>>,
+) -> Result<T, InvokeError> {
+    match tokio::time::timeout(limits.timeout.saturating_add(tick), call).await {
+        Ok(result) => result,
+        Err(_elapsed) => Err(timeout_error(limits)),
+    }
+}
+
+fn timeout_error(limits: &Limits) -> InvokeError {
+    InvokeError::Timeout(u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Turns a wasmtime failure into the class the engine acts on.
@@ -401,7 +414,7 @@ pub(crate) fn classify(error: wasmtime::Error, store: &Store<HostState>, limits:
     }
     if let Some(trap) = error.downcast_ref::<Trap>() {
         return match trap {
-            Trap::Interrupt => InvokeError::Timeout(u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX)),
+            Trap::Interrupt => timeout_error(limits),
             Trap::OutOfFuel => InvokeError::OutOfFuel,
             other => InvokeError::Trap(other.to_string()),
         };
@@ -462,12 +475,17 @@ impl Drop for EpochTicker {
 mod tests {
     use super::*;
 
-    #[test]
-    fn deadline_covers_the_timeout_and_one_partial_tick() {
-        let tick = Duration::from_millis(10);
-        assert_eq!(deadline_ticks(Duration::from_millis(100), tick), 11);
-        assert_eq!(deadline_ticks(Duration::from_millis(105), tick), 12);
-        assert_eq!(deadline_ticks(Duration::ZERO, tick), 1);
+    /// A call that never ends (as a guest waiting in a host call) is dropped once the deadline and a tick have
+    /// passed.
+    #[tokio::test(start_paused = true)]
+    async fn a_call_is_dropped_at_its_deadline() {
+        let limits = Limits { timeout: Duration::from_millis(100), ..Limits::default() };
+        let started = tokio::time::Instant::now();
+        let never = std::future::pending::<Result<(), InvokeError>>();
+        assert_eq!(within_deadline(&limits, Duration::from_millis(10), never).await, Err(InvokeError::Timeout(100)));
+        assert_eq!(started.elapsed(), Duration::from_millis(110));
+        let quick = async { Ok::<_, InvokeError>(7) };
+        assert_eq!(within_deadline(&limits, Duration::from_millis(10), quick).await, Ok(7));
     }
 
     #[test]

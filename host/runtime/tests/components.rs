@@ -53,6 +53,57 @@ async fn an_infinite_loop_is_stopped_by_the_deadline() {
     still_serves(&runtime).await;
 }
 
+/// A guest waiting in a host call (a WASI sleep of an hour) runs no wasm, so no epoch tick reaches it: every
+/// export still ends with `timeout` at its deadline (an action, a data source, a node-kind batch and the
+/// event-by-event fallback after it, a projector), with its instance freed, and the runtime serves on.
+#[tokio::test]
+async fn a_guest_waiting_in_a_host_call_ends_at_its_deadline() {
+    // Without the deadline the calls below wait an hour: fail in a minute instead.
+    tokio::time::timeout(Duration::from_secs(60), guests_waiting_in_host_calls_end_at_their_deadline())
+        .await
+        .expect("every sleeping call ended within a minute");
+}
+
+async fn guests_waiting_in_host_calls_end_at_their_deadline() {
+    let mut config = RuntimeConfig::default();
+    config.limits.timeout = Duration::from_millis(200);
+    config.pool.max_instances = 8;
+    let runtime = Runtime::new(config).expect("runtime");
+    let sleeper = load(&runtime, "sleeper").await;
+    let within_the_deadline = |started: Instant| {
+        let elapsed = started.elapsed();
+        assert!(elapsed >= Duration::from_millis(200) && elapsed < Duration::from_secs(3), "{elapsed:?}");
+    };
+    let started = Instant::now();
+    assert_eq!(sleeper.invoke("sleep", "{}").await, Err(InvokeError::Timeout(200)));
+    within_the_deadline(started);
+    let started = Instant::now();
+    assert_eq!(sleeper.data_source("slow", &[]).await, Err(InvokeError::Timeout(200)));
+    within_the_deadline(started);
+    let started = Instant::now();
+    let events = vec![flowhost_runtime::NodeEvent { event: "{}".into(), ..Default::default() }; 3];
+    let results = sleeper.evaluate("condition", "{}", &flowhost_runtime::BatchContext::default(), events).await;
+    assert_eq!(results, vec![Err(InvokeError::Timeout(200)); 3]);
+    // The batch, then each of its three events alone: four deadlines.
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(800) && elapsed < Duration::from_secs(6), "{elapsed:?}");
+
+    let compiled = runtime.compile(&fixtures::bytes("sleepy_projector")).expect("compile");
+    let projector = runtime.load_projector(compiled, &[]).await.expect("load projector");
+    let started = Instant::now();
+    assert_eq!(projector.project(None, "{}").await, Err(InvokeError::Timeout(200)));
+    within_the_deadline(started);
+
+    // More sleeping calls at once than the pool has instances: each ends at its deadline and gives its
+    // instance back, so the pool is not exhausted afterwards.
+    let calls: Vec<_> = (0..40).map(|_| sleeper.invoke("sleep", "{}")).collect();
+    for result in futures::future::join_all(calls).await {
+        assert!(matches!(result, Err(InvokeError::Timeout(200) | InvokeError::Busy(_))), "{result:?}");
+    }
+    assert_eq!(sleeper.invoke("nap", "{}").await, Ok(r#"{"awake":true}"#.into()));
+    still_serves(&runtime).await;
+}
+
 #[tokio::test]
 async fn an_infinite_loop_is_stopped_by_fuel() {
     let runtime = runtime();
