@@ -190,7 +190,8 @@ async function route(request, response) {
     if (answer.status !== 201) return send(response, answer.status, answer.text);
     const minted = JSON.parse(answer.text);
     const websocket = FLOWHOST_URL.replace(/^http/, "ws") + minted.websocket_path + "?token=" + encodeURIComponent(minted.token);
-    return send(response, 200, { websocket, expires_at: minted.expires_at });
+    // The token also refreshes an open websocket (a `refresh` frame) before its expiry.
+    return send(response, 200, { websocket, token: minted.token, expires_at: minted.expires_at });
   }
   return send(response, 404, { error: { code: "NOT_FOUND", message: "no such route" } });
 }

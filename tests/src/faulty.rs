@@ -17,6 +17,9 @@ pub struct FaultyDocuments {
     remaining: AtomicU32,
     query_collection: std::sync::Mutex<String>,
     queries_failing: std::sync::atomic::AtomicBool,
+    /// A collection whose whole-collection reads (`list`, `find`) fail: what a route must page through the
+    /// store's queries instead.
+    unscannable: std::sync::Mutex<String>,
 }
 
 impl FaultyDocuments {
@@ -27,6 +30,7 @@ impl FaultyDocuments {
             remaining: AtomicU32::new(0),
             query_collection: std::sync::Mutex::new(String::new()),
             queries_failing: std::sync::atomic::AtomicBool::new(false),
+            unscannable: std::sync::Mutex::new(String::new()),
         })
     }
 
@@ -34,6 +38,18 @@ impl FaultyDocuments {
     pub fn fail_queries(&self, collection: &str, failing: bool) {
         *self.query_collection.lock().unwrap() = collection.to_owned();
         self.queries_failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// From now on `list` and `find` of `collection` fail: a reader must page through `query`.
+    pub fn refuse_scans(&self, collection: &str) {
+        *self.unscannable.lock().unwrap() = collection.to_owned();
+    }
+
+    fn scan(&self, collection: &str) -> Result<(), PortError> {
+        if *self.unscannable.lock().unwrap() == collection {
+            return Err(PortError::Backend(format!("{collection} is read whole (list or find)")));
+        }
+        Ok(())
     }
 
     /// The next `count` writes (insert, replace, upsert) to `collection` fail.
@@ -64,6 +80,7 @@ impl DocumentStore for FaultyDocuments {
         self.inner.get(collection, id).await
     }
     async fn list(&self, collection: &str) -> Result<Vec<Value>, PortError> {
+        self.scan(collection)?;
         self.inner.list(collection).await
     }
     async fn query(&self, collection: &str, query: &Query) -> Result<Page, PortError> {
@@ -92,6 +109,7 @@ impl DocumentStore for FaultyDocuments {
         self.inner.database(name).await
     }
     async fn find(&self, collection: &str, field: &str, value: &Value) -> Result<Vec<Value>, PortError> {
+        self.scan(collection)?;
         self.inner.find(collection, field, value).await
     }
     async fn insert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError> {

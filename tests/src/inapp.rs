@@ -10,7 +10,7 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::push::{platform, OPS_TOKEN};
 use crate::TestHost;
 
-type Stream = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub type Stream = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 pub struct InAppSocket {
     stream: Stream,
@@ -70,6 +70,47 @@ impl InAppSocket {
             let frame = self.next_frame(wait).await?;
             if frame["type"] == "message" {
                 return Some(frame["message"].clone());
+            }
+        }
+    }
+
+    /// Connects `(tenant_id, player_id)` over a socket with a 4 KiB receive buffer and never reads from it (a
+    /// client that stopped reading); the socket stays open until dropped.
+    pub async fn connect_not_reading(host: &TestHost, tenant_id: &str, player_id: i64) -> Stream {
+        let token = connect_token(host, tenant_id, player_id).await;
+        let url = format!("{}/api/v1/inapp/ws?token={token}", host.base_url.replacen("http", "ws", 1));
+        let address: std::net::SocketAddr = host.base_url.trim_start_matches("http://").parse().expect("address");
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("receive buffer");
+        let tcp = socket.connect(address).await.expect("connect");
+        let (stream, _) = tokio_tungstenite::client_async(url, tokio_tungstenite::MaybeTlsStream::Plain(tcp))
+            .await
+            .expect("websocket connect");
+        stream
+    }
+
+    /// Starts a text frame whose header announces `bytes` bytes, sends its first KiB and no more, and answers
+    /// the close code the server ends the connection with within five seconds (`None`: it waits for the rest,
+    /// buffering it, or closes without a code).
+    pub async fn announce_huge_frame(&mut self, bytes: u64) -> Option<u16> {
+        use tokio::io::AsyncWriteExt;
+        // FIN + text, masked, 64-bit length, the mask key; then the first KiB, masked with a zero key.
+        let mut header = vec![0x81, 0x80 | 127];
+        header.extend_from_slice(&bytes.to_be_bytes());
+        header.extend_from_slice(&[0, 0, 0, 0]);
+        header.extend_from_slice(&[b'x'; 1024]);
+        let tcp = match self.stream.get_mut() {
+            tokio_tungstenite::MaybeTlsStream::Plain(tcp) => tcp,
+            _ => unreachable!("the tests connect over plain TCP"),
+        };
+        tcp.write_all(&header).await.expect("write the frame's start");
+        tcp.flush().await.expect("flush");
+        let until = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            match tokio::time::timeout_at(until, self.stream.next()).await.ok()?? {
+                Ok(Message::Close(frame)) => return frame.map(|f| f.code.into()),
+                Ok(_) => continue,
+                Err(_) => return None,
             }
         }
     }

@@ -55,8 +55,13 @@ impl Campaigns {
         Campaigns { host, faulty, addr, tenant: tenant[..20].to_owned(), _dir: dir }
     }
 
+    /// A direct call, with the bearer when one is configured (as an in-cluster client holding it).
     async fn get(&self, path: &str) -> (u16, Value) {
-        let response = self.host.http.get(format!("http://{}{path}", self.addr)).send().await.unwrap();
+        let mut request = self.host.http.get(format!("http://{}{path}", self.addr));
+        if let Some(token) = &self.host.config.campaigns.bearer_token {
+            request = request.bearer_auth(token.expose());
+        }
+        let response = request.send().await.unwrap();
         let status = response.status().as_u16();
         (status, response.json().await.unwrap_or(Value::Null))
     }
@@ -501,7 +506,8 @@ async fn mongodb_live_events_and_engagement() {
 
 /// The OpenAPI document against the routes: every documented GET path answers (neither 404 nor 405) with the
 /// parameters it declares; the explorer page is served; through the explorer the bearer is needed and the
-/// answer is the direct one, while direct callers need none; without a configured token the proxy is closed.
+/// answer is the direct one; direct callers need it too, unless the operator keeps the specification's
+/// in-cluster model (`FLOWHOST_CAMPAIGNS_DIRECT_WITHOUT_BEARER`); without a configured token the proxy is closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openapi_document_and_the_explorer_bearer() {
     const TOKEN: &str = "explorer-token-0123456789";
@@ -530,7 +536,7 @@ async fn the_openapi_document_and_the_explorer_bearer() {
         if !required.is_empty() {
             url = format!("{url}?{}", required.join("&"));
         }
-        let response = c.host.http.get(format!("http://{}{url}", c.addr)).send().await.unwrap();
+        let response = c.host.http.get(format!("http://{}{url}", c.addr)).bearer_auth(TOKEN).send().await.unwrap();
         let status = response.status().as_u16();
         assert!(status == 200 || (path == "/ready" && status == 503), "{path} ({url}) answered {status}");
         let documented: Vec<&String> = item["get"]["responses"].as_object().unwrap().keys().collect();
@@ -561,8 +567,19 @@ async fn the_openapi_document_and_the_explorer_bearer() {
     let proxied = through(Some(&format!("Bearer {TOKEN}"))).await.unwrap();
     assert_eq!(proxied.status(), 200);
     let mut proxied: Value = proxied.json().await.unwrap();
-    let (status, mut direct) = c.get(&overview).await;
-    assert_eq!(status, 200, "direct callers need no bearer");
+    let direct = |bearer: Option<&str>| {
+        let mut request = c.host.http.get(format!("http://{}{overview}", c.addr));
+        if let Some(bearer) = bearer {
+            request = request.bearer_auth(bearer);
+        }
+        request.send()
+    };
+    let refused = direct(None).await.unwrap();
+    assert_eq!((refused.status().as_u16(), refused.headers()["www-authenticate"].to_str().unwrap()), (401, "Bearer"));
+    assert_eq!(direct(Some("nope")).await.unwrap().status(), 401);
+    let answered = direct(Some(TOKEN)).await.unwrap();
+    assert_eq!(answered.status(), 200, "direct callers with the bearer");
+    let mut direct: Value = answered.json().await.unwrap();
     proxied["freshness"] = Value::Null;
     direct["freshness"] = Value::Null;
     assert_eq!(proxied, direct, "the proxy answers what the API answers");
@@ -588,6 +605,18 @@ async fn the_openapi_document_and_the_explorer_bearer() {
         .unwrap();
     assert_eq!(response.status(), 503, "no token configured: the proxy is closed");
     closed.host.stop().await;
+
+    // The specification's in-cluster model: direct callers need no bearer, the explorer's path still does.
+    let open = Campaigns::start_configured(Backends::Embedded, &[Role::Admin, Role::Campaigns], |config| {
+        config.campaigns.bearer_token = Some(flowhost_core::config::Secret::new(TOKEN));
+        config.campaigns.direct_without_bearer = true;
+    })
+    .await;
+    let direct = open.host.http.get(format!("http://{}/api/v1/overview?tenant_id=x", open.addr)).send();
+    assert_eq!(direct.await.unwrap().status(), 200, "direct callers need no bearer in the in-cluster model");
+    let response = open.host.http.get(format!("http://{}/explorer/api/v1/overview?tenant_id=x", open.addr)).send();
+    assert_eq!(response.await.unwrap().status(), 401);
+    open.host.stop().await;
 }
 
 /// An external HTTP JSON source a test controls (the support-case source, the external campaign source): it

@@ -37,7 +37,9 @@ fn manifest(version: &str, endpoint: &str) -> Value {
         "data_sources": [
             {"name": "templates", "path": "/data/templates", "params": ["tenant_id"]},
             {"name": "missing", "path": "/data/missing", "params": []},
-            {"name": "elsewhere", "path": "/data/elsewhere", "params": []}
+            {"name": "elsewhere", "path": "/data/elsewhere", "params": []},
+            {"name": "page", "path": "/data/page", "params": []},
+            {"name": "huge", "path": "/data/huge", "params": []}
         ],
         "transports": {"http": {"endpoint": endpoint}}
     })
@@ -201,6 +203,13 @@ async fn upstream() -> String {
                 return (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, "http://127.0.0.1:9/data/templates")])
                     .into_response();
             }
+            if name == "page" {
+                let page = "<html><script>fetch('/api/v1/plugins')</script></html>";
+                return ([(header::CONTENT_TYPE, "text/html")], page).into_response();
+            }
+            if name == "huge" {
+                return ([(header::CONTENT_TYPE, "application/json")], vec![b' '; 2 << 20]).into_response();
+            }
             let body = json!({"path": name, "query": query.unwrap_or_default()}).to_string();
             ([(header::CONTENT_TYPE, "application/vnd.flowhost-test+json")], body).into_response()
         }),
@@ -236,10 +245,40 @@ async fn data_source_proxy(backends: Backends) {
         ("/api/v1/components/sender/data/elsewhere", "upstream answered 307"),
         ("/api/v1/components/nobody/data/templates", "unknown component"),
         ("/api/v1/components/sender/data/nothing", "declares no data source"),
+        ("/api/v1/components/sender/data/huge", "larger than 1048576 bytes"),
     ] {
         let (status, body) = host.call("GET", path, None).await;
         assert_eq!(status, 502, "{path}: {body}");
         assert!(body["error"].as_str().unwrap().contains(needle), "{path}: {body}");
+    }
+
+    // An upstream's HTML never renders on the API's origin: bytes, not a page.
+    let page = host.http.get(host.url("/api/v1/components/sender/data/page")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["content-type"], "application/octet-stream");
+    assert_eq!(page.headers()["x-content-type-options"], "nosniff");
+    assert!(page.headers()["content-security-policy"].to_str().unwrap().starts_with("sandbox"));
+
+    // A component id another service registers too: the proxy does not pick one of them silently.
+    let mut shadow = manifest("9.9.9", "http://127.0.0.1:9");
+    shadow["service"] = json!("shadow");
+    assert_eq!(host.call("POST", REGISTER, Some(shadow)).await.0, 200);
+    let (status, body) = host.call("GET", "/api/v1/components/sender/data/templates", None).await;
+    assert_eq!(status, 502, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("several services"), "{body}");
+    let (status, body) =
+        host.call("GET", "/api/v1/components/sender/data/templates?service=notifications&tenant_id=t1", None).await;
+    assert_eq!((status, body["query"].clone()), (200, json!("tenant_id=t1")), "{body}");
+
+    // An endpoint at a link-local or metadata address is refused before any connection is tried.
+    for (service, endpoint) in [("metadata", "http://169.254.169.254"), ("linklocal", "http://[fe80::1]:8080")] {
+        let mut registered = manifest("1.0.0", endpoint);
+        registered["service"] = json!(service);
+        registered["components"][0]["id"] = json!(format!("{service}-data"));
+        assert_eq!(host.call("POST", REGISTER, Some(registered)).await.0, 200);
+        let (status, body) = host.call("GET", &format!("/api/v1/components/{service}-data/data/templates"), None).await;
+        assert_eq!(status, 502, "{body}");
+        assert!(body["error"].as_str().unwrap().contains("may not be reached"), "{service}: {body}");
     }
     host.stop().await;
 }

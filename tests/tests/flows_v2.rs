@@ -556,6 +556,7 @@ async fn release_versions_attempts_and_the_edit_lock(backends: Backends) {
     assert_eq!(by_id("out")["config"]["topic"], "deposits-out", "the source's default output topic");
     assert_eq!(by_id("big")["config"]["else"], false);
     assert_eq!(version["released_by"], "ana");
+    assert_eq!(version["released_by_claimed"], true, "X-Flowhost-User is what the caller says, not checked");
     assert_eq!(version["warnings"][0]["code"], "ORPHAN_NODE");
 
     let (_, listed) = host.call("GET", "/api/v2/flows", None).await;

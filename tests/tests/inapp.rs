@@ -16,6 +16,7 @@ on_both_backends!(
     a_reconnect_resumes_after_its_cursor,
     a_deactivated_channel_skips_and_bad_tokens_are_refused,
     a_kafka_event_runs_a_flow_to_a_message_on_a_websocket,
+    one_client_cannot_exhaust_the_websockets,
 );
 
 const SEND: &str = "/api/v1/templates/in-app/send";
@@ -258,4 +259,77 @@ async fn a_player_on_another_node_receives_through_the_subjects_port() {
     socket.close().await;
     second.stop().await;
     first.stop().await;
+}
+
+/// The websocket URL of `token`.
+fn ws_url(host: &TestHost, token: &str) -> String {
+    format!("{}/api/v1/inapp/ws?token={token}", host.base_url.replacen("http", "ws", 1))
+}
+
+/// The status a refused upgrade answered (`None`: the upgrade succeeded; the socket is dropped).
+async fn upgrade_status(url: String) -> Option<u16> {
+    match tokio_tungstenite::connect_async(url).await {
+        Ok(_) => None,
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Some(response.status().as_u16()),
+        Err(other) => panic!("the upgrade failed otherwise: {other}"),
+    }
+}
+
+/// Whether `player`'s next websocket is admitted within `wait` (its earlier one's slot freed, under a cap of
+/// one websocket per player).
+async fn admitted_within(host: &TestHost, player: i64, wait: Duration) -> bool {
+    let until = tokio::time::Instant::now() + wait;
+    while tokio::time::Instant::now() < until {
+        if upgrade_status(ws_url(host, &connect_token(host, TENANT_A, player).await)).await.is_none() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    false
+}
+
+/// What one client can hold is bounded: a connect token admits one websocket however many upgrades race with
+/// it; a player gets its cap of sockets and no more; a 10 MiB message is refused from its frame header (1009);
+/// a client that stops reading is closed once a write has waited its timeout, freeing its slot; and other
+/// players connect throughout.
+async fn one_client_cannot_exhaust_the_websockets(backends: Backends) {
+    let host = start_with(backends, |config| config.push.max_inapp_connections_per_player = 1).await;
+    let (status, created) = editor(&host, Some(TENANT_A), "POST", "/api/v1/templates/in-app", Some(template())).await;
+    assert_eq!(status, 201, "{created}");
+
+    // 1,000 upgrades in parallel with one token: one websocket.
+    let token = connect_token(&host, TENANT_A, 31).await;
+    let attempts = (0..1000).map(|_| tokio::spawn(upgrade_status(ws_url(&host, &token))));
+    let mut statuses = std::collections::BTreeMap::<Option<u16>, usize>::new();
+    for attempt in futures::future::join_all(attempts).await {
+        *statuses.entry(attempt.unwrap()).or_default() += 1;
+    }
+    assert_eq!(statuses, [(None, 1), (Some(401), 999)].into(), "one upgrade per token");
+
+    // A player's second socket is refused while the first is open (the cap is one here).
+    let (first, _) = InAppSocket::connect(&host, TENANT_A, 32, None).await;
+    assert_eq!(upgrade_status(ws_url(&host, &connect_token(&host, TENANT_A, 32).await)).await, Some(429));
+    first.close().await;
+    assert!(admitted_within(&host, 32, Duration::from_secs(10)).await, "the closed socket's slot is free");
+
+    // A 10 MiB message: the connection is closed with 1009 as soon as the frame's header arrives, without
+    // waiting for (and buffering) the rest.
+    let (mut bomb, _) = InAppSocket::connect(&host, TENANT_A, 33, None).await;
+    assert_eq!(bomb.announce_huge_frame(10 << 20).await, Some(1009), "a frame over 64 KiB closes with 1009");
+    assert!(admitted_within(&host, 33, Duration::from_secs(10)).await);
+
+    // A client that stops reading: its writes block once the socket buffers are full, and past the write
+    // timeout it is closed and its slot is free again (the cap of one would refuse a new socket otherwise).
+    let stalled = InAppSocket::connect_not_reading(&host, TENANT_A, 34).await;
+    let big = "x".repeat(60_000);
+    for _ in 0..120 {
+        send(&host, send_body(34, &big)).await;
+    }
+    assert_eq!(upgrade_status(ws_url(&host, &connect_token(&host, TENANT_A, 34).await)).await, Some(429));
+    assert!(admitted_within(&host, 34, Duration::from_secs(30)).await, "the stalled socket's slot was never freed");
+    drop(stalled);
+
+    let (other, _) = InAppSocket::connect(&host, TENANT_A, 35, None).await;
+    other.close().await;
+    host.stop().await;
 }

@@ -137,6 +137,8 @@ async fn stored_events(host: &TestHost, notification: &str) -> Vec<Value> {
 async fn client_config(backends: Backends) {
     let host = push_host(backends).await;
     assert_eq!(host.call("GET", "/health", None).await, (200, json!({ "status": "ok" })));
+    let (_, ready) = host.call("GET", "/ready", None).await;
+    assert_eq!(ready.get("warnings"), None, "the target hosts are restricted: {ready}");
     let public_key = host.config.push.vapid_public_key.clone().unwrap();
     for token in [BRIDGE_TOKEN, OPS_TOKEN, CONFIG_ONLY_TOKEN] {
         // The bridge is limited to tenant-a: tenant scope is not checked on this route.
@@ -177,8 +179,12 @@ async fn unconfigured_environment(backends: Backends) {
         push.interaction_token_secret_previous = None;
         push.editor_token = None;
         push.channels_enabled = vec![Channel::InApp];
+        push.allowed_target_hosts = Vec::new();
     })
     .await;
+    // Any https host in a rendered target_url: allowed, and named on /ready (and logged at start).
+    let (_, ready) = host.call("GET", "/ready", None).await;
+    assert_eq!(ready["warnings"], json!(["FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS"]), "{ready}");
     let response = platform(&host, BRIDGE_TOKEN, "GET", CLIENT_CONFIG, None).await;
     let details = assert_error(&response, 503, "PUSH_ENV_NOT_READY", "no VAPID");
     let reasons = details["reasons"].to_string();
@@ -1054,7 +1060,15 @@ fn activity(notification: &str, tenant: &str, player: i64, created_at_ms: i64, s
 }
 
 async fn activity_and_notifications(backends: Backends) {
-    let host = push_host(backends).await;
+    // The activity list pages through the store's queries: reading the collection whole fails here.
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TestHost::config(backends, dir.path());
+    config.roles = vec![Role::Admin, Role::PushApi];
+    let mut ports = flowhost::connect(&config).await.unwrap();
+    let faulty = flowhost_tests::faulty::FaultyDocuments::new(ports.documents.clone());
+    faulty.refuse_scans(flowhost_core::collections::WEBPUSH_ACTIVITY);
+    ports.documents = faulty;
+    let host = TestHost::start_on(config, ports).await;
     // The sender's write path, as the sender will use it.
     let kept = retention(host.config.push.retention_days);
     let t0 = SystemClock.now_ms();

@@ -83,6 +83,73 @@ async fn the_page_is_served_locked_down_and_cross_site_writes_are_refused() {
     host.stop().await;
 }
 
+/// DNS rebinding: a page on `rebind.example` whose name the attacker points at 127.0.0.1 sends requests that
+/// are same-origin for the browser (`Host` and `Origin` agree). Without an admin token, every admin request
+/// (upload, activate, register, flow edit, reads, Studio's page) whose `Host` is not a loopback name with the
+/// listener's port is refused with 403, unless the operator lists the name; with a token, the token decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebound_host_name_is_refused_without_a_token() {
+    let host = TestHost::start(Backends::Embedded).await;
+    let port = host.base_url.rsplit(':').next().unwrap().to_owned();
+    let forged = format!("rebind.example:{port}");
+    let origin = format!("http://{forged}");
+    let manifest = json!({"service": "crm", "components": [{"id": "crm-tags", "version": "1.0.0"}],
+        "actions": [{"name": "tag"}], "service_sources": ["http"], "supports_nodes": [],
+        "transports": {"http": {"endpoint": "http://127.0.0.1:9/"}}});
+    let flow = json!({"name": "f", "source": {"node_id": "s", "event_type": "e", "source_topic": "t"},
+        "conditions": [], "outputs": [], "edges": []});
+    let requests: Vec<(reqwest::Method, &str, Option<Vec<u8>>)> = vec![
+        (
+            reqwest::Method::PUT,
+            "/api/v1/plugins/greeter/versions/0.1.0",
+            Some(flowhost_runtime_fixtures::bytes("greeter")),
+        ),
+        (reqwest::Method::POST, "/api/v1/plugins/greeter/activate", Some(br#"{"version": "0.1.0"}"#.to_vec())),
+        (reqwest::Method::POST, "/api/v1/components/register", Some(manifest.to_string().into_bytes())),
+        (reqwest::Method::PUT, "/api/v1/flows/f1", Some(flow.to_string().into_bytes())),
+        (reqwest::Method::GET, "/api/v1/triggers", None),
+        (reqwest::Method::GET, "/api/v2/flows", None),
+        (reqwest::Method::GET, "/studio/", None),
+    ];
+    let send = |host_header: &str, method: reqwest::Method, path: &str, body: Option<Vec<u8>>| {
+        let mut request = host.http.request(method, host.url(path)).header("host", host_header);
+        if host_header.starts_with("rebind") {
+            request = request.header("origin", &origin).header("sec-fetch-site", "same-origin");
+        }
+        if let Some(body) = body {
+            request = request.header("content-type", "application/json").body(body);
+        }
+        request.send()
+    };
+    for (method, path, body) in &requests {
+        let response = send(&forged, method.clone(), path, body.clone()).await.unwrap();
+        assert_eq!(response.status(), 403, "{method} {path} with Host {forged}");
+    }
+    assert_eq!(host.call("GET", "/api/v1/plugins", None).await.1, json!([]), "nothing was uploaded");
+    // Addressed by a loopback name, the same requests are answered.
+    for name in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
+        let response = send(&name, reqwest::Method::GET, "/api/v1/triggers", None).await.unwrap();
+        assert_eq!(response.status(), 200, "Host {name}");
+    }
+    host.stop().await;
+
+    // A name the operator lists is answered; a token replaces the check.
+    for (listed, token) in [(vec!["rebind.example".to_owned()], None), (vec![], Some("admin-secret-0123456789"))] {
+        let host = TestHost::start_configured(Backends::Embedded, None, |config| {
+            config.api.allowed_hosts = listed.clone();
+            config.api.admin_token = token.map(flowhost_core::config::Secret::new);
+        })
+        .await;
+        let port = host.base_url.rsplit(':').next().unwrap().to_owned();
+        let mut request = host.http.get(host.url("/api/v1/triggers")).header("host", format!("rebind.example:{port}"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        assert_eq!(request.send().await.unwrap().status(), 200, "listed {listed:?}, token {token:?}");
+        host.stop().await;
+    }
+}
+
 /// Runs one scenario of `tests/browser/studio.mjs` against `host`, with `env` (see the script's header); its
 /// screenshot is kept.
 async fn browser_session(host: &TestHost, scenario: &str, env: &[(&str, &str)]) {

@@ -89,6 +89,12 @@ async function connect() {
         show(frame.message);
       } else if (frame.type === "ping") {
         socket.send(JSON.stringify({ type: "pong" }));
+      } else if (frame.type === "expiring") {
+        // Keep the connection: a fresh connect token of this player, sent before the old one expires.
+        fetch("/api/inapp/connect", { method: "POST" })
+          .then((answer) => answer.json())
+          .then((fresh) => socket.send(JSON.stringify({ type: "refresh", token: fresh.token })))
+          .catch(() => {}); // Past the expiry the server closes (4001) and the page reconnects below.
       }
     };
     socket.onclose = () => {

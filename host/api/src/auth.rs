@@ -10,6 +10,11 @@
 //! host is not the request's `Host`) is refused with 403 before any route runs, which also protects an admin
 //! API left without a token on loopback from pages the operator's browser opens. Callers that are not browsers
 //! send neither header and are not affected.
+//!
+//! DNS rebinding: a page whose own name the attacker points at 127.0.0.1 sends requests that are same-origin
+//! for the browser (its `Origin` and `Host` agree), so without a token every admin request, reads included,
+//! must name this API in its `Host`: a loopback name or address with the listener's port, or a name the operator
+//! lists (`FLOWHOST_ADMIN_ALLOWED_HOSTS`). Others are refused with 403 ([`require_known_host`]).
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
@@ -68,6 +73,69 @@ pub(crate) async fn refuse_cross_site_writes(request: Request, next: Next) -> Re
     next.run(request).await
 }
 
+/// The `Host` names an admin API without a token answers besides loopback ones (`FLOWHOST_ADMIN_ALLOWED_HOSTS`:
+/// `host` for every port, or `host:port`), lower-cased.
+#[derive(Debug, Clone, Default)]
+pub struct AllowedHosts(Vec<String>);
+
+impl AllowedHosts {
+    pub fn new(names: &[String]) -> AllowedHosts {
+        AllowedHosts(names.iter().map(|name| name.trim().to_ascii_lowercase()).collect())
+    }
+
+    /// Whether a request with `host` (the `Host` header) that came in on port `local_port` names this API.
+    fn admits(&self, host: &str, local_port: Option<u16>) -> bool {
+        let host = host.trim().to_ascii_lowercase();
+        let (name, port) = split_authority(&host);
+        if self.0.iter().any(|allowed| *allowed == host || *allowed == name) {
+            return true;
+        }
+        let port_matches = match (port, local_port) {
+            (Some(port), Some(local)) => port == local,
+            (None, Some(local)) => local == 80,
+            (_, None) => true,
+        };
+        is_loopback_name(name) && port_matches
+    }
+}
+
+/// `host[:port]` (an IPv6 address in brackets) as the name and the port; an unparsable port is no port.
+fn split_authority(authority: &str) -> (&str, Option<u16>) {
+    if let Some(rest) = authority.strip_prefix('[') {
+        return match rest.split_once(']') {
+            Some((address, tail)) => (address, tail.strip_prefix(':').and_then(|port| port.parse().ok())),
+            None => (authority, None),
+        };
+    }
+    match authority.rsplit_once(':') {
+        Some((name, port)) => (name, port.parse().ok()),
+        None => (authority, None),
+    }
+}
+
+/// `localhost` (and names under it), or a loopback address.
+fn is_loopback_name(name: &str) -> bool {
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
+}
+
+/// Middleware of an admin API without a token: refuses with 403 a request whose `Host` does not name it (see
+/// the module documentation). A request without `Host` (HTTP/1.0 tools; no browser sends one) passes.
+pub(crate) async fn require_known_host(State(allowed): State<AllowedHosts>, request: Request, next: Next) -> Response {
+    let local_port = request.extensions().get::<flowhost_role::LocalAddr>().map(|local| local.0.port());
+    let host = request.headers().get(header::HOST).map(|value| value.to_str().unwrap_or("\u{fffd}"));
+    match host {
+        Some(host) if !allowed.admits(host, local_port) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "this admin API has no token and answers only requests addressed to it by a loopback name; set \
+             FLOWHOST_ADMIN_TOKEN, or list the name in FLOWHOST_ADMIN_ALLOWED_HOSTS",
+        )
+        .into_response(),
+        _ => next.run(request).await,
+    }
+}
+
 /// The bearer value of an `Authorization` header, if it is one (scheme compared case-insensitively).
 fn bearer(request: &Request) -> Option<&str> {
     let value = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
@@ -121,6 +189,35 @@ mod tests {
         assert!(cross_site(&headers(&[("sec-fetch-site", "same-site")])), "another port of the same host");
         assert!(cross_site(&headers(&[("origin", "http://evil.example"), ("host", "127.0.0.1:8787")])));
         assert!(cross_site(&headers(&[("origin", "null"), ("host", "127.0.0.1:8787")])));
+    }
+
+    #[test]
+    fn without_a_token_only_loopback_names_or_listed_hosts_are_answered() {
+        let none = AllowedHosts::default();
+        for (host, port, admitted) in [
+            ("127.0.0.1:8787", Some(8787), true),
+            ("localhost:8787", Some(8787), true),
+            ("LOCALHOST:8787", Some(8787), true),
+            ("[::1]:8787", Some(8787), true),
+            ("127.0.0.2:8787", Some(8787), true),
+            ("studio.localhost:8787", Some(8787), true),
+            ("127.0.0.1:9999", Some(8787), false),
+            ("localhost", Some(8787), false),
+            ("localhost", Some(80), true),
+            ("rebind.example:8787", Some(8787), false),
+            ("127.0.0.1.nip.io:8787", Some(8787), false),
+            ("localhost.evil.example:8787", Some(8787), false),
+            ("[::1", Some(8787), false),
+            ("", Some(8787), false),
+        ] {
+            assert_eq!(none.admits(host, port), admitted, "{host} on {port:?}");
+        }
+        let listed = AllowedHosts::new(&["Admin.Internal".to_owned(), "flowhost:9000".to_owned()]);
+        assert!(listed.admits("admin.internal:8787", Some(8787)));
+        assert!(listed.admits("admin.internal", Some(8787)));
+        assert!(listed.admits("flowhost:9000", Some(8787)));
+        assert!(!listed.admits("flowhost:9001", Some(8787)));
+        assert!(!listed.admits("rebind.example:8787", Some(8787)));
     }
 
     #[test]

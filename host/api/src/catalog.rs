@@ -3,24 +3,22 @@
 //! Thin handlers over `flowhost_catalog::Catalog`, which owns the model, registration, immutability and the
 //! compatibility report; this module adds the HTTP proxy of data sources.
 
-use std::time::Duration;
-
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use flowhost_catalog::{
-    Catalog, CatalogError, ComponentManifestRow, ServiceManifest, MANIFEST_LIMIT_BYTES, RUNTIME_FIELD, WASM_RUNTIME,
+    Catalog, CatalogError, ComponentManifestRow, Owner, ServiceManifest, MANIFEST_LIMIT_BYTES, RUNTIME_FIELD,
+    WASM_RUNTIME,
 };
+use flowhost_egress::EgressError;
 use serde_json::Value;
 use tracing::warn;
 
 use crate::error::ApiError;
 use crate::json::JsonBody;
 use crate::v1::SharedState;
-
-const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(crate) fn routes() -> Router<SharedState> {
     Router::new()
@@ -65,17 +63,40 @@ pub(crate) fn bad_gateway(message: String) -> ApiError {
     ApiError::new(StatusCode::BAD_GATEWAY, message)
 }
 
-/// Proxies a form query to the service that owns component `id`: only the declared parameters are forwarded,
-/// the upstream body and `Content-Type` come back as they are; anything that fails is a 502 saying why.
+/// The upstream's `Content-Type` when a browser cannot run it (JSON types, plain text, CSV), else
+/// `application/octet-stream`: an upstream answering `text/html` must not get script onto Studio's origin.
+fn inert_content_type(upstream: Option<&header::HeaderValue>) -> header::HeaderValue {
+    let inert = upstream.and_then(|value| value.to_str().ok()).is_some_and(|value| {
+        let media = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+        media == "application/json" || media.ends_with("+json") || media == "text/plain" || media == "text/csv"
+    });
+    match upstream {
+        Some(value) if inert => value.clone(),
+        _ => header::HeaderValue::from_static("application/octet-stream"),
+    }
+}
+
+/// Proxies a form query to the service that owns component `id`: only the declared parameters are forwarded
+/// (and `service`, which picks the owner when several services registered a component by that id); anything that
+/// fails is a 502 saying why. The upstream is reached through the egress policy (no link-local or metadata
+/// address, no redirect, at most `FLOWHOST_EGRESS_MAX_BODY_BYTES` read), and its answer comes back with its
+/// `Content-Type` when that is inert ([`inert_content_type`]), never rendered: `nosniff` and a sandboxing CSP.
 async fn data_source(
     State(state): State<SharedState>,
     Path((id, source)): Path<(String, String)>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    let row = Catalog::new(&state.ports)
-        .latest(&id)
-        .await?
-        .ok_or_else(|| bad_gateway(format!("unknown component {id:?}: no manifest registered")))?;
+    let service = query.iter().find(|(key, _)| key == "service").map(|(_, value)| value.as_str());
+    let row = match Catalog::new(&state.ports).latest_of(&id, service).await? {
+        Owner::One(row) => row,
+        Owner::None => return Err(bad_gateway(format!("unknown component {id:?}: no manifest registered"))),
+        Owner::Ambiguous(services) => {
+            return Err(bad_gateway(format!(
+                "component id {id:?} is registered by several services ({}); name one with ?service=",
+                services.join(", ")
+            )))
+        }
+    };
     let declared = row.data_sources.iter().find(|d| d.name == source).ok_or_else(|| {
         bad_gateway(format!("component {id:?} (version {}) declares no data source {source:?}", row.version))
     })?;
@@ -87,10 +108,12 @@ async fn data_source(
         .ok_or_else(|| bad_gateway(format!("component {id:?} has no transports.http.endpoint to query")))?;
     let url = format!("{}{}", endpoint.trim_end_matches('/'), declared.path);
     let forwarded: Vec<(String, String)> = query.into_iter().filter(|(k, _)| declared.params.contains(k)).collect();
-    let response = state.http.get(&url).query(&forwarded).timeout(UPSTREAM_TIMEOUT).send().await.map_err(|e| {
-        warn!(component = %id, source = %source, error = %e, "data-source upstream unreachable");
-        bad_gateway(format!("data source {source:?} of component {id:?}: upstream unreachable"))
-    })?;
+    let upstream = |error: EgressError| {
+        warn!(component = %id, source = %source, %error, "data-source upstream failed");
+        bad_gateway(format!("data source {source:?} of component {id:?}: {error}"))
+    };
+    let request = state.egress.request(reqwest::Method::GET, &url).map_err(upstream)?.query(&forwarded);
+    let response = state.egress.send(request).await.map_err(upstream)?;
     let status = response.status();
     if !status.is_success() {
         return Err(bad_gateway(format!(
@@ -98,14 +121,16 @@ async fn data_source(
             status.as_u16()
         )));
     }
-    let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
-    let body = response
-        .bytes()
-        .await
-        .map_err(|_| bad_gateway(format!("data source {source:?} of component {id:?}: upstream body failed")))?;
-    let mut out = (StatusCode::OK, body).into_response();
-    if let Some(content_type) = content_type {
-        out.headers_mut().insert(header::CONTENT_TYPE, content_type);
-    }
-    Ok(out)
+    let content_type = inert_content_type(response.headers().get(header::CONTENT_TYPE));
+    let body = state.egress.read_body(response).await.map_err(upstream)?;
+    Ok((
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::X_CONTENT_TYPE_OPTIONS, header::HeaderValue::from_static("nosniff")),
+            (header::CONTENT_SECURITY_POLICY, header::HeaderValue::from_static("sandbox; default-src 'none'")),
+        ],
+        body,
+    )
+        .into_response())
 }

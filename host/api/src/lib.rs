@@ -27,12 +27,16 @@ pub use auth::AdminToken;
 pub use error::ApiError;
 pub use role::AdminRole;
 
+/// How long an upstream of the data-source proxy may take.
+const UPSTREAM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Everything the handlers need, passed as one value.
 #[derive(Clone)]
 pub struct AppState {
     pub ports: Ports,
-    /// Outbound HTTP (the data-source proxy of the component catalog).
-    pub http: reqwest::Client,
+    /// Outbound HTTP to registered endpoints (the data-source proxy of the component catalog), under the
+    /// egress policy.
+    pub egress: flowhost_egress::Egress,
     /// Uploaded plugins; `None` answers the plugin routes with 503.
     pub components: Option<Arc<flowhost_components::ComponentStore>>,
     /// v2 flows: drafts, validation, releases.
@@ -47,18 +51,21 @@ impl AppState {
     pub fn new(ports: Ports) -> AppState {
         // The data-source proxy talks only to the endpoint a manifest names: a redirect is answered as an
         // upstream non-2xx (502), never followed to another host.
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new());
+        let egress = flowhost_egress::Egress::new(flowhost_egress::EgressPolicy::default(), UPSTREAM_TIMEOUT);
         AppState {
             flows: flowhost_flows::Flows::new(ports.clone()),
             ports,
-            http,
+            egress,
             components: None,
             reply_dedup: None,
             endpoint: None,
         }
+    }
+
+    /// Reaches registered endpoints under `policy` (`FLOWHOST_EGRESS_*`).
+    pub fn with_egress(mut self, policy: flowhost_egress::EgressPolicy) -> AppState {
+        self.egress = flowhost_egress::Egress::new(policy, UPSTREAM_TIMEOUT);
+        self
     }
 
     /// Serves the plugin routes (and in-process data sources) from `store`.
@@ -82,8 +89,8 @@ impl AppState {
 /// `/studio/` (see `flowhost-studio`); `max_body_bytes` caps every request body (413 beyond it); a write a browser
 /// marks cross-site is refused (see [`auth`]). Without `/health`, `/ready`, `/metrics` and a fallback: the
 /// listener adds those (see [`fallback`]).
-pub fn app(state: AppState, max_body_bytes: usize, token: Option<&Secret>) -> Router {
-    Router::new()
+pub fn app(state: AppState, max_body_bytes: usize, token: Option<&Secret>, allowed_hosts: &[String]) -> Router {
+    let router = Router::new()
         .merge(v1::routes())
         .merge(v2::routes())
         .merge(catalog::routes())
@@ -94,7 +101,15 @@ pub fn app(state: AppState, max_body_bytes: usize, token: Option<&Secret>) -> Ro
         .with_state(Arc::new(state))
         // Studio's page loads without the token (it asks for it); its API calls carry it.
         .merge(flowhost_studio::router())
-        .layer(axum::middleware::from_fn(auth::refuse_cross_site_writes))
+        .layer(axum::middleware::from_fn(auth::refuse_cross_site_writes));
+    match token {
+        Some(_) => router,
+        // Without a token, only requests that name this API (DNS rebinding: see `auth`).
+        None => router.layer(axum::middleware::from_fn_with_state(
+            auth::AllowedHosts::new(allowed_hosts),
+            auth::require_known_host,
+        )),
+    }
 }
 
 /// The admin API's answer to an unknown route: 404 in its envelope.

@@ -27,15 +27,22 @@ impl Role for AdminRole {
     async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
         let config = &context.config;
         check_exposure(config)?;
-        let mut state = AppState::new(context.ports.clone());
+        let mut state =
+            AppState::new(context.ports.clone()).with_egress(flowhost_egress::EgressPolicy::of(&config.egress)?);
         state.reply_dedup = config.reply_dedup();
         if let Some(store) = context.service::<Arc<flowhost_components::ComponentStore>>() {
             let ports = context.ports.clone();
-            state.endpoint = Some(flowhost_runs::ServiceEndpoint::new(store.clone(), ports, &config.engine.group_id));
+            state.endpoint = Some(flowhost_runs::ServiceEndpoint::new(
+                store.clone(),
+                ports,
+                &config.engine.group_id,
+                &config.public_base_url(),
+            ));
             state = state.with_components(store);
         }
         let flows = state.flows.clone();
-        let router = crate::app(state, config.api.max_body_bytes, config.api.admin_token.as_ref());
+        let router =
+            crate::app(state, config.api.max_body_bytes, config.api.admin_token.as_ref(), &config.api.allowed_hosts);
         let listener = Listener::new("admin", config.api_addr(), "FLOWHOST_API_HOST / API_PORT", router)
             .with_fallback(crate::fallback());
         let drift_interval = Duration::from_millis(config.api.drift_interval_ms);

@@ -170,6 +170,7 @@ pub async fn start_components(
         compile_cache: Some(config.data_dir.join("component-cache")),
         grants: capabilities(&config.plugins.capabilities),
         plugin_grants: config.plugins.grants.iter().map(|(id, names)| (id.clone(), capabilities(names))).collect(),
+        ..StoreConfig::default()
     };
     let store = Arc::new(ComponentStore::new(ports.clone(), runtime, store_config));
     if config.plugins.bundled {
@@ -278,7 +279,7 @@ pub async fn serve(config: Config, ports: Ports, main: TcpListener, shutdown: Ca
     let mut listeners = ListenerSet::default();
     for entry in &entries {
         let parts = (entry.build)(&context).await.with_context(|| format!("starting the {} role", entry.name))?;
-        listeners.add_role(parts.listeners, parts.liveness, parts.readiness);
+        listeners.add_role(parts.listeners, parts.liveness, parts.readiness, parts.warnings);
         for task in parts.tasks {
             tasks.spawn(task);
         }

@@ -7,7 +7,9 @@
 //!   `Authorization: Bearer <CAMPAIGN_EVENTS_API_BEARER_TOKEN>` (compared in constant time); with the right
 //!   bearer the rest of the path (`/api/...`) is answered by the API's own routes, so the answer is the same as
 //!   a direct call's. A missing or wrong bearer is 401; with no token configured the proxy path is 503 (closed).
-//!   Direct callers (`/api/v1/...`) never need a bearer.
+//! - Direct callers (`/api/v1/...`) need the same bearer when one is set ([`require_bearer`]), unless the
+//!   operator keeps the specification's in-cluster model (`FLOWHOST_CAMPAIGNS_DIRECT_WITHOUT_BEARER`: callers
+//!   behind network isolation need none).
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode, Uri};
@@ -51,6 +53,24 @@ fn bearer_matches(presented: Option<&HeaderValue>, token: &Secret) -> bool {
     given.ct_eq(&expected).into()
 }
 
+/// `api` with every request needing `Authorization: Bearer <token>` (401 otherwise).
+pub fn require_bearer(api: Router, token: Secret) -> Router {
+    api.layer(axum::middleware::from_fn_with_state(token, check_bearer))
+}
+
+async fn check_bearer(State(token): State<Secret>, request: Request, next: axum::middleware::Next) -> Response {
+    if bearer_matches(request.headers().get(header::AUTHORIZATION), &token) {
+        return next.run(request).await;
+    }
+    unauthorized("this API needs Authorization: Bearer <CAMPAIGN_EVENTS_API_BEARER_TOKEN>")
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut response = error(StatusCode::UNAUTHORIZED, message);
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
 async fn proxy(State(proxy): State<Proxy>, mut request: Request) -> Response {
     let Some(token) = &proxy.token else {
         return error(
@@ -59,9 +79,7 @@ async fn proxy(State(proxy): State<Proxy>, mut request: Request) -> Response {
         );
     };
     if !bearer_matches(request.headers().get(header::AUTHORIZATION), token) {
-        let mut response = error(StatusCode::UNAUTHORIZED, "requests through the API explorer need the bearer");
-        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return response;
+        return unauthorized("requests through the API explorer need the bearer");
     }
     let path_and_query = request.uri().path_and_query().map_or("", |p| p.as_str());
     let inner = path_and_query.strip_prefix(PROXY_PREFIX).unwrap_or(path_and_query).to_owned();
@@ -97,7 +115,9 @@ fn json_answer(description: &str, schema: Value) -> Value {
 
 fn errors() -> Value {
     let error = json_answer("An error", json!({"$ref": "#/components/schemas/Error"}));
-    json!({"400": error, "404": error, "500": error})
+    let unauthorized =
+        json_answer("A bearer is configured and this request lacks it", json!({"$ref": "#/components/schemas/Error"}));
+    json!({"400": error, "401": unauthorized, "404": error, "500": error})
 }
 
 fn with_errors(success: Value) -> Value {
@@ -143,8 +163,9 @@ pub fn document() -> Value {
         "openapi": "3.1.0",
         "info": {"title": "Flowhost campaign events API", "version": "1",
             "description": "Read-only campaigns, live events and overview per tenant, served from synchronized read models. \
-                Every response carries X-Request-Id. Requests through the explorer (/explorer/api/...) need the bearer."},
-        "servers": [{"url": "/", "description": "direct (no bearer)"}, {"url": PROXY_PREFIX, "description": "through the explorer (bearer)"}],
+                Every response carries X-Request-Id. Requests through the explorer (/explorer/api/...) need the bearer, \
+                and direct ones too when one is configured (unless FLOWHOST_CAMPAIGNS_DIRECT_WITHOUT_BEARER)."},
+        "servers": [{"url": "/", "description": "direct"}, {"url": PROXY_PREFIX, "description": "through the explorer (bearer)"}],
         "paths": {
             "/api/v1/overview": {"get": {"summary": "A tenant's counters", "parameters": [tenant_parameter(true)],
                 "responses": with_errors(json_answer("The overview", json!({"$ref": "#/components/schemas/Overview"})))}},

@@ -10,7 +10,6 @@ use flowhost_core::ports::DocumentStore;
 use flowhost_flows::Flows;
 use flowhost_role::{Check, HealthStyle, Listener, RoleContext, RoleParts};
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
 
 use crate::api::{self, Api};
 use crate::explorer;
@@ -58,7 +57,10 @@ impl flowhost_role::Role for CampaignsRole {
             support_configured: config.support_url.is_some(),
             lists: Arc::default(),
         };
-        let api_routes = api::router(api);
+        let api_routes = match &config.bearer_token {
+            Some(token) if !config.direct_without_bearer => explorer::require_bearer(api::router(api), token.clone()),
+            _ => api::router(api),
+        };
         let proxied = api_routes.clone().merge(api::fallback());
         let routes = api_routes.merge(explorer::router(proxied, config.bearer_token.clone())).merge(metrics::router(
             context.registry.clone(),
@@ -79,25 +81,17 @@ impl flowhost_role::Role for CampaignsRole {
 
 /// Creates the indexes (retrying while the stores are unavailable), then syncs until shutdown.
 async fn run(sync: Sync, read_models: ReadModels, flows: Flows, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let mut backoff = flowhost_core::backoff::Backoff::new(Duration::from_millis(500), 2.0, Duration::from_secs(10));
-    loop {
-        let indexes = async {
+    let backoff = flowhost_core::backoff::Backoff::new(Duration::from_millis(500), 2.0, Duration::from_secs(10));
+    let created =
+        flowhost_core::backoff::until_done("creating the campaign read-model indexes", backoff, &shutdown, || async {
             read_models.ensure_indexes().await?;
             crate::live::ensure_indexes(&read_models, flows.ports().documents.as_ref()).await?;
             crate::support::ensure_indexes(&read_models).await?;
             flows.ensure_indexes().await.map_err(|error| flowhost_core::PortError::Backend(error.to_string()))
-        };
-        match indexes.await {
-            Ok(()) => break,
-            Err(error) => {
-                let delay = backoff.next_delay();
-                warn!(%error, retry_in_ms = delay.as_millis() as u64, "creating the campaign read-model indexes failed");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return Ok(()),
-                    _ = tokio::time::sleep(delay) => {}
-                }
-            }
-        }
+        })
+        .await;
+    if !created {
+        return Ok(());
     }
     sync.run(shutdown).await
 }

@@ -222,6 +222,23 @@ impl Catalog {
         Ok(self.rows_where("component_id", component_id).await?.into_iter().max_by_key(|r| r.registered_ms))
     }
 
+    /// The most recently registered version of component `id` of `service`, or, without a service, of the one
+    /// service that registered a component by that id: [`Owner::Ambiguous`] (naming the services) when several
+    /// did, so no registrant can shadow another's component by reusing its id.
+    pub async fn latest_of(&self, component_id: &str, service: Option<&str>) -> Result<Owner, CatalogError> {
+        let mut rows = self.rows_where("component_id", component_id).await?;
+        if let Some(service) = service {
+            rows.retain(|row| row.service == service);
+        }
+        let mut services: Vec<String> = rows.iter().map(|row| row.service.clone()).collect();
+        services.sort();
+        services.dedup();
+        if services.len() > 1 {
+            return Ok(Owner::Ambiguous(services));
+        }
+        Ok(rows.into_iter().max_by_key(|r| r.registered_ms).map_or(Owner::None, |row| Owner::One(Box::new(row))))
+    }
+
     async fn row(&self, document_id: &str) -> Result<Option<ComponentManifestRow>, CatalogError> {
         self.documents.get(COMPONENTS, document_id).await?.map(decode).transpose()
     }
@@ -246,6 +263,15 @@ impl Catalog {
             warn!(%error, service = %changed.service, "could not announce a new manifest");
         }
     }
+}
+
+/// Who owns a component id ([`Catalog::latest_of`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Owner {
+    None,
+    One(Box<ComponentManifestRow>),
+    /// Several services registered a component by this id.
+    Ambiguous(Vec<String>),
 }
 
 /// The catalog's [`ManifestChanged`] events from now on (messages that do not parse are skipped).

@@ -1,6 +1,7 @@
 //! The [`ComponentStore`]: durable versions, the active version per plugin, and the local loaded plugins.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -31,6 +32,9 @@ pub struct StoreConfig {
     /// Per plugin id, the capabilities that plugin may import (within `grants`); a plugin not listed may import
     /// all of `grants`.
     pub plugin_grants: HashMap<String, Vec<Capability>>,
+    /// Versions a node keeps loaded besides the active ones (uploaded without activation, invoked by version,
+    /// the one an activation replaced); the least recently used goes first.
+    pub max_loaded_versions: usize,
 }
 
 impl Default for StoreConfig {
@@ -41,6 +45,7 @@ impl Default for StoreConfig {
             compile_cache: None,
             grants: Capability::ALL.to_vec(),
             plugin_grants: HashMap::new(),
+            max_loaded_versions: 32,
         }
     }
 }
@@ -164,10 +169,55 @@ struct ActiveRow {
 /// The plugins this node has loaded.
 #[derive(Default)]
 struct Loaded {
-    /// Every version loaded so far, by `(id, version)`, with its content hash.
-    versions: HashMap<(String, String), (String, Plugin)>,
+    /// Versions loaded, by `(id, version)`: the active ones and at most `max_loaded_versions` others.
+    versions: HashMap<(String, String), LoadedVersion>,
     /// The active version of each plugin.
     active: HashMap<String, Plugin>,
+    /// A counter stamping each use of a loaded version, for least-recently-used eviction.
+    uses: AtomicU64,
+}
+
+struct LoadedVersion {
+    content_hash: String,
+    plugin: Plugin,
+    /// The stamp of its last use (`Loaded::uses`).
+    used: AtomicU64,
+}
+
+impl Loaded {
+    fn get(&self, id: &str, version: &str) -> Option<&LoadedVersion> {
+        let loaded = self.versions.get(&(id.to_owned(), version.to_owned()))?;
+        loaded.used.store(self.uses.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+        Some(loaded)
+    }
+
+    /// Keeps `plugin` loaded as `(id, version)`, then drops the least recently used versions that are not
+    /// active until at most `max_inactive` others are left (their calls in flight keep them alive until they
+    /// end; they load again on demand, from the compile cache).
+    fn insert(&mut self, id: &str, version: &str, content_hash: String, plugin: Plugin, max_inactive: usize) {
+        let used = AtomicU64::new(self.uses.fetch_add(1, Ordering::Relaxed));
+        self.versions.insert((id.to_owned(), version.to_owned()), LoadedVersion { content_hash, plugin, used });
+        self.evict(max_inactive);
+    }
+
+    fn is_active(&self, (id, version): &(String, String)) -> bool {
+        self.active.get(id).is_some_and(|plugin| plugin.manifest().version == *version)
+    }
+
+    fn evict(&mut self, max_inactive: usize) {
+        loop {
+            let inactive = self.versions.iter().filter(|(key, _)| !self.is_active(key));
+            if inactive.clone().count() <= max_inactive {
+                return;
+            }
+            let Some(oldest) =
+                inactive.min_by_key(|(_, loaded)| loaded.used.load(Ordering::Relaxed)).map(|(k, _)| k.clone())
+            else {
+                return;
+            };
+            self.versions.remove(&oldest);
+        }
+    }
 }
 
 /// Stores, activates and hands out plugin components (see the crate documentation).
@@ -213,6 +263,12 @@ impl ComponentStore {
     /// version alive until dropped, whatever is activated meanwhile.
     pub fn active(&self, id: &str) -> Option<Plugin> {
         self.read_loaded().active.get(id).cloned()
+    }
+
+    /// How many versions this node has loaded, the active ones included (at most one per plugin more than
+    /// `max_loaded_versions`).
+    pub fn loaded_versions(&self) -> usize {
+        self.read_loaded().versions.len()
     }
 
     /// Every active plugin on this node, by id.
@@ -306,7 +362,8 @@ impl ComponentStore {
         // After the bytes and the version row: a failure here leaves no catalog row without its component, and
         // a retried upload (the same bytes) registers it then. Registering again is a heartbeat.
         Catalog::new(&self.ports).register(catalog_manifest(&plugin, &content_hash)?).await?;
-        self.write_loaded().versions.insert((id.clone(), version.clone()), (content_hash.clone(), plugin));
+        let max_inactive = self.config.max_loaded_versions;
+        self.write_loaded().insert(&id, &version, content_hash.clone(), plugin, max_inactive);
         if activate {
             self.activate(&id, &version).await?;
         }
@@ -352,8 +409,8 @@ impl ComponentStore {
     /// Plugin `id` at `version`, loaded on first use from storage (active or not: "test this node" may call an
     /// inactive version).
     pub async fn version(&self, id: &str, version: &str) -> Result<Plugin, ComponentError> {
-        if let Some((_, plugin)) = self.read_loaded().versions.get(&(id.to_owned(), version.to_owned())) {
-            return Ok(plugin.clone());
+        if let Some(loaded) = self.read_loaded().get(id, version) {
+            return Ok(loaded.plugin.clone());
         }
         let row: VersionRow = self
             .load_row(COMPONENT_VERSIONS, &version_key(id, version))
@@ -369,7 +426,8 @@ impl ComponentStore {
             .filter(|wasm| sha256_bytes_hex(wasm) == row.content_hash)
             .ok_or_else(|| PortError::Backend(format!("the stored bytes of {id}@{version} are damaged")))?;
         let (_, plugin) = self.compile_and_load(wasm).await?;
-        self.write_loaded().versions.insert((id.to_owned(), version.to_owned()), (row.content_hash, plugin.clone()));
+        let max_inactive = self.config.max_loaded_versions;
+        self.write_loaded().insert(id, version, row.content_hash, plugin.clone(), max_inactive);
         Ok(plugin)
     }
 
@@ -492,7 +550,7 @@ impl ComponentStore {
     }
 
     fn content_hash_of(&self, id: &str, version: &str) -> Option<String> {
-        self.read_loaded().versions.get(&(id.to_owned(), version.to_owned())).map(|(hash, _)| hash.clone())
+        self.read_loaded().get(id, version).map(|loaded| loaded.content_hash.clone())
     }
 
     async fn load_row<T: serde::de::DeserializeOwned>(

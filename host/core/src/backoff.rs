@@ -33,6 +33,35 @@ impl Backoff {
     }
 }
 
+/// Runs `attempt` until it succeeds, waiting `backoff`'s delays between failures (each logged as a warning
+/// naming `what`); `false` when `shutdown` fired first. For start-up work a role needs done once its backend
+/// answers, such as creating indexes.
+pub async fn until_done<F, Fut, E>(
+    what: &str,
+    mut backoff: Backoff,
+    shutdown: &tokio_util::sync::CancellationToken,
+    mut attempt: F,
+) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    loop {
+        match attempt().await {
+            Ok(()) => return true,
+            Err(error) => {
+                let delay = backoff.next_delay();
+                tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "{what} failed; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return false,
+                    _ = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -142,6 +142,8 @@ pub struct Config {
     pub mongodb: MongoConfig,
     pub kafka: KafkaConfig,
     pub nats: NatsConfig,
+    /// Outbound HTTP to addresses others name (`FLOWHOST_EGRESS_*`).
+    pub egress: EgressConfig,
     pub redis: RedisConfig,
     pub cache: CacheConfig,
     pub engine: EngineConfig,
@@ -166,6 +168,7 @@ impl Default for Config {
             mongodb: MongoConfig::default(),
             kafka: KafkaConfig::default(),
             nats: NatsConfig::default(),
+            egress: EgressConfig::default(),
             cache: CacheConfig::default(),
             redis: RedisConfig::default(),
             engine: EngineConfig::default(),
@@ -197,6 +200,10 @@ pub struct ApiConfig {
     /// Accept an admin API without a token on a non-loopback address (`FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED`;
     /// default false).
     pub allow_unauthenticated: bool,
+    /// Without an admin token, the admin routes answer only requests whose `Host` is a loopback name or address
+    /// with the listener's port (a DNS-rebinding page names its own host), or one of these names (`host` or
+    /// `host:port`; `FLOWHOST_ADMIN_ALLOWED_HOSTS`, comma-separated; default none).
+    pub allowed_hosts: Vec<String>,
     /// How often the drift pass re-checks services' active manifests besides reacting to registration and
     /// activation signals (`FLOWHOST_DRIFT_INTERVAL_MS`; default 60000).
     pub drift_interval_ms: u64,
@@ -215,6 +222,7 @@ impl Default for ApiConfig {
             admin_token: None,
             admin_token_secret_name: None,
             allow_unauthenticated: false,
+            allowed_hosts: Vec::new(),
             drift_interval_ms: 60_000,
             public_base_url: None,
         }
@@ -302,6 +310,24 @@ impl std::fmt::Debug for NatsConfig {
             .field("url", &self.url.as_ref().map(|_| "<redacted>"))
             .field("subject_prefix", &self.subject_prefix)
             .finish()
+    }
+}
+
+/// Outbound HTTP to addresses that registrants and envelopes name (the data-source proxy, flow lookups, HTTP
+/// segments): link-local and cloud metadata addresses are refused always.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EgressConfig {
+    /// Networks, addresses and host names outbound calls may reach (`FLOWHOST_EGRESS_ALLOWED`,
+    /// comma-separated; default empty: any but the refused ones).
+    pub allowed: Vec<String>,
+    /// The largest answer read from such a call (`FLOWHOST_EGRESS_MAX_BODY_BYTES`; default 1048576).
+    pub max_body_bytes: usize,
+}
+
+impl Default for EgressConfig {
+    fn default() -> Self {
+        Self { allowed: Vec::new(), max_body_bytes: 1 << 20 }
     }
 }
 
@@ -662,6 +688,9 @@ pub struct PushConfig {
     /// In-app websockets one node keeps open at most (`FLOWHOST_INAPP_MAX_CONNECTIONS`; default 20000); more
     /// are refused with 503 and `Retry-After`.
     pub max_inapp_connections: usize,
+    /// In-app websockets one player may have open on one node (`FLOWHOST_INAPP_MAX_CONNECTIONS_PER_PLAYER`;
+    /// default 5); more are refused with 429.
+    pub max_inapp_connections_per_player: usize,
 }
 
 /// The default VAPID subject: a `mailto:` URI on a reserved domain, to be replaced by a real contact.
@@ -698,6 +727,7 @@ impl Default for PushConfig {
             max_concurrent_pushes: 256,
             ssl_cert_file: None,
             max_inapp_connections: 20_000,
+            max_inapp_connections_per_player: 5,
         }
     }
 }
@@ -811,6 +841,9 @@ impl Config {
         if let Some(v) = get("FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED") {
             self.api.allow_unauthenticated = parse_bool("FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED", &v)?;
         }
+        if let Some(v) = get("FLOWHOST_ADMIN_ALLOWED_HOSTS") {
+            self.api.allowed_hosts = split_list(&v);
+        }
         if let Some(v) = get("FLOWHOST_TOPIC_PARTITIONS") {
             self.topics.partitions = parse("FLOWHOST_TOPIC_PARTITIONS", v)?;
         }
@@ -834,6 +867,12 @@ impl Config {
         }
         if let Some(v) = get("FLOWHOST_NATS_URL") {
             self.nats.url = Some(v);
+        }
+        if let Some(v) = get("FLOWHOST_EGRESS_ALLOWED") {
+            self.egress.allowed = split_list(&v);
+        }
+        if let Some(v) = get("FLOWHOST_EGRESS_MAX_BODY_BYTES") {
+            self.egress.max_body_bytes = parse("FLOWHOST_EGRESS_MAX_BODY_BYTES", v)?;
         }
         if let Some(v) = get("FLOWHOST_NATS_SUBJECT_PREFIX") {
             self.nats.subject_prefix = Some(v);
@@ -1040,6 +1079,9 @@ impl Config {
         if let Some(v) = get("FLOWHOST_INAPP_MAX_CONNECTIONS") {
             push.max_inapp_connections = parse("FLOWHOST_INAPP_MAX_CONNECTIONS", v)?;
         }
+        if let Some(v) = get("FLOWHOST_INAPP_MAX_CONNECTIONS_PER_PLAYER") {
+            push.max_inapp_connections_per_player = parse("FLOWHOST_INAPP_MAX_CONNECTIONS_PER_PLAYER", v)?;
+        }
         if let Some(v) = get("SSL_CERT_FILE").filter(|v| !v.trim().is_empty()) {
             push.ssl_cert_file = Some(v.trim().to_owned());
         }
@@ -1154,6 +1196,9 @@ impl Config {
             }
         }
         self.validate_namespaces()?;
+        if !(1024..=64 << 20).contains(&self.egress.max_body_bytes) {
+            return Err(ConfigError::new("FLOWHOST_EGRESS_MAX_BODY_BYTES", "must be between 1024 and 67108864"));
+        }
         if let Some(uri) = &self.mongodb.uri {
             if !uri.starts_with("mongodb://") && !uri.starts_with("mongodb+srv://") {
                 return Err(ConfigError::new("FLOWHOST_MONGODB_URI", "must start with mongodb:// or mongodb+srv://"));
@@ -1234,6 +1279,9 @@ impl Config {
         }
         if push.max_inapp_connections == 0 {
             return Err(ConfigError::new("FLOWHOST_INAPP_MAX_CONNECTIONS", "must be at least 1"));
+        }
+        if !(1..=100).contains(&push.max_inapp_connections_per_player) {
+            return Err(ConfigError::new("FLOWHOST_INAPP_MAX_CONNECTIONS_PER_PLAYER", "must be between 1 and 100"));
         }
         if !(1..=10_000).contains(&push.max_concurrent_pushes) {
             return Err(ConfigError::new("FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES", "must be between 1 and 10000"));

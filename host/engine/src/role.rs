@@ -38,9 +38,11 @@ impl Role for EngineRole {
         let sources = status.clone();
         let shutdown = context.shutdown.clone();
         let run_metrics = Arc::new(flowhost_runs::RunMetrics::register(&context.registry)?);
+        let egress = flowhost_egress::EgressPolicy::of(&config.egress)?;
         let services = Arc::new(flowhost_runs::Services::new(
             context.service::<Arc<flowhost_components::ComponentStore>>(),
             context.ports.subjects.clone(),
+            egress.clone(),
         ));
         let runner_config = flowhost_runs::RunnerConfig {
             engine: config.engine.clone(),
@@ -49,6 +51,7 @@ impl Role for EngineRole {
             reply_url_base: config.public_base_url(),
             reply_dedup: config.reply_dedup(),
             admin_token: config.api.admin_token.clone(),
+            egress,
         };
         let runner = flowhost_runs::Runner::new(context.ports.clone(), runner_config, services, run_metrics);
         let runs = runner.status();

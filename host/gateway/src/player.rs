@@ -22,6 +22,9 @@ use crate::keys::CacheKeys;
 use crate::limits::{LimitError, Limiter};
 use crate::origins::OriginEntry;
 
+/// The largest answer read from the validation backend (a player is two ids): a longer one is an error.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
 /// A validated player: the ids the envelope carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Player {
@@ -189,11 +192,12 @@ impl PlayerValidator {
             self.count_validation("error");
             return (Validation::Unavailable(format!("validation backend answered {status}")), None);
         }
-        let body = match tokio::time::timeout(self.settings.player_timeout, response.bytes()).await {
+        let read = flowhost_egress::read_capped(response, MAX_ANSWER_BYTES);
+        let body = match tokio::time::timeout(self.settings.player_timeout, read).await {
             Ok(Ok(body)) => body,
             Ok(Err(error)) => {
                 self.count_validation("error");
-                return (Validation::Unavailable(format!("validation backend body: {}", error.without_url())), None);
+                return (Validation::Unavailable(format!("validation backend body: {error}")), None);
             }
             Err(_) => {
                 self.count_validation("timeout");

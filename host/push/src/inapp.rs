@@ -17,6 +17,13 @@
 //! three heartbeats is closed), and `read` frames from the client mark messages read. [`InAppHub`] keeps this
 //! node's connections and takes the messages the sender publishes on the in-app delivery subject, so a player
 //! connected to any node receives them.
+//!
+//! What one client can hold is bounded: a connect token admits one websocket (its nonce is spent in the cache
+//! port, so every node agrees), a connection lives until its token expires unless the client sends a `refresh`
+//! frame with a fresh token, a player has at most `FLOWHOST_INAPP_MAX_CONNECTIONS_PER_PLAYER` websockets on a
+//! node, the node's slot is taken before the upgrade (so parallel upgrades cannot pass the cap), frames from the
+//! client are at most [`MAX_CLIENT_FRAME`] bytes (refused from the frame header, before buffering) and
+//! [`CLIENT_FRAMES_PER_SECOND`] per second, and a client that stops reading is closed after [`WRITE_TIMEOUT`].
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,6 +67,16 @@ const CONNECTION_QUEUE: usize = 256;
 const REMEMBERED_IDS: usize = 1024;
 /// The websocket path, as the connect-token route names it.
 pub const WEBSOCKET_PATH: &str = "/api/v1/inapp/ws";
+/// The largest frame (and message) a client may send; a longer one closes the connection with 1009 as soon as
+/// its header announces it.
+pub const MAX_CLIENT_FRAME: usize = 64 * 1024;
+/// How long one write to a client may wait (a client that stops reading fills its buffers): past it the
+/// connection is closed (1013) and its slot freed.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Client frames a connection may send per second on average (bursts of twice as many); more close it (1008).
+pub const CLIENT_FRAMES_PER_SECOND: u32 = 10;
+/// How long before its token expires a connection is told to refresh it.
+const REFRESH_NOTICE: Duration = Duration::from_secs(15);
 const MAX_TENANT_LEN: usize = 128;
 const MAX_READ_IDS: usize = 200;
 
@@ -75,7 +92,7 @@ pub(crate) fn routes() -> Router<Shared> {
 
 /// A `message` frame queued for a connection, with its notification id (to drop duplicates).
 #[derive(Clone)]
-struct Frame {
+pub(crate) struct Frame {
     notification_id: Arc<str>,
     text: Utf8Bytes,
 }
@@ -88,6 +105,27 @@ pub struct InAppHub {
     connections: Mutex<Connections>,
     next_id: AtomicU64,
     open: AtomicU64,
+}
+
+/// A connection's place in the [`InAppHub`], taken before the upgrade and given back when dropped (the upgrade
+/// failed, or the connection ended).
+pub(crate) struct Slot {
+    hub: Arc<InAppHub>,
+    identity: String,
+    id: u64,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.hub.unregister(&self.identity, self.id);
+    }
+}
+
+/// Why the hub refused a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Full {
+    Node,
+    Player,
 }
 
 impl std::fmt::Debug for InAppHub {
@@ -106,12 +144,28 @@ impl InAppHub {
         self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn register(&self, identity: &str) -> (u64, mpsc::Receiver<Frame>) {
+    /// Takes a slot for a connection of `identity`, unless the node has `max_open` connections or the player
+    /// `max_per_player`: checked and taken under one lock, so parallel upgrades cannot pass either cap. Frames
+    /// for the player queue from now on.
+    pub(crate) fn reserve(
+        self: &Arc<Self>,
+        identity: &str,
+        max_open: usize,
+        max_per_player: usize,
+    ) -> Result<(Slot, mpsc::Receiver<Frame>), Full> {
+        let mut connections = self.lock();
+        if self.open.load(Ordering::Relaxed) >= max_open as u64 {
+            return Err(Full::Node);
+        }
+        let list = connections.entry(identity.to_owned()).or_default();
+        if list.len() >= max_per_player {
+            return Err(Full::Player);
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = mpsc::channel(CONNECTION_QUEUE);
-        self.lock().entry(identity.to_owned()).or_default().push((id, sender));
+        list.push((id, sender));
         self.open.fetch_add(1, Ordering::Relaxed);
-        (id, receiver)
+        Ok((Slot { hub: self.clone(), identity: identity.to_owned(), id }, receiver))
     }
 
     fn unregister(&self, identity: &str, id: u64) {
@@ -234,7 +288,7 @@ async fn connect_token(
         )
     })?;
     let expires_at_ms = state.ports.clock.now_ms() + CONNECT_TOKEN_TTL_MS;
-    let claims = ConnectClaims { tenant_id, player_id, expires_at_ms };
+    let claims = ConnectClaims::new(tenant_id, player_id, expires_at_ms);
     let token = token::mint_connect(secret.expose().as_bytes(), &claims);
     Ok((
         StatusCode::CREATED,
@@ -358,32 +412,66 @@ struct WebSocketQuery {
     after: Option<String>,
 }
 
-/// `GET /api/v1/inapp/ws?token=&after=`: 401 `UNAUTHORIZED` without a valid connect token, 503 when the node
-/// is at its connection limit; else the upgrade.
+/// `GET /api/v1/inapp/ws?token=&after=`: 401 `UNAUTHORIZED` without a valid connect token or with one already
+/// used, 429 when the player has its most websockets on this node, 503 when the node is at its limit; else
+/// the upgrade, with the connection's slot taken first.
 async fn websocket(
     State(state): State<Shared>,
     Query(query): Query<WebSocketQuery>,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, PushError> {
-    let secrets = state.interaction_secrets().unwrap_or_default();
-    let claims = query
-        .token
-        .as_deref()
-        .and_then(|token| token::verify_connect(token, &secrets, state.ports.clock.now_ms()).ok())
-        .ok_or_else(|| PushError::unauthorized("a valid connect token is required (token query parameter)"))?;
+    let claims = spend_connect_token(&state, query.token.as_deref()).await?;
     if query.after.as_ref().is_some_and(|after| after.len() > 200) {
         return Err(PushError::field("after", "is not a cursor"));
     }
-    let hub = state.inapp.clone();
-    if hub.open() >= state.settings.max_inapp_connections as u64 {
-        return Err(PushError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "TOO_MANY_CONNECTIONS",
-            "this node is at its websocket limit",
-        )
-        .with_retry_after(5));
+    let identity = flowhost_webpush::records::user_identity(&claims.tenant_id, claims.player_id);
+    let settings = &state.settings;
+    let (slot, queue) =
+        match state.inapp.reserve(&identity, settings.max_inapp_connections, settings.max_inapp_connections_per_player)
+        {
+            Ok(reserved) => reserved,
+            Err(Full::Node) => {
+                return Err(PushError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "TOO_MANY_CONNECTIONS",
+                    "this node is at its websocket limit",
+                )
+                .with_retry_after(5))
+            }
+            Err(Full::Player) => {
+                return Err(PushError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "TOO_MANY_CONNECTIONS",
+                    "this player has the most websockets a node keeps for one player; close one first",
+                ))
+            }
+        };
+    Ok(upgrade
+        .max_message_size(MAX_CLIENT_FRAME)
+        .max_frame_size(MAX_CLIENT_FRAME)
+        .on_upgrade(move |socket| connection(socket, state, claims, query.after, slot, queue)))
+}
+
+/// Verifies a connect token and spends it: its nonce is set in the cache port until the token expires, and a
+/// token whose nonce is there already is refused as if forged (401). A cache that does not answer refuses
+/// too (503): a token must never admit two websockets.
+async fn spend_connect_token(state: &PushState, token: Option<&str>) -> Result<ConnectClaims, PushError> {
+    let secrets = state.interaction_secrets().unwrap_or_default();
+    let now_ms = state.ports.clock.now_ms();
+    let claims = token
+        .and_then(|token| token::verify_connect(token, &secrets, now_ms).ok())
+        .ok_or_else(|| PushError::unauthorized("a valid connect token is required (token query parameter)"))?;
+    let left = Duration::from_millis(u64::try_from(claims.expires_at_ms - now_ms).unwrap_or(0).max(1));
+    let key = format!("inapp:connect:{}", claims.nonce);
+    match state.ports.cache.set_if_absent(&key, b"1".to_vec(), left).await {
+        Ok(true) => Ok(claims),
+        Ok(false) => Err(PushError::unauthorized("this connect token was used already; ask the bridge for another")),
+        Err(error) => {
+            warn!(%error, "the cache did not answer; a connect token cannot be spent");
+            Err(PushError::new(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", "connect tokens cannot be checked now")
+                .with_retry_after(1))
+        }
     }
-    Ok(upgrade.on_upgrade(move |socket| connection(socket, state, claims, query.after)))
 }
 
 /// Remembers the last notification ids a connection got.
@@ -412,112 +500,228 @@ impl Seen {
     }
 }
 
-async fn connection(socket: WebSocket, state: Shared, claims: ConnectClaims, after: Option<String>) {
-    let identity = flowhost_webpush::records::user_identity(&claims.tenant_id, claims.player_id);
-    let hub = state.inapp.clone();
-    let (id, mut queue) = hub.register(&identity);
+async fn connection(
+    socket: WebSocket,
+    state: Shared,
+    claims: ConnectClaims,
+    after: Option<String>,
+    slot: Slot,
+    mut queue: mpsc::Receiver<Frame>,
+) {
     let (mut sink, mut incoming) = socket.split();
-    let outcome = serve_connection(&state, &claims, after, &mut sink, &mut incoming, &mut queue).await;
-    hub.unregister(&identity, id);
+    let mut session = Session { state: &state, claims, frames: FrameBudget::new() };
+    let outcome = session.serve(after, &mut sink, &mut incoming, &mut queue).await;
     let (code, reason) = match outcome {
         Ok(()) => (1000, "bye"),
         Err(reason) => (reason.0, reason.1),
     };
-    let _ = sink.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
+    // The slot goes back now: a client that never reads must not hold it while its close frame waits.
+    let id = slot.id;
+    drop(slot);
+    let close = Message::Close(Some(CloseFrame { code, reason: reason.into() }));
+    let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.send(close)).await;
     debug!(connection = id, code, "in-app websocket closed");
 }
 
 type Sink = futures::stream::SplitSink<WebSocket, Message>;
 type Incoming = futures::stream::SplitStream<WebSocket>;
+/// Why a connection ends: its close code and reason.
+type Closing = (u16, &'static str);
 
-async fn send_json(sink: &mut Sink, value: &Value) -> Result<(), (u16, &'static str)> {
-    sink.send(Message::Text(value.to_string().into())).await.map_err(|_| (1011, "send failed"))
-}
-
-async fn serve_connection(
-    state: &PushState,
-    claims: &ConnectClaims,
-    after: Option<String>,
-    sink: &mut Sink,
-    incoming: &mut Incoming,
-    queue: &mut mpsc::Receiver<Frame>,
-) -> Result<(), (u16, &'static str)> {
-    let documents = state.ports.documents.as_ref();
-    let (tenant_id, player_id) = (claims.tenant_id.as_str(), claims.player_id);
-    let unread =
-        inapp::unread_count(documents, tenant_id, player_id).await.map_err(|_| (1011, "storage unavailable"))?;
-    let hello = json!({ "type": "hello", "tenant_id": tenant_id, "player_id": player_id,
-        "heartbeat_interval_ms": HEARTBEAT.as_millis() as u64, "unread": unread });
-    send_json(sink, &hello).await?;
-    let mut seen = Seen::new();
-    if let Some(after) = after {
-        let query = InboxQuery { status: None, after: Some(after), limit: inapp::MAX_PAGE, offset: 0 };
-        let page =
-            inapp::inbox(documents, tenant_id, player_id, &query).await.map_err(|_| (1011, "storage unavailable"))?;
-        let count = page.items.len();
-        for message in &page.items {
-            seen.insert(&message.notification_id);
-            send_json(sink, &message_frame(message)).await?;
-        }
-        let more = page.total > count as u64;
-        send_json(sink, &json!({ "type": "resumed", "count": count, "more": more })).await?;
-    }
-    let mut heartbeat = tokio::time::interval(HEARTBEAT);
-    heartbeat.tick().await;
-    let mut silent_beats = 0u32;
-    loop {
-        tokio::select! {
-            frame = queue.recv() => {
-                let Some(frame) = frame else { return Err((1013, "too far behind; reconnect and resume")) };
-                if seen.insert(&frame.notification_id) {
-                    sink.send(Message::Text(frame.text)).await.map_err(|_| (1011, "send failed"))?;
-                }
-            }
-            received = incoming.next() => {
-                let Some(Ok(received)) = received else { return Ok(()) };
-                silent_beats = 0;
-                match received {
-                    Message::Text(text) => client_frame(state, claims, sink, &text).await?,
-                    Message::Close(_) => return Ok(()),
-                    _ => {}
-                }
-            }
-            _ = heartbeat.tick() => {
-                silent_beats += 1;
-                if silent_beats > 3 {
-                    return Err((1001, "no answer to three heartbeats"));
-                }
-                send_json(sink, &json!({ "type": "ping" })).await?;
-            }
-        }
+/// Sends one frame within [`WRITE_TIMEOUT`].
+async fn send(sink: &mut Sink, message: Message) -> Result<(), Closing> {
+    match tokio::time::timeout(WRITE_TIMEOUT, sink.send(message)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err((1011, "send failed")),
+        Err(_elapsed) => Err((1013, "the client does not read; reconnect and resume")),
     }
 }
 
-/// A frame from the browser: `pong`, or `read` with `notification_ids`.
-async fn client_frame(
-    state: &PushState,
-    claims: &ConnectClaims,
-    sink: &mut Sink,
-    text: &str,
-) -> Result<(), (u16, &'static str)> {
-    if text.len() > 64 * 1024 {
-        return Err((1009, "frame too large"));
+async fn send_json(sink: &mut Sink, value: &Value) -> Result<(), Closing> {
+    send(sink, Message::Text(value.to_string().into())).await
+}
+
+/// A token bucket over the frames a client sends: [`CLIENT_FRAMES_PER_SECOND`] a second, bursts of twice that.
+struct FrameBudget {
+    tokens: f64,
+    at: tokio::time::Instant,
+}
+
+impl FrameBudget {
+    const BURST: f64 = 2.0 * CLIENT_FRAMES_PER_SECOND as f64;
+
+    fn new() -> FrameBudget {
+        FrameBudget { tokens: Self::BURST, at: tokio::time::Instant::now() }
     }
-    let Ok(frame) = serde_json::from_str::<Value>(text) else {
-        return send_json(sink, &json!({ "type": "error", "message": "frames are JSON objects" })).await;
-    };
-    match frame["type"].as_str() {
-        Some("pong") => Ok(()),
-        Some("read") => {
-            let ids: Vec<String> = frame["notification_ids"]
-                .as_array()
-                .map(|ids| ids.iter().filter_map(Value::as_str).take(MAX_READ_IDS).map(str::to_owned).collect())
-                .unwrap_or_default();
-            let marked = inapp::mark_read(&state.ports, &claims.tenant_id, claims.player_id, &ids)
+
+    /// Takes one frame's token; false when the client sends faster than its budget.
+    fn take(&mut self) -> bool {
+        let now = tokio::time::Instant::now();
+        let refill = now.duration_since(self.at).as_secs_f64() * f64::from(CLIENT_FRAMES_PER_SECOND);
+        self.tokens = (self.tokens + refill).min(Self::BURST);
+        self.at = now;
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
+}
+
+/// One player's websocket after the upgrade: whose it is (the claims of the token that admitted or last
+/// refreshed it) and its frame budget.
+struct Session<'a> {
+    state: &'a PushState,
+    claims: ConnectClaims,
+    frames: FrameBudget,
+}
+
+impl Session<'_> {
+    /// When the connection's token expires, on the runtime's clock.
+    fn expiry(&self) -> tokio::time::Instant {
+        let left = self.claims.expires_at_ms - self.state.ports.clock.now_ms();
+        tokio::time::Instant::now() + Duration::from_millis(u64::try_from(left).unwrap_or(0))
+    }
+
+    async fn serve(
+        &mut self,
+        after: Option<String>,
+        sink: &mut Sink,
+        incoming: &mut Incoming,
+        queue: &mut mpsc::Receiver<Frame>,
+    ) -> Result<(), Closing> {
+        let documents = self.state.ports.documents.as_ref();
+        let (tenant_id, player_id) = (self.claims.tenant_id.clone(), self.claims.player_id);
+        let unread =
+            inapp::unread_count(documents, &tenant_id, player_id).await.map_err(|_| (1011, "storage unavailable"))?;
+        let hello = json!({ "type": "hello", "tenant_id": tenant_id, "player_id": player_id,
+            "heartbeat_interval_ms": HEARTBEAT.as_millis() as u64, "unread": unread,
+            "expires_at": flowhost_webpush::records::iso(self.claims.expires_at_ms) });
+        send_json(sink, &hello).await?;
+        let mut seen = Seen::new();
+        if let Some(after) = after {
+            let query = InboxQuery { status: None, after: Some(after), limit: inapp::MAX_PAGE, offset: 0 };
+            let page = inapp::inbox(documents, &tenant_id, player_id, &query)
                 .await
                 .map_err(|_| (1011, "storage unavailable"))?;
-            send_json(sink, &json!({ "type": "read", "marked": marked })).await
+            let count = page.items.len();
+            for message in &page.items {
+                seen.insert(&message.notification_id);
+                send_json(sink, &message_frame(message)).await?;
+            }
+            let more = page.total > count as u64;
+            send_json(sink, &json!({ "type": "resumed", "count": count, "more": more })).await?;
         }
-        _ => send_json(sink, &json!({ "type": "error", "message": "unknown frame type" })).await,
+        let mut heartbeat = tokio::time::interval(HEARTBEAT);
+        heartbeat.tick().await;
+        let mut silent_beats = 0u32;
+        let mut expires = self.expiry();
+        let mut notice = Some(expires.checked_sub(REFRESH_NOTICE).unwrap_or_else(tokio::time::Instant::now));
+        loop {
+            tokio::select! {
+                frame = queue.recv() => {
+                    let Some(frame) = frame else { return Err((1013, "too far behind; reconnect and resume")) };
+                    if seen.insert(&frame.notification_id) {
+                        send(sink, Message::Text(frame.text)).await?;
+                    }
+                }
+                received = incoming.next() => {
+                    let received = match received {
+                        None => return Ok(()),
+                        Some(Ok(received)) => received,
+                        // Over `MAX_CLIENT_FRAME`: refused from its header, before buffering.
+                        Some(Err(error)) => {
+                            return if is_too_long(error) { Err((1009, "frame too large")) } else { Ok(()) };
+                        }
+                    };
+                    silent_beats = 0;
+                    if !matches!(received, Message::Close(_)) && !self.frames.take() {
+                        return Err((1008, "too many frames; slow down"));
+                    }
+                    match received {
+                        Message::Text(text) if self.client_frame(sink, &text).await? => {
+                            // Refreshed: the connection lives until the new token's expiry.
+                            expires = self.expiry();
+                            notice = expires.checked_sub(REFRESH_NOTICE);
+                        }
+                        Message::Close(_) => return Ok(()),
+                        _ => {}
+                    }
+                }
+                _ = heartbeat.tick() => {
+                    silent_beats += 1;
+                    if silent_beats > 3 {
+                        return Err((1001, "no answer to three heartbeats"));
+                    }
+                    send_json(sink, &json!({ "type": "ping" })).await?;
+                }
+                () = sleep_until_some(notice) => {
+                    notice = None;
+                    let expires_at = flowhost_webpush::records::iso(self.claims.expires_at_ms);
+                    send_json(sink, &json!({ "type": "expiring", "expires_at": expires_at })).await?;
+                }
+                () = tokio::time::sleep_until(expires) => {
+                    return Err((4001, "the connect token expired; refresh it, or reconnect with a fresh one"));
+                }
+            }
+        }
     }
+
+    /// A frame from the browser: `pong`, `read` with `notification_ids`, or `refresh` with a fresh connect
+    /// token of the same player. Answers whether the token was refreshed.
+    async fn client_frame(&mut self, sink: &mut Sink, text: &str) -> Result<bool, Closing> {
+        let Ok(frame) = serde_json::from_str::<Value>(text) else {
+            send_json(sink, &json!({ "type": "error", "message": "frames are JSON objects" })).await?;
+            return Ok(false);
+        };
+        let (state, claims) = (self.state, &self.claims);
+        match frame["type"].as_str() {
+            Some("pong") => Ok(false),
+            Some("read") => {
+                let ids: Vec<String> = frame["notification_ids"]
+                    .as_array()
+                    .map(|ids| ids.iter().filter_map(Value::as_str).take(MAX_READ_IDS).map(str::to_owned).collect())
+                    .unwrap_or_default();
+                let marked = inapp::mark_read(&state.ports, &claims.tenant_id, claims.player_id, &ids)
+                    .await
+                    .map_err(|_| (1011, "storage unavailable"))?;
+                send_json(sink, &json!({ "type": "read", "marked": marked })).await?;
+                Ok(false)
+            }
+            Some("refresh") => match spend_connect_token(state, frame["token"].as_str()).await {
+                Ok(fresh) if fresh.tenant_id == claims.tenant_id && fresh.player_id == claims.player_id => {
+                    let expires_at = flowhost_webpush::records::iso(fresh.expires_at_ms);
+                    self.claims = fresh;
+                    send_json(sink, &json!({ "type": "refreshed", "expires_at": expires_at })).await?;
+                    Ok(true)
+                }
+                Ok(_) | Err(_) => {
+                    let message = "the token is not a fresh connect token of this player";
+                    send_json(sink, &json!({ "type": "error", "message": message })).await?;
+                    Ok(false)
+                }
+            },
+            _ => {
+                send_json(sink, &json!({ "type": "error", "message": "unknown frame type" })).await?;
+                Ok(false)
+            }
+        }
+    }
+}
+
+/// Waits until `at`, or forever when there is nothing to wait for.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether a receive failed because the client's frame or message is over [`MAX_CLIENT_FRAME`] (tungstenite's
+/// capacity error, under axum's).
+fn is_too_long(error: axum::Error) -> bool {
+    error
+        .into_inner()
+        .downcast::<tungstenite::Error>()
+        .is_ok_and(|error| matches!(*error, tungstenite::Error::Capacity(_)))
 }

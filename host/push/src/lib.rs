@@ -68,6 +68,8 @@ pub struct PushSettings {
     pub smoke_test_callers: HashSet<String>,
     /// Websockets one node keeps open at most (`FLOWHOST_INAPP_MAX_CONNECTIONS`).
     pub max_inapp_connections: usize,
+    /// Websockets one player keeps open on one node at most (`FLOWHOST_INAPP_MAX_CONNECTIONS_PER_PLAYER`).
+    pub max_inapp_connections_per_player: usize,
 }
 
 /// The SHA-256 of a token; `Debug` does not show it (a digest of a weak token can be brute-forced offline).
@@ -163,6 +165,7 @@ impl PushState {
                 tenants: push.tenants.clone(),
                 smoke_test_callers: push.smoke_test_callers.iter().cloned().collect(),
                 max_inapp_connections: push.max_inapp_connections,
+                max_inapp_connections_per_player: push.max_inapp_connections_per_player,
             },
             ports,
             policy,

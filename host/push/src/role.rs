@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use flowhost_role::{Check, Listener, Role, RoleContext, RoleParts};
-use futures::FutureExt;
 
 use crate::{fallback, router, run_retention, PushState, POLICY_CHECK};
 
@@ -29,11 +28,29 @@ impl Role for PushRole {
         let listener =
             Listener::new("push", addr, "FLOWHOST_PUSH_API_LISTEN", router(state.clone())).with_fallback(fallback());
         let policy = state.clone();
-        Ok(RoleParts::default()
+        let (ports, sweep_interval, shutdown) =
+            (state.ports.clone(), state.settings.sweep_interval, context.shutdown.clone());
+        // The activity list's indexes once the store answers, then the retention sweep (a task that ends stops
+        // the process, so both are one).
+        let housekeeping = async move {
+            let backoff = flowhost_core::backoff::Backoff::for_backend();
+            let documents = ports.documents.clone();
+            let indexed =
+                flowhost_core::backoff::until_done("creating the activity indexes", backoff, &shutdown, || {
+                    flowhost_webpush::records::ensure_activity_indexes(documents.as_ref())
+                })
+                .await;
+            if indexed {
+                run_retention(ports, sweep_interval, shutdown).await;
+            }
+            Ok(())
+        };
+        let parts = RoleParts::default()
             .listener(listener)
-            .task(run_retention(state.ports.clone(), state.settings.sweep_interval, context.shutdown.clone()).map(Ok))
+            .task(housekeeping)
             .task(state.inapp.clone().run(state.ports.subjects.clone(), context.shutdown.clone()))
             .liveness(Check::sync(POLICY_CHECK, move || policy.policy.as_ref().map(|_| ()).map_err(|e| e.to_string())))
-            .readiness(Check::documents(context.ports.documents.clone())))
+            .readiness(Check::documents(context.ports.documents.clone()));
+        Ok(crate::sender_role::warn_unrestricted_targets(config, parts))
     }
 }

@@ -105,8 +105,12 @@ impl Role for SenderRole {
         });
         // The service side of the notifications service's other transports (NATS, Kafka) and its data-source
         // subjects; in process, flows call the plugin directly.
-        let endpoint =
-            flowhost_runs::ServiceEndpoint::new(store.clone(), context.ports.clone(), &config.engine.group_id);
+        let endpoint = flowhost_runs::ServiceEndpoint::new(
+            store.clone(),
+            context.ports.clone(),
+            &config.engine.group_id,
+            &config.public_base_url(),
+        );
         let serving = endpoint.run(NOTIFICATIONS_SERVICE.to_owned(), context.shutdown.clone());
         let shutdown = context.shutdown.clone();
         let withdraw = async move {
@@ -114,12 +118,23 @@ impl Role for SenderRole {
             store.runtime().withdraw_notifications();
             Ok(())
         };
-        Ok(RoleParts::default()
+        let parts = RoleParts::default()
             .task(Box::pin(withdraw))
             .task(Box::pin(async move {
                 serving.await;
                 Ok(())
             }))
-            .readiness(readiness))
+            .readiness(readiness);
+        Ok(warn_unrestricted_targets(config, parts))
+    }
+}
+
+/// With `FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS` empty, a rendered `target_url` may name any https host: the
+/// spec allows it, but an operator should know (a warning at start and on `/ready`).
+pub(crate) fn warn_unrestricted_targets(config: &flowhost_core::config::Config, parts: RoleParts) -> RoleParts {
+    if config.push.allowed_target_hosts.is_empty() {
+        parts.warning("FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS")
+    } else {
+        parts
     }
 }

@@ -18,7 +18,7 @@ mod listeners;
 
 pub use check::{Check, CheckFn, CheckResult};
 pub use listeners::{
-    metrics_response, metrics_router, serve_listeners, BoundListener, HealthStyle, Listener, ListenerSet,
+    metrics_response, metrics_router, serve_listeners, BoundListener, HealthStyle, Listener, ListenerSet, LocalAddr,
 };
 
 use std::future::Future;
@@ -76,6 +76,9 @@ pub struct RoleParts {
     /// Checks `/ready` runs on the listeners that serve this role's routes (all listeners for a role without
     /// routes of its own, such as the engine).
     pub readiness: Vec<Check>,
+    /// Names of settings the role works with but an operator should look at (e.g. an allowlist left empty):
+    /// every `/ready` lists them under `warnings`, and the start logs them.
+    pub warnings: Vec<&'static str>,
 }
 
 impl std::fmt::Debug for RoleParts {
@@ -85,6 +88,7 @@ impl std::fmt::Debug for RoleParts {
             .field("tasks", &self.tasks.len())
             .field("liveness", &self.liveness.iter().map(Check::name).collect::<Vec<_>>())
             .field("readiness", &self.readiness.iter().map(Check::name).collect::<Vec<_>>())
+            .field("warnings", &self.warnings)
             .finish()
     }
 }
@@ -102,6 +106,12 @@ impl RoleParts {
 
     pub fn liveness(mut self, check: Check) -> Self {
         self.liveness.push(check);
+        self
+    }
+
+    /// A setting worth an operator's look (see [`RoleParts::warnings`]).
+    pub fn warning(mut self, name: &'static str) -> Self {
+        self.warnings.push(name);
         self
     }
 

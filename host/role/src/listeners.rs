@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use prometheus::{Encoder, TextEncoder};
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -103,12 +103,24 @@ pub struct ListenerSet {
     listeners: Vec<(Listener, Vec<Check>)>,
     liveness: Vec<Check>,
     everywhere: Vec<Check>,
+    warnings: Vec<&'static str>,
 }
 
 impl ListenerSet {
     /// Adds one role's contribution.
-    pub fn add_role(&mut self, listeners: Vec<Listener>, liveness: Vec<Check>, readiness: Vec<Check>) {
+    pub fn add_role(
+        &mut self,
+        listeners: Vec<Listener>,
+        liveness: Vec<Check>,
+        readiness: Vec<Check>,
+        warnings: Vec<&'static str>,
+    ) {
         self.liveness.extend(liveness);
+        for warning in warnings {
+            if !self.warnings.contains(&warning) {
+                self.warnings.push(warning);
+            }
+        }
         if listeners.is_empty() {
             self.everywhere.extend(readiness);
             return;
@@ -131,6 +143,8 @@ struct Probes {
     liveness: Vec<Check>,
     readiness: Vec<Check>,
     health: HealthStyle,
+    /// Settings an operator should look at, process-wide (see `RoleParts::warnings`).
+    warnings: Arc<Vec<&'static str>>,
 }
 
 struct Socket {
@@ -155,7 +169,11 @@ pub async fn serve_listeners(
     registry: prometheus::Registry,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(Vec<BoundListener>, Vec<crate::Task>)> {
-    let ListenerSet { listeners, liveness, everywhere } = set;
+    let ListenerSet { listeners, liveness, everywhere, warnings } = set;
+    for warning in &warnings {
+        warn!(setting = warning, "a setting is worth a look (listed under warnings on /ready)");
+    }
+    let warnings = Arc::new(warnings);
     let mut sockets: Vec<Socket> = vec![Socket {
         addr: main_addr.to_owned(),
         settings: "FLOWHOST_API_HOST / API_PORT",
@@ -224,7 +242,12 @@ pub async fn serve_listeners(
         let addr = tcp.local_addr()?;
         let mut readiness = socket.readiness;
         readiness.extend(everywhere.iter().cloned());
-        let probes = Arc::new(Probes { liveness: liveness.clone(), readiness, health: socket.health });
+        let probes = Arc::new(Probes {
+            liveness: liveness.clone(),
+            readiness,
+            health: socket.health,
+            warnings: warnings.clone(),
+        });
         let mut router = Router::new().route("/health", get(health)).route("/ready", get(ready)).with_state(probes);
         if index == 0 {
             router = router.merge(metrics_router(registry.clone()));
@@ -238,7 +261,8 @@ pub async fn serve_listeners(
         if let Some(wrap) = socket.wrap {
             router = wrap(router);
         }
-        let router = router.layer(axum::middleware::from_fn(close_after_refused_body));
+        let router =
+            router.layer(axum::middleware::from_fn(close_after_refused_body)).layer(axum::Extension(LocalAddr(addr)));
         info!(%addr, listeners = ?socket.names, "listening");
         bound.push(BoundListener { addr, names: socket.names });
         let token = shutdown.clone();
@@ -251,6 +275,11 @@ pub async fn serve_listeners(
     }
     Ok((bound, tasks))
 }
+
+/// The address of the socket a request came in on (a request extension on every listener): the port a
+/// client had to name to reach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalAddr(pub SocketAddr);
 
 /// A request refused before its body was read (too large, a bad query or header checked first) may leave the unread
 /// rest of that body on the connection, which the server then drops: a refusal (4xx) of a request that carries a
@@ -290,10 +319,16 @@ async fn ready(State(probes): State<Arc<Probes>>) -> Response {
             failing.push(name);
         }
     }
+    let with_warnings = |mut body: Value| {
+        if !probes.warnings.is_empty() {
+            body["warnings"] = json!(*probes.warnings);
+        }
+        Json(body)
+    };
     match (probes.health, failing.is_empty()) {
-        (HealthStyle::Json, true) => Json(json!({ "status": "ready" })).into_response(),
+        (HealthStyle::Json, true) => with_warnings(json!({ "status": "ready" })).into_response(),
         (HealthStyle::Json, false) => {
-            (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "not_ready", "failing": failing })))
+            (StatusCode::SERVICE_UNAVAILABLE, with_warnings(json!({ "status": "not_ready", "failing": failing })))
                 .into_response()
         }
         (HealthStyle::Text, true) => "ready".into_response(),

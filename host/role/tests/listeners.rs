@@ -53,21 +53,24 @@ async fn sockets_are_shared_by_address_and_probe_their_own_roles() {
         vec![Listener::new("a", main_addr.clone(), "A_ADDR", a).with_fallback(fallback_a)],
         vec![flag_check("liveness", &alive)],
         vec![flag_check("a_ready", &a_ready)],
+        vec![],
     );
     let b = Router::new().route("/b", get(|| async { "b" }));
     set.add_role(
         vec![Listener::new("b", main_addr.clone(), "B_ADDR", b)],
         vec![],
         vec![flag_check("b_ready", &b_ready)],
+        vec!["B_ALLOWLIST"],
     );
     let c = Router::new().route("/c", get(|| async { "c" }));
     set.add_role(
         vec![Listener::new("c", other_addr.clone(), "C_ADDR", c).with_health(HealthStyle::Text)],
         vec![],
         vec![],
+        vec![],
     );
     // A role without a listener (the engine): its readiness applies to every socket.
-    set.add_role(vec![], vec![], vec![flag_check("engine", &engine_ready)]);
+    set.add_role(vec![], vec![], vec![flag_check("engine", &engine_ready)], vec![]);
 
     let shutdown = CancellationToken::new();
     let (bound, tasks) =
@@ -91,18 +94,22 @@ async fn sockets_are_shared_by_address_and_probe_their_own_roles() {
     assert_eq!(get_text(other_url("/metrics")).await.0, 404);
 
     assert_eq!(get_json(main_url("/health")).await, (200, json!({"status": "ok"})));
-    assert_eq!(get_json(main_url("/ready")).await, (200, json!({"status": "ready"})));
+    // A role's warning (a setting worth a look) is listed on every JSON /ready, ready or not.
+    assert_eq!(get_json(main_url("/ready")).await, (200, json!({"status": "ready", "warnings": ["B_ALLOWLIST"]})));
     assert_eq!(get_text(other_url("/health")).await, (200, "ok".to_owned(), None));
     assert_eq!(get_text(other_url("/ready")).await, (200, "ready".to_owned(), None));
 
     // b's readiness fails the main socket only; the engine's fails both.
     b_ready.store(false, Ordering::SeqCst);
-    assert_eq!(get_json(main_url("/ready")).await, (503, json!({"status": "not_ready", "failing": ["b_ready"]})));
+    assert_eq!(
+        get_json(main_url("/ready")).await,
+        (503, json!({"status": "not_ready", "failing": ["b_ready"], "warnings": ["B_ALLOWLIST"]}))
+    );
     assert_eq!(get_text(other_url("/ready")).await.0, 200);
     engine_ready.store(false, Ordering::SeqCst);
     assert_eq!(
         get_json(main_url("/ready")).await,
-        (503, json!({"status": "not_ready", "failing": ["b_ready", "engine"]}))
+        (503, json!({"status": "not_ready", "failing": ["b_ready", "engine"], "warnings": ["B_ALLOWLIST"]}))
     );
     assert_eq!(get_text(other_url("/ready")).await, (503, "not ready".to_owned(), Some("engine".to_owned())));
     // Readiness never fails liveness.
@@ -126,7 +133,7 @@ async fn handlers_see_the_peer_address() {
     let router =
         Router::new().route("/peer", get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }));
     let mut set = ListenerSet::default();
-    set.add_role(vec![Listener::new("peer", main_addr.clone(), "PEER_ADDR", router)], vec![], vec![]);
+    set.add_role(vec![Listener::new("peer", main_addr.clone(), "PEER_ADDR", router)], vec![], vec![], vec![]);
     let shutdown = CancellationToken::new();
     let (_, tasks) =
         serve_listeners(set, main, &main_addr, prometheus::Registry::new(), shutdown.clone()).await.unwrap();
@@ -149,7 +156,7 @@ async fn a_hung_check_fails_instead_of_hanging() {
     let main = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let main_addr = main.local_addr().unwrap().to_string();
     let mut set = ListenerSet::default();
-    set.add_role(vec![], vec![], vec![Check::new("hung", std::future::pending)]);
+    set.add_role(vec![], vec![], vec![Check::new("hung", std::future::pending)], vec![]);
     let shutdown = CancellationToken::new();
     let (_, tasks) =
         serve_listeners(set, main, &main_addr, prometheus::Registry::new(), shutdown.clone()).await.unwrap();
@@ -171,7 +178,7 @@ async fn a_taken_address_names_its_setting() {
     let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
     let mut set = ListenerSet::default();
-    set.add_role(vec![Listener::new("x", taken_addr.clone(), "X_LISTEN", Router::new())], vec![], vec![]);
+    set.add_role(vec![Listener::new("x", taken_addr.clone(), "X_LISTEN", Router::new())], vec![], vec![], vec![]);
     let error = serve_listeners(set, main, &main_addr, prometheus::Registry::new(), CancellationToken::new())
         .await
         .err()

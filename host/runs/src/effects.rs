@@ -38,7 +38,11 @@ pub struct Durability {
     pub known: Arc<KnownTopics>,
     pub completions_topic: String,
     pub metrics: Arc<RunMetrics>,
-    pub http: reqwest::Client,
+    /// Outbound HTTP to external services' endpoints (segments over HTTP), under the egress policy.
+    pub egress: flowhost_egress::Egress,
+    /// HTTP to this deployment's own routes (a service Flowhost serves itself): not subject to the egress
+    /// policy, never redirected.
+    pub own: reqwest::Client,
     /// This deployment's public base URL: an HTTP send to a relative path (a service Flowhost serves itself)
     /// goes under it.
     pub own_base_url: String,
@@ -134,18 +138,25 @@ impl Durability {
     }
 
     async fn post(&self, url: &str, traceparent: &str, body: Vec<u8>) -> Result<(), String> {
-        let mut request = self.http.post(url);
-        if let Some(token) = self.admin_token.as_ref().filter(|_| url.starts_with(&self.own_base_url)) {
+        let own = same_origin(url, &self.own_base_url);
+        let mut request = if own {
+            self.own.post(url)
+        } else {
+            self.egress.request(reqwest::Method::POST, url).map_err(|e| format!("POST {url}: {e}"))?
+        };
+        if let Some(token) = self.admin_token.as_ref().filter(|_| own) {
             request = request.bearer_auth(token.expose());
         }
-        let response = request
+        let request = request
             .header("content-type", "application/json")
             .header("traceparent", traceparent)
             .body(body)
-            .timeout(std::time::Duration::from_secs(10))
-            .send()
-            .await
-            .map_err(|e| format!("POST {url}: {e}"))?;
+            .timeout(std::time::Duration::from_secs(10));
+        let response = if own {
+            request.send().await.map_err(|e| format!("POST {url}: {}", e.without_url()))?
+        } else {
+            self.egress.send(request).await.map_err(|e| format!("POST {url}: {e}"))?
+        };
         match response.status() {
             status if status.is_success() => Ok(()),
             status => Err(format!("POST {url}: {status}")),
@@ -180,6 +191,36 @@ impl Durability {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Whether `url` is on the origin of `base` (scheme, host and port compared after parsing, so
+/// `http://127.0.0.1:87870/` or `http://127.0.0.1:8787.evil.example/` is not `http://127.0.0.1:8787`): only
+/// there does the admin token go.
+fn same_origin(url: &str, base: &str) -> bool {
+    match (reqwest::Url::parse(url), reqwest::Url::parse(base)) {
+        (Ok(url), Ok(base)) => url.origin() == base.origin() && url.origin().is_tuple(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_admin_token_goes_to_the_own_origin_only() {
+        let base = "http://127.0.0.1:8787";
+        assert!(super::same_origin("http://127.0.0.1:8787/api/v2/runs/r/reply", base));
+        assert!(super::same_origin("http://127.0.0.1:8787", "http://127.0.0.1:8787/"));
+        for other in [
+            "http://127.0.0.1:87870/api",
+            "http://127.0.0.1:8787.evil.example/api",
+            "http://127.0.0.1:8787@evil.example/api",
+            "https://127.0.0.1:8787/api",
+            "http://localhost:8787/api",
+            "not a url",
+        ] {
+            assert!(!super::same_origin(other, base), "{other}");
         }
     }
 }

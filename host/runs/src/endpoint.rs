@@ -3,13 +3,16 @@
 //! reach it over the transports its manifest declares (`service_sources`), not only in process:
 //!
 //! - **NATS**: envelopes on `triggers.v2.<service>.inbound` (queue group `<engine.group_id>.service.<service>`,
-//!   so one node of a deployment takes each), the reply on the envelope's `reply_to.subject`;
+//!   so one node of a deployment takes each), the reply on `triggers.v2.replies`;
 //! - **Kafka**: envelopes on `triggers_v2_<service>_inbound` (consumer group `<engine.group_id>.service.<service>`;
-//!   the topic is created when missing), the reply on `reply_to.topic`, the offset committed after the reply;
+//!   the topic is created when missing), the reply on `triggers_v2_replies`, the offset committed after the reply;
 //! - **HTTP**: `POST /v2/<service>/inbound` (served by the admin API, [`ServiceEndpoint::accept_http`]): 202 at
-//!   once, the reply POSTed to `reply_to.url`;
+//!   once, the reply POSTed to this deployment's `<public base URL>/api/v2/runs/<run_id>/reply`;
 //! - **data sources**: requests on `triggers.v2.service.<service>.data.<name>` answered from the plugin's
 //!   `data-sources` export (parameters as a JSON object of strings, as lookups send them).
+//!
+//! Replies go only to this deployment's own reply subject, topic and URL, whatever an envelope's `reply_to`
+//! names: an envelope is data anyone on the bus may have published, and must not choose where Flowhost writes.
 //!
 //! Each envelope runs the plugin's action with the envelope's invocation context (run, node, idempotency key,
 //! attempt), so it is the same step as in process: a redelivered envelope is the same notification. The reply's
@@ -41,6 +44,8 @@ pub struct ServiceEndpoint {
     http: reqwest::Client,
     /// The deployment's group id (`engine.group_id`): its nodes share the work, other deployments do not.
     group_id: String,
+    /// This deployment's public base URL (`FLOWHOST_HTTP_PUBLIC_BASE_URL`): HTTP replies go under it only.
+    reply_url_base: String,
 }
 
 impl std::fmt::Debug for ServiceEndpoint {
@@ -60,10 +65,22 @@ pub fn inbound_topic(service: &str) -> String {
 }
 
 impl ServiceEndpoint {
-    /// An endpoint of the deployment `group_id` (`engine.group_id`).
-    pub fn new(store: Arc<ComponentStore>, ports: Ports, group_id: &str) -> ServiceEndpoint {
-        let http = reqwest::Client::builder().timeout(REPLY_TIMEOUT).build().unwrap_or_default();
-        ServiceEndpoint { store, ports, http, group_id: group_id.to_owned() }
+    /// An endpoint of the deployment `group_id` (`engine.group_id`) whose runs take HTTP replies under
+    /// `reply_url_base` (`Config::public_base_url`).
+    pub fn new(store: Arc<ComponentStore>, ports: Ports, group_id: &str, reply_url_base: &str) -> ServiceEndpoint {
+        let http = reqwest::Client::builder()
+            .timeout(REPLY_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        let reply_url_base = reply_url_base.trim_end_matches('/').to_owned();
+        ServiceEndpoint { store, ports, http, group_id: group_id.to_owned(), reply_url_base }
+    }
+
+    /// Where the reply to `envelope` is POSTed: this deployment's reply route for its run.
+    fn reply_url(&self, envelope: &InboundEnvelope) -> String {
+        let run = url::form_urlencoded::byte_serialize(envelope.run_id.as_bytes()).collect::<String>();
+        format!("{}/api/v2/runs/{run}/reply", self.reply_url_base)
     }
 
     /// The queue and consumer group of `service`'s envelopes in this deployment.
@@ -113,7 +130,9 @@ impl ServiceEndpoint {
                     Outcome::Retryable => "retryable",
                     Outcome::Permanent => "permanent",
                 };
-                reply(outcome, None, Some(error.to_string()))
+                // The reply crosses the bus: the classification, never wasmtime's trap text (logged here).
+                debug!(action = %envelope.action, %error, "the service's action failed");
+                reply(outcome, None, Some(error.public_message()))
             }
         }
     }
@@ -123,7 +142,10 @@ impl ServiceEndpoint {
         let endpoint = self.clone();
         tokio::spawn(async move {
             let reply = endpoint.handle(&envelope).await;
-            let url = &envelope.reply_to.url;
+            let url = &endpoint.reply_url(&envelope);
+            if envelope.reply_to.url != *url {
+                debug!(asked = %envelope.reply_to.url, url, "an envelope's reply URL is not this deployment's; replying to its own");
+            }
             match endpoint.http.post(url).json(&reply).send().await {
                 Ok(response) if response.status().is_success() => {}
                 Ok(response) => warn!(url, status = response.status().as_u16(), "the run refused a service reply"),
@@ -198,7 +220,7 @@ impl ServiceEndpoint {
             tokio::spawn(async move {
                 let reply = endpoint.handle(&envelope).await;
                 let payload = serde_json::to_vec(&reply).unwrap_or_default();
-                if let Err(error) = endpoint.ports.subjects.publish(&envelope.reply_to.subject, payload).await {
+                if let Err(error) = endpoint.ports.subjects.publish(crate::execute::REPLY_SUBJECT, payload).await {
                     warn!(%error, "a service reply over NATS failed; the run asks again");
                 }
             });
@@ -231,7 +253,10 @@ impl ServiceEndpoint {
                 let answer = match endpoint.component(&service, None) {
                     Some(plugin) => match plugin.data_source(&name, &params).await {
                         Ok(json) => json,
-                        Err(error) => serde_json::json!({ "error": { "code": error.kind(), "message": error.to_string() } }).to_string(),
+                        Err(error) => {
+                            debug!(source = %name, %error, "a data source failed");
+                            serde_json::json!({ "error": { "code": error.kind(), "message": error.public_message() } }).to_string()
+                        }
                     },
                     None => serde_json::json!({ "error": { "code": "not_loaded", "message": "the service is not loaded here" } }).to_string(),
                 };
@@ -283,7 +308,7 @@ impl ServiceEndpoint {
                 };
                 let reply = self.handle(&envelope).await;
                 let value = serde_json::to_vec(&reply).unwrap_or_default();
-                replies.push(OutRecord::new(envelope.reply_to.topic.clone(), value));
+                replies.push(OutRecord::new(crate::execute::REPLY_TOPIC, value));
             }
             if !replies.is_empty() {
                 if let Err(error) = topics.publish(&replies).await {

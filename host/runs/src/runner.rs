@@ -97,6 +97,8 @@ pub struct RunnerConfig {
     pub reply_dedup: Option<Duration>,
     /// The admin API's token, sent to this deployment's own service routes (`/v2/<service>/inbound`).
     pub admin_token: Option<flowhost_core::config::Secret>,
+    /// Where HTTP segments may go (`FLOWHOST_EGRESS_*`).
+    pub egress: flowhost_egress::EgressPolicy,
 }
 
 /// Runs released flows (see the module documentation).
@@ -136,7 +138,8 @@ impl Runner {
                 known: Arc::new(KnownTopics::new(self.config.topic_partitions)),
                 completions_topic: self.config.engine.completions_topic.clone(),
                 metrics: self.metrics.clone(),
-                http: reqwest::Client::builder()
+                egress: flowhost_egress::Egress::new(self.config.egress.clone(), Duration::from_secs(10)),
+                own: reqwest::Client::builder()
                     .redirect(reqwest::redirect::Policy::none())
                     .build()
                     .unwrap_or_else(|_| reqwest::Client::new()),

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use flowhost_components::ComponentStore;
+use flowhost_egress::{Egress, EgressError, EgressPolicy};
 use flowhost_runtime::{InvocationContext, InvokeError, Outcome};
 
 use crate::execute::{CallError, ServiceCalls};
@@ -22,31 +23,30 @@ const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 pub struct Services {
     store: Option<Arc<ComponentStore>>,
     subjects: Arc<dyn Subjects>,
-    http: reqwest::Client,
+    egress: Egress,
 }
 
 impl Services {
     /// `store`: `None` on a node without the plugin runtime (every in-process call is then retryable: another
-    /// node may run the step).
-    pub fn new(store: Option<Arc<ComponentStore>>, subjects: Arc<dyn Subjects>) -> Services {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(LOOKUP_TIMEOUT)
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new());
-        Services { store, subjects, http }
+    /// node may run the step). External lookups go out under `egress` (`FLOWHOST_EGRESS_*`).
+    pub fn new(store: Option<Arc<ComponentStore>>, subjects: Arc<dyn Subjects>, egress: EgressPolicy) -> Services {
+        Services { store, subjects, egress: Egress::new(egress, LOOKUP_TIMEOUT) }
     }
 
     async fn lookup_http(&self, url: &str, params: &[(String, String)]) -> Result<String, CallError> {
-        let response = self
-            .http
-            .get(url)
-            .query(params)
-            .send()
-            .await
-            .map_err(|e| CallError::retryable(format!("GET {url}: {e}")))?;
+        let failed = |error: EgressError| match error {
+            // A refused address or a bad URL will not change by retrying; the rest may.
+            EgressError::Refused(..) | EgressError::InvalidUrl(_) | EgressError::TooLarge(_) => {
+                CallError::permanent(format!("GET {url}: {error}"))
+            }
+            EgressError::Transport(_) => CallError::retryable(format!("GET {url}: {error}")),
+        };
+        let request = self.egress.request(reqwest::Method::GET, url).map_err(failed)?.query(params);
+        let response = self.egress.send(request).await.map_err(failed)?;
         let status = response.status();
-        let text = response.text().await.map_err(|e| CallError::retryable(format!("GET {url}: {e}")))?;
+        let body = self.egress.read_body(response).await.map_err(failed)?;
+        let text =
+            String::from_utf8(body).map_err(|_| CallError::permanent(format!("GET {url}: the answer is not text")))?;
         match status.as_u16() {
             200..=299 => Ok(text),
             400..=499 => Err(CallError::permanent(format!("GET {url}: {status}"))),

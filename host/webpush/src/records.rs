@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use flowhost_core::collections::{WEBPUSH_ACTIVITY, WEBPUSH_EVENTS, WEBPUSH_TENANTS};
-use flowhost_core::ports::{DocumentStore, PortError, Ports};
+use flowhost_core::ports::{Direction, DocumentStore, IndexSpec, PortError, Ports, Query};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -129,22 +129,39 @@ pub struct ActivityPage {
 
 /// The activity records matching `query`, newest first (`created_at_ms`, then `notification_id`, descending).
 pub async fn list_activity(documents: &dyn DocumentStore, query: &ActivityQuery) -> Result<ActivityPage, PortError> {
-    let mut items = match &query.tenant_id {
-        Some(tenant) => documents.find(WEBPUSH_ACTIVITY, "tenant_id", &json!(tenant)).await?,
-        None => documents.list(WEBPUSH_ACTIVITY).await?,
+    // One page, filtered, ordered and counted by the store (newest first; ties by notification id, newest
+    // first too): never the whole collection in memory.
+    let mut page = Query::new();
+    if let Some(tenant) = &query.tenant_id {
+        page = page.eq("tenant_id", json!(tenant));
+    }
+    if let Some(player) = query.player_id {
+        page = page.eq("player_id", json!(player));
+    }
+    if let Some(status) = &query.status {
+        page = page.eq("status", json!(status));
+    }
+    let page = page
+        .sort("created_at_ms", Direction::Desc)
+        .limit(u64::try_from(query.limit).unwrap_or(u64::MAX))
+        .offset(u64::try_from(query.offset).unwrap_or(u64::MAX));
+    let found = documents.query(WEBPUSH_ACTIVITY, &page).await?;
+    Ok(ActivityPage { total: usize::try_from(found.total).unwrap_or(usize::MAX), items: found.items })
+}
+
+/// The indexes the activity list's queries use: by tenant, newest first (with or without a player), and the
+/// whole collection newest first.
+pub async fn ensure_activity_indexes(documents: &dyn DocumentStore) -> Result<(), PortError> {
+    let index = |fields: &[&str]| IndexSpec {
+        fields: fields
+            .iter()
+            .map(|field| (field.to_string(), if *field == "created_at_ms" { Direction::Desc } else { Direction::Asc }))
+            .collect(),
+        unique: false,
     };
-    items.retain(|doc| {
-        query.player_id.is_none_or(|p| doc["player_id"].as_i64() == Some(p))
-            && query.status.as_ref().is_none_or(|s| doc["status"].as_str() == Some(s.as_str()))
-    });
-    items.sort_by(|a, b| {
-        let key =
-            |d: &Value| (d["created_at_ms"].as_i64().unwrap_or(0), d["notification_id"].as_str().map(str::to_owned));
-        key(b).cmp(&key(a))
-    });
-    let total = items.len();
-    let items = items.into_iter().skip(query.offset).take(query.limit).collect();
-    Ok(ActivityPage { items, total })
+    documents.ensure_index(WEBPUSH_ACTIVITY, &index(&["tenant_id", "created_at_ms"])).await?;
+    documents.ensure_index(WEBPUSH_ACTIVITY, &index(&["tenant_id", "player_id", "created_at_ms"])).await?;
+    documents.ensure_index(WEBPUSH_ACTIVITY, &index(&["created_at_ms"])).await
 }
 
 /// The activity record of notification `id` with its interaction events (oldest first) under `events`; `None`

@@ -136,7 +136,7 @@ impl Sender {
             unique: false,
         };
         ports.documents.ensure_index(WEBPUSH_SUBSCRIPTIONS, &index("user_identity")).await?;
-        ports.documents.ensure_index(WEBPUSH_ACTIVITY, &index("tenant_id")).await?;
+        crate::records::ensure_activity_indexes(ports.documents.as_ref()).await?;
         inapp::ensure_indexes(ports.documents.as_ref()).await?;
         let permits = Arc::new(Semaphore::new(settings.max_concurrent_pushes.max(1)));
         Ok(Sender { ports, settings, client, permits })

@@ -69,7 +69,8 @@ pub fn verify(token: &str, secrets: &[&[u8]], now_ms: i64) -> Result<Interaction
 /// The version prefix of in-app connect tokens: a token of one kind never verifies as the other.
 const CONNECT_VERSION: &str = "c1";
 
-/// What an in-app connect token binds: the player a websocket is for, until a short expiry.
+/// What an in-app connect token binds: the player a websocket is for, until a short expiry, and a nonce that
+/// makes each token a different one (a token admits one websocket, or one refresh of a websocket).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConnectClaims {
     #[serde(rename = "t")]
@@ -79,6 +80,16 @@ pub struct ConnectClaims {
     /// Expiry in milliseconds since the Unix epoch.
     #[serde(rename = "e")]
     pub expires_at_ms: i64,
+    /// Unique per minted token (128 random bits, hex): the key that spends it.
+    #[serde(rename = "j")]
+    pub nonce: String,
+}
+
+impl ConnectClaims {
+    /// Claims for a new token of `(tenant_id, player_id)` valid until `expires_at_ms`, with a fresh nonce.
+    pub fn new(tenant_id: String, player_id: i64, expires_at_ms: i64) -> ConnectClaims {
+        ConnectClaims { tenant_id, player_id, expires_at_ms, nonce: uuid::Uuid::new_v4().simple().to_string() }
+    }
 }
 
 /// Mints an in-app connect token (format `c1.<claims>.<mac>`, signed like interaction tokens).
@@ -194,7 +205,8 @@ mod tests {
 
     #[test]
     fn connect_tokens_are_their_own_kind() {
-        let connect = ConnectClaims { tenant_id: "casino-1".into(), player_id: 42, expires_at_ms: NOW + 1000 };
+        let connect = ConnectClaims::new("casino-1".into(), 42, NOW + 1000);
+        assert_ne!(connect.nonce, ConnectClaims::new("casino-1".into(), 42, NOW + 1000).nonce, "a nonce each");
         let token = mint_connect(b"secret", &connect);
         assert!(token.starts_with("c1."), "{token}");
         assert_eq!(verify_connect(&token, &[b"secret"], NOW), Ok(connect));

@@ -203,11 +203,8 @@ async fn websocket_clients(ws_url: String, count: usize, expected: usize) {
     let connected = Arc::new(AtomicU64::new(0));
     let all_connected = Arc::new(tokio::sync::Notify::new());
     for player in 1..=count {
-        let claims = flowhost_webpush::token::ConnectClaims {
-            tenant_id: TENANT_A.into(),
-            player_id: player as i64,
-            expires_at_ms: flowhost_core::Clock::now_ms(&SystemClock) + 600_000,
-        };
+        let expires_at_ms = flowhost_core::Clock::now_ms(&SystemClock) + 600_000;
+        let claims = flowhost_webpush::token::ConnectClaims::new(TENANT_A.into(), player as i64, expires_at_ms);
         let token = flowhost_webpush::token::mint_connect(INTERACTION_SECRET.as_bytes(), &claims);
         let url = format!("{ws_url}?token={token}");
         let (received, done, connected, all_connected) =

@@ -145,8 +145,8 @@ pub(crate) async fn release(
     let (flow, version, report) = state.flows.release(&id, body.acknowledged_warnings, caller.name()).await?;
     Ok(Json(json!({
         "flow_id": flow.id, "version": version.version, "status": flow.status, "released_at": version.released_at,
-        "released_by": version.released_by, "body_hash": version.body_hash, "services": version.services,
-        "validation": report,
+        "released_by": version.released_by, "released_by_claimed": true, "body_hash": version.body_hash,
+        "services": version.services, "validation": report,
     })))
 }
 
@@ -157,7 +157,8 @@ pub(crate) async fn versions(State(state): State<SharedState>, Path(id): Path<St
         .into_iter()
         .map(|v| {
             json!({ "version": v.version, "body_hash": v.body_hash, "services": v.services,
-                    "released_at": v.released_at, "released_by": v.released_by, "warnings": v.warnings })
+                    "released_at": v.released_at, "released_by": v.released_by, "released_by_claimed": true,
+                    "warnings": v.warnings })
         })
         .collect();
     Ok(Json(json!(rows)))
@@ -172,7 +173,9 @@ pub(crate) async fn version(
         V2Error::new(StatusCode::BAD_REQUEST, "INVALID_PATH", format!("version {version:?} is not a positive integer"))
     })?;
     state.flows.get(&id).await?;
-    Ok(Json(json!(state.flows.version(&id, number).await?)))
+    let mut answer = json!(state.flows.version(&id, number).await?);
+    answer["released_by_claimed"] = json!(true);
+    Ok(Json(answer))
 }
 
 /// `GET /api/v2/flows/{id}/release-attempts`: every release request, newest first.

@@ -68,7 +68,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for V2Json<T> {
 /// Longest `X-Flowhost-User`.
 const MAX_USER_LEN: usize = 128;
 
-/// Who is calling, from `X-Flowhost-User` (`anonymous` when absent).
+/// Who is calling, from `X-Flowhost-User` (`anonymous` when absent): a name the caller claims, not an identity
+/// anything checked (records that keep it say `released_by_claimed: true`); authentication is the admin token.
 pub(crate) struct Caller(pub Option<String>);
 
 impl Caller {

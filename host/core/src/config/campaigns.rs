@@ -11,9 +11,16 @@ use super::{parse, ConfigError, Secret};
 pub struct CampaignsConfig {
     /// `FLOWHOST_CAMPAIGNS_LISTEN`: the role's main listener (`/api/v1`, `/health`, `/ready`, `/metrics`).
     pub listen: String,
-    /// `CAMPAIGN_EVENTS_API_BEARER_TOKEN`: what requests through the API explorer must carry; unset turns the
-    /// explorer's request path off (direct callers never need it).
+    /// `CAMPAIGN_EVENTS_API_BEARER_TOKEN`: what requests through the API explorer must carry, and direct
+    /// `/api/v1` requests too unless `direct_without_bearer`; unset turns the explorer's request path off.
     pub bearer_token: Option<Secret>,
+    /// `FLOWHOST_CAMPAIGNS_DIRECT_WITHOUT_BEARER` (false): direct `/api/v1` callers need no bearer even when one
+    /// is set, as the specification's in-cluster callers behind network isolation; only the explorer's path
+    /// checks it then.
+    pub direct_without_bearer: bool,
+    /// `FLOWHOST_CAMPAIGNS_ALLOW_UNAUTHENTICATED` (false): accept a non-loopback `listen` without a bearer
+    /// token (an API every host that reaches the address can read).
+    pub allow_unauthenticated: bool,
     /// `FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS` (5000): how often each slice syncs.
     pub sync_interval_ms: u64,
     /// `FLOWHOST_CAMPAIGNS_FRESH_FOR_SECONDS` (60): how long after a successful sync a slice counts as fresh.
@@ -40,6 +47,8 @@ impl Default for CampaignsConfig {
         Self {
             listen: "127.0.0.1:8086".to_owned(),
             bearer_token: None,
+            direct_without_bearer: false,
+            allow_unauthenticated: false,
             sync_interval_ms: 5000,
             fresh_for_seconds: 60,
             sync_batch: 1000,
@@ -80,6 +89,14 @@ impl CampaignsConfig {
             self.bearer_token = Some(Secret::new(v.trim())).filter(|s| !s.expose().is_empty());
         }
         for (name, slot) in [
+            ("FLOWHOST_CAMPAIGNS_DIRECT_WITHOUT_BEARER", &mut self.direct_without_bearer),
+            ("FLOWHOST_CAMPAIGNS_ALLOW_UNAUTHENTICATED", &mut self.allow_unauthenticated),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = super::parse_bool(name, &v)?;
+            }
+        }
+        for (name, slot) in [
             ("FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS", &mut self.sync_interval_ms),
             ("FLOWHOST_CAMPAIGNS_FRESH_FOR_SECONDS", &mut self.fresh_for_seconds),
             ("FLOWHOST_CAMPAIGNS_SYNC_BATCH", &mut self.sync_batch),
@@ -93,9 +110,19 @@ impl CampaignsConfig {
 
     /// Checks what the campaigns role needs.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.listen.parse::<std::net::SocketAddr>().map_err(|e| {
+        let listen = self.listen.parse::<std::net::SocketAddr>().map_err(|e| {
             ConfigError::new("FLOWHOST_CAMPAIGNS_LISTEN", format!("{:?}: {e} (write host:port)", self.listen))
         })?;
+        if !listen.ip().is_loopback() && self.bearer_token.is_none() && !self.allow_unauthenticated {
+            return Err(ConfigError::new(
+                "FLOWHOST_CAMPAIGNS_LISTEN",
+                format!(
+                    "{:?} exposes the campaign events API to other hosts without a bearer; set \
+                     CAMPAIGN_EVENTS_API_BEARER_TOKEN, or FLOWHOST_CAMPAIGNS_ALLOW_UNAUTHENTICATED=true",
+                    self.listen
+                ),
+            ));
+        }
         for (name, value) in [
             ("FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS", self.sync_interval_ms),
             ("FLOWHOST_CAMPAIGNS_FRESH_FOR_SECONDS", self.fresh_for_seconds),
@@ -175,5 +202,18 @@ mod tests {
             let error = from_env(&[(name, value)]).unwrap_err();
             assert!(error.to_string().contains(name), "{name}: {error}");
         }
+    }
+
+    /// An API other hosts reach needs a bearer, or the operator's explicit consent to an open one.
+    #[test]
+    fn a_non_loopback_listener_needs_a_bearer() {
+        let error = from_env(&[("FLOWHOST_CAMPAIGNS_LISTEN", "0.0.0.0:8086")]).unwrap_err();
+        assert!(error.to_string().contains("CAMPAIGN_EVENTS_API_BEARER_TOKEN"), "{error}");
+        let open =
+            [("FLOWHOST_CAMPAIGNS_LISTEN", "0.0.0.0:8086"), ("FLOWHOST_CAMPAIGNS_ALLOW_UNAUTHENTICATED", "true")];
+        assert!(from_env(&open).unwrap().allow_unauthenticated);
+        assert!(from_env(&[("FLOWHOST_CAMPAIGNS_LISTEN", "127.0.0.1:8086")]).is_ok());
+        let spec = [("FLOWHOST_CAMPAIGNS_DIRECT_WITHOUT_BEARER", "true")];
+        assert!(from_env(&spec).unwrap().direct_without_bearer);
     }
 }
