@@ -14,6 +14,19 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{servers, unique};
 
+/// The grants test hosts give the fixtures that use more than a log and a clock (`FLOWHOST_PLUGINS_GRANTS`).
+pub const FIXTURE_GRANTS: [(&str, &[&str]); 2] =
+    [("greeter", &["log", "clock", "documents"]), ("ledger", &["log", "clock", "documents"])];
+
+/// [`FIXTURE_GRANTS`] as `FLOWHOST_PLUGINS_GRANTS` writes them, for a process a test starts.
+pub fn fixture_grants_env() -> String {
+    FIXTURE_GRANTS
+        .iter()
+        .map(|(fixture, granted)| format!("{fixture}={}", granted.join(",")))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
 /// A deployment's name on the shared servers: short (it prefixes every topic and subject) and unique.
 pub fn deployment_name() -> String {
     format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
@@ -50,6 +63,10 @@ impl TestHost {
         // (and without compiling three components per host).
         config.plugins.bundled = false;
         config.plugins.sync_interval_ms = 200;
+        // The fixtures that keep documents are granted them, as an operator grants a plugin it trusts.
+        for (fixture, granted) in FIXTURE_GRANTS {
+            config.plugins.grants.insert(fixture.to_owned(), granted.iter().map(|c| c.to_string()).collect());
+        }
         if backends == Backends::Distributed {
             config.mongodb.uri = Some(servers::mongodb_uri());
             config.mongodb.database = unique("db").replace('-', "_");

@@ -321,11 +321,21 @@ async fn one_client_cannot_exhaust_the_websockets(backends: Backends) {
     // A client that stops reading: its writes block once the socket buffers are full, and past the write
     // timeout it is closed and its slot is free again (the cap of one would refuse a new socket otherwise).
     let stalled = InAppSocket::connect_not_reading(&host, TENANT_A, 34).await;
-    let big = "x".repeat(60_000);
-    for _ in 0..120 {
-        send(&host, send_body(34, &big)).await;
+    assert_eq!(upgrade_status(ws_url(&host, &connect_token(&host, TENANT_A, 34).await)).await, Some(429), "held");
+    // Template 2 carries sixteen placeholders of 2,000 bytes (their limit): 32 KB a message, 6.4 MB in all,
+    // more than the socket buffers take (the server's send buffer grows to 4 MB here).
+    let names: Vec<String> = (0..16).map(|n| format!("p{n}")).collect();
+    let body_text: String = names.iter().map(|name| format!("{{{{{name}}}}}")).collect();
+    let wide = json!({ "name": "Wide", "default_language": "en",
+        "placeholders": names.iter().map(|name| json!({ "name": name })).collect::<Vec<_>>(),
+        "contents": { "en": { "title": "Wide", "body": body_text } } });
+    let (status, created) = editor(&host, Some(TENANT_A), "POST", "/api/v1/templates/in-app", Some(wide)).await;
+    assert_eq!((status, created["id"].as_i64()), (201, Some(2)), "{created}");
+    let values: serde_json::Map<String, Value> =
+        names.iter().map(|name| (name.clone(), json!("x".repeat(2000)))).collect();
+    for _ in 0..200 {
+        send(&host, json!({ "tenant_id": TENANT_A, "template_id": 2, "player_id": 34, "placeholders": values })).await;
     }
-    assert_eq!(upgrade_status(ws_url(&host, &connect_token(&host, TENANT_A, 34).await)).await, Some(429));
     assert!(admitted_within(&host, 34, Duration::from_secs(30)).await, "the stalled socket's slot was never freed");
     drop(stalled);
 

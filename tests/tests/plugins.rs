@@ -24,6 +24,8 @@ on_both_backends!(
     the_engine_waits_for_a_missing_node_kind_and_loses_nothing,
     a_failed_catalog_step_leaves_no_orphan_row_and_a_retry_completes,
     a_plugin_waiting_in_a_host_call_ends_at_its_deadline,
+    capabilities_are_granted_scoped_to_the_tenant_and_capped,
+    a_trap_never_shows_its_internals_in_an_answer,
 );
 
 async fn start(backends: Backends) -> TestHost {
@@ -193,6 +195,7 @@ async fn bad_uploads_are_refused_with_clear_errors(backends: Backends) {
         config.plugins.max_component_bytes = 300_000;
         // This deployment grants no document storage to plugins, and `caps` only the log.
         config.plugins.capabilities = vec!["log".into(), "clock".into()];
+        config.plugins.grants.clear();
         config.plugins.grants.insert("caps".into(), vec!["log".into()]);
     })
     .await;
@@ -503,7 +506,10 @@ async fn inactive_versions_loaded_on_demand_are_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let ports = flowhost::connect(&TestHost::config(Backends::Embedded, dir.path())).await.unwrap();
     let runtime = flowhost_runtime::Runtime::new(flowhost_runtime::RuntimeConfig::default()).unwrap();
-    let config = StoreConfig { max_loaded_versions: 2, ..StoreConfig::default() };
+    use flowhost_runtime::Capability;
+    let documents = vec![Capability::Log, Capability::Clock, Capability::Documents];
+    let plugin_grants = [("greeter".to_owned(), documents.clone()), ("ledger".to_owned(), documents)].into();
+    let config = StoreConfig { max_loaded_versions: 2, plugin_grants, ..StoreConfig::default() };
     let store = ComponentStore::new(ports, runtime, config);
     let upload = |id: &'static str, version: &'static str, fixture: &'static str, activate: bool| {
         let store = &store;
@@ -526,4 +532,98 @@ async fn inactive_versions_loaded_on_demand_are_bounded() {
         assert!(store.loaded_versions() <= 3, "after {id}@{version}: {}", store.loaded_versions());
     }
     assert_eq!(store.active("greeter").unwrap().manifest().version, "0.1.0", "the active version stays");
+}
+
+/// A plugin gets a log and a clock; documents (and notifications) only when an operator grants them. Granted
+/// documents are scoped to the invocation's tenant (and its tenant-less one-off calls apart), and one
+/// invocation writes at most 100.
+async fn capabilities_are_granted_scoped_to_the_tenant_and_capped(backends: Backends) {
+    let host = TestHost::start_configured(backends, None, |config| config.plugins.grants.clear()).await;
+    let (status, body) = upload(&host, "greeter", "0.1.0", fixtures::bytes("greeter")).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("\"documents\", which is not granted"), "{body}");
+    assert_eq!(upload(&host, "caps", "0.1.0", fixtures::bytes("caps")).await.0, 201, "log and clock need no grant");
+    host.stop().await;
+
+    let host = start(backends).await;
+    assert_eq!(upload(&host, "greeter", "0.1.0", fixtures::bytes("greeter")).await.0, 201, "granted documents");
+    assert_eq!(upload(&host, "ledger", "0.1.0", fixtures::bytes("ledger")).await.0, 201);
+    let count = |tenant: Option<&str>| {
+        let mut body = json!({"action": "count", "input": {"key": "visits"}});
+        if let Some(tenant) = tenant {
+            body["tenant_id"] = json!(tenant);
+        }
+        let host = &host;
+        async move {
+            let (status, answer) = invoke(host, "greeter", body).await;
+            assert_eq!(status, 200, "{answer}");
+            answer["output"]["count"].as_i64().unwrap()
+        }
+    };
+    assert_eq!([count(Some("a")).await, count(Some("a")).await, count(Some("a")).await], [1, 2, 3]);
+    assert_eq!(count(Some("b")).await, 1, "tenant b does not see tenant a's counter");
+    assert_eq!(count(None).await, 1, "a one-off call has documents of its own");
+    assert_eq!(count(Some("a")).await, 4);
+
+    let fill = |count: u32| invoke(&host, "ledger", json!({"action": "fill", "input": {"count": count}}));
+    let (status, body) = fill(100).await;
+    assert_eq!((status, body["output"]["written"].clone()), (200, json!(100)), "{body}");
+    let (status, body) = fill(101).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("at most 100 documents"), "{body}");
+    host.stop().await;
+}
+
+/// What a trapping guest leaves in answers: its classification, never wasmtime's error chain or backtrace
+/// (those go to the log). The trap planted here is answered on the invoke route and recorded in flow runs,
+/// in process and through the service endpoint's reply over HTTP.
+async fn a_trap_never_shows_its_internals_in_an_answer(backends: Backends) {
+    let host = TestHost::start_configured(backends, None, |config| {
+        config.engine.flows_poll_interval_ms = 50;
+    })
+    .await;
+    assert_eq!(upload(&host, "trap", "0.1.0", fixtures::bytes("trap")).await.0, 201);
+    let internals =
+        |text: &str| ["backtrace", "wasm", "panicked", "0x", ".rs:"].iter().any(|needle| text.contains(needle));
+    let (status, body) = invoke(&host, "trap", json!({"action": "panic"})).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(!internals(&body.to_string()), "{body}");
+
+    let schema = json!({"fields": [{"name": "amount", "type": "double"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    for transport in [None, Some("http")] {
+        let (source, out) = (unique("deposits"), unique("trapped"));
+        let mut segment = json!({"service": "trap"});
+        if let Some(transport) = transport {
+            segment["transport"] = json!(transport);
+        }
+        let flow = json!({
+            "nodes": [
+                {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": source}},
+                {"id": "seg", "kind": "service-in", "config": segment},
+                {"id": "act", "kind": "action", "config": {"action_ref": "panic"}},
+                {"id": "out", "kind": "output-topic", "config": {"topic": out}}
+            ],
+            "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "act"}, {"from": "act", "to": "out"}]
+        });
+        let flow_id = host.release_flow(flow).await;
+        host.publish(&source, &[json!({"event_type": "deposit", "tenant_id": "casino-1", "amount": 1.0})]).await;
+        let until = tokio::time::Instant::now() + Duration::from_secs(60);
+        let run = loop {
+            let (_, runs) = host.call("GET", &format!("/api/v2/flows/{flow_id}/runs"), None).await;
+            if let Some(run_id) = runs["runs"][0]["run_id"].as_str() {
+                let (_, run) = host.call("GET", &format!("/api/v2/runs/{run_id}"), None).await;
+                if run["status"] == "dead_lettered" {
+                    break run;
+                }
+            }
+            assert!(tokio::time::Instant::now() < until, "{transport:?}: the action never failed an attempt: {runs}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let (_, letters) = host.call("GET", &format!("/api/v2/dead-letters?flow_id={flow_id}"), None).await;
+        let text = format!("{run}{letters}");
+        assert!(text.contains("the guest trapped"), "{transport:?}: the classification is kept: {text}");
+        assert!(!internals(&text), "{transport:?}: {text}");
+    }
+    host.stop().await;
 }

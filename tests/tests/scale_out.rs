@@ -37,6 +37,7 @@ impl Node {
             .args(["serve", "--config"])
             .arg(config_file)
             .envs(TestHost::deployment_env(config))
+            .env("FLOWHOST_PLUGINS_GRANTS", flowhost_tests::host::fixture_grants_env())
             .env("FLOWHOST_DATA_DIR", data_dir)
             .env("API_PORT", port.to_string())
             .env("FLOWHOST_ENGINE_RELOAD_INTERVAL_MS", "200")

@@ -20,6 +20,7 @@ on_both_backends!(
     a_kafka_event_runs_a_flow_to_a_delivered_push,
     the_data_sources_answer_through_the_catalog,
     flows_reach_the_service_over_nats_kafka_and_http_too,
+    an_invocation_for_one_tenant_never_notifies_another,
 );
 
 const SEND: &str = "/api/v1/webpush/send";
@@ -306,5 +307,25 @@ async fn flows_reach_the_service_over_nats_kafka_and_http_too(backends: Backends
     let answer = host.ports.subjects.request(subject, request, Duration::from_secs(10)).await.unwrap();
     let templates: Value = serde_json::from_slice(&answer.payload).unwrap();
     assert_eq!(templates["items"][0]["name"], "Bonus", "{templates}");
+    host.stop().await;
+}
+
+/// An invocation for a tenant (a flow step of its run) notifies that tenant's players only: a config naming
+/// another tenant is refused by the host (permanent), whatever the plugin asks.
+async fn an_invocation_for_one_tenant_never_notifies_another(backends: Backends) {
+    let service = PushService::start().await;
+    let host = start(backends, &service, |_| {}).await;
+    let sub = service.subscribe(&[201], None).await;
+    subscribe(&host, 91, &sub).await;
+    let call = |tenant: &str| {
+        json!({"action": "send_webpush", "tenant_id": tenant, "input": {"tenant_id": TENANT_A, "player_id": 91,
+            "template_id": 1, "language_enabled_id": "en", "placeholders": {"game": "slots"}}})
+    };
+    let (status, body) = host.call("POST", "/api/v1/plugins/notifications/invoke", Some(call("tenant-b"))).await;
+    assert_eq!((status, body["outcome"].as_str()), (422, Some("permanent")), "{body}");
+    assert!(body["error"].as_str().unwrap().contains("cannot notify tenant"), "{body}");
+    assert!(service.received(&sub).await.is_empty(), "nothing was sent");
+    let (status, body) = host.call("POST", "/api/v1/plugins/notifications/invoke", Some(call(TENANT_A))).await;
+    assert_eq!((status, body["output"]["status"].as_str()), (200, Some("delivered")), "{body}");
     host.stop().await;
 }

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use flowhost_components::{ComponentError, ComponentStore};
-use flowhost_runtime::InvokeError;
+use flowhost_runtime::{InvocationContext, InvokeError};
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -145,10 +145,12 @@ struct InvokeBody {
     input: Value,
     /// A stored version to call instead of the active one.
     version: Option<String>,
+    /// The tenant to invoke for, as a flow step for that tenant would: its documents, its notifications.
+    tenant_id: Option<String>,
 }
 
-/// `POST /api/v1/plugins/{id}/invoke` `{ "action", "input", "version"? }`: runs one action with the plugin's
-/// limits, as the engine would. 200 `{ plugin, version, output, duration_us }`; a failed invocation is 422
+/// `POST /api/v1/plugins/{id}/invoke` `{ "action", "input", "version"?, "tenant_id"? }`: runs one action with
+/// the plugin's limits, as the engine would (for `tenant_id`, as a step of that tenant's run). 200 `{ plugin, version, output, duration_us }`; a failed invocation is 422
 /// with its `outcome` class (`skip-forward`, `permanent`, `retryable`) and `kind`; an action the manifest does
 /// not declare is 400.
 async fn invoke(
@@ -169,7 +171,8 @@ async fn invoke(
         input => input.to_string(),
     };
     let started = Instant::now();
-    let result = plugin.invoke(&body.action, &input).await;
+    let context = InvocationContext { tenant_id: body.tenant_id.clone(), ..InvocationContext::default() };
+    let result = plugin.invoke_in(&context, &body.action, &input, plugin.limits()).await;
     let duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     match result {
         Ok(output) => {

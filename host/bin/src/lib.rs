@@ -170,6 +170,10 @@ pub async fn start_components(
         compile_cache: Some(config.data_dir.join("component-cache")),
         grants: capabilities(&config.plugins.capabilities),
         plugin_grants: config.plugins.grants.iter().map(|(id, names)| (id.clone(), capabilities(names))).collect(),
+        bundled: flowhost_runtime_fixtures::bundled()
+            .iter()
+            .map(|(_, wasm)| flowhost_core::digest::sha256_bytes_hex(wasm))
+            .collect(),
         ..StoreConfig::default()
     };
     let store = Arc::new(ComponentStore::new(ports.clone(), runtime, store_config));

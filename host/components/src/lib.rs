@@ -26,5 +26,5 @@ mod store;
 
 pub use store::{
     catalog_manifest, Activation, ComponentError, ComponentStore, ComponentSummary, Prepared, StoreConfig, Uploaded,
-    VersionSummary,
+    VersionSummary, DEFAULT_GRANTS,
 };

@@ -27,11 +27,13 @@ pub struct StoreConfig {
     pub sync_interval: Duration,
     /// Where compiled native code is cached on this node (`None`: compile on every load).
     pub compile_cache: Option<std::path::PathBuf>,
-    /// The host capabilities components may import; one importing another is refused.
+    /// The host capabilities this host offers components; one importing another is refused.
     pub grants: Vec<Capability>,
-    /// Per plugin id, the capabilities that plugin may import (within `grants`); a plugin not listed may import
-    /// all of `grants`.
+    /// Per plugin id, the capabilities that plugin may import (within `grants`); a plugin not listed gets
+    /// [`DEFAULT_GRANTS`] only, the bundled plugins (by their exact bytes) all of `grants`.
     pub plugin_grants: HashMap<String, Vec<Capability>>,
+    /// SHA-256 of the components shipped in the binary: the bundle grants them what they need.
+    pub bundled: std::collections::HashSet<String>,
     /// Versions a node keeps loaded besides the active ones (uploaded without activation, invoked by version,
     /// the one an activation replaced); the least recently used goes first.
     pub max_loaded_versions: usize,
@@ -45,10 +47,15 @@ impl Default for StoreConfig {
             compile_cache: None,
             grants: Capability::ALL.to_vec(),
             plugin_grants: HashMap::new(),
+            bundled: std::collections::HashSet::new(),
             max_loaded_versions: 32,
         }
     }
 }
+
+/// What a plugin an operator did not list in its grants may import: a log and a clock. The documents store and
+/// notifications (web push and in-app to any player of a tenant) need an explicit grant.
+pub const DEFAULT_GRANTS: [Capability; 2] = [Capability::Log, Capability::Clock];
 
 /// Why an upload or an activation was refused.
 #[derive(Debug, thiserror::Error)]
@@ -530,12 +537,24 @@ impl ComponentStore {
         .await
         .map_err(|error| PortError::Backend(format!("compiling a component failed: {error}")))?;
         let plugin = self.runtime.load_compiled(compiled?, &self.config.grants).await?;
-        if let Some(granted) = self.config.plugin_grants.get(&plugin.manifest().id) {
-            if let Some(capability) = plugin.capabilities().iter().find(|capability| !granted.contains(capability)) {
-                return Err(LoadError::NotGranted { capability: capability.name().to_owned() }.into());
-            }
+        let granted = self.granted(&plugin.manifest().id, &sha256_bytes_hex(&wasm));
+        if let Some(capability) = plugin.capabilities().iter().find(|capability| !granted.contains(capability)) {
+            return Err(LoadError::NotGranted { capability: capability.name().to_owned() }.into());
         }
         Ok((wasm, plugin))
+    }
+
+    /// What plugin `id` with these bytes may import: everything offered for the bundle's own components, the
+    /// operator's grant for a listed plugin, [`DEFAULT_GRANTS`] otherwise (always within what the host offers).
+    fn granted(&self, id: &str, content_hash: &str) -> Vec<Capability> {
+        let offered = &self.config.grants;
+        if self.config.bundled.contains(content_hash) {
+            return offered.clone();
+        }
+        match self.config.plugin_grants.get(id) {
+            Some(listed) => listed.iter().filter(|capability| offered.contains(capability)).copied().collect(),
+            None => DEFAULT_GRANTS.iter().filter(|capability| offered.contains(capability)).copied().collect(),
+        }
     }
 
     /// Makes `plugin` the active version of `id` on this node. Of the other loaded versions of `id` only the one

@@ -511,12 +511,13 @@ pub struct PluginsConfig {
     /// Install the plugins shipped with the binary (`noop`, `condition`, `mapping`) at start
     /// (`FLOWHOST_PLUGINS_BUNDLED`; default true).
     pub bundled: bool,
-    /// Host capabilities uploaded components may use (`FLOWHOST_PLUGINS_CAPABILITIES`, comma-separated; default
-    /// `log,clock,documents`). A component importing another one is refused at upload.
+    /// Host capabilities this host offers components at all (`FLOWHOST_PLUGINS_CAPABILITIES`, comma-separated;
+    /// default all four). A component importing another one is refused at upload.
     pub capabilities: Vec<String>,
     /// Per-plugin grants (`FLOWHOST_PLUGINS_GRANTS`, `id=cap,cap;id=cap`; TOML `[plugins.grants]`, `id = ["cap"]`):
     /// a plugin listed here may use only its listed capabilities (each also in `capabilities`); a plugin not
-    /// listed may use all of `capabilities`. An empty list grants nothing.
+    /// listed gets `log` and `clock` only, the bundled plugins what the bundle grants. An empty list grants
+    /// nothing.
     pub grants: std::collections::BTreeMap<String, Vec<String>>,
 }
 

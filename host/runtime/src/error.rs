@@ -13,7 +13,10 @@ pub enum LoadError {
     #[error("invalid component: {0}")]
     InvalidComponent(String),
     /// The component imports a Flowhost capability the host did not grant.
-    #[error("the component imports capability {capability:?}, which is not granted")]
+    #[error(
+        "the component imports capability {capability:?}, which is not granted (a plugin gets log and clock; an \
+         operator grants more with FLOWHOST_PLUGINS_GRANTS)"
+    )]
     NotGranted {
         /// The capability's name (`log`, `clock`).
         capability: String,

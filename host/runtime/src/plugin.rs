@@ -17,7 +17,7 @@ use wasmtime::component::{types::ComponentItem, Component, InstancePre};
 use wasmtime::Store;
 
 use crate::bindings::{v1, v2};
-use crate::host::HostState;
+use crate::host::{HostState, TenantScope};
 use crate::projector::ProjectorPre;
 use crate::runtime::{check_output, classify, finish, new_store, GuestError, Identity, Inner};
 use crate::{Capability, InvokeError, Limits, LoadError, Manifest, PackageVersion, Runtime};
@@ -351,7 +351,7 @@ impl Plugin {
         if !manifest.has_action(action) && !is_node_kind {
             return Err(InvokeError::UnknownAction(action.to_string()));
         }
-        let mut store = self.store(limits)?;
+        let mut store = self.store(limits, TenantScope::of(std::iter::once(context.tenant_id.as_deref())))?;
         match &self.inner.exports {
             Exports::V1 { action: pre, .. } => {
                 let instance =
@@ -401,7 +401,7 @@ impl Plugin {
         let started = Instant::now();
         let limits = &self.inner.limits;
         let projection = async {
-            let mut store = self.store(limits)?;
+            let mut store = self.store(limits, TenantScope::None)?;
             let output = pre.project(&mut store, limits, state, input).await??;
             drop(store);
             check_output(&output, limits)?;
@@ -435,7 +435,7 @@ impl Plugin {
         let params: Vec<(String, String)> =
             params.iter().filter(|(key, _)| declared.params.contains(key)).cloned().collect();
         let limits = &self.inner.limits;
-        let mut store = self.store(limits)?;
+        let mut store = self.store(limits, TenantScope::None)?;
         let fail = |error, store: &Store<HostState>| classify(error, store, limits);
         match &self.inner.exports {
             Exports::V1 { service: Some(pre), .. } => {
@@ -543,7 +543,7 @@ impl Plugin {
         let Exports::V2 { node_kind: Some(pre), .. } = &self.inner.exports else {
             return Err(InvokeError::UnknownAction(kind.to_string()));
         };
-        let mut store = self.store(limits)?;
+        let mut store = self.store(limits, TenantScope::of(events.iter().map(|event| event.tenant_id.as_deref())))?;
         let instance = pre.instantiate_async(&mut store).await.map_err(|error| classify(error, &store, limits))?;
         let guest = instance.flowhost_plugin_node_kinds();
         let prepared = match guest.call_prepare(&mut store, kind, config).await {
@@ -590,8 +590,9 @@ impl Plugin {
         crate::runtime::within_deadline(limits, self.inner.runtime.config.epoch_tick, call).await
     }
 
-    fn store(&self, limits: &Limits) -> Result<Store<HostState>, InvokeError> {
-        new_store(&self.inner.runtime, self.inner.identity.clone(), limits)
+    /// A fresh store for an invocation for `tenant`.
+    fn store(&self, limits: &Limits, tenant: TenantScope) -> Result<Store<HostState>, InvokeError> {
+        new_store(&self.inner.runtime, self.inner.identity.clone(), limits, tenant)
     }
 
     /// When an invocation with `limits` starting now must end, by the runtime's clock.

@@ -257,7 +257,8 @@ impl Runtime {
     /// A fresh store for reading a manifest, with the default limits.
     pub(crate) fn loading_store(&self) -> Result<Store<HostState>, LoadError> {
         let loading = Identity { plugin: "(loading)".into(), scope: "(loading)".into() };
-        new_store(&self.inner, loading, &self.inner.config.limits).map_err(LoadError::Manifest)
+        new_store(&self.inner, loading, &self.inner.config.limits, crate::host::TenantScope::None)
+            .map_err(LoadError::Manifest)
     }
 
     /// Parses the text a `manifest` export returned and checks that it declares every imported capability;
@@ -358,8 +359,14 @@ guest_error!(types_v1);
 guest_error!(types_v2);
 
 /// A fresh store with `limits`.
-pub(crate) fn new_store(runtime: &Inner, identity: Identity, limits: &Limits) -> Result<Store<HostState>, InvokeError> {
+pub(crate) fn new_store(
+    runtime: &Inner,
+    identity: Identity,
+    limits: &Limits,
+    tenant: crate::host::TenantScope,
+) -> Result<Store<HostState>, InvokeError> {
     let memory_bytes = limits.memory_bytes.min(runtime.config.pool.max_memory_bytes);
+    let (wasi, log_budget) = crate::wasi::locked_down_context(&identity.plugin, runtime.config.max_log_message_bytes);
     let state = HostState {
         plugin: identity.plugin.clone(),
         scope: identity.scope,
@@ -367,9 +374,14 @@ pub(crate) fn new_store(runtime: &Inner, identity: Identity, limits: &Limits) ->
         documents: runtime.documents.clone(),
         notifications: runtime.notifications.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
         deadline: Instant::now() + limits.timeout,
+        tenant,
+        documents_written: 0,
+        sends: 0,
         max_log_message_bytes: runtime.config.max_log_message_bytes,
         limiter: MemoryLimiter { memory_bytes, hit: false },
-        wasi: crate::wasi::locked_down_context(&identity.plugin, runtime.config.max_log_message_bytes),
+        wasi,
+        log_budget,
+        log_dropped: false,
         table: wasmtime::component::ResourceTable::new(),
     };
     let mut store = Store::new(&runtime.engine, state);

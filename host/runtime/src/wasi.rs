@@ -21,21 +21,50 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
-/// Bytes of stdout and stderr together one invocation may write into the log; the rest is dropped (and the
-/// drop is logged once).
+/// Bytes one invocation may write into the log, its `log` calls, stdout and stderr together; the rest is dropped
+/// (and the drop is logged once).
 pub(crate) const MAX_OUTPUT_BYTES_PER_CALL: usize = 64 * 1024;
 
-/// The WASI context of one store: no files, no environment, no network, output into the log.
-pub(crate) fn locked_down_context(plugin: &Arc<str>, max_line_bytes: usize) -> WasiCtx {
-    let budget = Arc::new(Mutex::new(MAX_OUTPUT_BYTES_PER_CALL));
+/// What is left of an invocation's [`MAX_OUTPUT_BYTES_PER_CALL`], shared by its `log` calls and its WASI output.
+pub(crate) type LogBudget = Arc<Mutex<usize>>;
+
+/// Takes up to `wanted` bytes from `budget`; answers how many it got.
+pub(crate) fn spend(budget: &LogBudget, wanted: usize) -> usize {
+    let mut left = budget.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let allowed = wanted.min(*left);
+    *left -= allowed;
+    allowed
+}
+
+/// The WASI context of one store (no files, no environment, no network, output into the log) and the log budget
+/// its output shares with the `log` capability.
+pub(crate) fn locked_down_context(plugin: &Arc<str>, max_line_bytes: usize) -> (WasiCtx, LogBudget) {
+    let budget: LogBudget = Arc::new(Mutex::new(MAX_OUTPUT_BYTES_PER_CALL));
     let mut builder = WasiCtxBuilder::new();
     builder
         .stdout(LogSink::new(plugin.clone(), Stream::Stdout, max_line_bytes, budget.clone()))
-        .stderr(LogSink::new(plugin.clone(), Stream::Stderr, max_line_bytes, budget))
+        .stderr(LogSink::new(plugin.clone(), Stream::Stderr, max_line_bytes, budget.clone()))
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false);
-    builder.build()
+    (builder.build(), budget)
+}
+
+/// `text` with its control characters escaped (`\n`, `\u{1b}`, ...): a guest's message is one log line and
+/// cannot forge another, nor reach the terminal's escape sequences.
+pub(crate) fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            escaped.extend(c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
 }
 
 /// Cuts `text` to at most `max_bytes` (at a character boundary) and marks the cut with `...`: how every line a
@@ -97,12 +126,7 @@ impl LogSink {
 
 impl SinkState {
     fn write(&mut self, bytes: &[u8]) {
-        let allowed = {
-            let mut budget = self.budget.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let allowed = bytes.len().min(*budget);
-            *budget -= allowed;
-            allowed
-        };
+        let allowed = spend(&self.budget, bytes.len());
         for &byte in &bytes[..allowed] {
             if byte == b'\n' {
                 self.emit();
@@ -128,7 +152,7 @@ impl SinkState {
         if self.line.is_empty() {
             return;
         }
-        let mut text = String::from_utf8_lossy(&self.line).into_owned();
+        let mut text = escape_controls(&String::from_utf8_lossy(&self.line)).into_owned();
         self.line.clear();
         cut_for_log(&mut text, self.max_line_bytes);
         let plugin = &*self.plugin;
@@ -223,6 +247,12 @@ mod tests {
         let mut short = "ab".to_owned();
         cut_for_log(&mut short, 4);
         assert_eq!(short, "ab");
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape_controls("plain"), "plain");
+        assert_eq!(escape_controls("a\r\nINFO forged\u{1b}[31m"), "a\\r\\nINFO forged\\u{1b}[31m");
     }
 
     #[test]

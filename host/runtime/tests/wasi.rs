@@ -99,3 +99,38 @@ async fn a_panic_with_the_default_hook_is_a_trap_and_its_message_is_logged() {
     // The plugin still serves.
     assert!(plugin.invoke("ordinary", "{}").await.is_ok());
 }
+
+/// A guest's log calls are one line each (control characters escaped, so it cannot forge another line), and an
+/// invocation's log calls and stdout share one 64 KiB budget: past it the rest is dropped, once said.
+#[tokio::test]
+async fn log_calls_cannot_forge_lines_and_share_the_output_budget() {
+    let log = Captured::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+    let caps = runtime.load(&fixtures::bytes("caps"), &flowhost_runtime::Capability::ALL).await.expect("load caps");
+
+    let forged =
+        serde_json::json!({"text": "ok\n2026-11-27T00:00:00Z  INFO forged: admin logged in\u{1b}[2J", "times": 1});
+    caps.invoke("shout", &forged.to_string()).await.expect("shout once");
+    let text = log.text();
+    assert!(!text.lines().any(|line| line.starts_with("2026-11-27T00:00:00Z")), "a forged line: {text}");
+    assert!(text.contains("ok\\n2026-11-27T00:00:00Z  INFO forged") && text.contains("\\u{1b}[2J"), "{text}");
+    assert!(!text.contains('\u{1b}'), "no escape sequence reaches the log");
+
+    let before = log.text().len();
+    let loud = serde_json::json!({"text": "x".repeat(4000), "times": 100});
+    caps.invoke("shout", &loud.to_string()).await.expect("shout 100 times");
+    let written = log.text()[before..].to_owned();
+    let kept = written.matches(&"x".repeat(4000)).count();
+    assert!((15..=17).contains(&kept), "about 64 KiB of 4,000-byte messages, not {kept}");
+    assert!(written.contains("the plugin logged more than the limit per invocation"), "the drop is said");
+    assert_eq!(written.matches("logged more than the limit").count(), 1, "once");
+    assert!(!written.contains("printed"), "stdout shares the spent budget");
+    assert!(written.contains("wrote more than the limit of output"), "and its drop is said too");
+}

@@ -1,5 +1,6 @@
-//! The `log` capability: a guest's structured messages into the host's log, tagged with the plugin's identity
-//! and cut at the runtime's `max_log_message_bytes`.
+//! The `log` capability: a guest's structured messages into the host's log, tagged with the plugin's identity,
+//! one line each (control characters escaped), cut at the runtime's `max_log_message_bytes`, and within the
+//! invocation's log budget shared with its stdout and stderr.
 
 use crate::bindings::v1::action::flowhost::plugin::log as log_v1;
 use crate::bindings::v2::action::flowhost::plugin::log as log_v2;
@@ -15,8 +16,24 @@ enum Level {
 }
 
 impl HostState {
-    fn write_log(&self, level: Level, mut message: String) {
-        crate::wasi::cut_for_log(&mut message, self.max_log_message_bytes);
+    /// Writes one message: its control characters escaped (it stays one line), cut at `max_log_message_bytes`,
+    /// and within the invocation's log budget (shared with stdout and stderr; past it messages are dropped).
+    fn write_log(&mut self, level: Level, message: String) {
+        let allowed = crate::wasi::spend(&self.log_budget, message.len().min(self.max_log_message_bytes));
+        if allowed == 0 {
+            if !self.log_dropped {
+                self.log_dropped = true;
+                let plugin = &*self.plugin;
+                tracing::warn!(
+                    plugin,
+                    limit = crate::wasi::MAX_OUTPUT_BYTES_PER_CALL,
+                    "the plugin logged more than the limit per invocation; the rest is dropped"
+                );
+            }
+            return;
+        }
+        let mut message = crate::wasi::escape_controls(&message).into_owned();
+        crate::wasi::cut_for_log(&mut message, allowed.max(1));
         let plugin = &*self.plugin;
         match level {
             Level::Trace => tracing::trace!(plugin, "{message}"),

@@ -3,13 +3,16 @@
 //! ([`crate::Runtime::provide_notifications`]). Without one, every call answers `not-ready`. The plugin sees only
 //! what it sent and the outcomes; keys, secrets and subscriptions' keys stay on this side.
 //!
-//! A call is bounded by the sender's own timeouts (each push request has one), not by the invocation's deadline:
-//! the deadline bounds the guest's execution, and time spent in the host does not run it down.
+//! A call is bounded by the sender's own timeouts (each push request has one), and the whole invocation by its
+//! deadline (the runtime drops a call that outlives it).
+//!
+//! An invocation for a tenant (a flow step, an editor send) notifies that tenant's players only and reads that
+//! tenant's templates only; one invocation asks for at most [`MAX_SENDS`] notifications.
 
 use flowhost_core::notify as host;
 
 use crate::bindings::notify::flowhost::notify::sender as wit;
-use crate::host::HostState;
+use crate::host::{HostState, TenantScope, MAX_SENDS};
 
 type Reply<T> = wasmtime::Result<Result<T, wit::SendFailure>>;
 
@@ -64,9 +67,46 @@ fn web_push_report(report: host::WebPushReport) -> wit::WebPushReport {
     }
 }
 
+impl HostState {
+    /// Counts one send against [`MAX_SENDS`], and checks that `tenant_id` is the invocation's tenant: a
+    /// plugin invoked for one tenant never notifies another's players.
+    fn may_send(&mut self, tenant_id: &str) -> Result<(), wit::SendFailure> {
+        match &self.tenant {
+            TenantScope::Tenant(own) if **own != *tenant_id => {
+                return Err(wit::SendFailure::Invalid(format!(
+                    "this invocation is for tenant {own:?}; it cannot notify tenant {tenant_id:?}"
+                )))
+            }
+            TenantScope::Mixed => {
+                return Err(wit::SendFailure::Invalid("a batch of several tenants cannot notify anyone".into()))
+            }
+            _ => {}
+        }
+        self.sends += 1;
+        if self.sends > MAX_SENDS {
+            return Err(wit::SendFailure::Invalid(format!(
+                "an invocation may ask for at most {MAX_SENDS} notifications"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether the invocation may read `tenant_id`'s templates (`None`: every tenant's).
+    fn may_read(&self, tenant_id: Option<&str>) -> Result<(), wit::SendFailure> {
+        match (&self.tenant, tenant_id) {
+            (TenantScope::None, _) => Ok(()),
+            (TenantScope::Tenant(own), Some(tenant)) if **own == *tenant => Ok(()),
+            _ => Err(wit::SendFailure::Invalid("an invocation for a tenant reads that tenant's templates only".into())),
+        }
+    }
+}
+
 impl wit::Host for HostState {
     async fn send_webpush(&mut self, request: wit::WebPushRequest) -> Reply<wit::WebPushReport> {
         let Some(sender) = self.notifications.clone() else { return Ok(Err(not_ready())) };
+        if let Err(refused) = self.may_send(&request.tenant_id) {
+            return Ok(Err(refused));
+        }
         let request = host::WebPushRequest {
             tenant_id: request.tenant_id,
             player_id: request.player_id,
@@ -86,6 +126,9 @@ impl wit::Host for HostState {
 
     async fn send_inapp(&mut self, request: wit::InAppRequest) -> Reply<wit::InAppReport> {
         let Some(sender) = self.notifications.clone() else { return Ok(Err(not_ready())) };
+        if let Err(refused) = self.may_send(&request.tenant_id) {
+            return Ok(Err(refused));
+        }
         let request = host::InAppRequest {
             tenant_id: request.tenant_id,
             player_id: request.player_id,
@@ -110,6 +153,9 @@ impl wit::Host for HostState {
 
     async fn templates(&mut self, kind: wit::Channel, tenant_id: Option<String>) -> Reply<String> {
         let Some(sender) = self.notifications.clone() else { return Ok(Err(not_ready())) };
+        if let Err(refused) = self.may_read(tenant_id.as_deref()) {
+            return Ok(Err(refused));
+        }
         Ok(sender.templates(channel(kind), tenant_id.as_deref()).await.map_err(failure))
     }
 
@@ -120,6 +166,9 @@ impl wit::Host for HostState {
 
     async fn tenants(&mut self) -> Reply<String> {
         let Some(sender) = self.notifications.clone() else { return Ok(Err(not_ready())) };
+        if let Err(refused) = self.may_read(None) {
+            return Ok(Err(refused));
+        }
         Ok(sender.tenants().await.map_err(failure))
     }
 }
