@@ -257,6 +257,11 @@ async fn subjects_queue_group_delivers_each_message_once() {
     subjects::queue_group_delivers_each_message_once(local_subjects()).await;
 }
 
+#[tokio::test]
+async fn subjects_headers_travel_with_messages_requests_and_answers() {
+    subjects::headers_travel_with_messages_requests_and_answers(local_subjects()).await;
+}
+
 // Cache.
 
 #[tokio::test]

@@ -51,6 +51,11 @@ async fn request_timeout_and_no_responders() {
 }
 
 #[tokio::test]
+async fn headers_travel_with_messages_requests_and_answers() {
+    subjects::headers_travel_with_messages_requests_and_answers(nats().await).await;
+}
+
+#[tokio::test]
 async fn queue_group_delivers_each_message_once() {
     subjects::queue_group_delivers_each_message_once(nats().await).await;
 }

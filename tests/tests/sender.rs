@@ -21,6 +21,7 @@ on_both_backends!(
     the_data_sources_answer_through_the_catalog,
     flows_reach_the_service_over_nats_kafka_and_http_too,
     an_invocation_for_one_tenant_never_notifies_another,
+    with_a_signing_key_only_signed_requests_get_data,
 );
 
 const SEND: &str = "/api/v1/webpush/send";
@@ -327,5 +328,41 @@ async fn an_invocation_for_one_tenant_never_notifies_another(backends: Backends)
     assert!(service.received(&sub).await.is_empty(), "nothing was sent");
     let (status, body) = host.call("POST", "/api/v1/plugins/notifications/invoke", Some(call(TENANT_A))).await;
     assert_eq!((status, body["output"]["status"].as_str()), (200, Some("delivered")), "{body}");
+    host.stop().await;
+}
+
+/// With `FLOWHOST_SERVICE_SIGNING_KEY`, a bus client without the key gets no data source's answer (its request
+/// goes unanswered), and a signed request gets a signed answer.
+async fn with_a_signing_key_only_signed_requests_get_data(backends: Backends) {
+    use flowhost_core::signing::{ServiceSigning, SIGNATURE_HEADER};
+    const KEY: &str = "service-signing-key-0123456789abcdef";
+    let service = PushService::start().await;
+    let host = start(backends, &service, |config| {
+        config.service_signing_key = Some(flowhost_core::config::Secret::new(KEY));
+    })
+    .await;
+    let signing = ServiceSigning::new(Some(&flowhost_core::config::Secret::new(KEY)));
+    let subject = "triggers.v2.service.notifications.data.push_templates";
+    let request = json!({"tenant_id": TENANT_A}).to_string().into_bytes();
+    // Signed: answered (once the endpoint subscribed), and the answer is signed.
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    let answer = loop {
+        let asked = host.ports.subjects.request_with_headers(
+            subject,
+            signing.headers(&request),
+            request.clone(),
+            Duration::from_secs(2),
+        );
+        match asked.await {
+            Ok(answer) => break answer,
+            Err(error) => assert!(tokio::time::Instant::now() < until, "never answered: {error}"),
+        }
+    };
+    assert_eq!(signing.verify(answer.header(SIGNATURE_HEADER), &answer.payload), Ok(()), "the answer is signed");
+    let templates: Value = serde_json::from_slice(&answer.payload).unwrap();
+    assert_eq!(templates["items"][0]["name"], "Bonus", "{templates}");
+    // Unsigned: no answer.
+    let unsigned = host.ports.subjects.request(subject, request, Duration::from_secs(2)).await;
+    assert!(matches!(unsigned, Err(flowhost_core::PortError::Timeout(_))), "{unsigned:?}");
     host.stop().await;
 }

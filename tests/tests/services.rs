@@ -21,7 +21,8 @@ on_both_backends!(
     an_external_service_answers_over_nats_kafka_and_http,
     external_data_sources_answer_lookups_over_http_and_nats,
     a_missing_retarget_topic_fails_closed,
-    a_service_that_never_replies_is_asked_again_then_dead_lettered
+    a_service_that_never_replies_is_asked_again_then_dead_lettered,
+    a_signing_key_guards_the_service_transports
 );
 
 async fn start(backends: Backends, configure: impl FnOnce(&mut flowhost_core::config::Config)) -> TestHost {
@@ -358,5 +359,60 @@ async fn external_data_sources_answer_lookups_over_http_and_nats(backends: Backe
     assert_eq!(value["level"], json!({"level": "gold-p7"}), "{value}");
     stop.cancel();
     responder.abort();
+    host.stop().await;
+}
+
+const SIGNING_KEY: &str = "service-signing-key-0123456789abcdef";
+
+/// With `FLOWHOST_SERVICE_SIGNING_KEY`, an envelope reaches the service signed over its exact bytes, and a
+/// reply that is not signed with the key is refused on every channel (NATS: counted and dropped; HTTP: 401),
+/// while the signed one completes the run.
+async fn a_signing_key_guards_the_service_transports(backends: Backends) {
+    use flowhost_core::signing::{ServiceSigning, SIGNATURE_HEADER};
+    let host = start(backends, |config| {
+        config.service_signing_key = Some(flowhost_core::config::Secret::new(SIGNING_KEY));
+    })
+    .await;
+    let signing = ServiceSigning::new(Some(&flowhost_core::config::Secret::new(SIGNING_KEY)));
+    register(&host, "crm", &["nats"], "http://127.0.0.1:9").await;
+    let mut inbound = host.ports.subjects.subscribe("triggers.v2.crm.inbound").await.unwrap();
+    let (source, out) = (unique("deposits"), unique("tagged"));
+    let id = host.release_flow(flow(&source, &out, "crm", "nats", None)).await;
+    host.publish(&source, &[deposit("p-signed")]).await;
+
+    let message = tokio::time::timeout(Duration::from_secs(60), inbound.next()).await.unwrap().unwrap();
+    assert_eq!(signing.verify(message.header(SIGNATURE_HEADER), &message.payload), Ok(()), "the envelope is signed");
+    let envelope: Value = serde_json::from_slice(&message.payload).unwrap();
+    let reply = answer(&envelope, "nats").to_string().into_bytes();
+
+    // Unsigned, and signed with another key: refused over NATS and over HTTP.
+    let refused = "flowhost_flow_replies_total{channel=\"nats\",outcome=\"refused\"}";
+    host.ports.subjects.publish("triggers.v2.replies", reply.clone()).await.unwrap();
+    let other = ServiceSigning::new(Some(&flowhost_core::config::Secret::new("another-key-0123456789abcdefghijkl")));
+    host.ports
+        .subjects
+        .publish_with_headers("triggers.v2.replies", other.headers(&reply), reply.clone())
+        .await
+        .unwrap();
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    while host.metric(refused).await < 2.0 {
+        assert!(tokio::time::Instant::now() < until, "the forged replies were never refused");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let run_id = envelope["run_id"].as_str().unwrap().to_owned();
+    let path = format!("/api/v2/runs/{run_id}/reply");
+    let response =
+        host.http.post(host.url(&path)).header("content-type", "application/json").body(reply.clone()).send();
+    let (status, body) = flowhost_tests::host::response_parts(response.await.unwrap()).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (401, Some("INVALID_SIGNATURE")), "{body}");
+    let (_, run) = host.call("GET", &format!("/api/v2/runs/{run_id}"), None).await;
+    assert_ne!(run["status"], "completed", "a forged reply changed the run: {run}");
+
+    // Signed with the key: accepted.
+    host.ports.subjects.publish_with_headers("triggers.v2.replies", signing.headers(&reply), reply).await.unwrap();
+    let value = first_output(&host, &out).await;
+    assert_eq!(value["result"]["via"], "nats", "{value}");
+    let (_, page) = host.call("GET", &format!("/api/v2/flows/{id}/runs"), None).await;
+    assert_eq!(page["runs"][0]["run_id"], run_id.as_str());
     host.stop().await;
 }

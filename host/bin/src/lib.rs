@@ -102,7 +102,8 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
             .with_context(|| format!("opening the embedded store in {}", config.data_dir.display()))?
             .queue(),
     };
-    Ok(Ports { documents, topics, subjects, cache, queue, clock })
+    let signing = flowhost_core::signing::ServiceSigning::new(config.service_signing_key.as_ref());
+    Ok(Ports { documents, topics, subjects, cache, queue, clock, signing })
 }
 
 /// How often the embedded log applies its retention.

@@ -156,6 +156,11 @@ pub struct Config {
     /// Secret store address (`KEY_VAULT_URL`, an Azure Key Vault `https://` URL); needed by every
     /// `*_SECRET_NAME` setting.
     pub key_vault_url: Option<String>,
+    /// The key that signs and checks every message on the service transports (`FLOWHOST_SERVICE_SIGNING_KEY`,
+    /// at least 32 bytes; unset: nothing is signed, see `crate::signing`).
+    pub service_signing_key: Option<Secret>,
+    /// Secret-store name of the signing key (`FLOWHOST_SERVICE_SIGNING_KEY_SECRET_NAME`); the literal wins.
+    pub service_signing_key_secret_name: Option<String>,
 }
 
 impl Default for Config {
@@ -179,6 +184,8 @@ impl Default for Config {
             presence: PresenceConfig::default(),
             campaigns: CampaignsConfig::default(),
             key_vault_url: None,
+            service_signing_key: None,
+            service_signing_key_secret_name: None,
         }
     }
 }
@@ -869,6 +876,12 @@ impl Config {
         if let Some(v) = get("FLOWHOST_NATS_URL") {
             self.nats.url = Some(v);
         }
+        if let Some(v) = get("FLOWHOST_SERVICE_SIGNING_KEY") {
+            self.service_signing_key = Some(Secret::new(v));
+        }
+        if let Some(v) = get("FLOWHOST_SERVICE_SIGNING_KEY_SECRET_NAME") {
+            self.service_signing_key_secret_name = Some(v);
+        }
         if let Some(v) = get("FLOWHOST_EGRESS_ALLOWED") {
             self.egress.allowed = split_list(&v);
         }
@@ -1197,6 +1210,12 @@ impl Config {
             }
         }
         self.validate_namespaces()?;
+        if self.service_signing_key.as_ref().is_some_and(|key| key.expose().len() < crate::signing::MIN_KEY_BYTES) {
+            return Err(ConfigError::new(
+                "FLOWHOST_SERVICE_SIGNING_KEY",
+                format!("use at least {} bytes", crate::signing::MIN_KEY_BYTES),
+            ));
+        }
         if !(1024..=64 << 20).contains(&self.egress.max_body_bytes) {
             return Err(ConfigError::new("FLOWHOST_EGRESS_MAX_BODY_BYTES", "must be between 1024 and 67108864"));
         }
@@ -1556,6 +1575,13 @@ pub static SECRET_SETTINGS: &[SecretSetting] = &[
         secret_name: |c| c.api.admin_token_secret_name.clone(),
         needed: |c| c.api.admin_token.is_none(),
         fill: |c, v| c.api.admin_token = Some(v),
+    },
+    SecretSetting {
+        literal: "FLOWHOST_SERVICE_SIGNING_KEY",
+        setting: "FLOWHOST_SERVICE_SIGNING_KEY_SECRET_NAME",
+        secret_name: |c| c.service_signing_key_secret_name.clone(),
+        needed: |c| c.service_signing_key.is_none(),
+        fill: |c, v| c.service_signing_key = Some(v),
     },
 ];
 

@@ -13,6 +13,7 @@ pub mod model;
 pub mod notify;
 pub mod placeholders;
 pub mod ports;
+pub mod signing;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use ports::{Cache, DocumentStore, PortError, Ports, Subjects, Topics};

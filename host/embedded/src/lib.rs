@@ -64,6 +64,7 @@ impl EmbeddedStore {
             cache: Arc::new(LocalCache::new(clock.clone())),
             queue: self.queue(),
             clock,
+            signing: flowhost_core::signing::ServiceSigning::default(),
         }
     }
 

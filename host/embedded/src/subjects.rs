@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use flowhost_core::ports::{subject_matches, PortError, SubjectMessage, SubjectStream, Subjects};
+use flowhost_core::ports::{subject_matches, Headers, PortError, SubjectMessage, SubjectStream, Subjects};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
@@ -114,10 +114,10 @@ impl Subjects for LocalSubjects {
         "embedded"
     }
 
-    async fn publish(&self, subject: &str, payload: Vec<u8>) -> Result<(), PortError> {
+    async fn publish_with_headers(&self, subject: &str, headers: Headers, payload: Vec<u8>) -> Result<(), PortError> {
         check_subject(subject)?;
         // No subscriber is not an error: core NATS drops such messages too.
-        self.deliver(SubjectMessage::new(subject, payload));
+        self.deliver(SubjectMessage { headers, ..SubjectMessage::new(subject, payload) });
         Ok(())
     }
 
@@ -129,11 +129,17 @@ impl Subjects for LocalSubjects {
         self.add(pattern, Some(group))
     }
 
-    async fn request(&self, subject: &str, payload: Vec<u8>, timeout: Duration) -> Result<SubjectMessage, PortError> {
+    async fn request_with_headers(
+        &self,
+        subject: &str,
+        headers: Headers,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<SubjectMessage, PortError> {
         check_subject(subject)?;
         let inbox = format!("_INBOX.{}", self.inboxes.fetch_add(1, Ordering::Relaxed));
         let mut replies = self.add(&inbox, None)?;
-        let message = SubjectMessage { subject: subject.to_owned(), payload, reply: Some(inbox) };
+        let message = SubjectMessage { subject: subject.to_owned(), payload, reply: Some(inbox), headers };
         if !self.deliver(message) {
             return Err(PortError::NoResponders(format!("no subscription answers {subject:?}")));
         }

@@ -43,6 +43,7 @@ impl Role for EngineRole {
             context.service::<Arc<flowhost_components::ComponentStore>>(),
             context.ports.subjects.clone(),
             egress.clone(),
+            context.ports.signing.clone(),
         ));
         let runner_config = flowhost_runs::RunnerConfig {
             engine: config.engine.clone(),

@@ -145,7 +145,8 @@ pub async fn current(flows: &Flows, service: &str) -> Result<FlowBroadcast, Flow
 pub(crate) async fn publish(flows: &Flows, service: &str) -> Result<(), FlowError> {
     let broadcast = current(flows, service).await?;
     let payload = serde_json::to_vec(&broadcast).unwrap_or_default();
-    flows.ports().subjects.publish(&subject(service), payload).await?;
+    let signed = flows.ports().signing.headers(&payload);
+    flows.ports().subjects.publish_with_headers(&subject(service), signed, payload).await?;
     Ok(())
 }
 
@@ -175,6 +176,11 @@ pub async fn serve_requests(flows: Flows, shutdown: CancellationToken) {
             },
         };
         let Some(reply) = message.reply.clone() else { continue };
+        let signature = message.header(flowhost_core::signing::SIGNATURE_HEADER);
+        if let Err(error) = flows.ports().signing.verify(signature, &message.payload) {
+            warn!(subject = %message.subject, %error, "a flow broadcast request was refused");
+            continue;
+        }
         let service = message
             .subject
             .strip_prefix("triggers.v2.service.")
@@ -188,7 +194,8 @@ pub async fn serve_requests(flows: Flows, shutdown: CancellationToken) {
                 serde_json::to_vec(&Value::Null).unwrap_or_default()
             }
         };
-        if let Err(error) = subjects.respond(&reply, payload).await {
+        let signed = flows.ports().signing.headers(&payload);
+        if let Err(error) = subjects.respond_with_headers(&reply, signed, payload).await {
             warn!(%service, %error, "could not reply to a flow broadcast request");
         }
     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_nats::RequestErrorKind;
 use async_trait::async_trait;
-use flowhost_core::ports::{Namespace, PortError, SubjectMessage, SubjectStream, Subjects};
+use flowhost_core::ports::{Headers, Namespace, PortError, SubjectMessage, SubjectStream, Subjects};
 use futures::StreamExt;
 use tracing::{debug, warn};
 
@@ -56,10 +56,17 @@ impl NatsSubjects {
 
     /// A received message with its subject back in this deployment's terms (its reply address stays as is).
     fn local(&self, message: async_nats::Message) -> SubjectMessage {
+        let headers = message
+            .headers
+            .iter()
+            .flat_map(|map| map.iter())
+            .flat_map(|(name, values)| values.iter().map(move |value| (name.to_string(), value.to_string())))
+            .collect();
         SubjectMessage {
             subject: self.namespace.into_local(message.subject.to_string()),
             payload: message.payload.to_vec(),
             reply: message.reply.map(|reply| reply.to_string()),
+            headers,
         }
     }
 
@@ -119,6 +126,18 @@ fn decode(part: &str) -> Result<String, PortError> {
         .map_err(|_| PortError::Invalid("the NATS URL's user or password is not valid UTF-8".into()))
 }
 
+/// `headers` as NATS headers (`None` when there are none: a message without a header block).
+fn header_map(headers: Headers) -> Option<async_nats::HeaderMap> {
+    if headers.is_empty() {
+        return None;
+    }
+    let mut map = async_nats::HeaderMap::new();
+    for (name, value) in headers {
+        map.append(name.as_str(), value.as_str());
+    }
+    Some(map)
+}
+
 /// Subjects and patterns are non-empty dot-separated tokens without whitespace.
 fn validate(subject: &str, pattern: bool) -> Result<(), PortError> {
     let valid = !subject.is_empty()
@@ -138,17 +157,26 @@ impl Subjects for NatsSubjects {
         "nats"
     }
 
-    async fn publish(&self, subject: &str, payload: Vec<u8>) -> Result<(), PortError> {
+    async fn publish_with_headers(&self, subject: &str, headers: Headers, payload: Vec<u8>) -> Result<(), PortError> {
         validate(subject, false)?;
-        self.client.publish(self.namespace.wire(subject).into_owned(), payload.into()).await.map_err(|error| {
+        let wire = self.namespace.wire(subject).into_owned();
+        let sent = match header_map(headers) {
+            None => self.client.publish(wire, payload.into()).await,
+            Some(headers) => self.client.publish_with_headers(wire, headers, payload.into()).await,
+        };
+        sent.map_err(|error| {
             warn!(%error, subject, "NATS publish failed");
             PortError::Unavailable(format!("publishing to {subject:?}: {error}"))
         })
     }
 
-    async fn respond(&self, reply: &str, payload: Vec<u8>) -> Result<(), PortError> {
+    async fn respond_with_headers(&self, reply: &str, headers: Headers, payload: Vec<u8>) -> Result<(), PortError> {
         validate(reply, false)?;
-        self.client.publish(reply.to_owned(), payload.into()).await.map_err(|error| {
+        let sent = match header_map(headers) {
+            None => self.client.publish(reply.to_owned(), payload.into()).await,
+            Some(headers) => self.client.publish_with_headers(reply.to_owned(), headers, payload.into()).await,
+        };
+        sent.map_err(|error| {
             warn!(%error, "NATS reply failed");
             PortError::Unavailable(format!("replying: {error}"))
         })
@@ -180,9 +208,18 @@ impl Subjects for NatsSubjects {
         Ok(subscriber.map(move |message| this.local(message)).boxed())
     }
 
-    async fn request(&self, subject: &str, payload: Vec<u8>, timeout: Duration) -> Result<SubjectMessage, PortError> {
+    async fn request_with_headers(
+        &self,
+        subject: &str,
+        headers: Headers,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<SubjectMessage, PortError> {
         validate(subject, false)?;
-        let request = async_nats::Request::new().payload(payload.into()).timeout(Some(timeout));
+        let mut request = async_nats::Request::new().payload(payload.into()).timeout(Some(timeout));
+        if let Some(headers) = header_map(headers) {
+            request = request.headers(headers);
+        }
         match self.client.send_request(self.namespace.wire(subject).into_owned(), request).await {
             Ok(message) => Ok(self.local(message)),
             Err(error) => Err(match error.kind() {

@@ -78,7 +78,12 @@ impl Durability {
                     for letter in &dead_letters {
                         let payload = serde_json::to_vec(letter).unwrap_or_default();
                         let subject = dead_letter_subject(&letter.service, &letter.action);
-                        self.ports.subjects.publish(&subject, payload).await.map_err(|e| e.to_string())?;
+                        let signature = self.ports.signing.headers(&payload);
+                        self.ports
+                            .subjects
+                            .publish_with_headers(&subject, signature, payload)
+                            .await
+                            .map_err(|e| e.to_string())?;
                     }
                     Ok::<(), String>(())
                 })
@@ -104,17 +109,25 @@ impl Durability {
             let result = match &outgoing.via {
                 Via::InProcess => continue,
                 Via::Nats { subject } => {
-                    self.ports.subjects.publish(subject, outgoing.body).await.map_err(|e| e.to_string())
+                    let signature = self.ports.signing.headers(&outgoing.body);
+                    self.ports
+                        .subjects
+                        .publish_with_headers(subject, signature, outgoing.body)
+                        .await
+                        .map_err(|e| e.to_string())
                 }
                 Via::Kafka { topic, retarget } => {
                     if !retarget {
                         canonical.insert(topic.clone());
                     }
-                    kafka.push(
-                        OutRecord::new(topic.clone(), outgoing.body)
-                            .with_key(outgoing.run_id.into_bytes())
-                            .with_header("traceparent", outgoing.traceparent.into_bytes()),
-                    );
+                    let signature = self.ports.signing.header(&outgoing.body);
+                    let mut record = OutRecord::new(topic.clone(), outgoing.body)
+                        .with_key(outgoing.run_id.into_bytes())
+                        .with_header("traceparent", outgoing.traceparent.into_bytes());
+                    if let Some((name, value)) = signature {
+                        record = record.with_header(name, value.into_bytes());
+                    }
+                    kafka.push(record);
                     continue;
                 }
                 Via::Http { url } => {
@@ -146,6 +159,9 @@ impl Durability {
         };
         if let Some(token) = self.admin_token.as_ref().filter(|_| own) {
             request = request.bearer_auth(token.expose());
+        }
+        if let Some((name, value)) = self.ports.signing.header(&body) {
+            request = request.header(name, value);
         }
         let request = request
             .header("content-type", "application/json")

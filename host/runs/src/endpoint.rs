@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::model::{InboundEnvelope, ReplyEnvelope};
+use flowhost_core::signing::SIGNATURE_HEADER;
 
 /// How long a reply POST may take.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -146,7 +147,12 @@ impl ServiceEndpoint {
             if envelope.reply_to.url != *url {
                 debug!(asked = %envelope.reply_to.url, url, "an envelope's reply URL is not this deployment's; replying to its own");
             }
-            match endpoint.http.post(url).json(&reply).send().await {
+            let body = serde_json::to_vec(&reply).unwrap_or_default();
+            let mut request = endpoint.http.post(url).header("content-type", "application/json");
+            if let Some((name, signature)) = endpoint.ports.signing.header(&body) {
+                request = request.header(name, signature);
+            }
+            match request.body(body).send().await {
                 Ok(response) if response.status().is_success() => {}
                 Ok(response) => warn!(url, status = response.status().as_u16(), "the run refused a service reply"),
                 Err(error) => warn!(url, %error, "a service reply over HTTP failed; the run asks again"),
@@ -212,6 +218,10 @@ impl ServiceEndpoint {
                 message = stream.next() => message,
             };
             let Some(message) = message else { return warn!(subject, "the inbound subscription ended") };
+            if let Err(error) = self.ports.signing.verify(message.header(SIGNATURE_HEADER), &message.payload) {
+                warn!(subject, %error, "an inbound envelope was refused");
+                continue;
+            }
             let Ok(envelope) = serde_json::from_slice::<InboundEnvelope>(&message.payload) else {
                 warn!(subject, "an inbound envelope that does not parse was dropped");
                 continue;
@@ -220,7 +230,10 @@ impl ServiceEndpoint {
             tokio::spawn(async move {
                 let reply = endpoint.handle(&envelope).await;
                 let payload = serde_json::to_vec(&reply).unwrap_or_default();
-                if let Err(error) = endpoint.ports.subjects.publish(crate::execute::REPLY_SUBJECT, payload).await {
+                let signed = endpoint.ports.signing.headers(&payload);
+                let subjects = &endpoint.ports.subjects;
+                if let Err(error) = subjects.publish_with_headers(crate::execute::REPLY_SUBJECT, signed, payload).await
+                {
                     warn!(%error, "a service reply over NATS failed; the run asks again");
                 }
             });
@@ -240,6 +253,11 @@ impl ServiceEndpoint {
             };
             let Some(message) = message else { return warn!(pattern, "the data-source subscription ended") };
             let Some(reply_subject) = message.reply.clone() else { continue };
+            if let Err(error) = self.ports.signing.verify(message.header(SIGNATURE_HEADER), &message.payload) {
+                // Unanswered: a client without the key learns nothing (its request times out).
+                warn!(subject = %message.subject, %error, "a data-source request was refused");
+                continue;
+            }
             let name = message.subject.rsplit('.').next().unwrap_or_default().to_owned();
             let params: Vec<(String, String)> =
                 serde_json::from_slice::<serde_json::Map<String, Value>>(&message.payload)
@@ -260,7 +278,9 @@ impl ServiceEndpoint {
                     },
                     None => serde_json::json!({ "error": { "code": "not_loaded", "message": "the service is not loaded here" } }).to_string(),
                 };
-                if let Err(error) = endpoint.ports.subjects.respond(&reply_subject, answer.into_bytes()).await {
+                let answer = answer.into_bytes();
+                let signed = endpoint.ports.signing.headers(&answer);
+                if let Err(error) = endpoint.ports.subjects.respond_with_headers(&reply_subject, signed, answer).await {
                     debug!(%error, "a data-source answer was not delivered");
                 }
             });
@@ -302,13 +322,22 @@ impl ServiceEndpoint {
                     partition: record.partition,
                     next_offset: record.offset + 1,
                 });
+                let signature = record.header(SIGNATURE_HEADER).and_then(|value| std::str::from_utf8(value).ok());
+                if let Err(error) = self.ports.signing.verify(signature, &record.value) {
+                    warn!(topic, offset = record.offset, %error, "an inbound envelope was refused");
+                    continue;
+                }
                 let Ok(envelope) = serde_json::from_slice::<InboundEnvelope>(&record.value) else {
                     warn!(topic, offset = record.offset, "an inbound envelope that does not parse was skipped");
                     continue;
                 };
                 let reply = self.handle(&envelope).await;
                 let value = serde_json::to_vec(&reply).unwrap_or_default();
-                replies.push(OutRecord::new(crate::execute::REPLY_TOPIC, value));
+                let mut record = OutRecord::new(crate::execute::REPLY_TOPIC, value);
+                if let Some((name, signature)) = self.ports.signing.header(&record.value) {
+                    record = record.with_header(name, signature.into_bytes());
+                }
+                replies.push(record);
             }
             if !replies.is_empty() {
                 if let Err(error) = topics.publish(&replies).await {

@@ -652,9 +652,12 @@ impl Shared {
                     message = messages.next() => message,
                 };
                 let Some(message) = message else { break };
-                let answer = self.take_reply("nats", &message.payload).await;
+                let signature = message.header(flowhost_core::signing::SIGNATURE_HEADER);
+                let answer = self.take_signed_reply("nats", signature, &message.payload).await;
                 if let Some(reply_to) = message.reply {
-                    let _ = self.ports.subjects.respond(&reply_to, answer.to_string().into_bytes()).await;
+                    let answer = answer.to_string().into_bytes();
+                    let signed = self.ports.signing.headers(&answer);
+                    let _ = self.ports.subjects.respond_with_headers(&reply_to, signed, answer).await;
                 }
             }
             warn!("the service reply subscription ended; subscribing again");
@@ -699,7 +702,10 @@ impl Shared {
                 Ok(batch) if batch.is_empty() => {}
                 Ok(batch) => {
                     for record in &batch {
-                        self.take_reply("kafka", &record.value).await;
+                        let signature = record
+                            .header(flowhost_core::signing::SIGNATURE_HEADER)
+                            .and_then(|value| std::str::from_utf8(value).ok());
+                        self.take_signed_reply("kafka", signature, &record.value).await;
                     }
                     if let Err(error) = active.commit(&merge_positions(next_positions(&batch))).await {
                         warn!(%error, "committing service replies failed; they may be taken again (harmless)");
@@ -718,6 +724,17 @@ impl Shared {
         if let Some(mut active) = consumer {
             let _ = active.close().await;
         }
+    }
+
+    /// [`Shared::take_reply`] once the reply's `signature` verifies (see `flowhost_core::signing`); a reply
+    /// without a valid one is refused (counted, logged) and changes nothing.
+    async fn take_signed_reply(&self, channel: &str, signature: Option<&str>, payload: &[u8]) -> serde_json::Value {
+        if let Err(error) = self.ports.signing.verify(signature, payload) {
+            self.metrics.replies.with_label_values(&[channel, "refused"]).inc();
+            warn!(channel, %error, "a service reply was refused");
+            return serde_json::json!({ "error": error.to_string() });
+        }
+        self.take_reply(channel, payload).await
     }
 
     /// Parses and accepts one reply; answers what a request-reply caller is told.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use flowhost_components::ComponentStore;
+use flowhost_core::signing::ServiceSigning;
 use flowhost_egress::{Egress, EgressError, EgressPolicy};
 use flowhost_runtime::{InvocationContext, InvokeError, Outcome};
 
@@ -24,13 +25,21 @@ pub struct Services {
     store: Option<Arc<ComponentStore>>,
     subjects: Arc<dyn Subjects>,
     egress: Egress,
+    /// Signs lookups and checks their answers (`flowhost_core::signing`).
+    signing: ServiceSigning,
 }
 
 impl Services {
     /// `store`: `None` on a node without the plugin runtime (every in-process call is then retryable: another
-    /// node may run the step). External lookups go out under `egress` (`FLOWHOST_EGRESS_*`).
-    pub fn new(store: Option<Arc<ComponentStore>>, subjects: Arc<dyn Subjects>, egress: EgressPolicy) -> Services {
-        Services { store, subjects, egress: Egress::new(egress, LOOKUP_TIMEOUT) }
+    /// node may run the step). External lookups go out under `egress` (`FLOWHOST_EGRESS_*`), signed with
+    /// `signing`, and their answers are checked with it.
+    pub fn new(
+        store: Option<Arc<ComponentStore>>,
+        subjects: Arc<dyn Subjects>,
+        egress: EgressPolicy,
+        signing: ServiceSigning,
+    ) -> Services {
+        Services { store, subjects, egress: Egress::new(egress, LOOKUP_TIMEOUT), signing }
     }
 
     async fn lookup_http(&self, url: &str, params: &[(String, String)]) -> Result<String, CallError> {
@@ -41,7 +50,17 @@ impl Services {
             }
             EgressError::Transport(_) => CallError::retryable(format!("GET {url}: {error}")),
         };
-        let request = self.egress.request(reqwest::Method::GET, url).map_err(failed)?.query(params);
+        let mut request = self.egress.request(reqwest::Method::GET, url).map_err(failed)?.query(params);
+        if self.signing.is_enabled() {
+            // A GET has no body: its path and query are signed.
+            let target = request.try_clone().and_then(|r| r.build().ok()).map(|built| {
+                let url = built.url();
+                format!("{}{}", url.path(), url.query().map(|q| format!("?{q}")).unwrap_or_default())
+            });
+            if let Some((name, signature)) = target.and_then(|target| self.signing.header(target.as_bytes())) {
+                request = request.header(name, signature);
+            }
+        }
         let response = self.egress.send(request).await.map_err(failed)?;
         let status = response.status();
         let body = self.egress.read_body(response).await.map_err(failed)?;
@@ -58,11 +77,15 @@ impl Services {
         let payload: serde_json::Map<String, serde_json::Value> =
             params.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
         let body = serde_json::to_vec(&payload).unwrap_or_default();
+        let signed = self.signing.headers(&body);
         let answer = self
             .subjects
-            .request(subject, body, LOOKUP_TIMEOUT)
+            .request_with_headers(subject, signed, body, LOOKUP_TIMEOUT)
             .await
             .map_err(|e| CallError::retryable(format!("request on {subject}: {e}")))?;
+        self.signing
+            .verify(answer.header(flowhost_core::signing::SIGNATURE_HEADER), &answer.payload)
+            .map_err(|error| CallError::retryable(format!("the answer on {subject}: {error}")))?;
         String::from_utf8(answer.payload)
             .map_err(|_| CallError::permanent(format!("the answer on {subject} is not text")))
     }

@@ -195,3 +195,33 @@ pub async fn queue_group_delivers_each_message_once(subjects: Arc<dyn Subjects>)
     }
     assert_quiet(&mut watcher, &pattern).await;
 }
+
+/// Headers travel with a message, a request and its answer (a signature rides there), names and values intact.
+pub async fn headers_travel_with_messages_requests_and_answers(subjects: Arc<dyn Subjects>) {
+    let subject = format!("{}.signed", root());
+    let headers =
+        vec![("flowhost-signature".to_owned(), "v1=00ff".to_owned()), ("x-trace".to_owned(), "t-1".to_owned())];
+    let mut stream = subjects.subscribe(&subject).await.expect("subscribe");
+    subjects.publish_with_headers(&subject, headers.clone(), b"body".to_vec()).await.expect("publish");
+    let message = next(&mut stream).await;
+    assert_eq!((message.payload.as_slice(), message.header("Flowhost-Signature")), (&b"body"[..], Some("v1=00ff")));
+    assert_eq!(message.header("x-trace"), Some("t-1"));
+
+    let service = format!("{}.rpc", root());
+    let mut requests = subjects.subscribe(&service).await.expect("subscribe");
+    let responder = {
+        let subjects = Arc::clone(&subjects);
+        tokio::spawn(async move {
+            let request = next(&mut requests).await;
+            let answer = vec![("flowhost-signature".to_owned(), "v1=abcd".to_owned())];
+            let reply = request.reply.clone().expect("a reply address");
+            subjects.respond_with_headers(&reply, answer, b"answer".to_vec()).await.expect("respond");
+            request
+        })
+    };
+    let answer =
+        subjects.request_with_headers(&service, headers, b"ask".to_vec(), ARRIVAL).await.expect("request answered");
+    assert_eq!((answer.payload.as_slice(), answer.header("flowhost-signature")), (&b"answer"[..], Some("v1=abcd")));
+    let request = responder.await.expect("responder");
+    assert_eq!(request.header("flowhost-signature"), Some("v1=00ff"), "the request's headers reached the responder");
+}

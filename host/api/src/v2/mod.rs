@@ -50,6 +50,32 @@ pub(crate) fn routes() -> Router<SharedState> {
         .route("/api/v2/dead-letters/{id}/replay", post(runs::replay_one))
 }
 
+/// A body on a service transport (a reply, an inbound envelope): its `flowhost-signature` checked against the
+/// exact bytes first when the deployment signs (401 `INVALID_SIGNATURE` otherwise; see
+/// `flowhost_core::signing`), then parsed as [`V2Json`] does.
+pub(crate) struct SignedV2Json<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<SharedState> for SignedV2Json<T> {
+    type Rejection = V2Error;
+
+    async fn from_request(req: Request, state: &SharedState) -> Result<Self, Self::Rejection> {
+        let signature = req.headers().get(flowhost_core::signing::SIGNATURE_HEADER).cloned();
+        let bytes = read_body(req, state).await.map_err(|(status, message)| {
+            let code = if status == StatusCode::PAYLOAD_TOO_LARGE { "PAYLOAD_TOO_LARGE" } else { "INVALID_BODY" };
+            V2Error::new(status, code, message)
+        })?;
+        let signature = signature.as_ref().and_then(|value| value.to_str().ok());
+        state
+            .ports
+            .signing
+            .verify(signature, &bytes)
+            .map_err(|error| V2Error::new(StatusCode::UNAUTHORIZED, "INVALID_SIGNATURE", error.to_string()))?;
+        parse_body(&bytes)
+            .map(SignedV2Json)
+            .map_err(|BodyError { path, message }| V2Error::invalid_field(&path, message))
+    }
+}
+
 /// A JSON body answered with the v2 envelope when it does not parse (`INVALID_BODY`, the field in `details`).
 pub(crate) struct V2Json<T>(pub T);
 

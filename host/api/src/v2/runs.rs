@@ -8,7 +8,7 @@ use flowhost_runs::{replay, DeadLetterStatus, ReplayTarget, RunStatus, Runs, Run
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{Caller, V2Error, V2Json};
+use super::{Caller, SignedV2Json, V2Error, V2Json};
 use crate::v1::SharedState;
 
 /// Runs and dead letters per page when the request does not say.
@@ -79,7 +79,7 @@ pub(crate) async fn read(State(state): State<SharedState>, Path(run_id): Path<St
 pub(crate) async fn reply(
     State(state): State<SharedState>,
     Path(run_id): Path<String>,
-    V2Json(reply): V2Json<flowhost_runs::ReplyEnvelope>,
+    SignedV2Json(reply): SignedV2Json<flowhost_runs::ReplyEnvelope>,
 ) -> Result<(StatusCode, Json<Value>), V2Error> {
     if reply.run_id != run_id {
         return Err(V2Error::invalid_field("run_id", "differs from the run in the path"));
@@ -98,7 +98,7 @@ pub(crate) async fn reply(
 pub(crate) async fn inbound(
     State(state): State<SharedState>,
     Path(service): Path<String>,
-    V2Json(envelope): V2Json<flowhost_runs::InboundEnvelope>,
+    SignedV2Json(envelope): SignedV2Json<flowhost_runs::InboundEnvelope>,
 ) -> Result<(StatusCode, Json<Value>), V2Error> {
     if envelope.service != service {
         return Err(V2Error::invalid_field("service", "differs from the service in the path"));

@@ -17,7 +17,7 @@ pub use documents::{check_path, Direction, DocumentStore, Filter, IndexSpec, Pag
 pub use namespace::Namespace;
 pub use queue::{check_queue_name, QueueMessage, QueueStats, WorkQueue};
 pub use secrets::{SecretError, SecretStore};
-pub use subjects::{subject_matches, SubjectMessage, SubjectStream, Subjects, Wakeups};
+pub use subjects::{subject_matches, Headers, SubjectMessage, SubjectStream, Subjects, Wakeups};
 pub use topics::{
     check_topic_name, merge_marks, merge_positions, next_positions, partition_for_key, ConsumerConfig, Header,
     KnownTopics, OutRecord, PartitionLag, Position, Record, StartFrom, TopicConsumer, Topics,
@@ -64,6 +64,9 @@ pub struct Ports {
     pub cache: Arc<dyn Cache>,
     pub queue: Arc<dyn WorkQueue>,
     pub clock: Arc<dyn Clock>,
+    /// The signing key of the service transports, carried beside the ports every transport user gets
+    /// (`crate::signing`).
+    pub signing: crate::signing::ServiceSigning,
 }
 
 impl std::fmt::Debug for Ports {

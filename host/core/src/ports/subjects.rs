@@ -16,13 +16,23 @@ pub struct SubjectMessage {
     /// Where the sender of a `request` waits for the answer: answer with [`Subjects::respond`]. An address as
     /// the server gave it, not a subject of this deployment's namespace.
     pub reply: Option<String>,
+    /// The message's headers (NATS headers; e.g. `flowhost-signature`), in the order sent.
+    pub headers: Vec<(String, String)>,
 }
 
 impl SubjectMessage {
     pub fn new(subject: impl Into<String>, payload: impl Into<Vec<u8>>) -> Self {
-        Self { subject: subject.into(), payload: payload.into(), reply: None }
+        Self { subject: subject.into(), payload: payload.into(), reply: None, headers: Vec::new() }
+    }
+
+    /// The first value of header `name` (compared case-insensitively).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
     }
 }
+
+/// Headers of a message: `(name, value)` pairs.
+pub type Headers = Vec<(String, String)>;
 
 /// A live subscription; dropping it unsubscribes.
 pub type SubjectStream = BoxStream<'static, SubjectMessage>;
@@ -32,12 +42,22 @@ pub type SubjectStream = BoxStream<'static, SubjectMessage>;
 pub trait Subjects: Send + Sync + 'static {
     fn backend(&self) -> &'static str;
 
-    async fn publish(&self, subject: &str, payload: Vec<u8>) -> Result<(), PortError>;
+    async fn publish(&self, subject: &str, payload: Vec<u8>) -> Result<(), PortError> {
+        self.publish_with_headers(subject, Vec::new(), payload).await
+    }
+
+    /// [`Subjects::publish`] with headers.
+    async fn publish_with_headers(&self, subject: &str, headers: Headers, payload: Vec<u8>) -> Result<(), PortError>;
 
     /// Answers a request: publishes to its `reply` address ([`SubjectMessage::reply`]) as it is, where
     /// `publish` would put the subject into this deployment's namespace.
     async fn respond(&self, reply: &str, payload: Vec<u8>) -> Result<(), PortError> {
-        self.publish(reply, payload).await
+        self.respond_with_headers(reply, Vec::new(), payload).await
+    }
+
+    /// [`Subjects::respond`] with headers.
+    async fn respond_with_headers(&self, reply: &str, headers: Headers, payload: Vec<u8>) -> Result<(), PortError> {
+        self.publish_with_headers(reply, headers, payload).await
     }
 
     /// Subscribes to a subject or a pattern with `*` (one token) and `>` (one or more trailing tokens).
@@ -51,7 +71,18 @@ pub trait Subjects: Send + Sync + 'static {
     /// Publishes `payload` with a fresh reply subject and waits for the first answer. Fails with
     /// `PortError::NoResponders` when no subscription matches `subject`, and `PortError::Timeout` when none
     /// answers within `timeout`.
-    async fn request(&self, subject: &str, payload: Vec<u8>, timeout: Duration) -> Result<SubjectMessage, PortError>;
+    async fn request(&self, subject: &str, payload: Vec<u8>, timeout: Duration) -> Result<SubjectMessage, PortError> {
+        self.request_with_headers(subject, Vec::new(), payload, timeout).await
+    }
+
+    /// [`Subjects::request`] with headers on the request (the answer's are on the returned message).
+    async fn request_with_headers(
+        &self,
+        subject: &str,
+        headers: Headers,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<SubjectMessage, PortError>;
 }
 
 /// Wake-ups of a reconcile loop: every `interval`, and at once whenever a message arrives on a subject (a change
