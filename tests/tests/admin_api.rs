@@ -299,9 +299,17 @@ async fn expression_validation(backends: Backends) {
     assert_eq!(status, 200);
     let names: Vec<&str> =
         catalog["functions"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
-    for name in
-        ["size", "lowerAscii", "format", "math.greatest", "sets.contains", "lists.range", "base64.encode", "all"]
-    {
+    for name in [
+        "size",
+        "lowerAscii",
+        "format",
+        "math.greatest",
+        "sets.contains",
+        "lists.range",
+        "base64.encode",
+        "all",
+        "cidr",
+    ] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
     assert_eq!(catalog["limits"]["max_depth"], flowhost_cel::MAX_DEPTH);

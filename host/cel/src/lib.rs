@@ -13,6 +13,8 @@
 //!   `orValue`, `or`, `hasValue`, `value`, `optMap`, `optFlatMap`);
 //! - lists and sets (`lists.rs`): `sets.contains`, `sets.equivalent`, `sets.intersects`, `lists.range`,
 //!   `distinct`, `flatten`, `reverse`, `slice`, `sort`, `first`, `last`;
+//! - the network extension (`net.rs`): `ip()`, `cidr()`, `isIP`, `isCIDR`, `ip.isCanonical` and the methods of
+//!   `net.IP` and `net.CIDR` (`family`, `isLoopback`, `containsIP`, `containsCIDR`, `masked`, ...);
 //! - protobuf's well-known types by name (`wkt.rs`): `google.protobuf.Int64Value{value: 1}`,
 //!   `google.protobuf.Timestamp`, `google.protobuf.Value{...}`, built straight into CEL values.
 //!
@@ -21,6 +23,7 @@
 //! of overflowing a thread's stack.
 
 mod lists;
+pub mod net;
 mod wkt;
 
 use std::sync::{Arc, OnceLock};
@@ -50,6 +53,7 @@ pub fn environment() -> Env {
         Env::with_standard_library()
             .with_all_extensions()
             .with_extension(lists::extension())
+            .with_extension(net::extension())
             .with_proto_registry(Arc::new(WellKnownTypes))
     })
     .clone()
@@ -460,7 +464,7 @@ mod tests {
             .filter_map(|line| line.trim_end_matches(" |").rsplit("| `").next())
             .map(|example| example.trim_end_matches('`'))
             .collect();
-        assert_eq!(examples.len(), 8, "{examples:?}");
+        assert_eq!(examples.len(), 9, "{examples:?}");
         let env = environment();
         for source in examples {
             let ast = parse(&env, source).unwrap_or_else(|problem| panic!("{source}: {problem}"));

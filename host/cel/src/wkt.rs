@@ -3,7 +3,8 @@
 //! straight into the CEL value it stands for (a wrapper into its scalar, `Timestamp` and `Duration` into theirs,
 //! `Value`, `Struct` and `ListValue` into the JSON value, map and list), so no message value ever reaches the
 //! evaluator. Flowhost's expressions read JSON events and declare no messages of their own; this is all the
-//! protobuf CEL needs here.
+//! protobuf CEL needs here. The registry also names the network extension's opaque types (`net.IP`, `net.CIDR`),
+//! which are values of their own and never built from fields.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -42,6 +43,11 @@ pub struct WellKnownTypes;
 
 fn known(name: &str) -> bool {
     WRAPPERS.contains(&name) || OTHERS.contains(&name)
+}
+
+/// `net.IP` and `net.CIDR` are names of types here too (`type(ip('::1')) == net.IP`), though no message.
+fn is_network_type(name: &str) -> bool {
+    crate::net::TYPE_NAMES.contains(&name)
 }
 
 /// `name` resolved in `container` (protobuf scoping: the innermost enclosing package first), if well-known.
@@ -99,6 +105,10 @@ impl ProtoTypeResolver for WellKnownTypes {
 
     fn resolve_qualified(&self, parts: &[&str], container: &str) -> Option<ResolvedProtoType> {
         let name = parts.join(".");
+        if let Some(network) = resolve(&name, container, is_network_type) {
+            let cel_type = CelType::Type(Arc::new(crate::net::cel_type(&network)));
+            return Some(ResolvedProtoType::Message { name: network, cel_type });
+        }
         if let Some(message) = resolve(&name, container, known) {
             let cel_type = CelType::Type(Arc::new(proto_message_to_cel_type(&message)));
             return Some(ResolvedProtoType::Message { name: message, cel_type });
@@ -109,7 +119,7 @@ impl ProtoTypeResolver for WellKnownTypes {
     }
 
     fn resolve_message_name(&self, name: &str, container: &str) -> Option<String> {
-        resolve(name, container, known)
+        resolve(name, container, |candidate| known(candidate) || is_network_type(candidate))
     }
 
     fn as_any(&self) -> &dyn Any {

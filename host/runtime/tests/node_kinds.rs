@@ -23,7 +23,8 @@ async fn invoke(plugin: &Plugin, action: &str, input: &Value) -> Result<Value, I
 }
 
 /// Expressions over the fields of [`EVENTS`]: operators, macros, conversions, regexes, time zones, the extension
-/// libraries (strings, math, lists and sets, optionals, encoders, two-variable macros, well-known types),
+/// libraries (strings, math, lists and sets, optionals, encoders, two-variable macros, well-known types, network
+/// addresses),
 /// missing fields, mistyped fields, non-boolean results and evaluation errors.
 const EXPRESSIONS: &[&str] = &[
     "amount > 100.0 && count >= 2 && game == 'slots' && !vip",
@@ -69,17 +70,24 @@ const EXPRESSIONS: &[&str] = &[
     "google.protobuf.Int64Value{value: count} == 3",
     "cel.bind(twice, count * 2, twice > 5)",
     "tags.all(a, tags.exists(b, a == b))",
+    "cidr('10.0.0.0/8').containsIP(addr)",
+    "isIP(addr) && ip(addr).isLoopback()",
+    "ip(addr).family() == 6 || string(ip(addr)) == '10.1.2.3'",
+    "cidr(addr + '/24').masked() == cidr('10.1.2.0/24') && type(ip(addr)) == net.IP",
+    "ip.isCanonical(addr)",
 ];
 
 /// Events: the benchmark's, one with nested and list fields, an empty one, one with every field mistyped.
 fn events() -> Vec<Map<String, Value>> {
     [
-        json!({"amount": 250.0, "count": 3, "game": "slots", "vip": false}),
-        json!({"amount": 50, "count": 1, "game": "poker", "vip": true, "tags": ["new"], "meta": {"level": 4}}),
+        json!({"amount": 250.0, "count": 3, "game": "slots", "vip": false, "addr": "10.1.2.3"}),
+        json!({"amount": 50, "count": 1, "game": "poker", "vip": true, "tags": ["new"], "meta": {"level": 4},
+               "addr": "::1"}),
         json!({}),
         json!({"amount": "250", "count": null, "game": 7, "vip": "no", "big": 18446744073709551615u64,
-               "nothing": null, "tags": "new", "meta": []}),
-        json!({"amount": 100.5, "count": 2, "game": "slots-2", "vip": false, "meta": {}, "tags": [], "big": 2}),
+               "nothing": null, "tags": "new", "meta": [], "addr": 10}),
+        json!({"amount": 100.5, "count": 2, "game": "slots-2", "vip": false, "meta": {}, "tags": [], "big": 2,
+               "addr": "fe80::1%eth0"}),
         // Longer than a list under nested comprehensions may be (flowhost_cel::MAX_LIST_UNDER_NESTED_LOOPS).
         json!({"amount": 1.5, "count": 2, "game": "bingo", "vip": false, "meta": {},
                "tags": (0..=flowhost_cel::MAX_LIST_UNDER_NESTED_LOOPS).map(|i| format!("t{i}")).collect::<Vec<_>>()}),
