@@ -20,10 +20,10 @@ use axum::http::StatusCode;
 use axum::Router;
 use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
 use flowhost_core::config::Secret;
+use flowhost_core::digest::TokenDigest;
 use flowhost_core::ports::Ports;
 use tracing::warn;
 
-pub use auth::AdminToken;
 pub use error::ApiError;
 pub use role::AdminRole;
 
@@ -97,7 +97,7 @@ pub fn app(state: AppState, max_body_bytes: usize, token: Option<&Secret>, allow
         .merge(plugins::routes())
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body_bytes))
-        .route_layer(axum::middleware::from_fn_with_state(token.map(AdminToken::new), auth::require_admin_token))
+        .route_layer(axum::middleware::from_fn_with_state(token.map(TokenDigest::new), auth::require_admin_token))
         .with_state(Arc::new(state))
         // Studio's page loads without the token (it asks for it); its API calls carry it.
         .merge(flowhost_studio::router())

@@ -282,6 +282,7 @@ pub async fn serve(config: Config, ports: Ports, main: TcpListener, shutdown: Ca
         shutdown: shutdown.clone(),
     };
     let mut listeners = ListenerSet::default();
+    listeners.require_metrics_token(config.metrics_token.as_ref());
     for entry in &entries {
         let parts = (entry.build)(&context).await.with_context(|| format!("starting the {} role", entry.name))?;
         listeners.add_role(parts.listeners, parts.liveness, parts.readiness, parts.warnings);

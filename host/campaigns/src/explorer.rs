@@ -17,9 +17,8 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Json, Router};
 use flowhost_core::config::Secret;
+use flowhost_core::digest::TokenDigest;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 use tower::ServiceExt;
 
 /// The path prefix of requests through the explorer.
@@ -27,12 +26,13 @@ pub const PROXY_PREFIX: &str = "/explorer";
 
 #[derive(Clone)]
 struct Proxy {
-    token: Option<Secret>,
+    token: Option<TokenDigest>,
     api: Router,
 }
 
 /// The explorer's routes: the OpenAPI document, the page, and the proxy path in front of `api`.
-pub fn router(api: Router, token: Option<Secret>) -> Router {
+pub fn router(api: Router, token: Option<&Secret>) -> Router {
+    let token = token.map(TokenDigest::new);
     Router::new()
         .route("/api/v1/openapi.json", get(|| async { Json(document()) }))
         .route(PROXY_PREFIX, get(|| async { Html(PAGE) }))
@@ -44,21 +44,17 @@ fn error(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
 }
 
-/// Whether `presented` (the whole `Authorization` value) is `Bearer <token>`, in constant time (digests of equal
-/// length are compared, so neither the token's length nor its prefix leaks).
-fn bearer_matches(presented: Option<&HeaderValue>, token: &Secret) -> bool {
-    let presented = presented.and_then(|value| value.to_str().ok()).and_then(|value| value.strip_prefix("Bearer "));
-    let Some(presented) = presented else { return false };
-    let (given, expected) = (Sha256::digest(presented.as_bytes()), Sha256::digest(token.expose().as_bytes()));
-    given.ct_eq(&expected).into()
+/// Whether `presented` (the whole `Authorization` value) is `Bearer <token>`, in constant time.
+fn bearer_matches(presented: Option<&HeaderValue>, token: &TokenDigest) -> bool {
+    token.matches_bearer(presented.and_then(|value| value.to_str().ok()))
 }
 
 /// `api` with every request needing `Authorization: Bearer <token>` (401 otherwise).
-pub fn require_bearer(api: Router, token: Secret) -> Router {
-    api.layer(axum::middleware::from_fn_with_state(token, check_bearer))
+pub fn require_bearer(api: Router, token: &Secret) -> Router {
+    api.layer(axum::middleware::from_fn_with_state(TokenDigest::new(token), check_bearer))
 }
 
-async fn check_bearer(State(token): State<Secret>, request: Request, next: axum::middleware::Next) -> Response {
+async fn check_bearer(State(token): State<TokenDigest>, request: Request, next: axum::middleware::Next) -> Response {
     if bearer_matches(request.headers().get(header::AUTHORIZATION), &token) {
         return next.run(request).await;
     }
@@ -322,7 +318,7 @@ mod tests {
 
     #[test]
     fn the_bearer_is_compared_whole() {
-        let token = Secret::new("0123456789abcdef");
+        let token = TokenDigest::new(&Secret::new("0123456789abcdef"));
         let header = |text: &str| Some(HeaderValue::from_str(text).unwrap());
         assert!(bearer_matches(header("Bearer 0123456789abcdef").as_ref(), &token));
         for wrong in [

@@ -58,11 +58,11 @@ impl flowhost_role::Role for CampaignsRole {
             lists: Arc::default(),
         };
         let api_routes = match &config.bearer_token {
-            Some(token) if !config.direct_without_bearer => explorer::require_bearer(api::router(api), token.clone()),
+            Some(token) if !config.direct_without_bearer => explorer::require_bearer(api::router(api), token),
             _ => api::router(api),
         };
         let proxied = api_routes.clone().merge(api::fallback());
-        let routes = api_routes.merge(explorer::router(proxied, config.bearer_token.clone())).merge(metrics::router(
+        let routes = api_routes.merge(explorer::router(proxied, config.bearer_token.as_ref())).merge(metrics::router(
             context.registry.clone(),
             gauges,
             read_models.clone(),

@@ -161,6 +161,11 @@ pub struct Config {
     pub service_signing_key: Option<Secret>,
     /// Secret-store name of the signing key (`FLOWHOST_SERVICE_SIGNING_KEY_SECRET_NAME`); the literal wins.
     pub service_signing_key_secret_name: Option<String>,
+    /// When set, `/metrics` on every listener requires `Authorization: Bearer <token>`
+    /// (`FLOWHOST_METRICS_TOKEN`); unset, it answers anyone who reaches the listener.
+    pub metrics_token: Option<Secret>,
+    /// Secret-store name of the metrics token (`FLOWHOST_METRICS_TOKEN_SECRET_NAME`); the literal wins.
+    pub metrics_token_secret_name: Option<String>,
 }
 
 impl Default for Config {
@@ -186,6 +191,8 @@ impl Default for Config {
             key_vault_url: None,
             service_signing_key: None,
             service_signing_key_secret_name: None,
+            metrics_token: None,
+            metrics_token_secret_name: None,
         }
     }
 }
@@ -881,6 +888,12 @@ impl Config {
         }
         if let Some(v) = get("FLOWHOST_SERVICE_SIGNING_KEY_SECRET_NAME") {
             self.service_signing_key_secret_name = Some(v);
+        }
+        if let Some(v) = get("FLOWHOST_METRICS_TOKEN") {
+            self.metrics_token = Some(Secret::new(v));
+        }
+        if let Some(v) = get("FLOWHOST_METRICS_TOKEN_SECRET_NAME") {
+            self.metrics_token_secret_name = Some(v);
         }
         if let Some(v) = get("FLOWHOST_EGRESS_ALLOWED") {
             self.egress.allowed = split_list(&v);
@@ -1582,6 +1595,13 @@ pub static SECRET_SETTINGS: &[SecretSetting] = &[
         secret_name: |c| c.service_signing_key_secret_name.clone(),
         needed: |c| c.service_signing_key.is_none(),
         fill: |c, v| c.service_signing_key = Some(v),
+    },
+    SecretSetting {
+        literal: "FLOWHOST_METRICS_TOKEN",
+        setting: "FLOWHOST_METRICS_TOKEN_SECRET_NAME",
+        secret_name: |c| c.metrics_token_secret_name.clone(),
+        needed: |c| c.metrics_token.is_none(),
+        fill: |c, v| c.metrics_token = Some(v),
     },
 ];
 

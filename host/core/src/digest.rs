@@ -1,6 +1,39 @@
-//! Small shared encodings: content digests and ISO 8601 timestamps, so every surface writes them alike.
+//! Small shared encodings: content digests, token digests and ISO 8601 timestamps, so every surface writes them
+//! alike.
 
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::config::Secret;
+
+/// A configured bearer token (admin, editor, metrics, campaigns), kept only as its SHA-256 digest and compared in
+/// constant time: neither the comparison's timing nor a `Debug` print tells anything about it (a digest of a weak
+/// token can still be brute-forced offline, so `Debug` hides the digest too).
+#[derive(Clone, Copy)]
+pub struct TokenDigest([u8; 32]);
+
+impl TokenDigest {
+    pub fn new(token: &Secret) -> TokenDigest {
+        TokenDigest(Sha256::digest(token.expose().as_bytes()).into())
+    }
+
+    /// Whether `presented` is the token (constant time in the token's content and length).
+    pub fn matches(&self, presented: &str) -> bool {
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        bool::from(digest.ct_eq(&self.0))
+    }
+
+    /// Whether an `Authorization` header value is `Bearer <token>`.
+    pub fn matches_bearer(&self, authorization: Option<&str>) -> bool {
+        authorization.and_then(|value| value.strip_prefix("Bearer ")).is_some_and(|token| self.matches(token))
+    }
+}
+
+impl std::fmt::Debug for TokenDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenDigest(<redacted>)")
+    }
+}
 
 /// SHA-256 over length-prefixed parts, in lowercase hex: `("ab", "c")` and `("a", "bc")` differ.
 pub fn sha256_hex(parts: &[&str]) -> String {
@@ -39,6 +72,22 @@ pub fn idempotency_key(run_id: &str, node_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_digest_matches_only_the_whole_token() {
+        let token = TokenDigest::new(&Secret::new("s3cret-admin"));
+        assert!(token.matches("s3cret-admin"));
+        for wrong in ["s3cret-admin ", "s3cret-admi", "", "S3CRET-ADMIN"] {
+            assert!(!token.matches(wrong), "{wrong}");
+        }
+        assert!(token.matches_bearer(Some("Bearer s3cret-admin")));
+        for wrong in
+            [None, Some("bearer s3cret-admin"), Some("s3cret-admin"), Some("Bearer "), Some("Bearer  s3cret-admin")]
+        {
+            assert!(!token.matches_bearer(wrong), "{wrong:?}");
+        }
+        assert!(!format!("{token:?}").contains("s3cret"));
+    }
 
     #[test]
     fn digests_separate_parts_and_times_are_utc() {

@@ -9,8 +9,6 @@ use axum::extract::{FromRequestParts, MatchedPath};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use flowhost_webpush::policy::Caller;
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use crate::error::PushError;
 use crate::PushState;
@@ -107,8 +105,7 @@ impl FromRequestParts<Arc<PushState>> for Editor {
             ));
         };
         let token = bearer(&parts.headers).ok_or_else(|| PushError::unauthorized("missing or invalid editor token"))?;
-        let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if !bool::from(presented.ct_eq(&expected.0)) {
+        if !expected.matches(token) {
             return Err(PushError::unauthorized("missing or invalid editor token"));
         }
         Ok(Editor {

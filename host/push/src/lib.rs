@@ -33,8 +33,8 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::Router;
 use flowhost_core::config::{Channel, Config, ConfigError, Secret};
+use flowhost_core::digest::TokenDigest;
 use flowhost_core::ports::Ports;
-use sha2::{Digest, Sha256};
 use tracing::{error, info, warn};
 
 pub use error::PushError;
@@ -70,16 +70,6 @@ pub struct PushSettings {
     pub max_inapp_connections: usize,
     /// Websockets one player keeps open on one node at most (`FLOWHOST_INAPP_MAX_CONNECTIONS_PER_PLAYER`).
     pub max_inapp_connections_per_player: usize,
-}
-
-/// The SHA-256 of a token; `Debug` does not show it (a digest of a weak token can be brute-forced offline).
-#[derive(Clone, Copy)]
-pub(crate) struct TokenDigest(pub(crate) [u8; 32]);
-
-impl std::fmt::Debug for TokenDigest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("TokenDigest(<redacted>)")
-    }
 }
 
 /// Everything the push handlers need, passed as one value.
@@ -157,9 +147,7 @@ impl PushState {
                 vapid,
                 token_secrets,
                 targets: targets::TargetPolicy::new(&push.allowed_target_hosts),
-                editor_token_digest: secrets
-                    .editor_token
-                    .map(|t| TokenDigest(Sha256::digest(t.expose().as_bytes()).into())),
+                editor_token_digest: secrets.editor_token.as_ref().map(TokenDigest::new),
                 retention: records::retention(push.retention_days),
                 sweep_interval: Duration::from_millis(push.retention_sweep_interval_ms),
                 tenants: push.tenants.clone(),
@@ -317,6 +305,7 @@ mod tests {
         for secret in [private.as_str(), "hmac-secret-value", "editor-token-value", "caller-token-value"] {
             assert!(!debug.contains(secret), "{secret} in {debug}");
         }
+        use sha2::{Digest, Sha256};
         let editor_digest: String =
             Sha256::digest(b"editor-token-value").iter().map(|b| format!("{b}, ")).collect::<String>();
         assert!(!debug.contains(editor_digest.trim_end_matches(", ")), "digest in Debug");

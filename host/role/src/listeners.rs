@@ -17,6 +17,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use flowhost_core::config::Secret;
+use flowhost_core::digest::TokenDigest;
+
 use crate::check::{failing, Check};
 
 /// How `/health` and `/ready` answer on a socket. The flow runtime and the push service answer JSON
@@ -104,9 +107,16 @@ pub struct ListenerSet {
     liveness: Vec<Check>,
     everywhere: Vec<Check>,
     warnings: Vec<&'static str>,
+    metrics_token: Option<TokenDigest>,
 }
 
 impl ListenerSet {
+    /// `/metrics` on every socket then requires `Authorization: Bearer <token>` (`FLOWHOST_METRICS_TOKEN`);
+    /// anything else answers 401.
+    pub fn require_metrics_token(&mut self, token: Option<&Secret>) {
+        self.metrics_token = token.map(TokenDigest::new);
+    }
+
     /// Adds one role's contribution.
     pub fn add_role(
         &mut self,
@@ -169,7 +179,7 @@ pub async fn serve_listeners(
     registry: prometheus::Registry,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(Vec<BoundListener>, Vec<crate::Task>)> {
-    let ListenerSet { listeners, liveness, everywhere, warnings } = set;
+    let ListenerSet { listeners, liveness, everywhere, warnings, metrics_token } = set;
     for warning in &warnings {
         warn!(setting = warning, "a setting is worth a look (listed under warnings on /ready)");
     }
@@ -261,6 +271,9 @@ pub async fn serve_listeners(
         if let Some(wrap) = socket.wrap {
             router = wrap(router);
         }
+        if let Some(token) = metrics_token {
+            router = router.layer(axum::middleware::from_fn_with_state(token, guard_metrics));
+        }
         let router =
             router.layer(axum::middleware::from_fn(close_after_refused_body)).layer(axum::Extension(LocalAddr(addr)));
         info!(%addr, listeners = ?socket.names, "listening");
@@ -274,6 +287,20 @@ pub async fn serve_listeners(
         }));
     }
     Ok((bound, tasks))
+}
+
+/// `/metrics` with the metrics token only (whichever role's router serves it on this socket).
+async fn guard_metrics(
+    State(token): State<TokenDigest>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let authorization = request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
+    if request.uri().path() == "/metrics" && !token.matches_bearer(authorization) {
+        return (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], "metrics need the bearer token\n")
+            .into_response();
+    }
+    next.run(request).await
 }
 
 /// The address of the socket a request came in on (a request extension on every listener): the port a

@@ -186,3 +186,41 @@ async fn a_taken_address_names_its_setting() {
     let message = format!("{error:#}");
     assert!(message.contains(&taken_addr) && message.contains("X_LISTEN"), "{message}");
 }
+
+/// With `FLOWHOST_METRICS_TOKEN`, `/metrics` answers only the bearer, on the main socket and on a role's own
+/// metrics listener alike; the probes and the roles' routes stay as they were.
+#[tokio::test]
+async fn the_metrics_token_guards_metrics_on_every_socket() {
+    let main = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let main_addr = main.local_addr().unwrap().to_string();
+    let other_addr = free_addr().await;
+    let registry = prometheus::Registry::new();
+    let mut set = ListenerSet::default();
+    let own_metrics = flowhost_role::metrics_router(registry.clone()).route("/c", get(|| async { "c" }));
+    set.add_role(vec![Listener::new("c", other_addr.clone(), "C_ADDR", own_metrics)], vec![], vec![], vec![]);
+    set.require_metrics_token(Some(&flowhost_core::config::Secret::new("scrape-token-0123")));
+    let shutdown = CancellationToken::new();
+    let (_bound, tasks) = serve_listeners(set, main, &main_addr, registry, shutdown.clone()).await.unwrap();
+    let handles: Vec<_> = tasks.into_iter().map(tokio::spawn).collect();
+
+    let client = reqwest::Client::new();
+    for addr in [&main_addr, &other_addr] {
+        let url = format!("http://{addr}/metrics");
+        let response = client.get(&url).send().await.unwrap();
+        assert_eq!(response.status(), 401, "{url} without the bearer");
+        assert_eq!(response.headers()["www-authenticate"], "Bearer");
+        for wrong in ["Bearer scrape-token-012", "Bearer scrape-token-01234", "scrape-token-0123"] {
+            let status = client.get(&url).header("authorization", wrong).send().await.unwrap().status();
+            assert_eq!(status, 401, "{url} with {wrong:?}");
+        }
+        let status =
+            client.get(&url).header("authorization", "Bearer scrape-token-0123").send().await.unwrap().status();
+        assert_eq!(status, 200, "{url} with the bearer");
+        assert_eq!(get_text(format!("http://{addr}/health")).await.0, 200);
+    }
+    assert_eq!(get_text(format!("http://{other_addr}/c")).await, (200, "c".to_owned(), None));
+    shutdown.cancel();
+    for handle in handles {
+        handle.await.unwrap().unwrap();
+    }
+}
