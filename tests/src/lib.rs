@@ -5,6 +5,7 @@
 mod both;
 pub mod cli;
 pub mod contract;
+pub mod every_role;
 pub mod faulty;
 pub mod gateway;
 pub mod host;

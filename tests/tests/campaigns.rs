@@ -519,10 +519,11 @@ async fn the_openapi_document_and_the_explorer_bearer() {
     c.flow("doc-one", Some(campaign(&t)), false).await;
     c.wait_total(&t, 1).await;
 
-    let (status, document) = c.get("/api/v1/openapi.json").await;
+    let (status, document) = c.get("/openapi.json").await;
     assert_eq!((status, document["openapi"].clone()), (200, json!("3.1.0")));
     let paths = document["paths"].as_object().unwrap();
-    for route in flowhost_campaigns::api::ROUTES {
+    let routes = ["/api/v1/overview", "/api/v1/campaigns", "/api/v1/campaigns/{campaign_id}", "/api/v1/live-events"];
+    for route in routes {
         assert!(paths.contains_key(route), "{route} undocumented");
     }
     for (path, item) in paths {
@@ -540,13 +541,16 @@ async fn the_openapi_document_and_the_explorer_bearer() {
         let status = response.status().as_u16();
         assert!(status == 200 || (path == "/ready" && status == 503), "{path} ({url}) answered {status}");
         let documented: Vec<&String> = item["get"]["responses"].as_object().unwrap().keys().collect();
-        assert!(documented.contains(&&status.to_string()), "{path}: {status} is not documented");
+        assert!(
+            documented.contains(&&status.to_string()) || documented.contains(&&"default".to_owned()),
+            "{path}: {status} is not documented"
+        );
     }
 
     let page = c.host.http.get(format!("http://{}/explorer", c.addr)).send().await.unwrap();
     assert_eq!(page.status(), 200);
     let html = page.text().await.unwrap();
-    assert!(html.contains("/api/v1/openapi.json") && !html.contains("https://"), "self-contained page");
+    assert!(html.contains("/openapi.json") && !html.contains("https://"), "self-contained page");
 
     let overview = format!("/api/v1/overview?tenant_id={t}");
     let through = |bearer: Option<&str>| {

@@ -6,8 +6,7 @@
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use flowhost_catalog::{
     Catalog, CatalogError, ComponentManifestRow, Owner, ServiceManifest, MANIFEST_LIMIT_BYTES, RUNTIME_FIELD,
     WASM_RUNTIME,
@@ -16,16 +15,20 @@ use flowhost_egress::EgressError;
 use serde_json::Value;
 use tracing::warn;
 
+use flowhost_role::openapi::{ApiRouter, UtoipaMethodRouterExt};
+use flowhost_role::routes;
+
 use crate::error::ApiError;
 use crate::json::JsonBody;
 use crate::v1::SharedState;
 
-pub(crate) fn routes() -> Router<SharedState> {
-    Router::new()
-        .route("/api/v1/components/register", post(register).layer(DefaultBodyLimit::max(MANIFEST_LIMIT_BYTES)))
-        .route("/api/v1/components", get(list))
-        .route("/api/v1/components/{id}/data/{source}", get(data_source))
-        .route("/api/v2/services/{service}", get(service))
+pub(crate) fn routes() -> ApiRouter<SharedState> {
+    let routes = ApiRouter::new()
+        .routes(routes!(register).layer(DefaultBodyLimit::max(MANIFEST_LIMIT_BYTES)))
+        .routes(routes!(list))
+        .routes(routes!(data_source))
+        .routes(routes!(service));
+    crate::v1::with_v1_errors(routes)
 }
 
 impl From<CatalogError> for ApiError {
@@ -38,6 +41,7 @@ impl From<CatalogError> for ApiError {
     }
 }
 
+#[utoipa::path(post, path = "/api/v1/components/register", tag = "component catalog", request_body = Value, responses((status = 200, description = "`{\"status\": \"ok\"}`", body = Value)))]
 async fn register(
     State(state): State<SharedState>,
     JsonBody(manifest): JsonBody<ServiceManifest>,
@@ -46,12 +50,14 @@ async fn register(
     Ok(crate::v1::status_ok())
 }
 
+#[utoipa::path(get, path = "/api/v1/components", tag = "component catalog", responses((status = 200, description = "Every registered component version", body = Vec<Value>)))]
 async fn list(State(state): State<SharedState>) -> Result<Json<Vec<ComponentManifestRow>>, ApiError> {
     Ok(Json(Catalog::new(&state.ports).list().await?))
 }
 
 /// `GET /api/v2/services/{service}`: the service's latest version of each component (404 when the service
 /// never registered).
+#[utoipa::path(get, path = "/api/v2/services/{service}", tag = "component catalog", responses((status = 200, description = "The service's latest version of each component", body = Value)))]
 async fn service(State(state): State<SharedState>, Path(service): Path<String>) -> Result<Response, ApiError> {
     match Catalog::new(&state.ports).service(&service).await? {
         Some(view) => Ok(Json(view).into_response()),
@@ -81,6 +87,7 @@ fn inert_content_type(upstream: Option<&header::HeaderValue>) -> header::HeaderV
 /// fails is a 502 saying why. The upstream is reached through the egress policy (no link-local or metadata
 /// address, no redirect, at most `FLOWHOST_EGRESS_MAX_BODY_BYTES` read), and its answer comes back with its
 /// `Content-Type` when that is inert ([`inert_content_type`]), never rendered: `nosniff` and a sandboxing CSP.
+#[utoipa::path(get, path = "/api/v1/components/{id}/data/{source}", tag = "component catalog", params(("service" = Option<String>, Query, description = "The owning service, when several registered this component id")), responses((status = 200, description = "The upstream's answer, never rendered", content((Value = "application/json"), (Vec<u8> = "application/octet-stream")))))]
 async fn data_source(
     State(state): State<SharedState>,
     Path((id, source)): Path<(String, String)>,

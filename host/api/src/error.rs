@@ -8,6 +8,17 @@ use flowhost_core::ports::PortError;
 use serde_json::{json, Map, Value};
 use tracing::error;
 
+/// The v1 error envelope as documented: `error` always, `errors` when validation listed several.
+#[derive(utoipa::ToSchema)]
+#[schema(as = V1Error)]
+#[allow(dead_code)] // documentation only: `ApiError` writes the same shape
+pub(crate) struct ErrorBody {
+    /// What went wrong, for a person.
+    error: String,
+    /// Each validation error, when there were several.
+    errors: Option<Vec<String>>,
+}
+
 #[derive(Debug)]
 pub struct ApiError {
     status: StatusCode,

@@ -22,6 +22,7 @@ use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
 use flowhost_core::config::Secret;
 use flowhost_core::digest::TokenDigest;
 use flowhost_core::ports::Ports;
+use flowhost_role::ApiRouter;
 use tracing::warn;
 
 pub use error::ApiError;
@@ -89,27 +90,32 @@ impl AppState {
 /// `/studio/` (see `flowhost-studio`); `max_body_bytes` caps every request body (413 beyond it); a write a browser
 /// marks cross-site is refused (see [`auth`]). Without `/health`, `/ready`, `/metrics` and a fallback: the
 /// listener adds those (see [`fallback`]).
-pub fn app(state: AppState, max_body_bytes: usize, token: Option<&Secret>, allowed_hosts: &[String]) -> Router {
-    let router = Router::new()
+pub fn app(state: AppState, max_body_bytes: usize, token: Option<&Secret>, allowed_hosts: &[String]) -> ApiRouter {
+    let (routes, mut document) = ApiRouter::new()
         .merge(v1::routes())
         .merge(v2::routes())
         .merge(catalog::routes())
         .merge(plugins::routes())
+        .split_for_parts();
+    let (studio, studio_document) = flowhost_studio::router().split_for_parts();
+    document.merge(studio_document);
+    let router = routes
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .route_layer(axum::middleware::from_fn_with_state(token.map(TokenDigest::new), auth::require_admin_token))
         .with_state(Arc::new(state))
         // Studio's page loads without the token (it asks for it); its API calls carry it.
-        .merge(flowhost_studio::router())
+        .merge(studio)
         .layer(axum::middleware::from_fn(auth::refuse_cross_site_writes));
-    match token {
+    let router = match token {
         Some(_) => router,
         // Without a token, only requests that name this API (DNS rebinding: see `auth`).
         None => router.layer(axum::middleware::from_fn_with_state(
             auth::AllowedHosts::new(allowed_hosts),
             auth::require_known_host,
         )),
-    }
+    };
+    flowhost_role::openapi::documented(router, document)
 }
 
 /// The admin API's answer to an unknown route: 404 in its envelope.

@@ -12,8 +12,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
-use axum::{Json, Router};
+use axum::Json;
 use flowhost_components::{ComponentError, ComponentStore};
 use flowhost_runtime::{InvocationContext, InvokeError};
 use futures::StreamExt;
@@ -22,18 +21,21 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use tracing::{info, warn};
 
+use flowhost_role::{routes, ApiRouter};
+
 use crate::catalog::bad_gateway;
 use crate::error::ApiError;
 use crate::json::JsonBody;
 use crate::v1::SharedState;
 
-pub(crate) fn routes() -> Router<SharedState> {
-    Router::new()
-        .route("/api/v1/plugins", get(list))
-        .route("/api/v1/plugins/{id}", get(read))
-        .route("/api/v1/plugins/{id}/versions/{version}", put(upload))
-        .route("/api/v1/plugins/{id}/activate", post(activate))
-        .route("/api/v1/plugins/{id}/invoke", post(invoke))
+pub(crate) fn routes() -> ApiRouter<SharedState> {
+    let routes = ApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(read))
+        .routes(routes!(upload))
+        .routes(routes!(activate))
+        .routes(routes!(invoke));
+    crate::v1::with_v1_errors(routes)
 }
 
 fn store(state: &SharedState) -> Result<&Arc<ComponentStore>, ApiError> {
@@ -62,7 +64,8 @@ impl From<ComponentError> for ApiError {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct UploadQuery {
     /// Make the upload the active version (default true).
     activate: Option<bool>,
@@ -70,6 +73,7 @@ struct UploadQuery {
 
 /// `PUT /api/v1/plugins/{id}/versions/{version}` with the component as the body: 201 when stored, 200 when
 /// this exact version was already stored (the upload is a no-op, or an activation with `?activate=true`).
+#[utoipa::path(put, path = "/api/v1/plugins/{id}/versions/{version}", tag = "plugins", params(UploadQuery), request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The component (`.wasm`); any content type is accepted"), responses((status = 201, description = "Stored", body = Value), (status = 200, description = "This exact version was already stored", body = Value)))]
 async fn upload(
     State(state): State<SharedState>,
     Path((id, version)): Path<(String, String)>,
@@ -110,17 +114,19 @@ async fn read_limited(body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
     Ok(bytes)
 }
 
+#[utoipa::path(get, path = "/api/v1/plugins", tag = "plugins", responses((status = 200, description = "Every plugin with its versions", body = Value)))]
 async fn list(State(state): State<SharedState>) -> Result<Json<Value>, ApiError> {
     let plugins = store(&state)?.list().await?;
     Ok(Json(serde_json::to_value(plugins).unwrap_or(Value::Null)))
 }
 
+#[utoipa::path(get, path = "/api/v1/plugins/{id}", tag = "plugins", responses((status = 200, description = "The plugin with its versions", body = Value)))]
 async fn read(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     let plugin = store(&state)?.get(&id).await?;
     Ok(Json(serde_json::to_value(plugin).unwrap_or(Value::Null)))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ActivateBody {
     version: String,
@@ -128,6 +134,7 @@ struct ActivateBody {
 
 /// `POST /api/v1/plugins/{id}/activate` `{ "version": ... }`: makes a stored version active on every node
 /// (roll forward or back); 404 for an unknown version.
+#[utoipa::path(post, path = "/api/v1/plugins/{id}/activate", tag = "plugins", request_body = ActivateBody, responses((status = 200, description = "The activation", body = Value)))]
 async fn activate(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -137,7 +144,7 @@ async fn activate(
     Ok(Json(serde_json::to_value(activation).unwrap_or(Value::Null)))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct InvokeBody {
     action: String,
@@ -153,6 +160,7 @@ struct InvokeBody {
 /// the plugin's limits, as the engine would (for `tenant_id`, as a step of that tenant's run). 200 `{ plugin, version, output, duration_us }`; a failed invocation is 422
 /// with its `outcome` class (`skip-forward`, `permanent`, `retryable`) and `kind`; an action the manifest does
 /// not declare is 400.
+#[utoipa::path(post, path = "/api/v1/plugins/{id}/invoke", tag = "plugins", request_body = InvokeBody, responses((status = 200, description = "The action's output", body = Value)))]
 async fn invoke(
     State(state): State<SharedState>,
     Path(id): Path<String>,

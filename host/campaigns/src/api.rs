@@ -14,11 +14,12 @@ use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use axum::{Json, Router};
 use flowhost_core::model::{is_slug, MAX_FLOW_ID_LEN, MAX_TENANT_ID_LEN};
 use flowhost_core::ports::Direction;
 use flowhost_core::Clock;
+use flowhost_role::openapi::{documented, with_default_error};
+use flowhost_role::{routes, ApiRouter};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tracing::{error, Instrument};
@@ -82,18 +83,17 @@ pub const OVERVIEW_PATH: &str = "/api/v1/overview";
 pub const CAMPAIGNS_PATH: &str = "/api/v1/campaigns";
 pub const CAMPAIGN_PATH: &str = "/api/v1/campaigns/{campaign_id}";
 pub const LIVE_EVENTS_PATH: &str = "/api/v1/live-events";
-/// Every route of [`router`] (the OpenAPI document must describe each: a unit test holds it to it).
-pub const ROUTES: [&str; 4] = [OVERVIEW_PATH, CAMPAIGNS_PATH, CAMPAIGN_PATH, LIVE_EVENTS_PATH];
 
 /// The API's routes, state applied; what no route matches answers 404 `{"error": "not found"}`.
-pub fn router(api: Api) -> Router {
-    Router::new()
-        .route(OVERVIEW_PATH, get(overview))
-        .route(CAMPAIGNS_PATH, get(campaigns))
-        .route(CAMPAIGN_PATH, get(campaign))
-        .route(LIVE_EVENTS_PATH, get(live_events))
-        .method_not_allowed_fallback(method_not_allowed)
-        .with_state(api)
+pub fn router(api: Api) -> ApiRouter {
+    let routes = ApiRouter::new()
+        .routes(routes!(overview))
+        .routes(routes!(campaigns))
+        .routes(routes!(campaign))
+        .routes(routes!(live_events));
+    let (routes, document) =
+        with_default_error::<crate::openapi::ErrorBody, _>(routes, "`{ \"error\": message }`").split_for_parts();
+    documented(routes.method_not_allowed_fallback(method_not_allowed).with_state(api), document)
 }
 
 /// Answers what no route matched.
@@ -201,6 +201,7 @@ impl Api {
 }
 
 /// `GET /api/v1/overview?tenant_id=`
+#[utoipa::path(get, path = OVERVIEW_PATH, tag = "campaigns", params(crate::openapi::OverviewQuery, ("Authorization" = Option<String>, Header, description = "`Bearer <CAMPAIGN_EVENTS_API_BEARER_TOKEN>` when one is configured")), responses((status = 200, description = "The tenant's counters with their freshness", body = Value)))]
 async fn overview(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Json<Value>, ApiError> {
     let params = parameters(raw, &["tenant_id"])?;
     let tenant = required_tenant(&params)?;
@@ -222,6 +223,7 @@ async fn overview(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Jso
 }
 
 /// `GET /api/v1/campaigns?tenant_id=&page=&page_size=&ui_status=&campaign_origin=&sort=&order=`
+#[utoipa::path(get, path = CAMPAIGNS_PATH, tag = "campaigns", params(crate::openapi::CampaignsQuery, ("Authorization" = Option<String>, Header, description = "`Bearer <CAMPAIGN_EVENTS_API_BEARER_TOKEN>` when one is configured")), responses((status = 200, description = "A page of campaign rows with summary, status counts and freshness", body = Value)))]
 async fn campaigns(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Json<Value>, ApiError> {
     let params = parameters(raw, &["tenant_id", "page", "page_size", "ui_status", "campaign_origin", "sort", "order"])?;
     let tenant = required_tenant(&params)?;
@@ -259,6 +261,7 @@ async fn campaigns(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Js
 }
 
 /// `GET /api/v1/live-events?tenant_id=&page=&page_size=&kind=&campaign_id=`: newest first.
+#[utoipa::path(get, path = LIVE_EVENTS_PATH, tag = "campaigns", params(crate::openapi::LiveEventsQuery, ("Authorization" = Option<String>, Header, description = "`Bearer <CAMPAIGN_EVENTS_API_BEARER_TOKEN>` when one is configured")), responses((status = 200, description = "A page of live events, newest first", body = Value)))]
 async fn live_events(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Json<Value>, ApiError> {
     let params = parameters(raw, &["tenant_id", "page", "page_size", "kind", "campaign_id"])?;
     let tenant = required_tenant(&params)?;
@@ -297,6 +300,7 @@ fn parse_order(text: &str) -> Option<Direction> {
 }
 
 /// `GET /api/v1/campaigns/:campaign_id?tenant_id=`: the detail object itself.
+#[utoipa::path(get, path = CAMPAIGN_PATH, tag = "campaigns", params(("campaign_id" = String, Path, description = "A flow's id, or `external:<id>`"), crate::openapi::CampaignQuery, ("Authorization" = Option<String>, Header, description = "`Bearer <CAMPAIGN_EVENTS_API_BEARER_TOKEN>` when one is configured")), responses((status = 200, description = "The campaign's detail", body = Value)))]
 async fn campaign(
     State(api): State<Api>,
     Path(campaign_id): Path<String>,

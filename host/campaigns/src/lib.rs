@@ -19,6 +19,7 @@ pub mod list_cache;
 pub mod live;
 pub mod metrics;
 pub mod model;
+mod openapi;
 pub mod read_model;
 pub mod role;
 pub mod source;

@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 use flowhost_core::Clock;
+use flowhost_role::{routes, ApiRouter};
 use prometheus::{GaugeVec, Opts, Registry};
 use tracing::warn;
 
@@ -57,10 +56,14 @@ struct Scrape {
 }
 
 /// `GET /metrics` of the campaigns listener: the process's registry with the gauges recomputed first.
-pub fn router(registry: Registry, gauges: SyncGauges, read_models: ReadModels, clock: Arc<dyn Clock>) -> Router {
-    Router::new().route("/metrics", get(metrics)).with_state(Scrape { registry, gauges, read_models, clock })
+pub fn router(registry: Registry, gauges: SyncGauges, read_models: ReadModels, clock: Arc<dyn Clock>) -> ApiRouter {
+    ApiRouter::new().routes(routes!(metrics)).with_state(Scrape { registry, gauges, read_models, clock })
 }
 
+/// Prometheus metrics, with the `sync_state` gauges recomputed first.
+#[utoipa::path(get, path = "/metrics", tag = "probes", responses(
+    (status = 200, description = "Prometheus text format 0.0.4", body = String, content_type = "text/plain"),
+))]
 async fn metrics(State(scrape): State<Scrape>) -> Response {
     match scrape.read_models.sync_states().await {
         Ok(states) => scrape.gauges.refresh(&states, scrape.clock.now_ms()),

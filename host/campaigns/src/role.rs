@@ -57,17 +57,15 @@ impl flowhost_role::Role for CampaignsRole {
             support_configured: config.support_url.is_some(),
             lists: Arc::default(),
         };
+        let (api_routes, api_document) = api::router(api).split_for_parts();
         let api_routes = match &config.bearer_token {
-            Some(token) if !config.direct_without_bearer => explorer::require_bearer(api::router(api), token),
-            _ => api::router(api),
+            Some(token) if !config.direct_without_bearer => explorer::require_bearer(api_routes, token),
+            _ => api_routes,
         };
         let proxied = api_routes.clone().merge(api::fallback());
-        let routes = api_routes.merge(explorer::router(proxied, config.bearer_token.as_ref())).merge(metrics::router(
-            context.registry.clone(),
-            gauges,
-            read_models.clone(),
-            context.ports.clock.clone(),
-        ));
+        let routes = flowhost_role::openapi::documented(api_routes, api_document)
+            .merge(explorer::router(proxied, config.bearer_token.as_ref()))
+            .merge(metrics::router(context.registry.clone(), gauges, read_models.clone(), context.ports.clock.clone()));
         let listener = Listener::new("campaigns", config.listen.clone(), "FLOWHOST_CAMPAIGNS_LISTEN", routes)
             .with_health(HealthStyle::Text)
             .with_fallback(api::fallback())

@@ -13,40 +13,40 @@ fn is_false(value: &bool) -> bool {
 }
 
 /// Where a rule reads events. Only Kafka-protocol topics exist today.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SourceType {
     Kafka,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuleSource {
     #[serde(rename = "type")]
     pub kind: SourceType,
     pub topic: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuleConditions {
     pub event_type: String,
     /// A CEL expression over the fields of the event type's schema; must evaluate to a boolean.
     pub expression: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MappingMode {
     /// Only the listed fields are copied, each from `source` to `target`.
     Select,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FieldMapping {
     pub source: String,
     pub target: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct OutputMapping {
     pub mode: MappingMode,
     pub fields: Vec<FieldMapping>,
@@ -54,7 +54,7 @@ pub struct OutputMapping {
 
 /// A rule (trigger): events of `conditions.event_type` on `source.topic` that satisfy the expression are
 /// published to `output_topic`, or the source topic's default output topic when it is empty.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Rule {
     #[serde(default)]
     pub id: String,
@@ -74,7 +74,7 @@ pub struct Rule {
 }
 
 /// A per-tenant switch on one rule. `enabled: None` inherits the rule's own setting.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TenantOverride {
     pub rule_id: String,
     pub tenant_id: String,
@@ -90,7 +90,7 @@ impl TenantOverride {
 }
 
 /// The default output topic of a source topic, used by rules whose `output_topic` is empty.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EventSource {
     #[serde(default)]
     pub source_topic: String,
@@ -99,7 +99,7 @@ pub struct EventSource {
     pub description: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FieldType {
     Int,
@@ -108,7 +108,7 @@ pub enum FieldType {
     Bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SchemaField {
     pub name: String,
     #[serde(rename = "type")]
@@ -116,7 +116,7 @@ pub struct SchemaField {
 }
 
 /// The typed fields of one event type: the variables a rule expression may use.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EventSchema {
     #[serde(default)]
     pub event_type: String,
@@ -175,7 +175,7 @@ pub fn is_identifier(name: &str) -> bool {
 }
 
 /// Flow status values. v1 flows move `draft` -> `active` on compile; released v2 flows carry `valid`/`invalid`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FlowStatus {
     #[default]
@@ -185,7 +185,7 @@ pub enum FlowStatus {
     Invalid,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FlowSource {
     pub node_id: String,
     #[serde(default)]
@@ -194,7 +194,7 @@ pub struct FlowSource {
     pub source_topic: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FlowCondition {
     pub node_id: String,
     #[serde(default)]
@@ -206,7 +206,7 @@ pub struct FlowCondition {
     pub is_else: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FlowOutput {
     pub node_id: String,
     #[serde(default)]
@@ -215,7 +215,7 @@ pub struct FlowOutput {
     pub output_topic: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FlowEdge {
     #[serde(default)]
     pub id: String,
@@ -224,7 +224,7 @@ pub struct FlowEdge {
 }
 
 /// A Studio graph (v1 model). Fields this version does not model (v2 nodes, layout) are kept as given.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Flow {
     #[serde(default)]
     pub id: String,

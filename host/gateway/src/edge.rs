@@ -25,10 +25,11 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use flowhost_core::digest::iso_utc;
 use flowhost_core::Clock;
+use flowhost_role::openapi::{with_default_error, CodedError};
+use flowhost_role::{routes, ApiRouter};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
@@ -64,8 +65,12 @@ pub struct Edge {
 }
 
 impl Edge {
-    pub fn router(self: Arc<Self>) -> Router {
-        Router::new().route(ROUTE, post(accept).options(preflight)).with_state(self)
+    pub fn router(self: Arc<Self>) -> ApiRouter {
+        with_default_error::<CodedError, _>(
+            ApiRouter::new().routes(routes!(accept, preflight)),
+            "The edge's error envelope",
+        )
+        .with_state(self)
     }
 
     fn refuse_with(&self, refusal: Refusal) -> Response {
@@ -117,6 +122,10 @@ fn allowed_origin<'a>(edge: &'a Edge, peer: SocketAddr, headers: &HeaderMap) -> 
     })
 }
 
+#[utoipa::path(options, path = ROUTE, tag = "gateway edge", params(
+        ("Origin" = String, Header, description = "A configured origin"),
+        ("Access-Control-Request-Method" = Option<String>, Header, description = "Only POST is allowed"),
+    ), responses((status = 204, description = "CORS preflight allowed")))]
 async fn preflight(
     State(edge): State<Arc<Edge>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -145,6 +154,11 @@ async fn preflight(
     with_cors(response, &entry.origin)
 }
 
+#[utoipa::path(post, path = ROUTE, tag = "gateway edge", params(
+        ("Origin" = String, Header, description = "A configured origin"),
+        ("Authorization" = Option<String>, Header, description = "`Bearer <player token>` where the origin requires one"),
+    ), request_body(content = Value, description = "One analytics event, as spec 002 describes"),
+    responses((status = 202, description = "Accepted for delivery", body = Value)))]
 async fn accept(
     State(edge): State<Arc<Edge>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,

@@ -8,9 +8,10 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use flowhost_core::ports::WorkQueue;
+use flowhost_role::openapi::{with_default_error, CodedError, UtoipaMethodRouterExt};
+use flowhost_role::{routes, ApiRouter};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -38,11 +39,13 @@ enum IngestBody {
 
 impl Ingest {
     /// The route, with a body limit of `max_body_bytes` (room for a full batch of the largest events).
-    pub fn router(self: Arc<Self>, max_body_bytes: usize) -> Router {
-        Router::new()
-            .route(INGEST_ROUTE, post(ingest))
-            .layer(DefaultBodyLimit::max(max_body_bytes.saturating_mul(2).saturating_add(64 * 1024)))
-            .with_state(self)
+    pub fn router(self: Arc<Self>, max_body_bytes: usize) -> ApiRouter {
+        let limit = DefaultBodyLimit::max(max_body_bytes.saturating_mul(2).saturating_add(64 * 1024));
+        with_default_error::<CodedError, _>(
+            ApiRouter::new().routes(routes!(ingest).layer(limit)),
+            "The ingest error envelope",
+        )
+        .with_state(self)
     }
 
     fn reject(&self, message: &str, count: u64) -> Response {
@@ -57,6 +60,8 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
 
 /// Writes the records (all or none: one is refused, the request is) and answers 202 once the durable queue
 /// acknowledged them.
+#[utoipa::path(post, path = INGEST_ROUTE, tag = "gateway ingest", request_body(content = Value, description = "One gateway record, or `{\"records\": [...]}`"),
+    responses((status = 202, description = "`{\"status\": \"queued\", \"count\": n}` once the durable queue acknowledged", body = Value)))]
 async fn ingest(State(ingest): State<Arc<Ingest>>, body: Bytes) -> Response {
     let records = match serde_json::from_slice(&body) {
         Ok(IngestBody::Batch { records }) => records,
@@ -92,10 +97,12 @@ async fn ingest(State(ingest): State<Arc<Ingest>>, body: Bytes) -> Response {
 }
 
 /// `GET /admin/v1/queues`: pending and acknowledgement state of the gateway's queues.
-pub fn admin_router(queue: Arc<dyn WorkQueue>) -> Router {
-    Router::new().route(QUEUES_ROUTE, get(queues)).with_state(queue)
+pub fn admin_router(queue: Arc<dyn WorkQueue>) -> ApiRouter {
+    with_default_error::<CodedError, _>(ApiRouter::new().routes(routes!(queues)), "The queue API's error envelope")
+        .with_state(queue)
 }
 
+#[utoipa::path(get, path = QUEUES_ROUTE, tag = "gateway ingest", responses((status = 200, description = "`{\"backend\", \"queues\": [{\"name\", \"pending\", \"leased\", \"acknowledged\"}]}`", body = Value)))]
 async fn queues(State(queue): State<Arc<dyn WorkQueue>>) -> Response {
     let mut rows = Vec::new();
     for name in [QUEUE, DEAD_LETTER_QUEUE] {

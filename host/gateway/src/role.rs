@@ -225,7 +225,7 @@ fn ingest(context: &RoleContext, config: &GatewayConfig) -> anyhow::Result<Vec<L
             "gateway-ingest",
             config.addr(config.ingest_port),
             "GATEWAY_BIND_HOST / GATEWAY_INGEST_HTTP_PORT",
-            axum::Router::new(),
+            flowhost_role::ApiRouter::new(),
         )
         .with_readiness(ready.clone()),
         Listener::new(

@@ -34,6 +34,37 @@ fn optional_header(headers: &HeaderMap, name: &str, max: usize) -> Result<Option
     Ok(Some(value.to_owned()))
 }
 
+/// The headers [`PlatformCaller`] reads, as the OpenAPI document lists them.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)] // documentation only
+pub(crate) struct CallerHeaders {
+    /// `Bearer <caller token>`: a token of the caller policy (401 `UNAUTHORIZED` when missing or unknown; the
+    /// caller's `allowed_routes` must list this route, else 403 `FORBIDDEN`).
+    #[param(rename = "Authorization")]
+    authorization: String,
+    /// A source app in the caller's `allowed_source_apps` (403 `FORBIDDEN` when missing or not allowed).
+    #[param(rename = "X-Source-App", max_length = 256)]
+    source_app: String,
+}
+
+/// The headers [`Editor`] reads, as the OpenAPI document lists them.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)] // documentation only
+pub(crate) struct EditorHeaders {
+    /// `Bearer <editor token>`: equal to `INAPP_EDITOR_API_AUTH_TOKEN` (401 `UNAUTHORIZED` otherwise; 503
+    /// `EDITOR_TOKEN_NOT_CONFIGURED` when the service has none).
+    #[param(rename = "Authorization")]
+    authorization: String,
+    /// The tenant the editor selected: scopes the request.
+    #[param(rename = "X-Svc-Client-Id", max_length = 128, nullable = false)]
+    client_id: Option<String>,
+    /// The acting admin, recorded on template changes and logged.
+    #[param(rename = "X-Admin-User", max_length = 256, nullable = false)]
+    admin_user: Option<String>,
+}
+
 /// An authorized push-platform caller: its token matched, the route is allowed and so is its `X-Source-App`.
 /// Tenant scope is checked by each handler, from where the route takes its tenant.
 pub struct PlatformCaller {

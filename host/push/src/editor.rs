@@ -8,38 +8,102 @@ use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use flowhost_core::config::Channel;
+use flowhost_role::{routes, ApiRouter};
 use flowhost_webpush::fields::Fields;
 use flowhost_webpush::records::{self, ActivityQuery};
 use flowhost_webpush::FieldError;
 use serde_json::{json, Value};
 use tracing::info;
 
-use crate::auth::Editor;
+use crate::auth::{Editor, EditorHeaders};
 use crate::body::JsonObject;
 use crate::error::PushError;
-use crate::send::{self, SendChannel};
-use crate::PushState;
+use crate::send::{self, IdempotencyHeader, SendChannel};
+use crate::{moved, PushState};
 
 type Shared = Arc<PushState>;
 
 const MAX_LIMIT: usize = 500;
 const DEFAULT_LIMIT: usize = 50;
 
-pub(crate) fn routes() -> Router<Shared> {
-    Router::new()
-        .route("/api/v1/tenants", get(tenants))
-        .route("/api/v1/tenants/", get(tenants))
-        .route("/api/v1/webpush/activity", get(activity))
-        .route("/api/v1/webpush/notifications/{id}", get(notification))
-        .route("/api/v1/webpush/send", post(send_webpush))
-        .route("/api/v1/templates/in-app/send", post(send_inapp))
+pub(crate) fn routes() -> ApiRouter<Shared> {
+    ApiRouter::new()
+        .routes(routes!(tenants))
+        .routes(moved(routes!(tenants), "/api/v1/tenants/", "/api/v1/tenants"))
+        .routes(routes!(activity))
+        .routes(routes!(notification))
+        .routes(routes!(send_webpush))
+        .routes(routes!(send_inapp))
+}
+
+/// The query of `GET /api/v1/webpush/activity`.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // documentation only: the handler reads the query as a map
+pub(crate) struct ActivityParams {
+    /// Must match `X-Svc-Client-Id` when both are given.
+    tenant_id: Option<String>,
+    player_id: Option<i64>,
+    /// Only the records of this status.
+    status: Option<String>,
+    /// 1 to 500; 50 without it.
+    #[param(minimum = 1, maximum = 500)]
+    limit: Option<i64>,
+    /// 0 without it.
+    #[param(minimum = 0)]
+    offset: Option<i64>,
+}
+
+/// A `send_webpush` input (`SendWebPushInput`). Other fields are refused.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // documentation only: the handler reads the fields one by one
+pub(crate) struct WebPushSendBody {
+    /// Must match `X-Svc-Client-Id` when both are given.
+    #[schema(max_length = 128)]
+    tenant_id: String,
+    /// 0 is allowed here: the dashboard's smoke test.
+    #[schema(minimum = 0)]
+    player_id: i64,
+    /// A web-push template of the tenant.
+    template_id: i64,
+    /// The language of the template's content to render.
+    #[schema(max_length = 64)]
+    language_enabled_id: String,
+    /// Values of the template's placeholders (strings).
+    placeholders: Option<HashMap<String, String>>,
+}
+
+/// A `send_inapp` input (`SendInAppInput`). Other fields are refused.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // documentation only: the handler reads the fields one by one
+pub(crate) struct InAppSendBody {
+    /// Must match `X-Svc-Client-Id` when both are given.
+    #[schema(max_length = 128)]
+    tenant_id: String,
+    /// An in-app template.
+    template_id: i64,
+    /// 0 is allowed here: the dashboard's smoke test.
+    #[schema(minimum = 0)]
+    player_id: i64,
+    /// The language to render; the template's default without it.
+    #[schema(max_length = 64)]
+    language_id: Option<String>,
+    /// Values of the template's placeholders (strings).
+    placeholders: Option<HashMap<String, String>>,
+    /// Forwarded into the websocket payload and the stored record.
+    #[schema(max_length = 128)]
+    vertical: Option<String>,
+    #[schema(max_length = 128)]
+    category: Option<String>,
+    #[schema(max_length = 128)]
+    subcategory: Option<String>,
 }
 
 /// `GET /api/v1/tenants/`: `{ "tenants": [{ "tenant_id" }] }`. With `X-Svc-Client-Id` it verifies the
 /// selection: 200 with that one tenant when it is known, 403 `FORBIDDEN` when not.
+#[utoipa::path(get, path = "/api/v1/tenants/", tag = "push editor", params(EditorHeaders), responses((status = 200, description = "`{ \"tenants\": [{ \"tenant_id\" }] }`", body = Value)))]
 async fn tenants(State(state): State<Shared>, editor: Editor) -> Result<Json<Value>, PushError> {
     let configured = &state.settings.tenants;
     let known = records::known_tenants(state.ports.documents.as_ref(), configured, state.policy.as_ref().ok()).await?;
@@ -65,6 +129,7 @@ fn query_number(query: &HashMap<String, String>, name: &str, errors: &mut Vec<Fi
 
 /// `GET /api/v1/webpush/activity?tenant_id=&player_id=&status=&limit=&offset=`: notification activity, newest
 /// first: `{ "items": [...], "total", "limit", "offset" }`. The selected tenant (`X-Svc-Client-Id`) scopes it.
+#[utoipa::path(get, path = "/api/v1/webpush/activity", tag = "push editor", params(EditorHeaders, ActivityParams), responses((status = 200, description = "`{ items, total, limit, offset }`, newest first", body = Value)))]
 async fn activity(
     State(state): State<Shared>,
     editor: Editor,
@@ -96,6 +161,7 @@ async fn activity(
 
 /// `GET /api/v1/webpush/notifications/{id}`: the activity record with its interaction events (oldest first)
 /// under `events`; 404 when missing, expired or of another tenant than the selected one.
+#[utoipa::path(get, path = "/api/v1/webpush/notifications/{id}", tag = "push editor", params(EditorHeaders, ("id" = String, Path, description = "The notification id")), responses((status = 200, description = "The activity record with its `events`", body = Value)))]
 async fn notification(
     State(state): State<Shared>,
     editor: Editor,
@@ -123,6 +189,7 @@ fn channel_disabled(state: &PushState, channel: Channel, name: &str) -> Result<(
 /// `language_enabled_id`, `placeholders`), run as the `notifications` plugin's action (see `send.rs`).
 /// `player_id` 0 is allowed here: the dashboard's smoke test. The template is checked first, so a missing
 /// template or language and a render failure are 404 / 400 before anything runs.
+#[utoipa::path(post, path = "/api/v1/webpush/send", tag = "push editor", params(EditorHeaders, IdempotencyHeader), request_body = WebPushSendBody, responses((status = 200, description = "The action's result (`notification_id`, `player_id`, `status`, `delivered`, `invalidated_subscriptions`); `delivered: false` on a skip-forward. 422 `SEND_FAILED`, 503 `SEND_RETRYABLE` or `SENDER_NOT_RUNNING` otherwise", body = Value)))]
 async fn send_webpush(
     State(state): State<Shared>,
     editor: Editor,
@@ -161,6 +228,7 @@ async fn send_webpush(
 /// `POST /api/v1/templates/in-app/send` with a `send_inapp` input (`tenant_id`, `template_id`, `player_id`,
 /// `language_id?`, `placeholders?`, `vertical?`, `category?`, `subcategory?`), run as the `notifications`
 /// plugin's action (see `send.rs`).
+#[utoipa::path(post, path = "/api/v1/templates/in-app/send", tag = "push editor", params(EditorHeaders, IdempotencyHeader), request_body = InAppSendBody, responses((status = 200, description = "The action's result (`notification_id`, `delivered`); `delivered: false` on a skip-forward. 422 `SEND_FAILED`, 503 `SEND_RETRYABLE` or `SENDER_NOT_RUNNING` otherwise", body = Value)))]
 async fn send_inapp(
     State(state): State<Shared>,
     editor: Editor,

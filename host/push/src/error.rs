@@ -14,6 +14,32 @@ use tracing::error;
 
 pub use flowhost_webpush::FieldError;
 
+/// The push API's error envelope, `{ "error": { code, message, details? } }`. A 503 the client should retry also
+/// carries `Retry-After` (seconds).
+#[derive(utoipa::ToSchema)]
+#[schema(as = PushError)]
+#[allow(dead_code)] // documentation only: `PushError`'s `IntoResponse` writes the same shape
+pub(crate) struct ErrorBody {
+    error: ErrorDetail,
+}
+
+/// The `error` object of the push API's error envelope.
+#[derive(utoipa::ToSchema)]
+#[schema(as = PushErrorDetail)]
+#[allow(dead_code)] // documentation only
+pub(crate) struct ErrorDetail {
+    /// A stable code: the spec's `VALIDATION_ERROR`, `UNAUTHORIZED`, `FORBIDDEN`, `PUSH_ENV_NOT_READY`,
+    /// `INTERNAL_ERROR`, and ours (`NOT_FOUND`, `CONFLICT`, `METHOD_NOT_ALLOWED`, `PAYLOAD_TOO_LARGE`, `UNAVAILABLE`,
+    /// `CALLER_POLICY_INVALID`, `EDITOR_TOKEN_NOT_CONFIGURED`, `CHANNEL_DISABLED`, `TOO_MANY_CONNECTIONS`,
+    /// `SENDER_NOT_RUNNING`, `SEND_RETRYABLE`, `SEND_FAILED`).
+    code: String,
+    /// What went wrong, for a person.
+    message: String,
+    /// More to say, where there is: `[{ field, message }]` on a `VALIDATION_ERROR`, `{ reasons }` on
+    /// `PUSH_ENV_NOT_READY`, ...
+    details: Option<Value>,
+}
+
 /// A failed push API request, rendered as the spec's envelope.
 #[derive(Debug)]
 pub struct PushError {

@@ -34,10 +34,10 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgr
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use flowhost_core::config::Channel;
 use flowhost_core::ports::Subjects;
+use flowhost_role::{routes, ApiRouter};
 use flowhost_webpush::fields::Fields;
 use flowhost_webpush::inapp::{self, InAppDelivery, InboxMessage, InboxQuery, INAPP_DELIVERY_SUBJECT};
 use flowhost_webpush::token::{self, ConnectClaims};
@@ -48,9 +48,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::auth::PlatformCaller;
+use crate::auth::{CallerHeaders, PlatformCaller};
 use crate::body::JsonObject;
-use crate::error::PushError;
+use crate::error::{ErrorBody, PushError};
 use crate::PushState;
 
 type Shared = Arc<PushState>;
@@ -80,14 +80,77 @@ const REFRESH_NOTICE: Duration = Duration::from_secs(15);
 const MAX_TENANT_LEN: usize = 128;
 const MAX_READ_IDS: usize = 200;
 
-pub(crate) fn routes() -> Router<Shared> {
-    Router::new()
-        .route("/api/v1/service/inapp/connect-tokens", post(connect_token))
-        .route("/api/v1/service/inapp/inbox", get(list_inbox))
-        .route("/api/v1/service/inapp/inbox/read", post(mark_read))
-        .route("/api/v1/service/inapp/subscriptions", post(activate))
-        .route("/api/v1/service/inapp/subscriptions/deactivate", post(deactivate))
-        .route(WEBSOCKET_PATH, get(websocket))
+/// `#[utoipa::path]` takes a literal path: the websocket's, checked against [`WEBSOCKET_PATH`] by the tests.
+pub(crate) fn routes() -> ApiRouter<Shared> {
+    ApiRouter::new()
+        .routes(routes!(connect_token))
+        .routes(routes!(list_inbox))
+        .routes(routes!(mark_read))
+        .routes(routes!(activate))
+        .routes(routes!(deactivate))
+        .routes(routes!(websocket))
+}
+
+/// The player a bridge call is about. Other fields are refused.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // documentation only: the handlers read the fields one by one
+pub(crate) struct InAppRecipientBody {
+    #[schema(max_length = 128)]
+    tenant_id: String,
+    /// Positive.
+    player_id: i64,
+}
+
+/// The messages of a player to mark read. Other fields are refused.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // documentation only: the handler reads the fields one by one
+pub(crate) struct InAppReadBody {
+    #[schema(max_length = 128)]
+    tenant_id: String,
+    /// Positive.
+    player_id: i64,
+    /// The messages to mark read: 1 to 200.
+    #[schema(min_items = 1, max_items = 200)]
+    notification_ids: Vec<String>,
+}
+
+/// The query of `GET /api/v1/service/inapp/inbox`. Other parameters are refused.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // documentation only: the handler reads the query as a map
+pub(crate) struct InboxParams {
+    #[param(max_length = 128)]
+    tenant_id: String,
+    /// Positive.
+    player_id: i64,
+    /// `unread` or `read`; all messages without it.
+    #[param(pattern = "^(unread|read)$")]
+    status: Option<String>,
+    /// 1 to 200; 50 without it.
+    #[param(minimum = 1, maximum = 200)]
+    limit: Option<i64>,
+    /// 0 without it.
+    #[param(minimum = 0)]
+    offset: Option<i64>,
+}
+
+/// The headers of a websocket handshake, which a websocket client sends by itself: axum's `WebSocketUpgrade`
+/// reads them, and answers a handshake without them in plain text.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)] // documentation only
+pub(crate) struct HandshakeHeaders {
+    /// Includes `upgrade`.
+    #[param(rename = "Connection")]
+    connection: String,
+    /// `websocket`.
+    #[param(rename = "Upgrade")]
+    upgrade: String,
+    /// `13`.
+    #[param(rename = "Sec-WebSocket-Version")]
+    version: String,
+    #[param(rename = "Sec-WebSocket-Key")]
+    key: String,
 }
 
 /// A `message` frame queued for a connection, with its notification id (to drop duplicates).
@@ -269,6 +332,7 @@ fn require_in_app(state: &PushState) -> Result<(), PushError> {
 }
 
 /// `POST /api/v1/service/inapp/connect-tokens`.
+#[utoipa::path(post, path = "/api/v1/service/inapp/connect-tokens", tag = "in-app", params(CallerHeaders), request_body = InAppRecipientBody, responses((status = 201, description = "`{ token, expires_at, websocket_path }`: a connect token for the player, valid 60 seconds, admitting one websocket", body = Value)))]
 async fn connect_token(
     State(state): State<Shared>,
     caller: PlatformCaller,
@@ -301,6 +365,7 @@ async fn connect_token(
 }
 
 /// `GET /api/v1/service/inapp/inbox`.
+#[utoipa::path(get, path = "/api/v1/service/inapp/inbox", tag = "in-app", params(CallerHeaders, InboxParams), responses((status = 200, description = "`{ items, total, unread }`, newest first", body = Value)))]
 async fn list_inbox(
     State(state): State<Shared>,
     caller: PlatformCaller,
@@ -345,6 +410,7 @@ async fn list_inbox(
 }
 
 /// `POST /api/v1/service/inapp/inbox/read`.
+#[utoipa::path(post, path = "/api/v1/service/inapp/inbox/read", tag = "in-app", params(CallerHeaders), request_body = InAppReadBody, responses((status = 200, description = "`{ marked }`", body = Value)))]
 async fn mark_read(
     State(state): State<Shared>,
     caller: PlatformCaller,
@@ -388,6 +454,8 @@ async fn set_channel(
     Ok(inapp::set_channel(&state.ports, &tenant_id, player_id, active).await?)
 }
 
+/// `POST /api/v1/service/inapp/subscriptions`: activates the player's in-app channel.
+#[utoipa::path(post, path = "/api/v1/service/inapp/subscriptions", tag = "in-app", params(CallerHeaders), request_body = InAppRecipientBody, responses((status = 200, description = "`{ \"active\": true }`", body = Value)))]
 async fn activate(
     State(state): State<Shared>,
     caller: PlatformCaller,
@@ -397,6 +465,9 @@ async fn activate(
     Ok(Json(json!({ "active": true })))
 }
 
+/// `POST /api/v1/service/inapp/subscriptions/deactivate`: deactivates the player's in-app channel (a send to it
+/// is then a skip-forward).
+#[utoipa::path(post, path = "/api/v1/service/inapp/subscriptions/deactivate", tag = "in-app", params(CallerHeaders), request_body = InAppRecipientBody, responses((status = 200, description = "`{ deactivated }`: whether it was active", body = Value)))]
 async fn deactivate(
     State(state): State<Shared>,
     caller: PlatformCaller,
@@ -406,15 +477,24 @@ async fn deactivate(
     Ok(Json(json!({ "deactivated": changed })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct WebSocketQuery {
+    /// A connect token from `POST /api/v1/service/inapp/connect-tokens`, unused (401 without a valid one).
     token: Option<String>,
+    /// The `cursor` of the last message the client has: the missed ones follow `hello`.
+    #[param(max_length = 200)]
     after: Option<String>,
 }
 
 /// `GET /api/v1/inapp/ws?token=&after=`: 401 `UNAUTHORIZED` without a valid connect token or with one already
 /// used, 429 when the player has its most websockets on this node, 503 when the node is at its limit; else
 /// the upgrade, with the connection's slot taken first.
+#[utoipa::path(get, path = "/api/v1/inapp/ws", tag = "in-app", params(WebSocketQuery, HandshakeHeaders), responses(
+    (status = 101, description = "Switching Protocols: the websocket (`hello`, missed messages, `message`, `ping`, ...; see the README, \"In-app websocket\")"),
+    (status = 400, description = "`after` is not a cursor (the push envelope), or a malformed query or handshake (plain text, from axum)", content((ErrorBody = "application/json"), (String = "text/plain"))),
+    (status = 426, description = "Upgrade Required: the connection cannot be upgraded (plain text)", body = String, content_type = "text/plain"),
+))]
 async fn websocket(
     State(state): State<Shared>,
     Query(query): Query<WebSocketQuery>,

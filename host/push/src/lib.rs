@@ -31,11 +31,16 @@ use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
+use axum::routing::MethodRouter;
 use axum::Router;
 use flowhost_core::config::{Channel, Config, ConfigError, Secret};
 use flowhost_core::digest::TokenDigest;
 use flowhost_core::ports::Ports;
+use flowhost_role::openapi::{documented, with_default_error};
+use flowhost_role::ApiRouter;
 use tracing::{error, info, warn};
+use utoipa::openapi::path::{Operation, PathItem, Paths};
+use utoipa::openapi::{RefOr, Schema};
 
 pub use error::PushError;
 pub use flowhost_webpush::policy::{CallerPolicy, PolicyError};
@@ -197,17 +202,66 @@ impl PushState {
 }
 
 /// The push-platform and editor routes, body-limited, without `/health` and without a fallback, so the
-/// administration API's router can merge them onto its listener.
-pub fn router(state: Arc<PushState>) -> Router {
+/// administration API's router can merge them onto its listener; documented, every operation with the push
+/// envelope as its `default` response.
+pub fn router(state: Arc<PushState>) -> ApiRouter {
     let max_body_bytes = state.settings.max_body_bytes;
-    Router::new()
+    let routes = ApiRouter::new()
         .merge(platform::routes())
         .merge(inapp::routes())
         .merge(editor::routes())
-        .merge(templates::routes())
+        .merge(templates::routes());
+    let (routes, document) = with_default_error::<error::ErrorBody, _>(
+        routes,
+        "The push error envelope `{ \"error\": { code, message, details? } }` (`Retry-After` on a 503 to retry)",
+    )
+    .split_for_parts();
+    let router = routes
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body_bytes))
-        .with_state(state)
+        .with_state(state);
+    documented(router, document)
+}
+
+/// What `routes!(handler, ...)` makes: the schemas, the paths and the method router of one path.
+pub(crate) type Routes<S> = (Vec<(String, RefOr<Schema>)>, Paths, MethodRouter<S>);
+
+/// `routes` served and documented under `to` instead of `from` (a prefix of every path they were annotated
+/// with): one handler routed at several paths without repeating it, as `#[utoipa::path]` takes a literal path.
+/// The router routes the keys of the paths, so both move; summaries and descriptions that name `from` name `to`.
+pub(crate) fn moved<S>((schemas, paths, method_router): Routes<S>, from: &str, to: &str) -> Routes<S> {
+    let rename = |text: &mut Option<String>| {
+        if let Some(text) = text {
+            *text = text.replace(from, to);
+        }
+    };
+    let mut moved = Paths::new();
+    for (path, mut item) in paths.paths {
+        let rest = path.strip_prefix(from).unwrap_or_else(|| panic!("{path} is not under {from}"));
+        for operation in operations(&mut item) {
+            rename(&mut operation.summary);
+            rename(&mut operation.description);
+        }
+        moved.paths.insert(format!("{to}{rest}"), item);
+    }
+    moved.extensions = paths.extensions;
+    (schemas, moved, method_router)
+}
+
+/// The operations of `item`, whatever their method.
+fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.options,
+        &mut item.head,
+        &mut item.patch,
+        &mut item.trace,
+    ]
+    .into_iter()
+    .flatten()
 }
 
 /// The push service's answer to an unknown route: 404 in its envelope (used when its routes have a listener of
@@ -246,6 +300,92 @@ mod tests {
         let state = PushState::from_config(&config, ports(&dir));
         let _ = std::fs::remove_dir_all(&dir);
         state
+    }
+
+    /// Every route of the push API, as routed before the routes were documented.
+    const ROUTES: [(&str, &str); 33] = [
+        ("GET", "/api/v1/webpush/client-config"),
+        ("POST", "/api/v1/service/webpush/subscriptions"),
+        ("POST", "/api/v1/service/webpush/subscriptions/deactivate"),
+        ("POST", "/api/v1/service/webpush/events/browser"),
+        ("POST", "/api/v1/service/webpush/events/semantic"),
+        ("POST", "/api/v1/service/inapp/connect-tokens"),
+        ("GET", "/api/v1/service/inapp/inbox"),
+        ("POST", "/api/v1/service/inapp/inbox/read"),
+        ("POST", "/api/v1/service/inapp/subscriptions"),
+        ("POST", "/api/v1/service/inapp/subscriptions/deactivate"),
+        ("GET", inapp::WEBSOCKET_PATH),
+        ("GET", "/api/v1/tenants"),
+        ("GET", "/api/v1/tenants/"),
+        ("GET", "/api/v1/webpush/activity"),
+        ("GET", "/api/v1/webpush/notifications/{id}"),
+        ("POST", "/api/v1/webpush/send"),
+        ("POST", "/api/v1/templates/in-app/send"),
+        ("GET", "/api/v1/templates/web-push"),
+        ("POST", "/api/v1/templates/web-push"),
+        ("GET", "/api/v1/templates/web-push/"),
+        ("POST", "/api/v1/templates/web-push/"),
+        ("POST", "/api/v1/templates/web-push/preview"),
+        ("GET", "/api/v1/templates/web-push/{id}"),
+        ("PUT", "/api/v1/templates/web-push/{id}"),
+        ("DELETE", "/api/v1/templates/web-push/{id}"),
+        ("GET", "/api/v1/templates/in-app"),
+        ("POST", "/api/v1/templates/in-app"),
+        ("GET", "/api/v1/templates/in-app/"),
+        ("POST", "/api/v1/templates/in-app/"),
+        ("POST", "/api/v1/templates/in-app/preview"),
+        ("GET", "/api/v1/templates/in-app/{id}"),
+        ("PUT", "/api/v1/templates/in-app/{id}"),
+        ("DELETE", "/api/v1/templates/in-app/{id}"),
+    ];
+
+    #[test]
+    fn every_route_is_documented_with_the_push_envelope_as_default() {
+        let mut document = router(Arc::new(state_default())).into_openapi();
+        let mut expected: Vec<(String, String)> =
+            ROUTES.iter().map(|(method, path)| (method.to_string(), path.to_string())).collect();
+        expected.sort();
+        assert_eq!(flowhost_role::openapi::operations_of(&document), expected);
+        for (path, item) in document.paths.paths.iter_mut() {
+            for operation in operations(item) {
+                let default = operation.responses.responses.get("default");
+                let default = serde_json::to_value(default).unwrap();
+                assert_eq!(default["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/PushError");
+                assert_eq!(operation.tags.as_ref().map(Vec::len), Some(1), "{path}: one tag");
+                // The template routes moved from the web-push base name their own path.
+                let summary = operation.summary.as_deref().unwrap_or_default();
+                assert!(!path.contains("/in-app") || !summary.contains("/web-push"), "{path}: {summary}");
+            }
+        }
+        let schemas = &document.components.as_ref().unwrap().schemas;
+        assert!(schemas.contains_key("PushError") && schemas.contains_key("PushErrorDetail"));
+        let websocket = serde_json::to_value(&document.paths.paths[inapp::WEBSOCKET_PATH]).unwrap();
+        assert!(websocket["get"]["responses"]["101"].is_object());
+        let parameters: Vec<&str> =
+            websocket["get"]["parameters"].as_array().unwrap().iter().filter_map(|p| p["name"].as_str()).collect();
+        assert!(parameters.contains(&"token") && parameters.contains(&"after"), "{parameters:?}");
+    }
+
+    #[tokio::test]
+    async fn every_documented_route_is_routed() {
+        use tower::ServiceExt;
+        let app: Router = router(Arc::new(state_default())).into();
+        for (method, path) in ROUTES {
+            let request = axum::http::Request::builder()
+                .method(method)
+                .uri(path.replace("{id}", "1"))
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from("{}"))
+                .unwrap();
+            let status = app.clone().oneshot(request).await.unwrap().status();
+            // No caller policy and no editor token: 401 and 503 from the extractors, before any handler.
+            assert!(
+                ![StatusCode::NOT_FOUND, StatusCode::METHOD_NOT_ALLOWED].contains(&status),
+                "{method} {path}: {status}"
+            );
+        }
+        let unrouted = axum::http::Request::get("/api/v1/templates/in-app//").body(axum::body::Body::empty()).unwrap();
+        assert_eq!(app.oneshot(unrouted).await.unwrap().status(), StatusCode::NOT_FOUND);
     }
 
     #[test]

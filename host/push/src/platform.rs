@@ -10,9 +10,9 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use flowhost_core::config::Channel;
+use flowhost_role::{routes, ApiRouter};
 use flowhost_webpush::events::{self, EventSource, InteractionEvent};
 use flowhost_webpush::fields::{Fields, MAX_ID_LEN};
 use flowhost_webpush::subscriptions::{self, Deactivation, NewSubscription};
@@ -20,7 +20,7 @@ use flowhost_webpush::{targets, token, vapid};
 use serde_json::{json, Value};
 use tracing::{debug, info};
 
-use crate::auth::PlatformCaller;
+use crate::auth::{CallerHeaders, PlatformCaller};
 use crate::body::JsonObject;
 use crate::error::PushError;
 use crate::{PushState, PAYLOAD_VERSION};
@@ -30,13 +30,105 @@ type Shared = Arc<PushState>;
 const MAX_TENANT_LEN: usize = 128;
 const MAX_ENDPOINT_LEN: usize = 2048;
 
-pub(crate) fn routes() -> Router<Shared> {
-    Router::new()
-        .route("/api/v1/webpush/client-config", get(client_config))
-        .route("/api/v1/service/webpush/subscriptions", post(subscribe))
-        .route("/api/v1/service/webpush/subscriptions/deactivate", post(deactivate))
-        .route("/api/v1/service/webpush/events/browser", post(browser_event))
-        .route("/api/v1/service/webpush/events/semantic", post(semantic_event))
+pub(crate) fn routes() -> ApiRouter<Shared> {
+    ApiRouter::new()
+        .routes(routes!(client_config))
+        .routes(routes!(subscribe))
+        .routes(routes!(deactivate))
+        .routes(routes!(browser_event))
+        .routes(routes!(semantic_event))
+}
+
+/// A subscription to store (`serviceCreateSubscriptionBody`). Unknown fields are ignored.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // documentation only: the handler reads the fields one by one
+pub(crate) struct WebPushSubscriptionBody {
+    #[schema(max_length = 128)]
+    tenant_id: String,
+    /// Positive; 0 only for a caller listed in `FLOWHOST_WEBPUSH_SMOKE_TEST_CALLERS`.
+    player_id: i64,
+    /// The browser push service's `https` URL; identifies the subscription.
+    #[schema(max_length = 2048)]
+    endpoint: String,
+    keys: WebPushSubscriptionKeys,
+    #[schema(max_length = 1024)]
+    user_agent: Option<String>,
+    /// `web` (the default).
+    #[schema(max_length = 32)]
+    platform: Option<String>,
+}
+
+/// The keys of a push subscription, both base64url.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // documentation only: the handler reads the fields one by one
+pub(crate) struct WebPushSubscriptionKeys {
+    /// An uncompressed P-256 public key (65 bytes).
+    p256dh: String,
+    /// The authentication secret (16 bytes).
+    auth: String,
+}
+
+/// The subscription to deactivate: the whole tuple must match. Unknown fields are ignored.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // documentation only: the handler reads the fields one by one
+pub(crate) struct WebPushDeactivateBody {
+    #[schema(max_length = 128)]
+    tenant_id: String,
+    /// Positive; 0 only for a caller listed in `FLOWHOST_WEBPUSH_SMOKE_TEST_CALLERS`.
+    player_id: i64,
+    #[schema(max_length = 2048)]
+    endpoint: String,
+}
+
+/// A service worker's report (`browserPushEventBody`). Unknown fields are ignored.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // documentation only: the handler reads the fields one by one
+pub(crate) struct BrowserEventBody {
+    #[schema(max_length = 256)]
+    event_id: String,
+    #[schema(max_length = 256)]
+    delivery_id: String,
+    #[schema(max_length = 256)]
+    notification_id: String,
+    /// Verbatim from the delivered payload; gives tenant and player.
+    #[schema(max_length = 4096)]
+    interaction_token: String,
+    #[schema(pattern = "^(displayed|clicked|closed)$")]
+    event_type: String,
+    /// The endpoint of the current subscription, null when none.
+    #[schema(max_length = 2048)]
+    endpoint: Option<String>,
+    /// Only on `clicked`, when an action button was used: the action's `id`.
+    #[schema(max_length = 256)]
+    action_id: Option<String>,
+    /// ISO 8601 with a time zone.
+    #[schema(format = DateTime)]
+    occurred_at: String,
+    #[schema(value_type = Option<Object>)]
+    metadata: Option<Value>,
+}
+
+/// A product server's report (`semanticPushEventBody`). Unknown fields are ignored.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // documentation only: the handler reads the fields one by one
+pub(crate) struct SemanticEventBody {
+    #[schema(max_length = 256)]
+    event_id: String,
+    #[schema(max_length = 256)]
+    delivery_id: String,
+    #[schema(max_length = 256)]
+    notification_id: String,
+    #[schema(pattern = "^(opened|read)$")]
+    event_type: String,
+    #[schema(max_length = 128)]
+    tenant_id: String,
+    /// Positive.
+    player_id: i64,
+    /// ISO 8601 with a time zone.
+    #[schema(format = DateTime)]
+    occurred_at: String,
+    #[schema(value_type = Option<Object>)]
+    metadata: Option<Value>,
 }
 
 fn accepted() -> impl IntoResponse {
@@ -44,6 +136,7 @@ fn accepted() -> impl IntoResponse {
 }
 
 /// `GET /api/v1/webpush/client-config`: the VAPID public key, once the environment can really deliver.
+#[utoipa::path(get, path = "/api/v1/webpush/client-config", tag = "push platform", params(CallerHeaders), responses((status = 200, description = "`{ public_key, payload_version }`; 503 `PUSH_ENV_NOT_READY` with the `reasons` until web push can deliver", body = Value)))]
 async fn client_config(State(state): State<Shared>, _caller: PlatformCaller) -> Result<Json<Value>, PushError> {
     let settings = &state.settings;
     let mut reasons = Vec::new();
@@ -86,6 +179,7 @@ fn check_key(fields: &mut Fields<'_>, name: &str, value: Option<String>, len: us
 }
 
 /// `POST /api/v1/service/webpush/subscriptions`: stores (or reactivates) the subscription of one endpoint.
+#[utoipa::path(post, path = "/api/v1/service/webpush/subscriptions", tag = "push platform", params(CallerHeaders), request_body = WebPushSubscriptionBody, responses((status = 201, description = "`{ id, tenant_id, player_id, endpoint, platform, created_at }`", body = Value)))]
 async fn subscribe(
     State(state): State<Shared>,
     caller: PlatformCaller,
@@ -156,6 +250,7 @@ async fn subscribe(
 
 /// `POST /api/v1/service/webpush/subscriptions/deactivate`: deactivates one endpoint when the whole tuple
 /// matches; `{ "deactivated": false }` (200) when no subscription matches.
+#[utoipa::path(post, path = "/api/v1/service/webpush/subscriptions/deactivate", tag = "push platform", params(CallerHeaders), request_body = WebPushDeactivateBody, responses((status = 200, description = "`{ deactivated }`: false when no subscription matches", body = Value)))]
 async fn deactivate(
     State(state): State<Shared>,
     caller: PlatformCaller,
@@ -204,6 +299,7 @@ fn event_base(f: &mut Fields<'_>) -> EventBase {
 
 /// `POST /api/v1/service/webpush/events/browser`: a `displayed`, `clicked` or `closed` report from a service
 /// worker, authenticated by its interaction token, which also gives tenant and player.
+#[utoipa::path(post, path = "/api/v1/service/webpush/events/browser", tag = "push platform", params(CallerHeaders), request_body = BrowserEventBody, responses((status = 202, description = "`{ \"status\": \"accepted\" }`", body = Value)))]
 async fn browser_event(
     State(state): State<Shared>,
     caller: PlatformCaller,
@@ -262,6 +358,7 @@ async fn browser_event(
 
 /// `POST /api/v1/service/webpush/events/semantic`: an `opened` or `read` report from the product server, with
 /// explicit identity.
+#[utoipa::path(post, path = "/api/v1/service/webpush/events/semantic", tag = "push platform", params(CallerHeaders), request_body = SemanticEventBody, responses((status = 202, description = "`{ \"status\": \"accepted\" }`", body = Value)))]
 async fn semantic_event(
     State(state): State<Shared>,
     caller: PlatformCaller,

@@ -74,6 +74,16 @@ impl SendChannel {
     }
 }
 
+/// The header [`run_id`] reads, as the OpenAPI document lists it.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)] // documentation only
+pub(crate) struct IdempotencyHeader {
+    /// Repeating a send with the same key sends nothing twice: the same run, hence the same notification.
+    #[param(rename = "Idempotency-Key", min_length = 1, max_length = 256, nullable = false)]
+    idempotency_key: Option<String>,
+}
+
 /// The run id of an editor send: from the client's `Idempotency-Key` when it sent one, else fresh.
 fn run_id(headers: &HeaderMap) -> Result<String, PushError> {
     match headers.get("idempotency-key") {

@@ -15,11 +15,13 @@
 
 mod check;
 mod listeners;
+pub mod openapi;
 
 pub use check::{Check, CheckFn, CheckResult};
 pub use listeners::{
     metrics_response, metrics_router, serve_listeners, BoundListener, HealthStyle, Listener, ListenerSet, LocalAddr,
 };
+pub use openapi::{routes, ApiRouter};
 
 use std::future::Future;
 use std::pin::Pin;

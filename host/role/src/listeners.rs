@@ -9,18 +9,19 @@ use anyhow::Context;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use axum::{Json, Router};
 use prometheus::{Encoder, TextEncoder};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
+use utoipa::openapi::OpenApi;
 
 use flowhost_core::config::Secret;
 use flowhost_core::digest::TokenDigest;
 
 use crate::check::{failing, Check};
+use crate::openapi::{routes, ApiRouter};
 
 /// How `/health` and `/ready` answer on a socket. The flow runtime and the push service answer JSON
 /// (`{ "status": "ok" }`); the presence projector and the campaign API answer plain text (`ok`, `ready`,
@@ -42,6 +43,8 @@ pub struct Listener {
     pub settings: &'static str,
     /// The role's routes, state applied, without `/health`, `/ready` or a fallback.
     pub router: Router,
+    /// The OpenAPI document of `router` (the same list of handlers made both).
+    pub openapi: OpenApi,
     /// Answers requests no route of the socket matched (the role's 404 in its own error envelope). The first
     /// listener of a socket that has one provides it.
     pub fallback: Option<Router>,
@@ -62,12 +65,15 @@ impl std::fmt::Debug for Listener {
 }
 
 impl Listener {
-    pub fn new(name: &'static str, addr: impl Into<String>, settings: &'static str, router: Router) -> Listener {
+    /// A listener serving `routes`, which documents what it routes (see [`crate::openapi`]).
+    pub fn new(name: &'static str, addr: impl Into<String>, settings: &'static str, routes: ApiRouter) -> Listener {
+        let (router, openapi) = routes.split_for_parts();
         Listener {
             name,
             addr: addr.into(),
             settings,
             router,
+            openapi,
             fallback: None,
             health: HealthStyle::Json,
             readiness: None,
@@ -162,6 +168,7 @@ struct Socket {
     settings: &'static str,
     names: Vec<&'static str>,
     router: Option<Router>,
+    documents: Vec<OpenApi>,
     fallback: Option<Router>,
     wrap: Option<fn(Router) -> Router>,
     readiness: Vec<Check>,
@@ -189,6 +196,7 @@ pub async fn serve_listeners(
         settings: "FLOWHOST_API_HOST / API_PORT",
         names: Vec::new(),
         router: None,
+        documents: Vec::new(),
         fallback: None,
         wrap: None,
         readiness: Vec::new(),
@@ -203,6 +211,7 @@ pub async fn serve_listeners(
                     settings: listener.settings,
                     names: Vec::new(),
                     router: None,
+                    documents: Vec::new(),
                     fallback: None,
                     wrap: None,
                     readiness: Vec::new(),
@@ -222,6 +231,7 @@ pub async fn serve_listeners(
             socket.settings = listener.settings;
         }
         socket.names.push(listener.name);
+        socket.documents.push(listener.openapi);
         socket.router = Some(match socket.router.take() {
             Some(router) => router.merge(listener.router),
             None => listener.router,
@@ -258,10 +268,19 @@ pub async fn serve_listeners(
             health: socket.health,
             warnings: warnings.clone(),
         });
-        let mut router = Router::new().route("/health", get(health)).route("/ready", get(ready)).with_state(probes);
+        let mut probe_routes = ApiRouter::new().routes(routes!(health)).routes(routes!(ready)).with_state(probes);
         if index == 0 {
-            router = router.merge(metrics_router(registry.clone()));
+            probe_routes = probe_routes.merge(metrics_router(registry.clone()));
         }
+        let (mut router, probes_document) = probe_routes.split_for_parts();
+        let mut documents = socket.documents;
+        documents.push(probes_document);
+        let document: Arc<str> = serde_json::to_string(&crate::openapi::socket_document(&socket.names, documents))
+            .context("serializing the OpenAPI document")?
+            .into();
+        let (document_route, _) =
+            ApiRouter::new().routes(routes!(openapi_document)).with_state(document).split_for_parts();
+        router = router.merge(document_route);
         if let Some(routes) = socket.router {
             router = router.merge(routes);
         }
@@ -324,6 +343,14 @@ async fn close_after_refused_body(request: axum::extract::Request, next: axum::m
     response
 }
 
+/// Liveness: 200 while the process's liveness checks pass, else 503 naming the failing ones.
+///
+/// The flow runtime and the push service answer JSON (`{"status": "ok"}`); the presence projector and the
+/// campaign API answer plain text (`ok`), as their specifications say.
+#[utoipa::path(get, path = "/health", tag = "probes", responses(
+    (status = 200, description = "Alive", content((Value = "application/json"), (String = "text/plain"))),
+    (status = 503, description = "A liveness check fails", content((Value = "application/json"), (String = "text/plain"))),
+))]
 async fn health(State(probes): State<Arc<Probes>>) -> Response {
     let failing = failing(&probes.liveness, "health").await;
     match (probes.health, failing.is_empty()) {
@@ -339,6 +366,12 @@ async fn health(State(probes): State<Arc<Probes>>) -> Response {
     }
 }
 
+/// Readiness: 200 while the checks of the roles on this socket pass, else 503 naming the failing ones; settings
+/// worth a look are listed under `warnings`.
+#[utoipa::path(get, path = "/ready", tag = "probes", responses(
+    (status = 200, description = "Ready", content((Value = "application/json"), (String = "text/plain"))),
+    (status = 503, description = "A readiness check fails", content((Value = "application/json"), (String = "text/plain"))),
+))]
 async fn ready(State(probes): State<Arc<Probes>>) -> Response {
     let mut failing = failing(&probes.liveness, "ready").await;
     for name in self::failing(&probes.readiness, "ready").await {
@@ -372,12 +405,26 @@ fn failing_header(failing: &[&'static str]) -> [(&'static str, String); 1] {
 }
 
 /// `GET /metrics` over `registry`, for a role that serves metrics on a listener of its own as well.
-pub fn metrics_router(registry: prometheus::Registry) -> Router {
-    Router::new().route("/metrics", get(metrics)).with_state(registry)
+pub fn metrics_router<S: Clone + Send + Sync + 'static>(registry: prometheus::Registry) -> ApiRouter<S> {
+    ApiRouter::new().routes(routes!(metrics)).with_state(registry)
 }
 
+/// The Prometheus text exposition of the process's metrics (with `FLOWHOST_METRICS_TOKEN` set, only for
+/// `Authorization: Bearer <token>`; anything else answers 401).
+#[utoipa::path(get, path = "/metrics", tag = "probes", responses(
+    (status = 200, description = "Prometheus text format 0.0.4", body = String, content_type = "text/plain"),
+    (status = 401, description = "The metrics token is required", body = String, content_type = "text/plain"),
+))]
 async fn metrics(State(registry): State<prometheus::Registry>) -> Response {
     metrics_response(&registry)
+}
+
+/// This socket's OpenAPI 3.1 document: every route it serves, generated from the handlers.
+#[utoipa::path(get, path = "/openapi.json", tag = "probes", responses(
+    (status = 200, description = "The OpenAPI 3.1 document of this socket", body = Value),
+))]
+async fn openapi_document(State(document): State<Arc<str>>) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], document.to_string()).into_response()
 }
 
 /// The Prometheus text exposition of `registry`, as a response.

@@ -50,21 +50,21 @@ async fn sockets_are_shared_by_address_and_probe_their_own_roles() {
     let a = Router::new().route("/a", get(|| async { "a" }));
     let fallback_a = Router::new().fallback(|| async { (axum::http::StatusCode::NOT_FOUND, "not found by a") });
     set.add_role(
-        vec![Listener::new("a", main_addr.clone(), "A_ADDR", a).with_fallback(fallback_a)],
+        vec![Listener::new("a", main_addr.clone(), "A_ADDR", a.into()).with_fallback(fallback_a)],
         vec![flag_check("liveness", &alive)],
         vec![flag_check("a_ready", &a_ready)],
         vec![],
     );
     let b = Router::new().route("/b", get(|| async { "b" }));
     set.add_role(
-        vec![Listener::new("b", main_addr.clone(), "B_ADDR", b)],
+        vec![Listener::new("b", main_addr.clone(), "B_ADDR", b.into())],
         vec![],
         vec![flag_check("b_ready", &b_ready)],
         vec!["B_ALLOWLIST"],
     );
     let c = Router::new().route("/c", get(|| async { "c" }));
     set.add_role(
-        vec![Listener::new("c", other_addr.clone(), "C_ADDR", c).with_health(HealthStyle::Text)],
+        vec![Listener::new("c", other_addr.clone(), "C_ADDR", c.into()).with_health(HealthStyle::Text)],
         vec![],
         vec![],
         vec![],
@@ -133,7 +133,7 @@ async fn handlers_see_the_peer_address() {
     let router =
         Router::new().route("/peer", get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }));
     let mut set = ListenerSet::default();
-    set.add_role(vec![Listener::new("peer", main_addr.clone(), "PEER_ADDR", router)], vec![], vec![], vec![]);
+    set.add_role(vec![Listener::new("peer", main_addr.clone(), "PEER_ADDR", router.into())], vec![], vec![], vec![]);
     let shutdown = CancellationToken::new();
     let (_, tasks) =
         serve_listeners(set, main, &main_addr, prometheus::Registry::new(), shutdown.clone()).await.unwrap();
@@ -178,7 +178,12 @@ async fn a_taken_address_names_its_setting() {
     let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
     let mut set = ListenerSet::default();
-    set.add_role(vec![Listener::new("x", taken_addr.clone(), "X_LISTEN", Router::new())], vec![], vec![], vec![]);
+    set.add_role(
+        vec![Listener::new("x", taken_addr.clone(), "X_LISTEN", Router::new().into())],
+        vec![],
+        vec![],
+        vec![],
+    );
     let error = serve_listeners(set, main, &main_addr, prometheus::Registry::new(), CancellationToken::new())
         .await
         .err()

@@ -6,8 +6,7 @@
 use axum::extract::Path;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::get;
-use axum::Router;
+use flowhost_role::{routes, ApiRouter};
 
 #[derive(rust_embed::Embed)]
 #[folder = "$OUT_DIR/studio"]
@@ -19,11 +18,31 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; st
     form-action 'self'; frame-ancestors 'none'";
 
 /// The routes: `/studio` (redirected to `/studio/`), `/studio/` (the page) and `/studio/{file}` (its assets).
-pub fn router() -> Router {
-    Router::new()
-        .route("/studio", get(|| async { Redirect::permanent("/studio/") }))
-        .route("/studio/", get(|| async { asset("index.html") }))
-        .route("/studio/{file}", get(|Path(file): Path<String>| async move { asset(&file) }))
+pub fn router() -> ApiRouter {
+    ApiRouter::new().routes(routes!(redirect)).routes(routes!(page)).routes(routes!(file))
+}
+
+/// Studio lives under `/studio/`.
+#[utoipa::path(get, path = "/studio", tag = "studio", responses((status = 308, description = "To `/studio/`")))]
+async fn redirect() -> Redirect {
+    Redirect::permanent("/studio/")
+}
+
+/// Studio's page.
+#[utoipa::path(get, path = "/studio/", tag = "studio", responses(
+    (status = 200, description = "The page", body = String, content_type = "text/html"),
+))]
+async fn page() -> Response {
+    asset("index.html")
+}
+
+/// One of Studio's files (scripts, styles, images).
+#[utoipa::path(get, path = "/studio/{file}", tag = "studio", responses(
+    (status = 200, description = "The file", body = Vec<u8>, content_type = "application/octet-stream"),
+    (status = 404, description = "No such file", body = String, content_type = "text/plain"),
+))]
+async fn file(Path(file): Path<String>) -> Response {
+    asset(&file)
 }
 
 fn content_type(file: &str) -> &'static str {

@@ -11,10 +11,12 @@ use super::{encode, load, load_all, SharedState};
 use crate::error::ApiError;
 use crate::json::JsonBody;
 
+#[utoipa::path(get, path = "/api/v1/event-sources", tag = "v1 event sources", responses((status = 200, description = "Every event source", body = Vec<EventSource>)))]
 pub(crate) async fn list(State(state): State<SharedState>) -> Result<Json<Vec<EventSource>>, ApiError> {
     Ok(Json(load_all(state.ports.documents.as_ref(), EVENT_SOURCES).await?))
 }
 
+#[utoipa::path(get, path = "/api/v1/event-sources/{source_topic}", tag = "v1 event sources", responses((status = 200, description = "The event source", body = EventSource)))]
 pub(crate) async fn read(
     State(state): State<SharedState>,
     Path(source_topic): Path<String>,
@@ -25,7 +27,7 @@ pub(crate) async fn read(
         .ok_or_else(|| ApiError::not_found(format!("no default for source topic {source_topic:?}")))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 pub(crate) struct EventSourceBody {
     #[serde(default)]
     default_output_topic: Option<String>,
@@ -33,6 +35,7 @@ pub(crate) struct EventSourceBody {
     description: Option<String>,
 }
 
+#[utoipa::path(put, path = "/api/v1/event-sources/{source_topic}", tag = "v1 event sources", request_body = EventSourceBody, responses((status = 200, description = "The stored event source", body = EventSource)))]
 pub(crate) async fn put(
     State(state): State<SharedState>,
     Path(source_topic): Path<String>,

@@ -21,10 +21,12 @@ use super::{decode, encode, insert_new, load, load_all, status_ok, EnabledBody, 
 use crate::error::ApiError;
 use crate::json::JsonBody;
 
+#[utoipa::path(get, path = "/api/v1/flows", tag = "v1 flows", responses((status = 200, description = "Every flow", body = Vec<Flow>)))]
 pub(crate) async fn list(State(state): State<SharedState>) -> Result<Json<Vec<Flow>>, ApiError> {
     Ok(Json(load_all(state.ports.documents.as_ref(), FLOWS).await?))
 }
 
+#[utoipa::path(post, path = "/api/v1/flows", tag = "v1 flows", request_body = Flow, responses((status = 201, description = "The stored flow", body = Flow)))]
 pub(crate) async fn create(
     State(state): State<SharedState>,
     JsonBody(mut flow): JsonBody<Flow>,
@@ -58,10 +60,12 @@ async fn existing_v1(documents: &dyn DocumentStore, id: &str) -> Result<Flow, Ap
     Ok(flow)
 }
 
+#[utoipa::path(get, path = "/api/v1/flows/{id}", tag = "v1 flows", responses((status = 200, description = "The flow", body = Flow)))]
 pub(crate) async fn read(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Flow>, ApiError> {
     Ok(Json(existing(state.ports.documents.as_ref(), &id).await?))
 }
 
+#[utoipa::path(put, path = "/api/v1/flows/{id}", tag = "v1 flows", request_body = Flow, responses((status = 200, description = "The stored flow", body = Flow)))]
 pub(crate) async fn update(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -79,6 +83,7 @@ async fn compiled_rules(documents: &dyn DocumentStore, flow_id: &str) -> Result<
     documents.find(RULES, "flow_id", &json!(flow_id)).await?.into_iter().map(|doc| decode(RULES, doc)).collect()
 }
 
+#[utoipa::path(delete, path = "/api/v1/flows/{id}", tag = "v1 flows", responses((status = 204, description = "Deleted with the rules compiled from it")))]
 pub(crate) async fn remove(State(state): State<SharedState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
     let documents = state.ports.documents.as_ref();
     existing(documents, &id).await?;
@@ -114,6 +119,7 @@ fn flow_error(error: flowhost_flows::FlowError) -> ApiError {
 
 /// Body `{ "enabled": bool }` (the spec leaves it open); answers `{ "status": "ok", "rule_count": n }` with the
 /// number of compiled rules updated.
+#[utoipa::path(put, path = "/api/v1/flows/{id}/enabled", tag = "v1 flows", request_body = super::EnabledBody, responses((status = 200, description = "The flow with its rule count", body = Value)))]
 pub(crate) async fn set_enabled(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -141,6 +147,7 @@ pub(crate) async fn set_enabled(
     Ok(Json(body))
 }
 
+#[utoipa::path(post, path = "/api/v1/flows/{id}/validate", tag = "v1 flows", responses((status = 200, description = "`{\"valid\": bool, \"errors\": [...]}`", body = Value)))]
 pub(crate) async fn validate(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -150,6 +157,7 @@ pub(crate) async fn validate(
     Ok(Json(json!({ "valid": errors.is_empty(), "errors": errors })))
 }
 
+#[utoipa::path(post, path = "/api/v1/flows/{id}/compile", tag = "v1 flows", responses((status = 200, description = "`{\"status\": \"compiled\", \"rule_ids\", \"rule_count\"}`", body = Value)))]
 pub(crate) async fn compile(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     let documents = state.ports.documents.as_ref();
     let mut flow = existing_v1(documents, &id).await?;

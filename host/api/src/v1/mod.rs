@@ -8,9 +8,9 @@ mod triggers;
 
 use std::sync::Arc;
 
-use axum::routing::{get, post, put};
-use axum::Router;
 use flowhost_core::ports::DocumentStore;
+use flowhost_role::openapi::{with_default_error, ApiRouter};
+use flowhost_role::routes;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -21,23 +21,29 @@ use crate::AppState;
 
 pub(crate) type SharedState = Arc<AppState>;
 
-pub(crate) fn routes() -> Router<SharedState> {
-    Router::new()
-        .route("/api/v1/triggers", get(triggers::list).post(triggers::create))
-        .route("/api/v1/triggers/{id}", get(triggers::read).put(triggers::update).delete(triggers::remove))
-        .route("/api/v1/triggers/{id}/enabled", put(triggers::set_enabled))
-        .route("/api/v1/triggers/{id}/tenants", get(triggers::list_tenants))
-        .route("/api/v1/triggers/{id}/tenants/{tenant_id}", put(triggers::put_tenant).post(triggers::put_tenant))
-        .route("/api/v1/event-sources", get(event_sources::list))
-        .route("/api/v1/event-sources/{source_topic}", get(event_sources::read).put(event_sources::put))
-        .route("/api/v1/schemas", get(schemas::list))
-        .route("/api/v1/schemas/{event_type}", get(schemas::read).put(schemas::put).delete(schemas::remove))
-        .route("/api/v1/validate/expression", post(schemas::validate_expression))
-        .route("/api/v1/flows", get(flows::list).post(flows::create))
-        .route("/api/v1/flows/{id}", get(flows::read).put(flows::update).delete(flows::remove))
-        .route("/api/v1/flows/{id}/enabled", put(flows::set_enabled))
-        .route("/api/v1/flows/{id}/validate", post(flows::validate))
-        .route("/api/v1/flows/{id}/compile", post(flows::compile))
+pub(crate) fn routes() -> ApiRouter<SharedState> {
+    let routes = ApiRouter::new()
+        .routes(routes!(triggers::list, triggers::create))
+        .routes(routes!(triggers::read, triggers::update, triggers::remove))
+        .routes(routes!(triggers::set_enabled))
+        .routes(routes!(triggers::list_tenants))
+        .routes(routes!(triggers::put_tenant))
+        .routes(routes!(event_sources::list))
+        .routes(routes!(event_sources::read, event_sources::put))
+        .routes(routes!(schemas::list))
+        .routes(routes!(schemas::read, schemas::put, schemas::remove))
+        .routes(routes!(schemas::validate_expression))
+        .routes(routes!(flows::list, flows::create))
+        .routes(routes!(flows::read, flows::update, flows::remove))
+        .routes(routes!(flows::set_enabled))
+        .routes(routes!(flows::validate))
+        .routes(routes!(flows::compile));
+    with_v1_errors(routes)
+}
+
+/// `routes` with the v1 error envelope as every operation's `default` answer (v1, catalog and plugins).
+pub(crate) fn with_v1_errors(routes: ApiRouter<SharedState>) -> ApiRouter<SharedState> {
+    with_default_error::<crate::error::ErrorBody, _>(routes, "The v1 error envelope `{ \"error\": message }`")
 }
 
 /// Reads and parses one stored document; `None` when absent. A stored document that no longer parses is a
@@ -90,7 +96,7 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Value, ApiError> {
 }
 
 /// The body of the `enabled` toggles of rules and flows.
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 pub(crate) struct EnabledBody {
     pub(crate) enabled: bool,
 }

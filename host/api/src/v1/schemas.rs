@@ -12,6 +12,7 @@ use super::{encode, load, load_all, SharedState};
 use crate::error::ApiError;
 use crate::json::JsonBody;
 
+#[utoipa::path(get, path = "/api/v1/schemas", tag = "v1 schemas", responses((status = 200, description = "Every event schema", body = Vec<EventSchema>)))]
 pub(crate) async fn list(State(state): State<SharedState>) -> Result<Json<Vec<EventSchema>>, ApiError> {
     Ok(Json(load_all(state.ports.documents.as_ref(), SCHEMAS).await?))
 }
@@ -20,6 +21,7 @@ fn not_found(event_type: &str) -> ApiError {
     ApiError::not_found(format!("no schema for event type {event_type:?}"))
 }
 
+#[utoipa::path(get, path = "/api/v1/schemas/{event_type}", tag = "v1 schemas", responses((status = 200, description = "The event schema", body = EventSchema)))]
 pub(crate) async fn read(
     State(state): State<SharedState>,
     Path(event_type): Path<String>,
@@ -27,12 +29,13 @@ pub(crate) async fn read(
     load(state.ports.documents.as_ref(), SCHEMAS, &event_type).await?.map(Json).ok_or_else(|| not_found(&event_type))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 pub(crate) struct SchemaBody {
     #[serde(default)]
     fields: Vec<SchemaField>,
 }
 
+#[utoipa::path(put, path = "/api/v1/schemas/{event_type}", tag = "v1 schemas", request_body = SchemaBody, responses((status = 200, description = "The stored event schema", body = EventSchema)))]
 pub(crate) async fn put(
     State(state): State<SharedState>,
     Path(event_type): Path<String>,
@@ -49,6 +52,7 @@ pub(crate) async fn put(
 }
 
 /// Deleting answers 200 `{ "status": "deleted" }` (the spec leaves the success status open).
+#[utoipa::path(delete, path = "/api/v1/schemas/{event_type}", tag = "v1 schemas", responses((status = 200, description = "`{\"status\": \"ok\"}`", body = Value)))]
 pub(crate) async fn remove(
     State(state): State<SharedState>,
     Path(event_type): Path<String>,
@@ -60,7 +64,7 @@ pub(crate) async fn remove(
     Ok(Json(json!({ "status": "deleted" })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 pub(crate) struct ValidateBody {
     #[serde(default)]
     event_type: Option<String>,
@@ -68,6 +72,7 @@ pub(crate) struct ValidateBody {
     expression: Option<String>,
 }
 
+#[utoipa::path(post, path = "/api/v1/validate/expression", tag = "v1 schemas", request_body = ValidateBody, responses((status = 200, description = "`{\"valid\": bool, \"errors\": [...]}`", body = Value)))]
 pub(crate) async fn validate_expression(
     State(state): State<SharedState>,
     JsonBody(body): JsonBody<ValidateBody>,

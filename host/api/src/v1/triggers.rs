@@ -15,10 +15,12 @@ use super::{encode, insert_new, load, load_all, status_ok, EnabledBody, SharedSt
 use crate::error::ApiError;
 use crate::json::JsonBody;
 
+#[utoipa::path(get, path = "/api/v1/triggers", tag = "v1 rules", responses((status = 200, description = "Every rule", body = Vec<Rule>)))]
 pub(crate) async fn list(State(state): State<SharedState>) -> Result<Json<Vec<Rule>>, ApiError> {
     Ok(Json(load_all(state.ports.documents.as_ref(), RULES).await?))
 }
 
+#[utoipa::path(post, path = "/api/v1/triggers", tag = "v1 rules", request_body = Rule, responses((status = 201, description = "The stored rule (an empty `id` is given a UUID)", body = Rule)))]
 pub(crate) async fn create(
     State(state): State<SharedState>,
     JsonBody(mut rule): JsonBody<Rule>,
@@ -34,10 +36,12 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, Json(rule)))
 }
 
+#[utoipa::path(get, path = "/api/v1/triggers/{id}", tag = "v1 rules", responses((status = 200, description = "The rule", body = Rule)))]
 pub(crate) async fn read(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Rule>, ApiError> {
     Ok(Json(existing(state.ports.documents.as_ref(), &id).await?))
 }
 
+#[utoipa::path(put, path = "/api/v1/triggers/{id}", tag = "v1 rules", request_body = Rule, responses((status = 200, description = "The stored rule", body = Rule)))]
 pub(crate) async fn update(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -56,6 +60,7 @@ pub(crate) async fn update(
     Ok(Json(rule))
 }
 
+#[utoipa::path(delete, path = "/api/v1/triggers/{id}", tag = "v1 rules", responses((status = 204, description = "Deleted with its tenant overrides")))]
 pub(crate) async fn remove(State(state): State<SharedState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
     let documents = state.ports.documents.as_ref();
     let current = existing(documents, &id).await?;
@@ -65,6 +70,7 @@ pub(crate) async fn remove(State(state): State<SharedState>, Path(id): Path<Stri
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(put, path = "/api/v1/triggers/{id}/enabled", tag = "v1 rules", request_body = EnabledBody, responses((status = 200, description = "`{\"status\": \"ok\"}`", body = Value)))]
 pub(crate) async fn set_enabled(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -80,6 +86,7 @@ pub(crate) async fn set_enabled(
     Ok(status_ok())
 }
 
+#[utoipa::path(get, path = "/api/v1/triggers/{id}/tenants", tag = "v1 rules", responses((status = 200, description = "The rule's tenant overrides", body = Vec<Value>)))]
 pub(crate) async fn list_tenants(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -100,7 +107,7 @@ pub(crate) async fn list_tenants(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 pub(crate) struct TenantBody {
     #[serde(default)]
     #[allow(dead_code)] // accepted for compatibility; the path value wins
@@ -109,6 +116,7 @@ pub(crate) struct TenantBody {
     enabled: Option<bool>,
 }
 
+#[utoipa::path(method(put, post), path = "/api/v1/triggers/{id}/tenants/{tenant_id}", tag = "v1 rules", request_body = TenantBody, responses((status = 200, description = "`{\"status\": \"ok\"}`", body = Value)))]
 pub(crate) async fn put_tenant(
     State(state): State<SharedState>,
     Path((id, tenant_id)): Path<(String, String)>,

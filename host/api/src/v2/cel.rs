@@ -4,6 +4,7 @@
 use axum::Json;
 use serde_json::{json, Value};
 
+#[utoipa::path(get, path = "/api/v2/cel/functions", tag = "v2 flows", responses((status = 200, description = "The CEL environment: functions, macros and types", body = Value)))]
 pub(crate) async fn functions() -> Json<Value> {
     Json(json!({
         "functions": flowhost_cel::catalog(),

@@ -19,12 +19,14 @@ fn with_validation(flow: &FlowRecord, report: &Report) -> Value {
     body
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
     status: Option<String>,
 }
 
 /// `GET /api/v2/flows[?status=draft|valid|invalid]`: every v2 flow with `id`, `status` and `broken_reasons`.
+#[utoipa::path(get, path = "/api/v2/flows", tag = "v2 flows", params(ListQuery), responses((status = 200, description = "`{\"flows\": [...]}` with `id`, `status` and `broken_reasons`", body = Value)))]
 pub(crate) async fn list(
     State(state): State<SharedState>,
     Query(query): Query<ListQuery>,
@@ -44,11 +46,13 @@ pub(crate) async fn list(
 }
 
 /// `GET /api/v2/flows/schema`: the JSON Schema of a flow body.
+#[utoipa::path(get, path = "/api/v2/flows/schema", tag = "v2 flows", responses((status = 200, description = "The JSON Schema of a v2 flow body", body = Value)))]
 pub(crate) async fn schema() -> Json<Value> {
     Json(body_schema())
 }
 
 /// `POST /api/v2/flows`: creates a draft (201), validated but never refused for its issues.
+#[utoipa::path(post, path = "/api/v2/flows", tag = "v2 flows", params(("X-Flowhost-User" = Option<String>, Header, description = "Who is calling (1-128 printable characters; `anonymous` when absent); claimed, not checked")), request_body = Value, responses((status = 201, description = "The created flow (a draft)", body = Value)))]
 pub(crate) async fn create(
     State(state): State<SharedState>,
     caller: Caller,
@@ -59,6 +63,7 @@ pub(crate) async fn create(
 }
 
 /// `POST /api/v2/flows/validate-draft`: validates a body against dependencies loaded now.
+#[utoipa::path(post, path = "/api/v2/flows/validate-draft", tag = "v2 flows", request_body = Value, responses((status = 200, description = "The validation report of the body", body = Value)))]
 pub(crate) async fn validate_draft(
     State(state): State<SharedState>,
     V2Json(body): V2Json<FlowBody>,
@@ -66,6 +71,7 @@ pub(crate) async fn validate_draft(
     Ok(Json(state.flows.validate_draft(&body).await?))
 }
 
+#[utoipa::path(get, path = "/api/v2/flows/{id}", tag = "v2 flows", responses((status = 200, description = "The flow: its draft and its releases", body = Value)))]
 pub(crate) async fn read(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -74,6 +80,7 @@ pub(crate) async fn read(
 }
 
 /// `GET /api/v2/flows/{id}/draft`: the draft body and the issues found when it was saved.
+#[utoipa::path(get, path = "/api/v2/flows/{id}/draft", tag = "v2 flows", responses((status = 200, description = "The draft body", body = Value)))]
 pub(crate) async fn draft(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, V2Error> {
     let flow = state.flows.get(&id).await?;
     Ok(Json(json!({
@@ -83,6 +90,7 @@ pub(crate) async fn draft(State(state): State<SharedState>, Path(id): Path<Strin
 }
 
 /// `PUT /api/v2/flows/{id}`: saves the draft (409 `FLOW_LOCKED` while another editor holds the lock).
+#[utoipa::path(put, path = "/api/v2/flows/{id}", tag = "v2 flows", params(("X-Flowhost-User" = Option<String>, Header, description = "Who is calling (1-128 printable characters; `anonymous` when absent); claimed, not checked")), request_body = Value, responses((status = 200, description = "The saved flow", body = Value)))]
 pub(crate) async fn save(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -98,6 +106,7 @@ pub(crate) async fn save(
 
 /// `DELETE /api/v2/flows/{id}`: the flow, its versions, release attempts, edit lock, service references, runs and
 /// dead letters.
+#[utoipa::path(delete, path = "/api/v2/flows/{id}", tag = "v2 flows", responses((status = 204, description = "Deleted")))]
 pub(crate) async fn remove(State(state): State<SharedState>, Path(id): Path<String>) -> Result<StatusCode, V2Error> {
     state.flows.get(&id).await?;
     state.flows.forget(&id).await?;
@@ -105,12 +114,13 @@ pub(crate) async fn remove(State(state): State<SharedState>, Path(id): Path<Stri
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 pub(crate) struct EnabledBody {
     enabled: bool,
 }
 
 /// `PUT /api/v2/flows/{id}/enabled` with `{ "enabled": bool }`.
+#[utoipa::path(put, path = "/api/v2/flows/{id}/enabled", tag = "v2 flows", request_body = EnabledBody, responses((status = 200, description = "The flow", body = Value)))]
 pub(crate) async fn set_enabled(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -121,6 +131,7 @@ pub(crate) async fn set_enabled(
 }
 
 /// `POST /api/v2/flows/{id}/validate`: the released version against fresh dependencies.
+#[utoipa::path(post, path = "/api/v2/flows/{id}/validate", tag = "v2 flows", responses((status = 200, description = "The validation report of the draft", body = Value)))]
 pub(crate) async fn validate_released(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -128,7 +139,7 @@ pub(crate) async fn validate_released(
     Ok(Json(state.flows.validate_released(&id).await?))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 pub(crate) struct ReleaseBody {
     #[serde(default)]
     acknowledged_warnings: Vec<String>,
@@ -136,6 +147,7 @@ pub(crate) struct ReleaseBody {
 
 /// `POST /api/v2/flows/{id}/release` with `{ "acknowledged_warnings": ["ORPHAN_NODE", ...] }`: 200 with the new
 /// version, or 422 `RELEASE_BLOCKED` with the issues and the unacknowledged warning codes.
+#[utoipa::path(post, path = "/api/v2/flows/{id}/release", tag = "v2 flows", params(("X-Flowhost-User" = Option<String>, Header, description = "Who is calling (1-128 printable characters; `anonymous` when absent); claimed, not checked")), request_body(content = Option<ReleaseBody>), responses((status = 200, description = "The new version", body = Value)))]
 pub(crate) async fn release(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -151,6 +163,7 @@ pub(crate) async fn release(
 }
 
 /// `GET /api/v2/flows/{id}/versions`: released versions, newest first, without their bodies.
+#[utoipa::path(get, path = "/api/v2/flows/{id}/versions", tag = "v2 flows", responses((status = 200, description = "Every released version", body = Value)))]
 pub(crate) async fn versions(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, V2Error> {
     let versions = state.flows.versions(&id).await?;
     let rows: Vec<Value> = versions
@@ -165,6 +178,7 @@ pub(crate) async fn versions(State(state): State<SharedState>, Path(id): Path<St
 }
 
 /// `GET /api/v2/flows/{id}/versions/{version}`: one released version with its normalized body.
+#[utoipa::path(get, path = "/api/v2/flows/{id}/versions/{version}", tag = "v2 flows", responses((status = 200, description = "One released version with its body", body = Value)))]
 pub(crate) async fn version(
     State(state): State<SharedState>,
     Path((id, version)): Path<(String, String)>,
@@ -179,11 +193,13 @@ pub(crate) async fn version(
 }
 
 /// `GET /api/v2/flows/{id}/release-attempts`: every release request, newest first.
+#[utoipa::path(get, path = "/api/v2/flows/{id}/release-attempts", tag = "v2 flows", responses((status = 200, description = "Release attempts, newest first", body = Value)))]
 pub(crate) async fn attempts(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, V2Error> {
     Ok(Json(json!(state.flows.attempts(&id).await?)))
 }
 
 /// `GET /api/v2/flows/{id}/lock`: who holds the draft and until when (404 `NOT_LOCKED` when nobody does).
+#[utoipa::path(get, path = "/api/v2/flows/{id}/lock", tag = "v2 flows", responses((status = 200, description = "The edit lock, or `{\"locked\": false}`", body = Value)))]
 pub(crate) async fn lock(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, V2Error> {
     state.flows.get(&id).await?;
     match state.flows.current_lock(&id).await? {
@@ -194,13 +210,14 @@ pub(crate) async fn lock(State(state): State<SharedState>, Path(id): Path<String
     }
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 pub(crate) struct LockBody {
     ttl_seconds: Option<u64>,
 }
 
 /// `PUT /api/v2/flows/{id}/lock` with `{ "ttl_seconds"?: n }` (default 300, at most 3600): takes or renews the
 /// edit lock for the caller (`X-Flowhost-User` required); 409 `FLOW_LOCKED` while someone else holds it.
+#[utoipa::path(put, path = "/api/v2/flows/{id}/lock", tag = "v2 flows", params(("X-Flowhost-User" = Option<String>, Header, description = "Who is calling (1-128 printable characters; `anonymous` when absent); claimed, not checked")), request_body(content = Option<LockBody>), responses((status = 200, description = "The lock held by the caller", body = Value)))]
 pub(crate) async fn take_lock(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -216,6 +233,7 @@ pub(crate) async fn take_lock(
 }
 
 /// `DELETE /api/v2/flows/{id}/lock`: gives the caller's lock up (204).
+#[utoipa::path(delete, path = "/api/v2/flows/{id}/lock", tag = "v2 flows", params(("X-Flowhost-User" = Option<String>, Header, description = "Who is calling (1-128 printable characters; `anonymous` when absent); claimed, not checked")), responses((status = 204, description = "Released")))]
 pub(crate) async fn give_up_lock(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -232,6 +250,7 @@ fn required_caller(caller: &Caller) -> Result<&str, V2Error> {
 }
 
 /// `GET /api/v2/services/{service}/flows`: the service's current flow broadcast.
+#[utoipa::path(get, path = "/api/v2/services/{service}/flows", tag = "v2 flows", responses((status = 200, description = "The flows broadcast to the service", body = Value)))]
 pub(crate) async fn service_flows(
     State(state): State<SharedState>,
     Path(service): Path<String>,

@@ -15,8 +15,8 @@ mod runs;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use axum::routing::{get, post, put};
-use axum::Router;
+use flowhost_role::openapi::{with_default_error, ApiRouter, CodedError};
+use flowhost_role::routes;
 use serde::de::DeserializeOwned;
 
 pub(crate) use error::V2Error;
@@ -24,30 +24,34 @@ pub(crate) use error::V2Error;
 use crate::json::{parse_body, read_body, BodyError};
 use crate::v1::SharedState;
 
-pub(crate) fn routes() -> Router<SharedState> {
-    Router::new()
-        .route("/api/v2/flows", get(flows::list).post(flows::create))
-        .route("/api/v2/flows/schema", get(flows::schema))
-        .route("/api/v2/cel/functions", get(cel::functions))
-        .route("/api/v2/flows/validate-draft", post(flows::validate_draft))
-        .route("/api/v2/flows/{id}", get(flows::read).put(flows::save).delete(flows::remove))
-        .route("/api/v2/flows/{id}/draft", get(flows::draft))
-        .route("/api/v2/flows/{id}/enabled", put(flows::set_enabled))
-        .route("/api/v2/flows/{id}/validate", post(flows::validate_released))
-        .route("/api/v2/flows/{id}/release", post(flows::release))
-        .route("/api/v2/flows/{id}/versions", get(flows::versions))
-        .route("/api/v2/flows/{id}/versions/{version}", get(flows::version))
-        .route("/api/v2/flows/{id}/release-attempts", get(flows::attempts))
-        .route("/api/v2/flows/{id}/lock", get(flows::lock).put(flows::take_lock).delete(flows::give_up_lock))
-        .route("/api/v2/services/{service}/flows", get(flows::service_flows))
-        .route("/api/v2/flows/{id}/runs", get(runs::list))
-        .route("/api/v2/runs/{run_id}", get(runs::read))
-        .route("/api/v2/runs/{run_id}/reply", post(runs::reply))
-        .route("/v2/{service}/inbound", post(runs::inbound))
-        .route("/api/v2/dead-letters", get(runs::dead_letters))
-        .route("/api/v2/dead-letters/replay", post(runs::replay_many))
-        .route("/api/v2/dead-letters/{id}", get(runs::dead_letter))
-        .route("/api/v2/dead-letters/{id}/replay", post(runs::replay_one))
+pub(crate) fn routes() -> ApiRouter<SharedState> {
+    let routes = ApiRouter::new()
+        .routes(routes!(flows::list, flows::create))
+        .routes(routes!(flows::schema))
+        .routes(routes!(cel::functions))
+        .routes(routes!(flows::validate_draft))
+        .routes(routes!(flows::read, flows::save, flows::remove))
+        .routes(routes!(flows::draft))
+        .routes(routes!(flows::set_enabled))
+        .routes(routes!(flows::validate_released))
+        .routes(routes!(flows::release))
+        .routes(routes!(flows::versions))
+        .routes(routes!(flows::version))
+        .routes(routes!(flows::attempts))
+        .routes(routes!(flows::lock, flows::take_lock, flows::give_up_lock))
+        .routes(routes!(flows::service_flows))
+        .routes(routes!(runs::list))
+        .routes(routes!(runs::read))
+        .routes(routes!(runs::reply))
+        .routes(routes!(runs::inbound))
+        .routes(routes!(runs::dead_letters))
+        .routes(routes!(runs::replay_many))
+        .routes(routes!(runs::dead_letter))
+        .routes(routes!(runs::replay_one));
+    with_default_error::<CodedError, _>(
+        routes,
+        "The v2 error envelope `{ \"error\": { \"code\", \"message\", \"details\"? } }`",
+    )
 }
 
 /// A body on a service transport (a reply, an inbound envelope): its `flowhost-signature` checked against the

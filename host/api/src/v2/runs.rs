@@ -35,7 +35,8 @@ fn invalid_query(field: &str, message: String) -> V2Error {
         .with_details(json!({ "field": field }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct RunsQuery {
     status: Option<String>,
     page: Option<String>,
@@ -50,6 +51,7 @@ fn number(field: &str, text: Option<&str>, default: u64) -> Result<u64, V2Error>
 }
 
 /// `GET /api/v2/flows/{id}/runs[?status=waiting|completed|dead_lettered&page=1&page_size=50]`: newest first.
+#[utoipa::path(get, path = "/api/v2/flows/{id}/runs", tag = "v2 runs", params(RunsQuery), responses((status = 200, description = "A page of the flow's runs, newest first", body = Value)))]
 pub(crate) async fn list(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -70,12 +72,14 @@ pub(crate) async fn list(
 }
 
 /// `GET /api/v2/runs/{run_id}`: the run with every node's input, output, outcome, attempts and timing.
+#[utoipa::path(get, path = "/api/v2/runs/{run_id}", tag = "v2 runs", responses((status = 200, description = "The run with its node records", body = Value)))]
 pub(crate) async fn read(State(state): State<SharedState>, Path(run_id): Path<String>) -> Result<Json<Value>, V2Error> {
     Ok(Json(Runs::new(&state.ports).get(&run_id).await?.view()))
 }
 
 /// `POST /api/v2/runs/{run_id}/reply` with a reply envelope: an external service's answer to an action
 /// (202 `{"status": "accepted" | "ignored"}`).
+#[utoipa::path(post, path = "/api/v2/runs/{run_id}/reply", tag = "v2 runs", params(("flowhost-signature" = Option<String>, Header, description = "HMAC of the body when the deployment signs")), request_body = Value, responses((status = 202, description = "Accepted", body = Value), (status = 200, description = "Already applied", body = Value)))]
 pub(crate) async fn reply(
     State(state): State<SharedState>,
     Path(run_id): Path<String>,
@@ -95,6 +99,7 @@ pub(crate) async fn reply(
 /// `POST /v2/{service}/inbound` with an inbound envelope, for a service this deployment runs in process (a
 /// flow segment over `http`): 202 `{"status": "accepted"}` at once; the action runs in the background and its
 /// reply goes to the envelope's `reply_to.url`. 404 `SERVICE_NOT_HERE` for a service not loaded here.
+#[utoipa::path(post, path = "/v2/{service}/inbound", tag = "v2 runs", params(("flowhost-signature" = Option<String>, Header, description = "HMAC of the body when the deployment signs")), request_body = Value, responses((status = 202, description = "Accepted", body = Value), (status = 200, description = "Already applied", body = Value)))]
 pub(crate) async fn inbound(
     State(state): State<SharedState>,
     Path(service): Path<String>,
@@ -110,7 +115,8 @@ pub(crate) async fn inbound(
     Ok((StatusCode::ACCEPTED, Json(json!({ "status": "accepted" }))))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct DeadLettersQuery {
     flow_id: Option<String>,
     status: Option<String>,
@@ -119,6 +125,7 @@ pub(crate) struct DeadLettersQuery {
 }
 
 /// `GET /api/v2/dead-letters[?flow_id=&status=open|replayed&page=&page_size=]`: newest first.
+#[utoipa::path(get, path = "/api/v2/dead-letters", tag = "v2 runs", params(DeadLettersQuery), responses((status = 200, description = "A page of dead letters, newest first", body = Value)))]
 pub(crate) async fn dead_letters(
     State(state): State<SharedState>,
     Query(query): Query<DeadLettersQuery>,
@@ -138,6 +145,7 @@ pub(crate) async fn dead_letters(
 }
 
 /// `GET /api/v2/dead-letters/{id}`.
+#[utoipa::path(get, path = "/api/v2/dead-letters/{id}", tag = "v2 runs", responses((status = 200, description = "The dead letter", body = Value)))]
 pub(crate) async fn dead_letter(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -145,13 +153,14 @@ pub(crate) async fn dead_letter(
     Ok(Json(json!(Runs::new(&state.ports).dead_letter(&id).await?.0)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ReplayBody {
     #[serde(default)]
     ids: Vec<String>,
     /// `run` (default): the run's own version; `latest`: the flow's latest release.
     #[serde(default)]
+    #[schema(value_type = Option<String>, example = "latest")]
     to: Option<ReplayTarget>,
 }
 
@@ -159,6 +168,7 @@ pub(crate) struct ReplayBody {
 const MAX_REPLAY_IDS: usize = 500;
 
 /// `POST /api/v2/dead-letters/{id}/replay` with `{ "to"?: "run" | "latest" }`.
+#[utoipa::path(post, path = "/api/v2/dead-letters/{id}/replay", tag = "v2 runs", params(("X-Flowhost-User" = Option<String>, Header, description = "Who is calling (1-128 printable characters; `anonymous` when absent); claimed, not checked")), request_body(content = Option<ReplayBody>), responses((status = 200, description = "The replay", body = Value)))]
 pub(crate) async fn replay_one(
     State(state): State<SharedState>,
     Path(id): Path<String>,
@@ -174,6 +184,7 @@ pub(crate) async fn replay_one(
 
 /// `POST /api/v2/dead-letters/replay` with `{ "ids": [...], "to"?: "run" | "latest" }`: each id's replay or
 /// the error that refused it (`results`, in the order of `ids`).
+#[utoipa::path(post, path = "/api/v2/dead-letters/replay", tag = "v2 runs", params(("X-Flowhost-User" = Option<String>, Header, description = "Who is calling (1-128 printable characters; `anonymous` when absent); claimed, not checked")), request_body = ReplayBody, responses((status = 200, description = "`results`, one per id, in order", body = Value)))]
 pub(crate) async fn replay_many(
     State(state): State<SharedState>,
     caller: Caller,

@@ -1,0 +1,66 @@
+//! A host running every role that serves HTTP, with each listener on a socket of its own (the gateway's five,
+//! push, presence, campaigns beside the main one), for the suites that walk every socket's OpenAPI document.
+//! Without the sender: requests made up from a document must not become web pushes to the endpoints they name.
+
+use flowhost_core::config::Role;
+
+use crate::gateway::{configure, GatewayAddrs, PlayerBackend};
+use crate::{Backends, TestHost};
+
+/// The gateway origin the host accepts events from.
+pub const ORIGIN: &str = "https://casino.example";
+
+pub struct EveryRole {
+    pub host: TestHost,
+    /// The base URL of every socket, the main one first.
+    pub sockets: Vec<String>,
+    /// The base URL of the push API's socket (one of `sockets`).
+    pub push: String,
+    _player_backend: PlayerBackend,
+}
+
+impl EveryRole {
+    pub async fn start(backends: Backends) -> EveryRole {
+        let backend = PlayerBackend::start().await;
+        let gateway = GatewayAddrs::free();
+        let (push, presence, campaigns) = (free_addr(), free_addr(), free_addr());
+        let host = TestHost::start_configured(backends, None, |config| {
+            configure(config, &gateway, &[ORIGIN], &backend);
+            config.roles =
+                vec![Role::Admin, Role::Engine, Role::PushApi, Role::Gateway, Role::Presence, Role::Campaigns];
+            config.push.listen = Some(push.clone());
+            config.presence.http_addr = presence.clone();
+            config.campaigns.listen = campaigns.clone();
+            config.campaigns.database = crate::unique("campaigns").replace('-', "_");
+            let presence_config = &mut config.presence;
+            presence_config.group = crate::unique("presence");
+            presence_config.input_topic = crate::unique("presence.events");
+            match backends {
+                Backends::Embedded => presence_config.bootstrap_servers = vec!["embedded".to_owned()],
+                Backends::Distributed => {
+                    presence_config.bootstrap_servers = vec![crate::servers::kafka_brokers()];
+                    presence_config.docdb_uri = Some(flowhost_core::config::Secret::new(crate::servers::mongodb_uri()));
+                    presence_config.dlq_replication_factor = 1;
+                }
+            }
+            // Outbound calls to names a request made up go nowhere but loopback.
+            config.egress.allowed = vec!["127.0.0.1".to_owned()];
+        })
+        .await;
+        host.wait_ready().await;
+        let push = format!("http://{push}");
+        let mut sockets = vec![host.base_url.clone(), push.clone()];
+        sockets.extend([presence, campaigns].iter().map(|addr| format!("http://{addr}")));
+        sockets.extend(
+            [gateway.edge, gateway.ingest, gateway.admin, gateway.private, gateway.metrics]
+                .iter()
+                .map(|addr| format!("http://{addr}")),
+        );
+        EveryRole { host, sockets, push, _player_backend: backend }
+    }
+}
+
+fn free_addr() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    format!("127.0.0.1:{port}")
+}
