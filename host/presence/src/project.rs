@@ -73,8 +73,9 @@ fn bounded(code: &str) -> String {
     if valid { code } else { "rejected" }.to_owned()
 }
 
-/// The player's document id from the envelope, when it has one (`<tenant_id>:<user_id>`).
-fn document_id(value: &str) -> Option<String> {
+/// The player's document id from the envelope, when it has one (`<tenant_id>:<user_id>`). Public for the fuzz
+/// targets (`tests/fuzz`), which feed it the envelopes they make up.
+pub fn document_id(value: &str) -> Option<String> {
     #[derive(Deserialize)]
     struct Envelope {
         body: Body,

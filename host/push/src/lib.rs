@@ -37,12 +37,14 @@ use flowhost_core::digest::TokenDigest;
 use flowhost_core::ports::Ports;
 use tracing::{error, info, warn};
 
+pub use body::parse_object;
 pub use error::PushError;
 pub use flowhost_webpush::policy::{CallerPolicy, PolicyError};
 pub use flowhost_webpush::retention::{run_retention, sweep_once};
 pub use flowhost_webpush::token::InteractionClaims;
 pub use flowhost_webpush::vapid::VapidKeys;
 pub use flowhost_webpush::PAYLOAD_VERSION;
+pub use platform::{subscription_fields, SubscriptionFields};
 pub use role::PushRole;
 pub use sender_role::{SenderRole, NOTIFICATIONS_PLUGIN, SENDER_CHECK};
 
