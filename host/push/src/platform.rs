@@ -15,6 +15,7 @@ use axum::{Json, Router};
 use flowhost_core::config::Channel;
 use flowhost_webpush::events::{self, EventSource, InteractionEvent};
 use flowhost_webpush::fields::{Fields, MAX_ID_LEN};
+use flowhost_webpush::push::ece;
 use flowhost_webpush::subscriptions::{self, Deactivation, NewSubscription};
 use flowhost_webpush::{targets, token, vapid};
 use serde_json::{json, Map, Value};
@@ -73,13 +74,17 @@ async fn client_config(State(state): State<Shared>, _caller: PlatformCaller) -> 
     }
 }
 
-/// Checks a base64url key of a push subscription and its decoded length.
+/// Checks a base64url key of a push subscription and its decoded length; the public key (65 bytes) must also be
+/// a point on P-256, or no message could ever be encrypted for the subscription.
 fn check_key(fields: &mut Fields<'_>, name: &str, value: Option<String>, len: usize, what: &str) {
     let Some(value) = value else { return };
     match vapid::decode_base64url(&value) {
         None => fields.error(name, "must be base64url"),
         Some(bytes) if bytes.len() != len || (len == 65 && bytes[0] != 0x04) => {
             fields.error(name, format!("must be {what} ({len} bytes), got {} bytes", bytes.len()))
+        }
+        Some(bytes) if len == 65 && ece::check_public_key(&bytes).is_err() => {
+            fields.error(name, format!("must be {what}: these 65 bytes are not a point on the P-256 curve"))
         }
         Some(_) => {}
     }
