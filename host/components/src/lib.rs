@@ -25,6 +25,6 @@
 mod store;
 
 pub use store::{
-    catalog_manifest, Activation, ComponentError, ComponentStore, ComponentSummary, Prepared, StoreConfig, Uploaded,
-    VersionSummary, DEFAULT_GRANTS,
+    catalog_manifest, catalog_manifest_of, Activation, ComponentError, ComponentStore, ComponentSummary, Prepared,
+    StoreConfig, Uploaded, VersionSummary, DEFAULT_GRANTS,
 };

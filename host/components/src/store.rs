@@ -644,7 +644,11 @@ fn version_key(id: &str, version: &str) -> String {
 /// same identity as the stored version, marked `runtime: "wasm"` with the component's SHA-256, so the catalog's
 /// immutability check covers the bytes too.
 pub fn catalog_manifest(plugin: &Plugin, content_hash: &str) -> Result<ServiceManifest, CatalogError> {
-    let manifest = plugin.manifest();
+    catalog_manifest_of(plugin.manifest(), content_hash)
+}
+
+/// [`catalog_manifest`] from the component's manifest alone (what an upload checks before storing anything).
+pub fn catalog_manifest_of(manifest: &Manifest, content_hash: &str) -> Result<ServiceManifest, CatalogError> {
     let data_sources: Vec<Value> = manifest
         .data_sources
         .iter()

@@ -100,6 +100,13 @@ impl IngestRecord {
     }
 }
 
+/// Whether `text` is a UUID in its hyphenated form (`8-4-4-4-12` hex digits), the only form the presence
+/// projector takes: `Uuid::parse_str` alone also reads the simple, braced and URN forms, which the gateway would
+/// then publish (202) for the projector to dead-letter as `invalid_event_id` / `invalid_session_id`.
+fn is_uuid(text: &str) -> bool {
+    text.len() == 36 && uuid::Uuid::try_parse(text).is_ok()
+}
+
 /// Parses and checks the browser's body; an error is a message for the 400 answer.
 pub fn parse(body: &[u8]) -> Result<BrowserEvent, String> {
     let event: BrowserEvent = serde_json::from_slice(body).map_err(|error| format!("not an event: {error}"))?;
@@ -110,8 +117,8 @@ pub fn parse(body: &[u8]) -> Result<BrowserEvent, String> {
     if !type_ok {
         return Err(format!("event_type must be 1 to {MAX_EVENT_TYPE_LEN} of a-z 0-9 . _ - starting with a letter"));
     }
-    if uuid::Uuid::parse_str(&event.event_id).is_err() {
-        return Err("event_id must be a UUID".to_owned());
+    if !is_uuid(&event.event_id) {
+        return Err("event_id must be a UUID (hyphenated, 8-4-4-4-12 hex digits)".to_owned());
     }
     if chrono::DateTime::parse_from_rfc3339(&event.occurred_at).is_err() {
         return Err("occurred_at must be an RFC 3339 date-time".to_owned());
@@ -125,8 +132,8 @@ pub fn parse(body: &[u8]) -> Result<BrowserEvent, String> {
 fn presence_payload(payload: &Map<String, Value>) -> Result<PresencePayload, String> {
     let presence: PresencePayload = serde_json::from_value(Value::Object(payload.clone()))
         .map_err(|error| format!("event_payload of a presence event: {error}"))?;
-    if uuid::Uuid::parse_str(&presence.presence_session_id).is_err() {
-        return Err("event_payload.presence_session_id must be a UUID".to_owned());
+    if !is_uuid(&presence.presence_session_id) {
+        return Err("event_payload.presence_session_id must be a UUID (hyphenated, 8-4-4-4-12 hex digits)".to_owned());
     }
     if !["opened", "heartbeat", "closed"].contains(&presence.action.as_str()) {
         return Err("event_payload.action must be opened, heartbeat or closed".to_owned());
@@ -254,6 +261,19 @@ mod tests {
                 "unknown field",
             ),
             (presence(json!({"presence_session_id": "nope", "action": "opened"})), "presence_session_id"),
+            // Forms the projector refuses (tests/fuzz/regressions/presence_envelope/): refused here, not published.
+            (
+                json!({"event_type": "a", "event_id": session.replace('-', ""), "occurred_at": "2026-11-24T10:00:00Z", "event_payload": {}}),
+                "event_id",
+            ),
+            (
+                presence(json!({"presence_session_id": format!("{{{session}}}"), "action": "opened"})),
+                "presence_session_id",
+            ),
+            (
+                presence(json!({"presence_session_id": format!("urn:uuid:{session}"), "action": "opened"})),
+                "presence_session_id",
+            ),
             (presence(json!({"presence_session_id": session, "action": "left"})), "action"),
             (
                 presence(json!({"presence_session_id": session, "action": "opened", "close_reason": "logout"})),

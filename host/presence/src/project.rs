@@ -73,25 +73,19 @@ fn bounded(code: &str) -> String {
     if valid { code } else { "rejected" }.to_owned()
 }
 
-/// The player's document id from the envelope, when it has one (`<tenant_id>:<user_id>`).
-fn document_id(value: &str) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Envelope {
-        body: Body,
-    }
-    #[derive(Deserialize)]
-    struct Body {
-        tenant_id: String,
-        user: User,
-    }
-    #[derive(Deserialize)]
-    struct User {
-        user_id: String,
-    }
-    let envelope: Envelope = serde_json::from_str(value).ok()?;
-    let ids = [&envelope.body.tenant_id, &envelope.body.user.user_id];
-    let decimal = |id: &&String| !id.is_empty() && id.len() <= 19 && id.bytes().all(|b| b.is_ascii_digit());
-    ids.iter().all(decimal).then(|| format!("{}:{}", envelope.body.tenant_id, envelope.body.user.user_id))
+/// The player's document id from the envelope, when it has one (`<tenant_id>:<user_id>`). Public for the fuzz
+/// targets (`tests/fuzz`), which feed it the envelopes they make up.
+///
+/// Read as the projector reads the envelope (a JSON value and pointers into it, a repeated key's last value
+/// winning), so both see the same player in any bytes: a typed read refused an envelope with a repeated key
+/// that the projector applies, and the record was dead-lettered as `invalid_user_id`.
+pub fn document_id(value: &str) -> Option<String> {
+    let envelope: Value = serde_json::from_str(value).ok()?;
+    let id = |pointer: &str| {
+        let id = envelope.pointer(pointer)?.as_str()?;
+        (!id.is_empty() && id.len() <= 19 && id.bytes().all(|b| b.is_ascii_digit())).then_some(id)
+    };
+    Some(format!("{}:{}", id("/body/tenant_id")?, id("/body/user/user_id")?))
 }
 
 /// What the projector made of one player's inputs, folded one after the other onto the stored document.
@@ -349,6 +343,10 @@ mod tests {
         for bad in [json!({"body": {"tenant_id": "1:2", "user": {"user_id": "501"}}}), json!({"body": {}}), json!([])] {
             assert_eq!(document_id(&bad.to_string()), None, "{bad}");
         }
+        // A repeated key reads as the projector reads it, the last value winning
+        // (tests/fuzz/regressions/presence_envelope/).
+        let repeated = r#"{"body": {"tenant_id": "7"}, "body": {"tenant_id": "12", "user": {"user_id": "501"}}}"#;
+        assert_eq!(document_id(repeated).as_deref(), Some("12:501"));
         assert_eq!(bounded("invalid_action"), "invalid_action");
         assert_eq!(bounded("Invalid Action!"), "rejected");
     }

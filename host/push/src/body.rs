@@ -27,7 +27,8 @@ impl<S: Send + Sync> FromRequest<S> for JsonObject {
     }
 }
 
-pub(crate) fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, PushError> {
+/// A request body as a JSON object, or the 400 that refuses it (what [`JsonObject`] extracts).
+pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, PushError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(PushError::field("body", "a JSON object is required"));
     }

@@ -42,12 +42,14 @@ use tracing::{error, info, warn};
 use utoipa::openapi::path::{Operation, PathItem, Paths};
 use utoipa::openapi::{RefOr, Schema};
 
+pub use body::parse_object;
 pub use error::PushError;
 pub use flowhost_webpush::policy::{CallerPolicy, PolicyError};
 pub use flowhost_webpush::retention::{run_retention, sweep_once};
 pub use flowhost_webpush::token::InteractionClaims;
 pub use flowhost_webpush::vapid::VapidKeys;
 pub use flowhost_webpush::PAYLOAD_VERSION;
+pub use platform::{subscription_fields, SubscriptionFields};
 pub use role::PushRole;
 pub use sender_role::{SenderRole, NOTIFICATIONS_PLUGIN, SENDER_CHECK};
 

@@ -15,9 +15,10 @@ use flowhost_core::config::Channel;
 use flowhost_role::{routes, ApiRouter};
 use flowhost_webpush::events::{self, EventSource, InteractionEvent};
 use flowhost_webpush::fields::{Fields, MAX_ID_LEN};
+use flowhost_webpush::push::ece;
 use flowhost_webpush::subscriptions::{self, Deactivation, NewSubscription};
 use flowhost_webpush::{targets, token, vapid};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tracing::{debug, info};
 
 use crate::auth::{CallerHeaders, PlatformCaller};
@@ -166,7 +167,8 @@ async fn client_config(State(state): State<Shared>, _caller: PlatformCaller) -> 
     }
 }
 
-/// Checks a base64url key of a push subscription and its decoded length.
+/// Checks a base64url key of a push subscription and its decoded length; the public key (65 bytes) must also be
+/// a point on P-256, or no message could ever be encrypted for the subscription.
 fn check_key(fields: &mut Fields<'_>, name: &str, value: Option<String>, len: usize, what: &str) {
     let Some(value) = value else { return };
     match vapid::decode_base64url(&value) {
@@ -174,19 +176,33 @@ fn check_key(fields: &mut Fields<'_>, name: &str, value: Option<String>, len: us
         Some(bytes) if bytes.len() != len || (len == 65 && bytes[0] != 0x04) => {
             fields.error(name, format!("must be {what} ({len} bytes), got {} bytes", bytes.len()))
         }
+        Some(bytes) if len == 65 && ece::check_public_key(&bytes).is_err() => {
+            fields.error(name, format!("must be {what}: these 65 bytes are not a point on the P-256 curve"))
+        }
         Some(_) => {}
     }
 }
 
-/// `POST /api/v1/service/webpush/subscriptions`: stores (or reactivates) the subscription of one endpoint.
-#[utoipa::path(post, path = "/api/v1/service/webpush/subscriptions", tag = "push platform", params(CallerHeaders), request_body = WebPushSubscriptionBody, responses((status = 201, description = "`{ id, tenant_id, player_id, endpoint, platform, created_at }`", body = Value)))]
-async fn subscribe(
-    State(state): State<Shared>,
-    caller: PlatformCaller,
-    JsonObject(body): JsonObject,
-) -> Result<impl IntoResponse, PushError> {
-    let allow_zero = state.settings.smoke_test_callers.contains(&caller.caller.id);
-    let mut f = Fields::new(&body);
+/// The fields of a subscription body, checked: what `POST /api/v1/service/webpush/subscriptions` stores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionFields {
+    pub tenant_id: String,
+    pub player_id: i64,
+    /// An https URL.
+    pub endpoint: String,
+    /// base64url of an uncompressed P-256 public key (65 bytes).
+    pub p256dh: String,
+    /// base64url of the 16-byte authentication secret.
+    pub auth: String,
+    pub user_agent: Option<String>,
+    /// `web`.
+    pub platform: String,
+}
+
+/// Checks a subscription body: every offending field named in one 400 `VALIDATION_ERROR`. `allow_zero` lets a
+/// smoke-test caller use player id 0.
+pub fn subscription_fields(body: &Map<String, Value>, allow_zero: bool) -> Result<SubscriptionFields, PushError> {
+    let mut f = Fields::new(body);
     let tenant_id = f.required_str("tenant_id", MAX_TENANT_LEN);
     let player_id = f.player_id("player_id", allow_zero);
     let endpoint = f.required_str("endpoint", MAX_ENDPOINT_LEN);
@@ -217,6 +233,19 @@ async fn subscribe(
     else {
         return Err(PushError::internal());
     };
+    Ok(SubscriptionFields { tenant_id, player_id, endpoint, p256dh, auth, user_agent, platform })
+}
+
+/// `POST /api/v1/service/webpush/subscriptions`: stores (or reactivates) the subscription of one endpoint.
+#[utoipa::path(post, path = "/api/v1/service/webpush/subscriptions", tag = "push platform", params(CallerHeaders), request_body = WebPushSubscriptionBody, responses((status = 201, description = "`{ id, tenant_id, player_id, endpoint, platform, created_at }`", body = Value)))]
+async fn subscribe(
+    State(state): State<Shared>,
+    caller: PlatformCaller,
+    JsonObject(body): JsonObject,
+) -> Result<impl IntoResponse, PushError> {
+    let allow_zero = state.settings.smoke_test_callers.contains(&caller.caller.id);
+    let SubscriptionFields { tenant_id, player_id, endpoint, p256dh, auth, user_agent, platform } =
+        subscription_fields(&body, allow_zero)?;
     caller.check_tenant(&tenant_id)?;
 
     let holder = subscriptions::holder(state.ports.documents.as_ref(), &endpoint).await?;

@@ -2,6 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::runtime::check_output;
+use crate::{Capability, Limits, LoadError};
+
 /// What a component declares about itself (JSON, see `wit/README.md`). Unknown fields are kept in `extra` for
 /// the component catalog's later fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,6 +97,25 @@ pub struct ManifestLimits {
 }
 
 impl Manifest {
+    /// Reads the text a component's `manifest` export returned, as loading a component does: within `limits`'
+    /// output size, JSON of this shape, declaring every capability in `imported`. Returns the manifest with
+    /// `limits` tightened by the ones it asks for. Pure: the fuzz targets (`tests/fuzz`) call it directly.
+    pub fn read(text: &str, imported: &[Capability], limits: &Limits) -> Result<(Manifest, Limits), LoadError> {
+        check_output(text, limits).map_err(LoadError::Manifest)?;
+        let manifest: Manifest =
+            serde_json::from_str(text).map_err(|error| LoadError::InvalidManifest(error.to_string()))?;
+        for capability in imported {
+            if !manifest.capabilities.iter().any(|declared| declared == capability.name()) {
+                return Err(LoadError::Undeclared { capability: capability.name().to_string() });
+            }
+        }
+        let limits = match &manifest.limits {
+            Some(asked) => limits.tightened_by(asked),
+            None => limits.clone(),
+        };
+        Ok((manifest, limits))
+    }
+
     /// Whether the manifest declares `action`.
     pub fn has_action(&self, action: &str) -> bool {
         self.actions.iter().any(|a| a.name == action)

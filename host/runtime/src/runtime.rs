@@ -272,21 +272,10 @@ impl Runtime {
         let limits = &self.inner.config.limits;
         let text = text.map_err(|error| LoadError::Manifest(classify(error, &store, limits)))?;
         drop(store);
-        check_output(&text, limits).map_err(LoadError::Manifest)?;
-        let manifest: Manifest =
-            serde_json::from_str(&text).map_err(|error| LoadError::InvalidManifest(error.to_string()))?;
-        for capability in imported {
-            if !manifest.capabilities.iter().any(|declared| declared == capability.name()) {
-                return Err(LoadError::Undeclared { capability: capability.name().to_string() });
-            }
-        }
+        let (manifest, limits) = Manifest::read(&text, imported, limits)?;
         let identity = Identity {
             plugin: format!("{}@{}", manifest.id, manifest.version).into(),
             scope: manifest.id.as_str().into(),
-        };
-        let limits = match &manifest.limits {
-            Some(asked) => limits.tightened_by(asked),
-            None => limits.clone(),
         };
         Ok((manifest, identity, limits))
     }

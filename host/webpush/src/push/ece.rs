@@ -43,6 +43,19 @@ fn hkdf(salt: &[u8], ikm: &[u8], info: &[&[u8]], len: usize) -> Result<Vec<u8>, 
     Ok(out)
 }
 
+/// Checks that `p256dh` is a key [`encrypt`] can agree a key with: an uncompressed point (65 bytes, `0x04`
+/// first) that lies on P-256. A subscription is checked before it is stored, so a key off the curve is a 400 at
+/// subscribe time instead of a 201 for a subscription no message can ever be encrypted for.
+pub fn check_public_key(p256dh: &[u8]) -> Result<(), EncryptError> {
+    if p256dh.len() != 65 || p256dh[0] != 0x04 {
+        return Err(EncryptError::BadPublicKey);
+    }
+    let ephemeral =
+        EphemeralPrivateKey::generate(&ECDH_P256, &SystemRandom::new()).map_err(|_| EncryptError::Crypto)?;
+    agree_ephemeral(ephemeral, &UnparsedPublicKey::new(&ECDH_P256, p256dh), |_| ())
+        .map_err(|_| EncryptError::BadPublicKey)
+}
+
 /// Encrypts `payload` for the subscription with public key `p256dh` (65 bytes) and secret `auth` (16 bytes).
 pub fn encrypt(payload: &[u8], p256dh: &[u8], auth: &[u8]) -> Result<Vec<u8>, EncryptError> {
     encrypt_with(payload, p256dh, auth, &SystemRandom::new())
@@ -128,5 +141,18 @@ mod tests {
             Err(EncryptError::TooLarge(MAX_PAYLOAD + 1))
         );
         assert!(encrypt(&vec![b'x'; MAX_PAYLOAD], &ua_public, &auth).unwrap().len() <= 4096);
+    }
+
+    #[test]
+    fn a_public_key_off_the_curve_is_refused_before_any_message() {
+        let rng = SystemRandom::new();
+        let ua_public = Private::generate(&ECDH_P256, &rng).unwrap().compute_public_key().unwrap().as_ref().to_vec();
+        assert_eq!(check_public_key(&ua_public), Ok(()));
+        // One bit of Y flipped (tests/fuzz/regressions/push_subscription_keys/): 65 bytes, 0x04 first, no point.
+        let mut off_curve = ua_public.clone();
+        off_curve[64] ^= 1;
+        assert_eq!(check_public_key(&off_curve), Err(EncryptError::BadPublicKey));
+        assert_eq!(encrypt(b"x", &off_curve, &[7u8; 16]), Err(EncryptError::BadPublicKey));
+        assert_eq!(check_public_key(&ua_public[..64]), Err(EncryptError::BadPublicKey));
     }
 }
