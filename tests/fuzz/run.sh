@@ -42,6 +42,10 @@ for target in "${targets[@]}"; do
     work="$fuzz_dir/work/$target"
     mkdir -p "$work/corpus" "$work/artifacts" "$work/tmp" "$here/regressions/$target"
     rm -f "$work/artifacts/"*
+    if [[ $target == component ]]; then
+        # Real components as seeds: the guests the fixtures' build script made (not checked in: they are built).
+        cp "$here/../../target/plugins/wasm32-wasip2/release/"{noop,greeter,caps}.wasm "$work/corpus/" 2>/dev/null || true
+    fi
     echo "[fuzz] $target: ${budget} s" >&2
     # The scratch directories the target makes (its embedded store) live and die with this run.
     set +e

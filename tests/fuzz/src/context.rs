@@ -20,9 +20,6 @@ use flowhost_runtime::{Runtime, RuntimeConfig};
 use serde_json::json;
 use tempfile::TempDir;
 
-/// The `noop` plugin (`plugins/noop`, built for wasm32-wasip2), also a seed of the `component` target.
-const NOOP: &[u8] = include_bytes!("../corpus/component/noop.wasm");
-
 /// The clock of every target: 2026-11-24T10:00:00Z.
 pub(crate) const NOW_MS: i64 = 1_795_514_400_000;
 
@@ -58,7 +55,9 @@ fn build() -> Context {
     let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
     let runtime = Runtime::new(RuntimeConfig::default()).expect("the plugin runtime starts");
     let store = Arc::new(ComponentStore::new(ports.clone(), runtime, StoreConfig::default()));
-    tokio.block_on(store.install_bundled(&[("noop", NOOP)])).expect("the noop plugin installs");
+    // The `noop` plugin (`plugins/noop`, built for wasm32-wasip2 by the fixtures' build script).
+    let noop = flowhost_runtime_fixtures::bytes("noop");
+    tokio.block_on(store.install_bundled(&[("noop", &noop)])).expect("the noop plugin installs");
     let endpoint = ServiceEndpoint::new(store.clone(), ports.clone(), "fuzz", "https://flowhost.example");
     let deps = tokio.block_on(flow_dependencies(&ports));
     Context { tokio, ports, store, endpoint, deps }
