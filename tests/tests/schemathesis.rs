@@ -60,6 +60,8 @@ async fn schemathesis_finds_nothing(backends: Backends) {
                     .args(["--generation-database", "none", "--suppress-health-check", "all"])
                     .arg("--report-dir")
                     .arg(&report)
+                    // Its own files (a cache of failures) go to the report's folder, not into the checkout.
+                    .current_dir(&report)
                     .env("SCHEMATHESIS_HOOKS", "schemathesis_hooks")
                     .env("PYTHONPATH", hooks)
                     .output()

@@ -327,6 +327,7 @@ async fn schemathesis_answers(base: &str, headers: &[String]) -> Vec<String> {
             .args(["--generation-database", "none", "--suppress-health-check", "all", "--report", "har"])
             .arg("--report-har-path")
             .arg(&har_path)
+            .current_dir(har_path.parent().expect("the report's folder"))
             .output()
             .expect("schemathesis runs")
     })
