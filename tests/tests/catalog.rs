@@ -139,6 +139,10 @@ async fn malformed_manifests(backends: Backends) {
     assert_eq!(status, 413, "{body}");
     assert!(body["error"].as_str().is_some());
     assert!(rows(&host).await.is_empty(), "nothing was registered");
+    // Every v2 node kind is a name `supports_nodes` may hold, `action` and `source` too.
+    let every_kind = with(&|m| m["supports_nodes"] = json!(flowhost_catalog::NODE_KINDS));
+    let (status, response) = host.call("POST", REGISTER, Some(every_kind)).await;
+    assert_eq!(status, 200, "{response}");
     host.stop().await;
 }
 

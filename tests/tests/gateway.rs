@@ -192,6 +192,8 @@ async fn the_public_route_answers_every_status_of_its_errors_table() {
     assert_eq!((status, body["error"]["code"].as_str()), (429, Some("RATE_LIMITED")));
     let retry_after: u64 = headers["retry-after"].parse().unwrap();
     assert!((1..=60).contains(&retry_after), "{retry_after}");
+    // A page's script reads Retry-After only when the answer exposes it (CORS hides it otherwise).
+    assert_eq!(headers["access-control-expose-headers"], "Retry-After", "the page can honour Retry-After");
 
     // The worker produced the accepted events as presence envelopes keyed by tenant and player.
     let ids: HashSet<String> = [event_id(&first), event_id(&second)].into();

@@ -9,8 +9,10 @@ use serde_json::{json, Map, Value};
 
 /// The transports a service may offer a flow (`service_sources`).
 pub const SERVICE_SOURCES: [&str; 3] = ["nats", "kafka", "http"];
-/// The node kinds a service may support (`supports_nodes`).
-pub const NODE_KINDS: [&str; 6] = ["condition", "lookup", "mapping", "rate-limit", "output-topic", "service-in"];
+/// The node kinds a service may support (`supports_nodes`): every v2 node kind (`flowhost_flows::NodeKind`
+/// names the same, a test there holds the two lists equal).
+pub const NODE_KINDS: [&str; 8] =
+    ["source", "condition", "rate-limit", "mapping", "lookup", "output-topic", "service-in", "action"];
 
 /// One action a component offers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

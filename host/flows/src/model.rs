@@ -251,3 +251,15 @@ pub struct EditLock {
     pub expires_at: String,
     pub expires_at_ms: i64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::NodeKind;
+
+    /// A manifest's `supports_nodes` accepts exactly the node kinds a flow can hold.
+    #[test]
+    fn the_catalog_knows_every_node_kind() {
+        let names: Vec<&str> = NodeKind::ALL.iter().map(|kind| kind.as_str()).collect();
+        assert_eq!(names, flowhost_catalog::NODE_KINDS);
+    }
+}

@@ -89,6 +89,8 @@ fn with_cors(mut response: Response, origin: &str) -> Response {
     if let Ok(value) = HeaderValue::from_str(origin) {
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
     }
+    // Without it a browser hides `Retry-After` from the page, which must honour it (spec 002, rule 7).
+    headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("Retry-After"));
     headers.append(header::VARY, HeaderValue::from_static("Origin"));
     response
 }

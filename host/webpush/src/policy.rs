@@ -158,8 +158,14 @@ impl CallerPolicy {
             if !digests.insert(token_digest) {
                 return Err(PolicyError(format!("caller {id:?}: its token is also another caller's token")));
             }
-            let source_apps = if entry.allowed_source_apps.iter().any(|a| a == "*") {
+            // Spec 000: `X-Source-App` must be in the list unless the list is `["*"]`. A `*` beside other apps
+            // would read as either; it is refused rather than guessed.
+            let source_apps = if entry.allowed_source_apps == ["*"] {
                 None
+            } else if entry.allowed_source_apps.iter().any(|a| a == "*") {
+                return Err(PolicyError(format!(
+                    "caller {id:?}: allowed_source_apps is [\"*\"] for any app, or a list of apps without \"*\""
+                )));
             } else {
                 if let Some(app) = entry.allowed_source_apps.iter().find(|a| a.trim().is_empty()) {
                     return Err(PolicyError(format!("caller {id:?}: allowed_source_apps has an empty entry {app:?}")));
@@ -280,6 +286,10 @@ mod tests {
             (
                 r#"{"callers": [{"caller_id": "a", "token": "", "allowed_source_apps": [], "allowed_routes": []}]}"#,
                 "token",
+            ),
+            (
+                r#"{"callers": [{"caller_id": "a", "token": "t", "allowed_source_apps": ["web", "*"], "allowed_routes": []}]}"#,
+                "allowed_source_apps is [\"*\"] for any app",
             ),
         ];
         for (json, expected) in cases {
