@@ -266,6 +266,19 @@ impl GatewayConfig {
                 return Err(ConfigError::new(name, format!("{host:?} is not an IP address")));
             }
         }
+        // Spec 002 rule 1: only local mode may leave the list empty (the socket peer is the client). An edge
+        // other hosts reach without a proxy list would take any peer for the player.
+        let local = self.bind_host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        if edge && self.trusted_proxy_cidrs.is_empty() && !local {
+            return Err(ConfigError::new(
+                "GATEWAY_EDGE_TRUSTED_PROXY_CIDRS",
+                format!(
+                    "is empty, which is local mode, but GATEWAY_BIND_HOST {:?} is not loopback: list the networks of \
+                     the proxies in front of the edge",
+                    self.bind_host
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -318,6 +331,21 @@ mod tests {
         assert_eq!(config.max_inflight, 8);
         assert_eq!(config.addr(config.edge_port), "127.0.0.1:9083");
         assert_eq!(config.ingest_private_addr(), "127.0.0.1:8082");
+    }
+
+    #[test]
+    fn an_edge_other_hosts_reach_needs_its_proxies_listed() {
+        let exposed = [
+            ("GATEWAY_EDGE_CACHE_HMAC_KEY", KEY),
+            ("GATEWAY_EDGE_ORIGINS_JSON", "{}"),
+            ("GATEWAY_BIND_HOST", "0.0.0.0"),
+        ];
+        assert_eq!(with(&exposed).unwrap_err().setting, "GATEWAY_EDGE_TRUSTED_PROXY_CIDRS");
+        let behind_proxies = [exposed.as_slice(), &[("GATEWAY_EDGE_TRUSTED_PROXY_CIDRS", "10.0.0.0/8")]].concat();
+        assert!(with(&behind_proxies).is_ok());
+        let local =
+            [("GATEWAY_EDGE_CACHE_HMAC_KEY", KEY), ("GATEWAY_EDGE_ORIGINS_JSON", "{}"), ("GATEWAY_BIND_HOST", "::1")];
+        assert!(with(&local).is_ok(), "local mode may leave the list empty");
     }
 
     #[test]
