@@ -2,7 +2,7 @@
 //! push, presence, campaigns beside the main one), for the suites that walk every socket's OpenAPI document.
 //! Without the sender: requests made up from a document must not become web pushes to the endpoints they name.
 
-use flowhost_core::config::Role;
+use flowhost_core::config::{Config, Role};
 
 use crate::gateway::{configure, GatewayAddrs, PlayerBackend};
 use crate::{Backends, TestHost};
@@ -29,20 +29,7 @@ impl EveryRole {
             config.roles =
                 vec![Role::Admin, Role::Engine, Role::PushApi, Role::Gateway, Role::Presence, Role::Campaigns];
             config.push.listen = Some(push.clone());
-            config.presence.http_addr = presence.clone();
-            config.campaigns.listen = campaigns.clone();
-            config.campaigns.database = crate::unique("campaigns").replace('-', "_");
-            let presence_config = &mut config.presence;
-            presence_config.group = crate::unique("presence");
-            presence_config.input_topic = crate::unique("presence.events");
-            match backends {
-                Backends::Embedded => presence_config.bootstrap_servers = vec!["embedded".to_owned()],
-                Backends::Distributed => {
-                    presence_config.bootstrap_servers = vec![crate::servers::kafka_brokers()];
-                    presence_config.docdb_uri = Some(flowhost_core::config::Secret::new(crate::servers::mongodb_uri()));
-                    presence_config.dlq_replication_factor = 1;
-                }
-            }
+            configure_presence_and_campaigns(config, backends, &presence, &campaigns);
             // Outbound calls to names a request made up go nowhere but loopback.
             config.egress.allowed = vec!["127.0.0.1".to_owned()];
         })
@@ -57,6 +44,25 @@ impl EveryRole {
                 .map(|addr| format!("http://{addr}")),
         );
         EveryRole { host, sockets, push, _player_backend: backend }
+    }
+}
+
+/// Runs the presence projector on `presence` (its consumer on `backends`' broker, its documents in MongoDB on the
+/// real servers) and the campaign events API on `campaigns` (its own read-model database), both named afresh.
+pub fn configure_presence_and_campaigns(config: &mut Config, backends: Backends, presence: &str, campaigns: &str) {
+    config.campaigns.listen = campaigns.to_owned();
+    config.campaigns.database = crate::unique("campaigns").replace('-', "_");
+    let presence_config = &mut config.presence;
+    presence_config.http_addr = presence.to_owned();
+    presence_config.group = crate::unique("presence");
+    presence_config.input_topic = crate::unique("presence.events");
+    match backends {
+        Backends::Embedded => presence_config.bootstrap_servers = vec!["embedded".to_owned()],
+        Backends::Distributed => {
+            presence_config.bootstrap_servers = vec![crate::servers::kafka_brokers()];
+            presence_config.docdb_uri = Some(flowhost_core::config::Secret::new(crate::servers::mongodb_uri()));
+            presence_config.dlq_replication_factor = 1;
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use flowhost_core::config::{Role, Secret};
-use flowhost_tests::every_role::ORIGIN;
+use flowhost_tests::every_role::{configure_presence_and_campaigns, ORIGIN};
 use flowhost_tests::gateway::{configure as configure_gateway, GatewayAddrs, PlayerBackend};
 use flowhost_tests::push::{
     send, subscription, EDITOR_TOKEN, INTERACTION_SECRET, INTERACTION_SECRET_PREVIOUS, OPS_TOKEN, SOURCE_APP, TENANT_A,
@@ -110,27 +110,14 @@ async fn no_secret_leaves_its_place(backends: Backends) {
         config.gateway.cache_hmac_key = Some(Secret::new(&hmac_key));
         config.redis.password = Some(Secret::new(&redis_password));
         config.push.listen = Some(push_addr.clone());
+        configure_presence_and_campaigns(config, backends, &presence_addr, &campaigns_addr);
         let campaigns = &mut config.campaigns;
-        campaigns.listen = campaigns_addr.clone();
-        campaigns.database = flowhost_tests::unique("campaigns").replace('-', "_");
         campaigns.bearer_token = Some(Secret::new(&campaigns_bearer));
         campaigns.external_url = Some(format!("http://{closed}/campaigns"));
         campaigns.external_token = Some(Secret::new(&external_token));
         campaigns.support_url = Some(format!("http://{closed}/support"));
         campaigns.support_token = Some(Secret::new(&support_token));
         campaigns.sync_interval_ms = 200;
-        let presence = &mut config.presence;
-        presence.http_addr = presence_addr.clone();
-        presence.group = flowhost_tests::unique("presence");
-        presence.input_topic = flowhost_tests::unique("presence.events");
-        match backends {
-            Backends::Embedded => presence.bootstrap_servers = vec!["embedded".to_owned()],
-            Backends::Distributed => {
-                presence.bootstrap_servers = vec![flowhost_tests::servers::kafka_brokers()];
-                presence.docdb_uri = Some(Secret::new(flowhost_tests::servers::mongodb_uri()));
-                presence.dlq_replication_factor = 1;
-            }
-        }
         // Outbound calls to names a made-up request carries go nowhere but loopback.
         config.egress.allowed = vec!["127.0.0.1".to_owned()];
     })

@@ -49,7 +49,7 @@ pub use flowhost_webpush::retention::{run_retention, sweep_once};
 pub use flowhost_webpush::token::InteractionClaims;
 pub use flowhost_webpush::vapid::VapidKeys;
 pub use flowhost_webpush::PAYLOAD_VERSION;
-pub use platform::{subscription_fields, SubscriptionFields};
+pub use platform::new_subscription;
 pub use role::PushRole;
 pub use sender_role::{SenderRole, NOTIFICATIONS_PLUGIN, SENDER_CHECK};
 

@@ -183,25 +183,15 @@ fn check_key(fields: &mut Fields<'_>, name: &str, value: Option<String>, len: us
     }
 }
 
-/// The fields of a subscription body, checked: what `POST /api/v1/service/webpush/subscriptions` stores.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubscriptionFields {
-    pub tenant_id: String,
-    pub player_id: i64,
-    /// An https URL.
-    pub endpoint: String,
-    /// base64url of an uncompressed P-256 public key (65 bytes).
-    pub p256dh: String,
-    /// base64url of the 16-byte authentication secret.
-    pub auth: String,
-    pub user_agent: Option<String>,
-    /// `web`.
-    pub platform: String,
-}
-
-/// Checks a subscription body: every offending field named in one 400 `VALIDATION_ERROR`. `allow_zero` lets a
-/// smoke-test caller use player id 0.
-pub fn subscription_fields(body: &Map<String, Value>, allow_zero: bool) -> Result<SubscriptionFields, PushError> {
+/// Checks a subscription body (what `POST /api/v1/service/webpush/subscriptions` stores): every offending field
+/// named in one 400 `VALIDATION_ERROR`. `allow_zero` lets a smoke-test caller use player id 0; `caller_id` and
+/// `source_app` say who asks.
+pub fn new_subscription(
+    body: &Map<String, Value>,
+    allow_zero: bool,
+    caller_id: &str,
+    source_app: &str,
+) -> Result<NewSubscription, PushError> {
     let mut f = Fields::new(body);
     let tenant_id = f.required_str("tenant_id", MAX_TENANT_LEN);
     let player_id = f.player_id("player_id", allow_zero);
@@ -233,7 +223,17 @@ pub fn subscription_fields(body: &Map<String, Value>, allow_zero: bool) -> Resul
     else {
         return Err(PushError::internal());
     };
-    Ok(SubscriptionFields { tenant_id, player_id, endpoint, p256dh, auth, user_agent, platform })
+    Ok(NewSubscription {
+        tenant_id,
+        player_id,
+        endpoint,
+        p256dh,
+        auth,
+        user_agent,
+        platform,
+        caller_id: caller_id.to_owned(),
+        source_app: source_app.to_owned(),
+    })
 }
 
 /// `POST /api/v1/service/webpush/subscriptions`: stores (or reactivates) the subscription of one endpoint.
@@ -244,26 +244,14 @@ async fn subscribe(
     JsonObject(body): JsonObject,
 ) -> Result<impl IntoResponse, PushError> {
     let allow_zero = state.settings.smoke_test_callers.contains(&caller.caller.id);
-    let SubscriptionFields { tenant_id, player_id, endpoint, p256dh, auth, user_agent, platform } =
-        subscription_fields(&body, allow_zero)?;
-    caller.check_tenant(&tenant_id)?;
+    let subscription = new_subscription(&body, allow_zero, &caller.caller.id, &caller.source_app)?;
+    caller.check_tenant(&subscription.tenant_id)?;
 
-    let holder = subscriptions::holder(state.ports.documents.as_ref(), &endpoint).await?;
+    let holder = subscriptions::holder(state.ports.documents.as_ref(), &subscription.endpoint).await?;
     if let Some(holder) = &holder {
         // Moving an endpoint to another tenant needs the right to act for the tenant that holds it.
         caller.check_tenant(&holder.tenant_id)?;
     }
-    let subscription = NewSubscription {
-        tenant_id,
-        player_id,
-        endpoint,
-        p256dh,
-        auth,
-        user_agent,
-        platform,
-        caller_id: caller.caller.id.clone(),
-        source_app: caller.source_app.clone(),
-    };
     let stored = subscriptions::store(&state.ports, &subscription, holder.as_ref()).await?;
     info!(caller = caller.caller.id, reactivated = holder.is_some(), "web-push subscription stored");
     let response = json!({

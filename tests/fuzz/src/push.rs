@@ -2,13 +2,13 @@
 //! checks it; a subscription it accepts must be one the sender can encrypt a push message for with its keys
 //! (`keys.p256dh`, `keys.auth`), or every notification to it fails after a 201.
 
-use flowhost_push::{parse_object, subscription_fields};
+use flowhost_push::{new_subscription, parse_object};
 use flowhost_webpush::push::ece;
 use flowhost_webpush::vapid::decode_base64url;
 
 pub fn push_subscription_keys(data: &[u8]) {
     let Ok(body) = parse_object(data) else { return };
-    let Ok(subscription) = subscription_fields(&body, false) else { return };
+    let Ok(subscription) = new_subscription(&body, false, "fuzz", "fuzz") else { return };
     let (Some(p256dh), Some(auth)) = (decode_base64url(&subscription.p256dh), decode_base64url(&subscription.auth))
     else {
         panic!("accepted keys that do not decode: {subscription:?}");
