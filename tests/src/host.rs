@@ -158,7 +158,11 @@ impl TestHost {
         let mut serving = config.clone();
         serving.api.public_base_url.get_or_insert_with(|| base_url.clone());
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(flowhost::serve(serving, ports.clone(), listener, shutdown.clone()));
+        let serve = flowhost::serve(serving, ports.clone(), listener, shutdown.clone());
+        let task = tokio::spawn(async move {
+            // What stopped the host, in the test's output (a failing test's later requests only see a reset).
+            serve.await.inspect_err(|error| eprintln!("flowhost::serve ended: {error:#}"))
+        });
         TestHost { base_url, ports, config, http: reqwest::Client::new(), shutdown, task: Some(task), _data_dir: None }
     }
 

@@ -2,61 +2,15 @@
 //! once the broker is back every event comes out. Each test runs its own private server instance and pauses
 //! it (SIGSTOP/SIGCONT), so no other test is disturbed and no data is lost with the pause.
 
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use flowhost_tests::{servers, unique, Backends, TestHost};
+use flowhost_tests::process::{self, free_port, Private};
+use flowhost_tests::{unique, Backends, TestHost};
 use serde_json::json;
-
-/// A server process of this test, killed when dropped.
-struct Private {
-    child: Child,
-    /// Its pid and log files; removed after the process is killed (fields drop after `Drop::drop`).
-    _dir: Option<tempfile::TempDir>,
-}
-
-impl Private {
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill").arg(format!("-{signal}")).arg(self.child.id().to_string()).status().unwrap();
-        assert!(status.success(), "kill -{signal}");
-    }
-}
-
-impl Drop for Private {
-    fn drop(&mut self) {
-        self.signal("CONT");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-async fn wait_for_port(port: u16) {
-    for _ in 0..150 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("private server on {port} did not start");
-}
 
 async fn private_kafka() -> (Private, String) {
     let port = free_port();
-    let address = format!("tcp://127.0.0.1:{port}");
-    let child = Command::new(servers::tansu_bin())
-        .args(["broker", "--listener-url", &address, "--advertised-listener-url", &address])
-        .args(["--storage-engine", "memory://tansu/"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for_port(port).await;
-    (Private { child, _dir: None }, format!("127.0.0.1:{port}"))
+    (process::kafka(port).await, format!("127.0.0.1:{port}"))
 }
 
 /// Creates a rule that passes every `deposit` event from a new source topic to a new output topic, and waits
@@ -74,19 +28,7 @@ async fn pass_through_rule(host: &TestHost) -> (String, String) {
 
 async fn private_mongodb() -> (Private, String) {
     let port = free_port();
-    let dir = tempfile::tempdir().unwrap();
-    let child = Command::new(servers::nx27017_bin())
-        .args(["--db", "memory", "--host", "127.0.0.1", "-p", &port.to_string()])
-        .arg("--pid-file")
-        .arg(dir.path().join("pid"))
-        .arg("--log-file")
-        .arg(dir.path().join("log"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for_port(port).await;
-    (Private { child, _dir: Some(dir) }, format!("mongodb://127.0.0.1:{port}"))
+    (process::mongodb(port).await, format!("mongodb://127.0.0.1:{port}"))
 }
 
 /// With MongoDB frozen, the engine keeps running on the rules it has, the admin API answers 503 within a

@@ -11,7 +11,6 @@ use flowhost_core::config::Config;
 use flowhost_core::ports::{Ports, Record};
 use flowhost_tests::gateway::{configure, parts, presence_event, GatewayAddrs, PlayerBackend, SITE, TENANT};
 use flowhost_tests::host::reader;
-use flowhost_tests::process::Private;
 use flowhost_tests::{servers, unique, Backends, TestHost};
 use serde_json::{json, Value};
 
@@ -640,17 +639,7 @@ async fn bad_settings_stop_the_start_naming_the_setting() {
 async fn a_hung_cache_is_a_dependency_failure_within_the_cache_timeout() {
     // A private Redis of this test, paused (SIGSTOP) mid-run so every cache call hangs.
     let port = flowhost_tests::gateway::free_port();
-    let redis = std::process::Command::new("redis-server")
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("redis-server (installed by tests/scripts/servers.sh)");
-    let redis = Private(redis);
-    let until = tokio::time::Instant::now() + Duration::from_secs(20);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-        assert!(tokio::time::Instant::now() < until, "the private Redis did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let redis = flowhost_tests::process::redis(port).await;
     let backend = PlayerBackend::start().await;
     let gateway = Gateway::start(Backends::Embedded, &backend, |config| {
         config.gateway.cache_url = Some(flowhost_core::config::Secret::new(format!("redis://127.0.0.1:{port}")));

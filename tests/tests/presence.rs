@@ -394,24 +394,7 @@ async fn the_operational_listener_answers_get_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_document_store_blocks_the_partition_until_it_answers_and_loses_nothing() {
     let port = free_port();
-    let dir = tempfile::tempdir().unwrap();
-    let mongo = Private(
-        std::process::Command::new(servers::nx27017_bin())
-            .args(["--db", "memory", "--host", "127.0.0.1", "-p", &port.to_string()])
-            .arg("--pid-file")
-            .arg(dir.path().join("pid"))
-            .arg("--log-file")
-            .arg(dir.path().join("log"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let until = tokio::time::Instant::now() + Duration::from_secs(20);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-        assert!(tokio::time::Instant::now() < until, "the private MongoDB-protocol server did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mongo = flowhost_tests::process::mongodb(port).await;
     let presence = Presence::start_with(Backends::Embedded, 120, |config| {
         config.presence.docdb_uri = Some(flowhost_core::config::Secret::new(format!("mongodb://127.0.0.1:{port}")));
         config.presence.docdb_timeout_ms = 1000;
@@ -499,7 +482,7 @@ impl Processes {
         for (name, value) in &self.env {
             command.env(name, value);
         }
-        Private(command.spawn().expect("flowhost"))
+        Private::new(command.spawn().expect("flowhost"))
     }
 
     fn envelope(&self, player: u32, action: &str) -> String {
@@ -595,7 +578,7 @@ async fn a_kill_9_replays_the_uncommitted_suffix_as_no_ops() {
     processes.publish_four_rounds(&players).await;
     processes.wait_last_round_started(30).await;
     first.signal("KILL");
-    let _ = first.0.wait();
+    let _ = first.child.wait();
 
     // The second process resumes after the committed offsets: the replayed suffix is a no-op, so every player
     // ends at exactly four writes (version 4), whatever the first process had done.
@@ -618,7 +601,7 @@ async fn sigterm_commits_what_was_marked_and_leaves_the_group_within_20_s() {
     first.signal("TERM");
     let stopping = std::time::Instant::now();
     let status = loop {
-        if let Some(status) = first.0.try_wait().unwrap() {
+        if let Some(status) = first.child.try_wait().unwrap() {
             break status;
         }
         assert!(stopping.elapsed() < Duration::from_secs(20), "still running 20 s after SIGTERM");

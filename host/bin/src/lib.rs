@@ -10,7 +10,7 @@ use flowhost_core::config::{Config, ConfigError, PluginsConfig, Role};
 use flowhost_core::ports::{Cache, DocumentStore, Ports, Subjects, Topics, WorkQueue};
 use flowhost_core::{Clock, SystemClock};
 use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
-use flowhost_role::{ListenerSet, RoleContext, RoleEntry};
+use flowhost_role::{Check, ListenerSet, RoleContext, RoleEntry};
 use flowhost_runtime::Capability;
 use futures::FutureExt;
 use tokio::net::TcpListener;
@@ -37,7 +37,9 @@ pub async fn resolve_secrets(config: &mut Config, env: &dyn Fn(&str) -> Option<S
     Ok(())
 }
 
-/// Connects every port to the backend the configuration names (embedded when none is named).
+/// Connects every port to the backend the configuration names (embedded when none is named). A remote backend
+/// that does not answer yet does not stop it: its adapter connects later, with capped backoff, and its calls
+/// fail with `Unavailable` meanwhile (readiness names it, see [`dependency_checks`]). Only bad settings fail.
 pub async fn connect(config: &Config) -> anyhow::Result<Ports> {
     connect_with_clock(config, Arc::new(SystemClock)).await
 }
@@ -57,7 +59,7 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
     }
     let documents: Arc<dyn DocumentStore> = match (&config.mongodb.uri, &embedded) {
         (Some(uri), _) => Arc::new(
-            flowhost_mongo::MongoDocuments::connect(uri, &config.mongodb.database)
+            flowhost_mongo::MongoDocuments::open(uri, &config.mongodb.database)
                 .await
                 .context("connecting to MongoDB (FLOWHOST_MONGODB_URI)")?,
         ),
@@ -74,7 +76,7 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
     };
     let subjects: Arc<dyn Subjects> = match &config.nats.url {
         Some(url) => Arc::new(
-            flowhost_nats::NatsSubjects::connect_in(url, config.nats.namespace())
+            flowhost_nats::NatsSubjects::open_in(url, config.nats.namespace())
                 .await
                 .context("connecting to NATS (FLOWHOST_NATS_URL)")?,
         ),
@@ -83,9 +85,7 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
     let redis_url = config.redis_url()?;
     let cache: Arc<dyn Cache> = match &redis_url {
         Some(url) => Arc::new(
-            flowhost_redis::RedisCache::connect_in(url, config.redis.namespace())
-                .await
-                .context("connecting to Redis")?,
+            flowhost_redis::RedisCache::open_in(url, config.redis.namespace()).await.context("connecting to Redis")?,
         ),
         None => Arc::new(LocalCache::with_max_entries(clock.clone(), config.cache.max_entries)),
     };
@@ -93,7 +93,7 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
     // without Redis it lives in the embedded store, opened here too when documents and topics are remote.
     let queue: Arc<dyn WorkQueue> = match (&redis_url, &embedded) {
         (Some(url), _) => Arc::new(
-            flowhost_redis::RedisQueue::connect_in(url, config.redis.namespace())
+            flowhost_redis::RedisQueue::open_in(url, config.redis.namespace())
                 .await
                 .context("connecting the work queue to Redis")?,
         ),
@@ -159,6 +159,17 @@ pub async fn start_components(
     ports: &Ports,
     registry: &prometheus::Registry,
 ) -> anyhow::Result<Arc<ComponentStore>> {
+    let store = new_component_store(config, ports, registry)?;
+    load_components(&store, config).await?;
+    Ok(store)
+}
+
+/// The component store, empty: [`load_components`] fills it.
+fn new_component_store(
+    config: &Config,
+    ports: &Ports,
+    registry: &prometheus::Registry,
+) -> anyhow::Result<Arc<ComponentStore>> {
     let runtime = flowhost_runtime::Runtime::with_host(
         runtime_config(&config.plugins),
         ports.clock.clone(),
@@ -177,16 +188,114 @@ pub async fn start_components(
             .collect(),
         ..StoreConfig::default()
     };
-    let store = Arc::new(ComponentStore::new(ports.clone(), runtime, store_config));
+    Ok(Arc::new(ComponentStore::new(ports.clone(), runtime, store_config)))
+}
+
+/// Installs the bundled plugins (unless disabled) and loads the stored active versions.
+async fn load_components(store: &ComponentStore, config: &Config) -> Result<(), flowhost_components::ComponentError> {
     if config.plugins.bundled {
-        store.install_bundled(&flowhost_runtime_fixtures::bundled()).await.context("installing the bundled plugins")?;
+        store.install_bundled(&flowhost_runtime_fixtures::bundled()).await?;
     } else {
-        store.sync().await.context("loading the active plugins")?;
+        store.sync().await?;
     }
     let active: Vec<String> =
         store.active_plugins().into_iter().map(|(id, plugin)| format!("{id}@{}", plugin.manifest().version)).collect();
     info!(plugins = ?active, "plugin runtime ready");
-    Ok(store)
+    Ok(())
+}
+
+/// The component store of a serving process, loaded now when the documents store answers. When it does not
+/// (its backend is down at start), the process starts anyway: the load is retried in the background with
+/// capped backoff, the readiness check `plugins` fails until it succeeds, and `loaded` tells the roles' tasks
+/// when they may start (a consumer must not run flows before their plugins are there).
+async fn serving_components(
+    config: &Config,
+    ports: &Ports,
+    registry: &prometheus::Registry,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<(Arc<ComponentStore>, Option<Loaded>)> {
+    let store = new_component_store(config, ports, registry)?;
+    match load_components(&store, config).await {
+        Ok(()) => Ok((store, None)),
+        Err(flowhost_components::ComponentError::Storage(error)) if error.is_transient() => {
+            tracing::warn!(%error, "the plugins cannot be loaded yet (documents store); retrying in the background");
+            let (done, loaded) = tokio::sync::watch::channel(false);
+            let (retrying, config, shutdown) = (store.clone(), config.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                let backoff =
+                    flowhost_core::backoff::Backoff::new(Duration::from_millis(500), 2.0, Duration::from_secs(10));
+                if flowhost_core::backoff::until_done("loading the plugins", backoff, &shutdown, || {
+                    load_components(&retrying, &config)
+                })
+                .await
+                {
+                    let _ = done.send(true);
+                }
+            });
+            Ok((store, Some(Loaded(loaded))))
+        }
+        Err(error) => Err(anyhow::Error::new(error).context("loading the plugins")),
+    }
+}
+
+/// Becomes true once the plugins a start could not load are loaded (see [`serving_components`]).
+#[derive(Clone)]
+struct Loaded(tokio::sync::watch::Receiver<bool>);
+
+impl Loaded {
+    /// Readiness `plugins`: failing until the plugins are loaded.
+    fn check(&self) -> Check {
+        let loaded = self.0.clone();
+        Check::sync("plugins", move || match *loaded.borrow() {
+            true => Ok(()),
+            false => Err("the plugins are not loaded yet: the documents store does not answer".to_owned()),
+        })
+    }
+
+    /// `task`, started once the plugins are loaded (or never, when the process stops first).
+    fn gate(&self, task: flowhost_role::Task, shutdown: CancellationToken) -> flowhost_role::Task {
+        let mut loaded = self.0.clone();
+        Box::pin(async move {
+            tokio::select! {
+                result = loaded.wait_for(|loaded| *loaded) => if result.is_err() { return Ok(()) },
+                _ = shutdown.cancelled() => return Ok(()),
+            }
+            task.await
+        })
+    }
+}
+
+/// Readiness of the remote backends of the process's ports, each named after its dependency (`mongodb`,
+/// `kafka`, `nats`, `redis`): what `/ready` of the main listener reports while one does not answer. Embedded
+/// backends need no check.
+pub fn dependency_checks(ports: &Ports) -> Vec<Check> {
+    let mut checks = Vec::new();
+    if ports.documents.backend() == "mongodb" {
+        let documents = ports.documents.clone();
+        checks.push(Check::new("mongodb", move || {
+            let documents = documents.clone();
+            async move { documents.get("flowhost_probe", "probe").await.map(|_| ()).map_err(|e| e.to_string()) }
+        }));
+    }
+    if ports.topics.backend() == "kafka" {
+        let topics = ports.topics.clone();
+        checks.push(Check::new("kafka", move || {
+            let topics = topics.clone();
+            async move { topics.exists("flowhost-probe").await.map(|_| ()).map_err(|e| e.to_string()) }
+        }));
+    }
+    if ports.subjects.backend() == "nats" {
+        let subjects = ports.subjects.clone();
+        checks.push(Check::sync("nats", move || subjects.connected().map_err(|e| e.to_string())));
+    }
+    if ports.cache.backend() == "redis" {
+        let cache = ports.cache.clone();
+        checks.push(Check::new("redis", move || {
+            let cache = cache.clone();
+            async move { cache.get("flowhost-probe").await.map(|_| ()).map_err(|e| e.to_string()) }
+        }));
+    }
+    checks
 }
 
 /// The role of each `--roles` name: adding a role is one crate implementing [`Role`] and one line here.
@@ -229,7 +338,7 @@ async fn presence_services(
     };
     let documents: Arc<dyn DocumentStore> = match &presence.docdb_uri {
         Some(uri) => Arc::new(
-            flowhost_mongo::MongoDocuments::connect(uri.expose(), &presence.database)
+            flowhost_mongo::MongoDocuments::open(uri.expose(), &presence.database)
                 .await
                 .context("connecting the presence store (DOCDB_URI)")?,
         ),
@@ -243,7 +352,7 @@ async fn presence_services(
 async fn gateway_cache(config: &Config, clock: Arc<dyn Clock>) -> anyhow::Result<flowhost_gateway::GatewayCache> {
     let cache: Arc<dyn Cache> = match &config.gateway.cache_url {
         Some(url) => Arc::new(
-            flowhost_redis::RedisCache::connect_in(url.expose(), config.redis.namespace())
+            flowhost_redis::RedisCache::open_in(url.expose(), config.redis.namespace())
                 .await
                 .context("connecting the gateway's cache (GATEWAY_EDGE_CACHE_URL)")?,
         ),
@@ -261,10 +370,17 @@ pub async fn serve(config: Config, ports: Ports, main: TcpListener, shutdown: Ca
     let entries: Vec<RoleEntry> = config.roles.iter().map(|role| role_entry(*role)).collect();
     let mut services = axum::http::Extensions::new();
     let mut tasks = tokio::task::JoinSet::new();
+    let mut loading = None;
     if entries.iter().any(|entry| entry.uses_components) {
-        let store = start_components(&config, &ports, &registry).await?;
-        tasks.spawn(store.clone().run_sync(shutdown.clone()).map(Ok));
+        let (store, loaded) = serving_components(&config, &ports, &registry, &shutdown).await?;
+        let sync: flowhost_role::Task = Box::pin(store.clone().run_sync(shutdown.clone()).map(Ok));
+        let sync = match &loaded {
+            Some(loaded) => loaded.gate(sync, shutdown.clone()),
+            None => sync,
+        };
+        tasks.spawn(named("plugin sync", sync));
         services.insert(store);
+        loading = loaded;
     }
     if config.roles.iter().any(|role| role.gateway_parts().is_some_and(|parts| parts.edge)) {
         services.insert(gateway_cache(&config, ports.clock.clone()).await?);
@@ -283,17 +399,25 @@ pub async fn serve(config: Config, ports: Ports, main: TcpListener, shutdown: Ca
     };
     let mut listeners = ListenerSet::default();
     listeners.require_metrics_token(config.metrics_token.as_ref());
+    listeners.add_main_readiness(dependency_checks(&ports));
+    if let Some(loaded) = &loading {
+        listeners.add_role(Vec::new(), Vec::new(), vec![loaded.check()], Vec::new());
+    }
     for entry in &entries {
         let parts = (entry.build)(&context).await.with_context(|| format!("starting the {} role", entry.name))?;
         listeners.add_role(parts.listeners, parts.liveness, parts.readiness, parts.warnings);
         for task in parts.tasks {
-            tasks.spawn(task);
+            let task = match (&loading, entry.uses_components) {
+                (Some(loaded), true) => loaded.gate(task, shutdown.clone()),
+                _ => task,
+            };
+            tasks.spawn(named(entry.name, task));
         }
     }
     let (bound, serving) =
         flowhost_role::serve_listeners(listeners, main, &config.api_addr(), registry, shutdown.clone()).await?;
     for task in serving {
-        tasks.spawn(task);
+        tasks.spawn(named("listener", task));
     }
     info!(
         roles = ?config.roles,
@@ -306,7 +430,18 @@ pub async fn serve(config: Config, ports: Ports, main: TcpListener, shutdown: Ca
     );
     let mut outcome = Ok(());
     while let Some(result) = tasks.join_next().await {
-        let result = result.context("a role task panicked").and_then(|r| r);
+        let (owner, result) = match result {
+            Ok((owner, result)) => (owner, result),
+            Err(panic) => ("a role", Err(anyhow::Error::new(panic).context("a task panicked"))),
+        };
+        if !shutdown.is_cancelled() {
+            match &result {
+                Ok(()) => tracing::error!(task = owner, "a task ended on its own; stopping the process"),
+                Err(error) => {
+                    tracing::error!(task = owner, error = format!("{error:#}"), "a task failed; stopping the process")
+                }
+            }
+        }
         if let Err(error) = result {
             if outcome.is_ok() {
                 outcome = Err(error);
@@ -318,6 +453,11 @@ pub async fn serve(config: Config, ports: Ports, main: TcpListener, shutdown: Ca
         }
     }
     outcome
+}
+
+/// `task`, its outcome labelled with what runs it (a role's name, `listener`, `plugin sync`) for the log.
+async fn named(owner: &'static str, task: flowhost_role::Task) -> (&'static str, anyhow::Result<()>) {
+    (owner, task.await)
 }
 
 /// Retries `connect` with backoff until it succeeds or `shutdown` fires, logging each failure: a backend

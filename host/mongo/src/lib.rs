@@ -73,6 +73,17 @@ impl MongoDocuments {
     /// Connects to `uri` and uses `database`, verifying the connection with a `ping` (fails within about
     /// five seconds when no server answers).
     pub async fn connect(uri: &str, database: &str) -> Result<MongoDocuments, PortError> {
+        let store = MongoDocuments::open(uri, database).await?;
+        store.ping().await?;
+        debug!(database = store.database.name(), "connected to MongoDB");
+        Ok(store)
+    }
+
+    /// Uses `database` at `uri` without waiting for a server: the driver connects in the background and keeps
+    /// reconnecting, and calls fail with `Unavailable` (after the server selection timeout) while none answers.
+    /// Only a malformed connection string or database name fails. A process starts this way while MongoDB is
+    /// down and becomes ready when it answers.
+    pub async fn open(uri: &str, database: &str) -> Result<MongoDocuments, PortError> {
         if database.is_empty() {
             return Err(PortError::Invalid("the MongoDB database name is empty".into()));
         }
@@ -90,12 +101,15 @@ impl MongoDocuments {
         }
         let client = Client::with_options(options).map_err(|error| map_error(error, "creating the MongoDB client"))?;
         let database = client.database(database);
-        database.run_command(doc! { "ping": 1 }).await.map_err(|error| {
-            warn!(%error, database = database.name(), "MongoDB ping failed");
-            map_error(error, "pinging MongoDB")
-        })?;
-        debug!(database = database.name(), "connected to MongoDB");
         Ok(MongoDocuments { client, database, expiry_indexed: Arc::default() })
+    }
+
+    /// A `ping` of the server (what readiness checks ask).
+    pub async fn ping(&self) -> Result<(), PortError> {
+        self.database.run_command(doc! { "ping": 1 }).await.map(|_| ()).map_err(|error| {
+            warn!(%error, database = self.database.name(), "MongoDB ping failed");
+            map_error(error, "pinging MongoDB")
+        })
     }
 
     /// The `expireAfterSeconds` of the collection's TTL index on the expiry field, if there is one (for

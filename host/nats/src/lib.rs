@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use async_nats::RequestErrorKind;
+use async_nats::{ConnectErrorKind, RequestErrorKind};
 use async_trait::async_trait;
 use flowhost_core::ports::{Headers, Namespace, PortError, SubjectMessage, SubjectStream, Subjects};
 use futures::StreamExt;
@@ -51,7 +51,23 @@ impl NatsSubjects {
     /// [`NatsSubjects::connect`] with every subject under `namespace` (separator `.`), reply inboxes included.
     pub async fn connect_in(url: &str, namespace: Namespace) -> Result<NatsSubjects, PortError> {
         let inbox = namespace.is_set().then(|| namespace.wire("_INBOX").into_owned());
-        Ok(NatsSubjects { client: connect_client(url, inbox).await?, namespace })
+        Ok(NatsSubjects { client: connect_client(url, inbox, Start::Now).await?, namespace })
+    }
+
+    /// [`NatsSubjects::connect_in`] that starts without NATS when the server does not answer: the client keeps
+    /// connecting in the background (with the client's capped backoff) and calls fail or wait meanwhile.
+    /// A malformed URL or refused credentials still fail.
+    pub async fn open_in(url: &str, namespace: Namespace) -> Result<NatsSubjects, PortError> {
+        let inbox = namespace.is_set().then(|| namespace.wire("_INBOX").into_owned());
+        let client = match connect_client(url, inbox.clone(), Start::Now).await {
+            Ok(client) => client,
+            Err(PortError::Unavailable(error)) => {
+                warn!(%error, "NATS does not answer yet; starting without it and connecting in the background");
+                connect_client(url, inbox, Start::InBackground).await?
+            }
+            Err(error) => return Err(error),
+        };
+        Ok(NatsSubjects { client, namespace })
     }
 
     /// A received message with its subject back in this deployment's terms (its reply address stays as is).
@@ -96,7 +112,20 @@ impl NatsSubjects {
 /// A client of `url`; `Unavailable` when the server does not answer within a few seconds. The client
 /// reconnects by itself afterwards. The URL's user and password (or a user alone, as a token) sign in, which
 /// is how a deployment reaches its own account; `inbox` replaces the `_INBOX` prefix of reply subjects.
-pub(crate) async fn connect_client(url: &str, inbox: Option<String>) -> Result<async_nats::Client, PortError> {
+/// Whether [`connect_client`] waits for the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// Connect now; fail when the server does not answer.
+    Now,
+    /// Return at once; the client connects in the background and keeps retrying.
+    InBackground,
+}
+
+pub(crate) async fn connect_client(
+    url: &str,
+    inbox: Option<String>,
+    start: Start,
+) -> Result<async_nats::Client, PortError> {
     let address: async_nats::ServerAddr =
         url.parse().map_err(|error| PortError::Invalid(format!("invalid NATS URL: {error}")))?;
     let mut options = async_nats::ConnectOptions::new().name("flowhost").connection_timeout(CONNECTION_TIMEOUT);
@@ -110,9 +139,17 @@ pub(crate) async fn connect_client(url: &str, inbox: Option<String>) -> Result<a
     if let Some(inbox) = inbox {
         options = options.custom_inbox_prefix(inbox);
     }
+    if start == Start::InBackground {
+        options = options.retry_on_initial_connect();
+    }
     let client = options.connect(address).await.map_err(|error| {
         warn!(%error, "connecting to NATS failed");
-        PortError::Unavailable(format!("connecting to NATS: {error}"))
+        match error.kind() {
+            ConnectErrorKind::Authentication | ConnectErrorKind::AuthorizationViolation => {
+                PortError::Invalid(format!("connecting to NATS: {error}"))
+            }
+            _ => PortError::Unavailable(format!("connecting to NATS: {error}")),
+        }
     })?;
     debug!("connected to NATS");
     Ok(client)
@@ -155,6 +192,13 @@ fn validate(subject: &str, pattern: bool) -> Result<(), PortError> {
 impl Subjects for NatsSubjects {
     fn backend(&self) -> &'static str {
         "nats"
+    }
+
+    fn connected(&self) -> Result<(), PortError> {
+        match self.client.connection_state() {
+            async_nats::connection::State::Connected => Ok(()),
+            state => Err(PortError::Unavailable(format!("NATS connection is {state}"))),
+        }
     }
 
     async fn publish_with_headers(&self, subject: &str, headers: Headers, payload: Vec<u8>) -> Result<(), PortError> {

@@ -57,7 +57,7 @@ fn backend(what: &str, error: impl std::fmt::Display) -> PortError {
 impl NatsQueue {
     /// Connects to `url` (`nats://host:port`, a server with JetStream enabled).
     pub async fn connect(url: &str) -> Result<NatsQueue, PortError> {
-        let client = crate::connect_client(url, None).await?;
+        let client = crate::connect_client(url, None, crate::Start::Now).await?;
         let context = jetstream::new(client.clone());
         Ok(NatsQueue { client, context, consumers: Mutex::new(HashMap::new()) })
     }

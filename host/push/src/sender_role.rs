@@ -66,8 +66,7 @@ async fn build_sender(config: &Config, state: &PushState) -> anyhow::Result<Resu
         max_concurrent_pushes: push.max_concurrent_pushes,
         tenants: push.tenants.clone(),
     };
-    let sender = Sender::new(state.ports.clone(), settings, client).await.context("creating the sender's indexes")?;
-    Ok(Ok(sender))
+    Ok(Ok(Sender::without_indexes(state.ports.clone(), settings, client)))
 }
 
 #[async_trait::async_trait]
@@ -118,8 +117,21 @@ impl Role for SenderRole {
             store.runtime().withdraw_notifications();
             Ok(())
         };
+        // The sender's indexes once the store answers (a start with the store down still serves).
+        let (documents, indexing) = (context.ports.documents.clone(), context.shutdown.clone());
+        let indexes = async move {
+            let backoff = flowhost_core::backoff::Backoff::for_backend();
+            flowhost_core::backoff::until_done("creating the sender's indexes", backoff, &indexing, || {
+                Sender::ensure_indexes(documents.as_ref())
+            })
+            .await;
+            // A task that ends stops the process: this one has nothing more to do until it stops.
+            indexing.cancelled().await;
+            Ok(())
+        };
         let parts = RoleParts::default()
             .task(Box::pin(withdraw))
+            .task(Box::pin(indexes))
             .task(Box::pin(async move {
                 serving.await;
                 Ok(())

@@ -1,5 +1,5 @@
 //! The Redis backend of the cache port: [`RedisCache`] keeps values and counters in one Redis database through a
-//! reconnecting [`ConnectionManager`], with expiry measured by Redis itself (`PX` on `SET`, a `SET NX PX` +
+//! reconnecting connection (established later when Redis is down at start, see `connection`), with expiry measured by Redis itself (`PX` on `SET`, a `SET NX PX` +
 //! `INCR` transaction for counter windows). Connection failures and timeouts surface as
 //! [`PortError::Unavailable`] so callers retry. [`RedisQueue`] is the work queue port on Redis Streams. Both put
 //! every key under the deployment's [`Namespace`] (`FLOWHOST_REDIS_KEY_PREFIX`) when it has one.
@@ -8,21 +8,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use flowhost_core::ports::{Cache, Counter, Namespace, PortError};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Value};
-use tracing::{debug, warn};
 
+mod connection;
 mod queue;
+use connection::Connection;
 pub use queue::RedisQueue;
-
-const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
-const CONNECT_RETRIES: usize = 2;
 
 /// A cache in Redis. Every call is one round trip on a shared, automatically reconnecting connection.
 #[derive(Clone)]
 pub struct RedisCache {
-    connection: ConnectionManager,
+    connection: Connection,
     /// The deployment's key prefix, in front of every key.
     namespace: Namespace,
 }
@@ -41,28 +37,14 @@ impl RedisCache {
 
     /// [`RedisCache::connect`] with every key under `namespace` (separator `:`).
     pub async fn connect_in(url: &str, namespace: Namespace) -> Result<RedisCache, PortError> {
-        Ok(RedisCache { connection: connect_manager(url).await?, namespace })
+        Ok(RedisCache { connection: Connection::connect(url).await?, namespace })
     }
-}
 
-/// A reconnecting connection to `url` (`redis://host:port/db`), verified with `PING`.
-pub(crate) async fn connect_manager(url: &str) -> Result<ConnectionManager, PortError> {
-    let client = redis::Client::open(url).map_err(|error| PortError::Invalid(format!("invalid Redis URL: {error}")))?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(CONNECTION_TIMEOUT))
-        .set_response_timeout(Some(RESPONSE_TIMEOUT))
-        .set_number_of_retries(CONNECT_RETRIES);
-    let mut connection = ConnectionManager::new_with_config(client, config).await.map_err(|error| {
-        warn!(%error, "connecting to Redis failed");
-        map_error(error, "connecting to Redis")
-    })?;
-    let pong: String =
-        redis::cmd("PING").query_async(&mut connection).await.map_err(|error| map_error(error, "pinging Redis"))?;
-    if pong != "PONG" {
-        return Err(PortError::Backend(format!("Redis answered PING with {pong:?}")));
+    /// [`RedisCache::connect_in`] that starts without Redis when it does not answer: calls fail with
+    /// `Unavailable` until a later attempt connects (see `connection`). Only a malformed URL fails.
+    pub async fn open_in(url: &str, namespace: Namespace) -> Result<RedisCache, PortError> {
+        Ok(RedisCache { connection: Connection::open(url).await?, namespace })
     }
-    debug!("connected to Redis");
-    Ok(connection)
 }
 
 /// Redis refuses a zero expiry; the shortest window it accepts is one millisecond.
@@ -78,13 +60,13 @@ impl Cache for RedisCache {
 
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, PortError> {
         let key = self.namespace.wire(key);
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get().await?;
         redis::cmd("GET").arg(&*key).query_async(&mut connection).await.map_err(|error| map_error(error, "GET"))
     }
 
     async fn set(&self, key: &str, value: Vec<u8>, ttl: Option<Duration>) -> Result<(), PortError> {
         let key = self.namespace.wire(key);
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get().await?;
         let mut command = redis::cmd("SET");
         command.arg(&*key).arg(value);
         if let Some(ttl) = ttl {
@@ -95,7 +77,7 @@ impl Cache for RedisCache {
 
     async fn set_if_absent(&self, key: &str, value: Vec<u8>, ttl: Duration) -> Result<bool, PortError> {
         let key = self.namespace.wire(key);
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get().await?;
         // `SET NX` answers OK when it stored and nil when the key exists.
         let reply: Value = redis::cmd("SET")
             .arg(&*key)
@@ -111,7 +93,7 @@ impl Cache for RedisCache {
 
     async fn delete(&self, key: &str) -> Result<bool, PortError> {
         let key = self.namespace.wire(key);
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get().await?;
         let removed: i64 =
             redis::cmd("DEL").arg(&*key).query_async(&mut connection).await.map_err(|error| map_error(error, "DEL"))?;
         Ok(removed > 0)
@@ -119,7 +101,7 @@ impl Cache for RedisCache {
 
     async fn incr_window(&self, key: &str, ttl: Duration) -> Result<Counter, PortError> {
         let key = self.namespace.wire(key);
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get().await?;
         // One MULTI/EXEC: `SET key 0 NX PX ttl` creates the counter with its window only when it is absent, and
         // `INCR` keeps that expiry, so the first increment starts the window and later ones never extend it;
         // `PTTL` reads what is left of it.

@@ -11,10 +11,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use flowhost_core::ports::{check_queue_name, Namespace, PortError, QueueMessage, QueueStats, WorkQueue};
-use redis::aio::ConnectionManager;
 use redis::Value;
 
-use crate::{connect_manager, map_error};
+use crate::{map_error, Connection};
 
 const GROUP: &str = "workers";
 /// Every queue name ever written, for `queues()` (the admin API lists them).
@@ -49,7 +48,7 @@ return {len, leased, acked}
 
 /// A work queue on Redis Streams over one reconnecting connection.
 pub struct RedisQueue {
-    connection: ConnectionManager,
+    connection: Connection,
     /// The deployment's key prefix, in front of every key below.
     namespace: Namespace,
     /// Queues whose consumer group this process has created (or found), to skip `XGROUP CREATE` after the first.
@@ -118,7 +117,13 @@ impl RedisQueue {
 
     /// [`RedisQueue::connect`] with every key under `namespace` (separator `:`).
     pub async fn connect_in(url: &str, namespace: Namespace) -> Result<RedisQueue, PortError> {
-        Ok(RedisQueue { connection: connect_manager(url).await?, namespace, groups: Mutex::new(HashSet::new()) })
+        Ok(RedisQueue { connection: Connection::connect(url).await?, namespace, groups: Mutex::new(HashSet::new()) })
+    }
+
+    /// [`RedisQueue::connect_in`] that starts without Redis when it does not answer: calls fail with
+    /// `Unavailable` until a later attempt connects. Only a malformed URL fails.
+    pub async fn open_in(url: &str, namespace: Namespace) -> Result<RedisQueue, PortError> {
+        Ok(RedisQueue { connection: Connection::open(url).await?, namespace, groups: Mutex::new(HashSet::new()) })
     }
 
     fn stream_key(&self, queue: &str) -> String {
@@ -138,7 +143,7 @@ impl RedisQueue {
         if self.groups.lock().unwrap_or_else(|p| p.into_inner()).contains(queue) {
             return Ok(());
         }
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get().await?;
         let created: Result<(), _> = redis::cmd("XGROUP")
             .arg("CREATE")
             .arg(self.stream_key(queue))
@@ -164,7 +169,7 @@ impl RedisQueue {
         max: usize,
         visibility: Duration,
     ) -> Result<Vec<QueueMessage>, PortError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get().await?;
         let key = self.stream_key(queue);
         let reply: Value = redis::cmd("XAUTOCLAIM")
             .arg(&key)
@@ -216,7 +221,7 @@ impl WorkQueue for RedisQueue {
         if payloads.is_empty() {
             return Ok(Vec::new());
         }
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get().await?;
         let key = self.stream_key(queue);
         let mut pipe = redis::pipe();
         pipe.cmd("SADD").arg(self.queues_key()).arg(queue).ignore();
@@ -240,7 +245,7 @@ impl WorkQueue for RedisQueue {
         self.ensure_group(queue).await?;
         let mut leased = self.claim_expired(queue, consumer, max, visibility).await?;
         if leased.len() < max {
-            let mut connection = self.connection.clone();
+            let mut connection = self.connection.get().await?;
             let reply: Value = redis::cmd("XREADGROUP")
                 .arg("GROUP")
                 .arg(GROUP)
@@ -283,7 +288,7 @@ impl WorkQueue for RedisQueue {
         if ids.is_empty() {
             return Ok(());
         }
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get().await?;
         let _acknowledged: i64 = redis::cmd("EVAL")
             .arg(ACK_SCRIPT)
             .arg(2)
@@ -299,7 +304,7 @@ impl WorkQueue for RedisQueue {
 
     async fn stats(&self, queue: &str) -> Result<QueueStats, PortError> {
         check_queue_name(queue)?;
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get().await?;
         let (pending, leased, acknowledged): (u64, u64, u64) = redis::cmd("EVAL")
             .arg(STATS_SCRIPT)
             .arg(2)
@@ -313,7 +318,7 @@ impl WorkQueue for RedisQueue {
     }
 
     async fn queues(&self) -> Result<Vec<String>, PortError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.get().await?;
         let mut names: Vec<String> = redis::cmd("SMEMBERS")
             .arg(self.queues_key())
             .query_async(&mut connection)

@@ -112,6 +112,8 @@ pub struct ListenerSet {
     listeners: Vec<(Listener, Vec<Check>)>,
     liveness: Vec<Check>,
     everywhere: Vec<Check>,
+    /// Checks of the main socket only (the process's remote backends, see `add_main_readiness`).
+    main: Vec<Check>,
     warnings: Vec<&'static str>,
     metrics_token: Option<TokenDigest>,
 }
@@ -121,6 +123,12 @@ impl ListenerSet {
     /// anything else answers 401.
     pub fn require_metrics_token(&mut self, token: Option<&Secret>) {
         self.metrics_token = token.map(TokenDigest::new);
+    }
+
+    /// Readiness checks `/ready` of the main socket runs (the flow runtime's address), beside its roles' own:
+    /// the process's remote backends, named after each, so a probe says which dependency does not answer.
+    pub fn add_main_readiness(&mut self, checks: Vec<Check>) {
+        self.main.extend(checks);
     }
 
     /// Adds one role's contribution.
@@ -186,7 +194,7 @@ pub async fn serve_listeners(
     registry: prometheus::Registry,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(Vec<BoundListener>, Vec<crate::Task>)> {
-    let ListenerSet { listeners, liveness, everywhere, warnings, metrics_token } = set;
+    let ListenerSet { listeners, liveness, everywhere, main: main_checks, warnings, metrics_token } = set;
     for warning in &warnings {
         warn!(setting = warning, "a setting is worth a look (listed under warnings on /ready)");
     }
@@ -199,7 +207,7 @@ pub async fn serve_listeners(
         documents: Vec::new(),
         fallback: None,
         wrap: None,
-        readiness: Vec::new(),
+        readiness: main_checks,
         health: HealthStyle::Json,
     }];
     for (listener, readiness) in listeners {

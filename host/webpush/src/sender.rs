@@ -131,15 +131,26 @@ fn template_failure(error: WebPushError, channel: Channel, template_id: i64, ten
 impl Sender {
     /// A sender over `ports`, delivering with `client`. Creates the index its subscription lookup uses.
     pub async fn new(ports: Ports, settings: SenderSettings, client: PushClient) -> Result<Sender, PortError> {
+        Sender::ensure_indexes(ports.documents.as_ref()).await?;
+        Ok(Sender::without_indexes(ports, settings, client))
+    }
+
+    /// The sender, its indexes left to [`Sender::ensure_indexes`] (a role creates them once the store answers,
+    /// so a start with the store down still serves).
+    pub fn without_indexes(ports: Ports, settings: SenderSettings, client: PushClient) -> Sender {
+        let permits = Arc::new(Semaphore::new(settings.max_concurrent_pushes.max(1)));
+        Sender { ports, settings, client, permits }
+    }
+
+    /// The indexes the sender's reads use (subscriptions by player, the activity list, the in-app inbox).
+    pub async fn ensure_indexes(documents: &dyn flowhost_core::ports::DocumentStore) -> Result<(), PortError> {
         let index = |field: &str| IndexSpec {
             fields: vec![(field.to_owned(), flowhost_core::ports::Direction::Asc)],
             unique: false,
         };
-        ports.documents.ensure_index(WEBPUSH_SUBSCRIPTIONS, &index("user_identity")).await?;
-        crate::records::ensure_activity_indexes(ports.documents.as_ref()).await?;
-        inapp::ensure_indexes(ports.documents.as_ref()).await?;
-        let permits = Arc::new(Semaphore::new(settings.max_concurrent_pushes.max(1)));
-        Ok(Sender { ports, settings, client, permits })
+        documents.ensure_index(WEBPUSH_SUBSCRIPTIONS, &index("user_identity")).await?;
+        crate::records::ensure_activity_indexes(documents).await?;
+        inapp::ensure_indexes(documents).await
     }
 
     fn require(&self, channel: Channel, name: &str) -> Result<(), SendFailure> {

@@ -42,6 +42,11 @@ pub type SubjectStream = BoxStream<'static, SubjectMessage>;
 pub trait Subjects: Send + Sync + 'static {
     fn backend(&self) -> &'static str;
 
+    /// Whether the backend is reachable now (readiness probes ask; an in-process backend always is).
+    fn connected(&self) -> Result<(), PortError> {
+        Ok(())
+    }
+
     async fn publish(&self, subject: &str, payload: Vec<u8>) -> Result<(), PortError> {
         self.publish_with_headers(subject, Vec::new(), payload).await
     }
