@@ -200,3 +200,77 @@ async fn the_gateway_edge_starts_without_its_cache_and_recovers_it() {
     assert_eq!(post("heartbeat").await, 202);
     host.stop().await;
 }
+
+/// The gateway (edge, ingest, worker), the presence projector and the campaign events API in one process with
+/// MongoDB, Kafka and Redis down at start: every listener answers its probes, each `/ready` names what it
+/// waits for, and once the servers are started an event through the edge reaches its presence document.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_presence_and_campaigns_start_without_their_servers() {
+    let (mongo_port, kafka_port, redis_port) = (free_port(), free_port(), free_port());
+    let (mongo, kafka) =
+        (format!("mongodb://127.0.0.1:{mongo_port}/?serverSelectionTimeoutMS=1000"), format!("127.0.0.1:{kafka_port}"));
+    let backend = PlayerBackend::start().await;
+    let addrs = GatewayAddrs::free();
+    let (presence, campaigns) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+    let host = TestHost::start_configured(Backends::Embedded, None, |config: &mut Config| {
+        configure(config, &addrs, &[ORIGIN], &backend);
+        config.roles = vec![Role::Gateway, Role::Presence, Role::Campaigns];
+        config.plugins.bundled = true;
+        flowhost_tests::every_role::configure_presence_and_campaigns(config, Backends::Embedded, &presence, &campaigns);
+        config.mongodb.uri = Some(mongo.clone());
+        config.kafka.brokers = Some(kafka.clone());
+        config.kafka.properties.insert("session.timeout.ms".into(), "6000".into());
+        config.redis.url = Some(format!("redis://127.0.0.1:{redis_port}"));
+        config.presence.bootstrap_servers = vec![kafka.clone()];
+        config.presence.docdb_uri = Some(Secret::new(mongo.clone()));
+        config.presence.docdb_timeout_ms = 1000;
+        config.presence.dlq_replication_factor = 1;
+        // The topic the gateway's worker publishes presence events to.
+        config.presence.input_topic = "gateway.player-casino-presence.v1".to_owned();
+    })
+    .await;
+    let waiting = [
+        (host.url("/ready"), "mongodb"),
+        (host.url("/ready"), "kafka"),
+        (host.url("/ready"), "redis"),
+        (format!("http://{}/ready", addrs.ingest), "gateway_queue"),
+        (format!("http://{presence}/ready"), "presence_docdb"),
+        (format!("http://{campaigns}/ready"), "campaigns_store"),
+    ];
+    for (url, dependency) in &waiting {
+        let health = url.replace("/ready", "/health");
+        until_status(&health, 200).await;
+        let (body, header) = until_status(url, 503).await;
+        assert!(body.contains(dependency) || header.contains(dependency), "{url} names {dependency}: {body} {header}");
+    }
+
+    let _mongo = process::mongodb(mongo_port).await;
+    let _kafka = process::kafka(kafka_port).await;
+    let _redis = process::redis(redis_port).await;
+    for (url, _) in &waiting {
+        until_status(url, 200).await;
+    }
+    until_status(&addrs.edge_url("/ready"), 200).await;
+    let http = reqwest::Client::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(90);
+    let documents = flowhost_mongo::MongoDocuments::connect(&mongo, "presence").await.unwrap();
+    // Heartbeats until the projector has the player (it starts at the latest offset of a new group).
+    loop {
+        let accepted = http
+            .post(addrs.edge_url("/api/gateway/events"))
+            .header("origin", ORIGIN)
+            .bearer_auth("player-41")
+            .json(&presence_event("heartbeat"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(accepted.status(), 202);
+        let document = flowhost_core::ports::DocumentStore::get(&documents, "presence_state", "12:41").await.unwrap();
+        if document.is_some_and(|document| document["state"] == "online") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "the event never reached its presence document");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    host.stop().await;
+}
