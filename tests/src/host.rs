@@ -252,6 +252,19 @@ impl TestHost {
             .unwrap_or(0.0)
     }
 
+    /// Creates rule `r`, passing every `deposit` event of a new source topic to a new output topic, and waits
+    /// until the engine has it; answers the two topics.
+    pub async fn pass_through_rule(&self) -> (String, String) {
+        let (source, out) = (crate::unique("in"), crate::unique("out"));
+        let rule = serde_json::json!({
+            "id": "r", "source": {"type": "kafka", "topic": source},
+            "conditions": {"event_type": "deposit", "expression": "true"}, "output_topic": out
+        });
+        assert_eq!(self.call("POST", "/api/v1/triggers", Some(rule)).await.0, 201);
+        self.wait_for_reload().await;
+        (source, out)
+    }
+
     /// Waits until the engine completed a rule reload that started after this call, so every change made
     /// through the API before it is in the engine's rules.
     pub async fn wait_for_reload(&self) {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use flowhost_core::config::{Config, Role, Secret};
 use flowhost_tests::gateway::{configure, presence_event, GatewayAddrs, PlayerBackend};
 use flowhost_tests::process::{self, free_port};
-use flowhost_tests::{unique, Backends, TestHost};
+use flowhost_tests::{Backends, TestHost};
 use serde_json::{json, Value};
 
 const ORIGIN: &str = "https://casino.example";
@@ -53,18 +53,6 @@ async fn until_failing(host: &TestHost, dependency: &str) {
     }
 }
 
-/// Passes every `deposit` event of a new source topic to a new output topic once the engine has the rule.
-async fn pass_through_rule(host: &TestHost) -> (String, String) {
-    let (source, out) = (unique("in"), unique("out"));
-    let rule = json!({
-        "id": "r", "source": {"type": "kafka", "topic": source},
-        "conditions": {"event_type": "deposit", "expression": "true"}, "output_topic": out
-    });
-    assert_eq!(host.call("POST", "/api/v1/triggers", Some(rule)).await.0, 201);
-    host.wait_for_reload().await;
-    (source, out)
-}
-
 /// The flow runtime's roles (admin, engine, push API, sender) with MongoDB, Kafka, NATS and Redis all down at
 /// start: the process serves its probes at once, names all four (and the plugins it could not load from the
 /// store) on `/ready`, and works once they are started. Then NATS and Redis are killed under load and started
@@ -103,7 +91,7 @@ async fn the_flow_runtime_starts_without_its_backends_and_recovers_them() {
     assert_eq!(status, 200, "{plugins}");
     assert!(plugins.to_string().contains("notifications"), "the bundled plugins are loaded: {plugins}");
 
-    let (source, out) = pass_through_rule(&host).await;
+    let (source, out) = host.pass_through_rule().await;
     host.publish(&source, &[json!({"event_type": "deposit", "n": 1})]).await;
     assert_eq!(host.read(&out, 1, Duration::from_secs(60)).await.len(), 1, "events flow once Kafka answers");
 

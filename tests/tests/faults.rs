@@ -5,25 +5,12 @@
 use std::time::Duration;
 
 use flowhost_tests::process::{self, free_port, Private};
-use flowhost_tests::{unique, Backends, TestHost};
+use flowhost_tests::{Backends, TestHost};
 use serde_json::json;
 
 async fn private_kafka() -> (Private, String) {
     let port = free_port();
     (process::kafka(port).await, format!("127.0.0.1:{port}"))
-}
-
-/// Creates a rule that passes every `deposit` event from a new source topic to a new output topic, and waits
-/// until the engine has it.
-async fn pass_through_rule(host: &TestHost) -> (String, String) {
-    let (source, out) = (unique("in"), unique("out"));
-    let rule = json!({
-        "id": "r", "source": {"type": "kafka", "topic": source},
-        "conditions": {"event_type": "deposit", "expression": "true"}, "output_topic": out
-    });
-    assert_eq!(host.call("POST", "/api/v1/triggers", Some(rule)).await.0, 201);
-    host.wait_for_reload().await;
-    (source, out)
 }
 
 async fn private_mongodb() -> (Private, String) {
@@ -41,7 +28,7 @@ async fn mongodb_outage_keeps_the_engine_running_and_the_api_bounded() {
     config.mongodb.uri = Some(uri);
     let host = TestHost::start_with(config).await;
 
-    let (source, out) = pass_through_rule(&host).await;
+    let (source, out) = host.pass_through_rule().await;
 
     mongo.signal("STOP");
     assert_eq!(host.call("GET", "/health", None).await, (200, json!({"status": "ok"})));
@@ -86,7 +73,7 @@ async fn kafka_outage_is_retried_and_nothing_is_lost() {
     config.kafka.properties.insert("session.timeout.ms".into(), "6000".into());
     let host = TestHost::start_with(config).await;
 
-    let (source, out) = pass_through_rule(&host).await;
+    let (source, out) = host.pass_through_rule().await;
     let event = |n: u32| json!({"event_type": "deposit", "n": n});
     host.publish(&source, &[event(1), event(2)]).await;
     assert_eq!(host.read(&out, 2, Duration::from_secs(45)).await.len(), 2);
