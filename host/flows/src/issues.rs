@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 pub enum Severity {
     /// Blocks release; on a released flow, makes it `invalid`.
     Blocking,
-    /// Released only when the release request acknowledges the code.
+    /// Never blocks a release; the release records whether the request acknowledged the code.
     Warning,
 }
 

@@ -146,7 +146,8 @@ pub(crate) struct ReleaseBody {
 }
 
 /// `POST /api/v2/flows/{id}/release` with `{ "acknowledged_warnings": ["ORPHAN_NODE", ...] }`: 200 with the new
-/// version, or 422 `RELEASE_BLOCKED` with the issues and the unacknowledged warning codes.
+/// version and the warnings it was released with (acknowledged or not: warnings never block), or 422
+/// `RELEASE_BLOCKED` when a blocking issue remains.
 #[utoipa::path(post, path = "/api/v2/flows/{id}/release", tag = "v2 flows", params(("X-Flowhost-User" = Option<String>, Header, description = "Who is calling (1-128 printable characters; `anonymous` when absent); claimed, not checked")), request_body(content = Option<ReleaseBody>), responses((status = 200, description = "The new version", body = Value)))]
 pub(crate) async fn release(
     State(state): State<SharedState>,
@@ -158,7 +159,9 @@ pub(crate) async fn release(
     Ok(Json(json!({
         "flow_id": flow.id, "version": version.version, "status": flow.status, "released_at": version.released_at,
         "released_by": version.released_by, "released_by_claimed": true, "body_hash": version.body_hash,
-        "services": version.services, "validation": report,
+        "services": version.services, "warnings": version.warnings,
+        "acknowledged_warnings": version.acknowledged_warnings,
+        "unacknowledged_warnings": version.unacknowledged_warnings, "validation": report,
     })))
 }
 
@@ -171,7 +174,8 @@ pub(crate) async fn versions(State(state): State<SharedState>, Path(id): Path<St
         .map(|v| {
             json!({ "version": v.version, "body_hash": v.body_hash, "services": v.services,
                     "released_at": v.released_at, "released_by": v.released_by, "released_by_claimed": true,
-                    "warnings": v.warnings })
+                    "warnings": v.warnings, "acknowledged_warnings": v.acknowledged_warnings,
+                    "unacknowledged_warnings": v.unacknowledged_warnings })
         })
         .collect();
     Ok(Json(json!(rows)))
