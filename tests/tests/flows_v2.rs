@@ -65,7 +65,19 @@ fn crm() -> Value {
     })
 }
 
-/// A host with the `deposit` schema, a default output topic for `deposits` and the two services registered.
+/// A service offering HTTP without naming its endpoint: nothing can be sent to it over HTTP.
+fn mailer() -> Value {
+    json!({
+        "service": "mailer",
+        "components": [{"id": "mailer", "version": "1.0.0"}],
+        "actions": [{"name": "tag_player", "config_schema": {"type": "object",
+            "properties": {"tag": {"type": "string"}}, "required": ["tag"]}}],
+        "service_sources": ["http"],
+        "supports_nodes": ["condition"]
+    })
+}
+
+/// A host with the `deposit` schema, a default output topic for `deposits` and the services registered.
 async fn start(backends: Backends) -> TestHost {
     let host = TestHost::start(backends).await;
     let schema = json!({"fields": [
@@ -77,6 +89,7 @@ async fn start(backends: Backends) -> TestHost {
     assert_eq!(host.call("PUT", "/api/v1/event-sources/deposits", Some(default)).await.0, 200);
     assert_eq!(host.call("POST", REGISTER, Some(notifications("1.0.0", true))).await.0, 200);
     assert_eq!(host.call("POST", REGISTER, Some(crm())).await.0, 200);
+    assert_eq!(host.call("POST", REGISTER, Some(mailer())).await.0, 200);
     host
 }
 
@@ -224,6 +237,15 @@ fn rows() -> Vec<Row> {
             expected: &[("SOURCE_ORIGIN_INVALID", Some("src"), Some("/config"))],
         },
         Row {
+            // Runs start only from topics: a service source is refused, never a `valid` flow that never runs.
+            code: "SOURCE_SERVICE_UNSUPPORTED",
+            mutate: |b, _| *config(b, "src") = json!({"event_type": "deposit", "service": "crm"}),
+            expected: &[
+                ("SOURCE_SERVICE_UNSUPPORTED", Some("src"), Some("/config/service")),
+                ("OUTPUT_TOPIC_MISSING", Some("out"), Some("/config/topic")),
+            ],
+        },
+        Row {
             code: "SOURCE_SCHEMA_MISSING",
             mutate: |b, _| config(b, "src")["event_type"] = json!("withdrawal"),
             expected: &[("SOURCE_SCHEMA_MISSING", Some("src"), Some("/config/event_type"))],
@@ -310,6 +332,11 @@ fn rows() -> Vec<Row> {
             code: "TRANSPORT_NOT_OFFERED",
             mutate: |b, _| config(b, "seg2")["transport"] = json!("nats"),
             expected: &[("TRANSPORT_NOT_OFFERED", Some("seg2"), Some("/config/transport"))],
+        },
+        Row {
+            code: "HTTP_ENDPOINT_MISSING",
+            mutate: |b, _| *config(b, "seg2") = json!({"service": "mailer", "transport": "http"}),
+            expected: &[("HTTP_ENDPOINT_MISSING", Some("seg2"), Some("/config/transport"))],
         },
         Row {
             code: "RETARGET_NOT_KAFKA",
