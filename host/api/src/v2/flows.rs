@@ -6,6 +6,7 @@ use axum::Json;
 use flowhost_flows::{
     body_schema, broadcast, FlowBody, FlowInput, FlowRecord, FlowStatus, Report, LOCK_TTL_DEFAULT_SECONDS,
 };
+use flowhost_catalog::ServiceView;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -251,6 +252,21 @@ fn required_caller(caller: &Caller) -> Result<&str, V2Error> {
     caller.0.as_deref().ok_or_else(|| {
         V2Error::new(StatusCode::BAD_REQUEST, "INVALID_HEADER", "an edit lock needs the X-Flowhost-User header")
     })
+}
+
+/// `GET /api/v2/services/{service}`: the service's **active** manifest, the one validation checks flows against
+/// (per component the version the component store activated, so a rollback shows here at once, else the most
+/// recent registration); 404 `SERVICE_NOT_FOUND` when it never registered.
+#[utoipa::path(get, path = "/api/v2/services/{service}", tag = "component catalog", responses((status = 200, description = "The service's active version of each component", body = Value), (status = 404, description = "`SERVICE_NOT_FOUND`: the service never registered", body = Value)))]
+pub(crate) async fn service(
+    State(state): State<SharedState>,
+    Path(service): Path<String>,
+) -> Result<Json<ServiceView>, V2Error> {
+    let active = flowhost_flows::active_service(&state.ports, &service).await?.ok_or_else(|| {
+        V2Error::new(StatusCode::NOT_FOUND, "SERVICE_NOT_FOUND", format!("service {service:?} has not registered"))
+    })?;
+    let last_seen_at = active.components.iter().map(|c| c.last_seen_at.clone()).max().unwrap_or_default();
+    Ok(Json(ServiceView { service, registered: true, last_seen_at, components: active.components }))
 }
 
 /// `GET /api/v2/services/{service}/flows`: the service's current flow broadcast.
