@@ -569,15 +569,21 @@ async fn release_versions_attempts_and_the_edit_lock(backends: Backends) {
     assert_eq!(status, 200, "{first}");
     assert_eq!((first["version"].clone(), first["status"].clone()), (json!(1), json!("valid")));
     assert_eq!(first["warnings"][0]["code"], "ORPHAN_NODE", "{first}");
-    assert_eq!((first["acknowledged_warnings"].clone(), first["unacknowledged_warnings"].clone()),
-               (json!([]), json!(["ORPHAN_NODE"])), "{first}");
+    assert_eq!(
+        (first["acknowledged_warnings"].clone(), first["unacknowledged_warnings"].clone()),
+        (json!([]), json!(["ORPHAN_NODE"])),
+        "{first}"
+    );
     let (status, released) =
         call_as(&host, "ana", "POST", &release, Some(json!({"acknowledged_warnings": ["ORPHAN_NODE"]}))).await;
     assert_eq!(status, 200, "{released}");
     assert_eq!((released["version"].clone(), released["status"].clone()), (json!(2), json!("valid")));
     assert_eq!(released["services"], json!(["crm", "notifications"]));
-    assert_eq!((released["acknowledged_warnings"].clone(), released["unacknowledged_warnings"].clone()),
-               (json!(["ORPHAN_NODE"]), json!([])), "{released}");
+    assert_eq!(
+        (released["acknowledged_warnings"].clone(), released["unacknowledged_warnings"].clone()),
+        (json!(["ORPHAN_NODE"]), json!([])),
+        "{released}"
+    );
     let (_, listed_versions) = host.call("GET", &format!("/api/v2/flows/{id}/versions"), None).await;
     assert_eq!(listed_versions[1]["unacknowledged_warnings"], json!(["ORPHAN_NODE"]), "{listed_versions}");
     assert_eq!(listed_versions[0]["acknowledged_warnings"], json!(["ORPHAN_NODE"]), "{listed_versions}");

@@ -3,10 +3,10 @@
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
+use flowhost_catalog::ServiceView;
 use flowhost_flows::{
     body_schema, broadcast, FlowBody, FlowInput, FlowRecord, FlowStatus, Report, LOCK_TTL_DEFAULT_SECONDS,
 };
-use flowhost_catalog::ServiceView;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
