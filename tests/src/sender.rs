@@ -56,13 +56,18 @@ pub async fn subscribe(host: &TestHost, player: i64, subscription_of: &PushSubsc
 /// Releases source -> notifications segment (over `transport`, in process when `None`) -> send_webpush ->
 /// output; answers the flow id, the source topic and the output topic.
 pub async fn release_push_flow(host: &TestHost, transport: Option<&str>) -> (String, String, String) {
-    let schema = json!({"fields": [{"name": "player_id", "type": "int"}, {"name": "game", "type": "string"}]});
-    assert_eq!(host.call("PUT", "/api/v1/schemas/big_win", Some(schema)).await.0, 200);
-    let (source, out) = (unique("wins"), unique("notified"));
     let mut segment = json!({"service": "notifications"});
     if let Some(transport) = transport {
         segment["transport"] = json!(transport);
     }
+    release_push_flow_through(host, segment).await
+}
+
+/// [`release_push_flow`] with the segment's whole config (`{"service": "notifications", ...}`).
+pub async fn release_push_flow_through(host: &TestHost, segment: Value) -> (String, String, String) {
+    let schema = json!({"fields": [{"name": "player_id", "type": "int"}, {"name": "game", "type": "string"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/big_win", Some(schema)).await.0, 200);
+    let (source, out) = (unique("wins"), unique("notified"));
     let flow = json!({
         "nodes": [
             {"id": "src", "kind": "source", "config": {"event_type": "big_win", "topic": source}},

@@ -94,6 +94,7 @@ async fn registration_heartbeat_and_immutability(backends: Backends) {
     assert_eq!(body["components"][0]["version"], "1.0.0");
     let (status, body) = host.call("GET", "/api/v2/services/nobody", None).await;
     assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], "SERVICE_NOT_FOUND", "{body}");
     host.stop().await;
 }
 

@@ -179,6 +179,15 @@ async fn upload_versions_rollback_and_immutability(backends: Backends) {
     let (status, body) =
         invoke(&host, "greeter", json!({"action": "greet", "input": {"name": "x"}, "version": "0.2.0"})).await;
     assert_eq!((status, body["output"]["version"].clone()), (200, json!("0.2.0")), "{body}");
+    // The service's manifest is the active version's, not the latest registration's: what validation uses.
+    let (status, service) = host.call("GET", "/api/v2/services/greetings", None).await;
+    assert_eq!(status, 200, "{service}");
+    assert_eq!(service["components"].as_array().map(Vec::len), Some(1), "{service}");
+    assert_eq!(service["components"][0]["version"], "0.1.0", "the rolled-back version: {service}");
+    let (status, missing) = host.call("GET", "/api/v2/services/nobody", None).await;
+    assert_eq!(status, 404, "{missing}");
+    assert_eq!(missing["error"]["code"], "SERVICE_NOT_FOUND", "the v2 envelope: {missing}");
+    assert!(missing["error"]["message"].as_str().unwrap().contains("nobody"), "{missing}");
 
     // Unknown versions and plugins.
     let (status, body) = host.call("POST", "/api/v1/plugins/greeter/activate", Some(json!({"version": "9.9.9"}))).await;

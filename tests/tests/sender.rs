@@ -9,7 +9,7 @@ use std::time::Duration;
 use flowhost_core::collections::WEBPUSH_SUBSCRIPTIONS;
 use flowhost_tests::push::{assert_error, editor, platform, EDITOR_TOKEN, OPS_TOKEN, TENANT_A};
 use flowhost_tests::push_service::PushService;
-use flowhost_tests::sender::{release_push_flow, start, subscribe};
+use flowhost_tests::sender::{release_push_flow, release_push_flow_through, start, subscribe};
 use flowhost_tests::{on_both_backends, unique, Backends, TestHost};
 use serde_json::{json, Value};
 
@@ -20,6 +20,7 @@ on_both_backends!(
     a_kafka_event_runs_a_flow_to_a_delivered_push,
     the_data_sources_answer_through_the_catalog,
     flows_reach_the_service_over_nats_kafka_and_http_too,
+    a_segment_retargeted_to_another_kafka_topic_reaches_the_service,
     an_invocation_for_one_tenant_never_notifies_another,
     with_a_signing_key_only_signed_requests_get_data,
 );
@@ -308,6 +309,50 @@ async fn flows_reach_the_service_over_nats_kafka_and_http_too(backends: Backends
     let answer = host.ports.subjects.request(subject, request, Duration::from_secs(10)).await.unwrap();
     let templates: Value = serde_json::from_slice(&answer.payload).unwrap();
     assert_eq!(templates["items"][0]["name"], "Bonus", "{templates}");
+    host.stop().await;
+}
+
+/// A released flow whose segment retargets the `kafka` transport to another (existing) topic runs end to end:
+/// the service side follows the flow broadcasts and consumes the retarget topic (spec 001, the v2 loop), so the
+/// step is answered at once, not after the reply timeout.
+async fn a_segment_retargeted_to_another_kafka_topic_reaches_the_service(backends: Backends) {
+    let service = PushService::start().await;
+    let host = start(backends, &service, |config| {
+        // Far beyond the test's patience: an unanswered envelope would show as no output, not as a late one.
+        config.engine.reply_timeout_ms = 600_000;
+    })
+    .await;
+    let sub = service.subscribe(&[201], None).await;
+    subscribe(&host, 84, &sub).await;
+    let retarget = unique("notifications-retarget");
+    host.ports.topics.create_topic(&retarget, 1).await.unwrap();
+    let segment = json!({"service": "notifications", "transport": "kafka", "kafka_topic": retarget});
+    let (flow_id, source, out) = release_push_flow_through(&host, segment).await;
+    let (_, broadcast) = host.call("GET", "/api/v2/services/notifications/flows", None).await;
+    let flow = broadcast["flows"].as_array().unwrap().iter().find(|f| f["flow_id"] == flow_id.as_str()).unwrap();
+    assert_eq!(flow["segments"][0]["kafka_topic"], retarget.as_str(), "{broadcast}");
+
+    let event = json!({"event_type": "big_win", "tenant_id": TENANT_A, "player_id": 84, "game": "retarget"});
+    host.publish(&source, &[event]).await;
+    let outputs = host.read(&out, 1, Duration::from_secs(60)).await;
+    if outputs.is_empty() {
+        let (_, runs) = host.call("GET", &format!("/api/v2/flows/{flow_id}/runs"), None).await;
+        panic!("no output; runs: {runs:#}");
+    }
+    let value: Value = serde_json::from_slice(&outputs[0].value).unwrap();
+    assert_eq!(value["result"]["status"], "delivered", "{value}");
+    let received = service.received(&sub).await;
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0]["payload"]["body"], "Try retarget now");
+    // The envelope went to the retarget topic, not to the canonical one.
+    let envelopes = host.read(&retarget, 1, Duration::from_secs(10)).await;
+    let envelope: Value = serde_json::from_slice(&envelopes[0].value).unwrap();
+    assert_eq!(
+        (envelope["service"].as_str(), envelope["action"].as_str()),
+        (Some("notifications"), Some("send_webpush"))
+    );
+    let (_, dead) = host.call("GET", &format!("/api/v2/dead-letters?flow_id={flow_id}"), None).await;
+    assert_eq!(dead["total"], 0, "{dead}");
     host.stop().await;
 }
 

@@ -1,5 +1,6 @@
 //! The component catalog's routes (spec 001): `POST /api/v1/components/register`, `GET /api/v1/components`,
-//! the data-source proxy `GET /api/v1/components/{id}/data/{source}` and `GET /api/v2/services/{service}`.
+//! and the data-source proxy `GET /api/v1/components/{id}/data/{source}` (`GET /api/v2/services/{service}` is a
+//! v2 route: `v2/flows.rs`).
 //! Thin handlers over `flowhost_catalog::Catalog`, which owns the model, registration, immutability and the
 //! compatibility report; this module adds the HTTP proxy of data sources.
 
@@ -26,8 +27,7 @@ pub(crate) fn routes() -> ApiRouter<SharedState> {
     let routes = ApiRouter::new()
         .routes(routes!(register).layer(DefaultBodyLimit::max(MANIFEST_LIMIT_BYTES)))
         .routes(routes!(list))
-        .routes(routes!(data_source))
-        .routes(routes!(service));
+        .routes(routes!(data_source));
     crate::v1::with_v1_errors(routes)
 }
 
@@ -53,16 +53,6 @@ async fn register(
 #[utoipa::path(get, path = "/api/v1/components", tag = "component catalog", responses((status = 200, description = "Every registered component version", body = Vec<Value>)))]
 async fn list(State(state): State<SharedState>) -> Result<Json<Vec<ComponentManifestRow>>, ApiError> {
     Ok(Json(Catalog::new(&state.ports).list().await?))
-}
-
-/// `GET /api/v2/services/{service}`: the service's latest version of each component (404 when the service
-/// never registered).
-#[utoipa::path(get, path = "/api/v2/services/{service}", tag = "component catalog", responses((status = 200, description = "The service's latest version of each component", body = Value)))]
-async fn service(State(state): State<SharedState>, Path(service): Path<String>) -> Result<Response, ApiError> {
-    match Catalog::new(&state.ports).service(&service).await? {
-        Some(view) => Ok(Json(view).into_response()),
-        None => Err(ApiError::not_found(format!("service {service:?} has not registered"))),
-    }
 }
 
 pub(crate) fn bad_gateway(message: String) -> ApiError {

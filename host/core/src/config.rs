@@ -225,6 +225,10 @@ pub struct ApiConfig {
     /// `http://<api.host>:<api.port>`, loopback for a wildcard host): external services post their replies to
     /// `<it>/api/v2/runs/<run_id>/reply`.
     pub public_base_url: Option<String>,
+    /// The address of the HTTP ingress (`FLOWHOST_HTTP_ADDR`: `host:port`, `:port`, or an `http://` or
+    /// `https://` URL): spec 001 publishes a service's `/v2/<service>/inbound` (and the reply URL) under
+    /// `FLOWHOST_HTTP_PUBLIC_BASE_URL` or, when that is unset, under this address; unset too, the API's address.
+    pub http_addr: Option<String>,
 }
 
 impl Default for ApiConfig {
@@ -239,6 +243,7 @@ impl Default for ApiConfig {
             allowed_hosts: Vec::new(),
             drift_interval_ms: 60_000,
             public_base_url: None,
+            http_addr: None,
         }
     }
 }
@@ -841,6 +846,9 @@ impl Config {
         if let Some(v) = get("FLOWHOST_HTTP_PUBLIC_BASE_URL") {
             self.api.public_base_url = Some(v.trim_end_matches('/').to_owned());
         }
+        if let Some(v) = get("FLOWHOST_HTTP_ADDR") {
+            self.api.http_addr = Some(v.trim().to_owned());
+        }
         if let Some(v) = get("FLOWHOST_DRIFT_INTERVAL_MS") {
             self.api.drift_interval_ms = parse("FLOWHOST_DRIFT_INTERVAL_MS", v)?;
         }
@@ -1155,6 +1163,9 @@ impl Config {
                 return Err(ConfigError::new("FLOWHOST_HTTP_PUBLIC_BASE_URL", "must be an http:// or https:// URL"));
             }
         }
+        if let Some(addr) = &self.api.http_addr {
+            http_addr_base(addr).map_err(|message| ConfigError::new("FLOWHOST_HTTP_ADDR", message))?;
+        }
         if self.api.drift_interval_ms == 0 {
             return Err(ConfigError::new("api.drift_interval_ms", "must be positive"));
         }
@@ -1351,19 +1362,16 @@ impl Config {
     }
 
     /// The main listener's address, `api.host:api.port` (the admin API's, and the push routes' by default).
-    /// The base URL services reach this API under: `api.public_base_url`, else the API's address (loopback
-    /// when it listens on every interface).
+    /// The base URL services reach this API under: `api.public_base_url`, else `api.http_addr`, else the API's
+    /// address (loopback when it listens on every interface).
     pub fn public_base_url(&self) -> String {
         if let Some(url) = &self.api.public_base_url {
             return url.clone();
         }
-        let host = match self.api.host.as_str() {
-            "0.0.0.0" | "" => "127.0.0.1",
-            "::" | "[::]" => "[::1]",
-            other => other,
-        };
-        let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() };
-        format!("http://{host}:{}", self.api.port)
+        if let Some(base) = self.api.http_addr.as_deref().and_then(|addr| http_addr_base(addr).ok()) {
+            return base;
+        }
+        http_base(&self.api.host, self.api.port)
     }
 
     /// The reply dedup window (`engine.dedup_ttl_ms`), `None` when turned off.
@@ -1605,6 +1613,42 @@ pub static SECRET_SETTINGS: &[SecretSetting] = &[
     },
 ];
 
+/// `http://<host>:<port>`, loopback for a wildcard host, brackets around an IPv6 address.
+fn http_base(host: &str, port: u16) -> String {
+    let host = match host {
+        "0.0.0.0" | "" => "127.0.0.1",
+        "::" | "[::]" => "[::1]",
+        other => other,
+    };
+    let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() };
+    format!("http://{host}:{port}")
+}
+
+/// The base URL `FLOWHOST_HTTP_ADDR` publishes under: an `http://` or `https://` URL as given (without a
+/// trailing `/`), or `host:port` / `:port` as `http://<host>:<port>` (loopback for an empty or wildcard host).
+fn http_addr_base(addr: &str) -> Result<String, String> {
+    let addr = addr.trim();
+    if addr.starts_with("http://") || addr.starts_with("https://") {
+        let url = addr.trim_end_matches('/');
+        return match url.split_once("://") {
+            Some((_, rest)) if !rest.is_empty() => Ok(url.to_owned()),
+            _ => Err("names no host".to_owned()),
+        };
+    }
+    if addr.contains("://") {
+        return Err("must be host:port, :port, or an http:// or https:// URL".to_owned());
+    }
+    let (host, port) = addr.rsplit_once(':').ok_or("must be host:port, :port, or an http:// or https:// URL")?;
+    let port: u16 = port.parse().map_err(|_| format!("port {port:?} is not a number from 1 to 65535"))?;
+    if port == 0 {
+        return Err("port 0 is not an address services can reach".to_owned());
+    }
+    if host.contains('/') || host.chars().any(char::is_whitespace) {
+        return Err(format!("host {host:?} is not a host name or address"));
+    }
+    Ok(http_base(host.trim_start_matches('[').trim_end_matches(']'), port))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1622,6 +1666,35 @@ mod tests {
         assert_eq!(config.mongodb.uri, None);
         assert_eq!(config.redis_url().unwrap(), None);
         assert_eq!(config.roles, Role::ALL.to_vec());
+    }
+
+    #[test]
+    fn the_http_ingress_is_published_under_the_public_base_url_else_the_http_addr() {
+        // Neither set: the API's own address.
+        assert_eq!(load(&[]).unwrap().public_base_url(), "http://127.0.0.1:8787");
+        let cases = [
+            ("flowhost.internal:8080", "http://flowhost.internal:8080"),
+            (":8080", "http://127.0.0.1:8080"),
+            ("0.0.0.0:9000", "http://127.0.0.1:9000"),
+            ("[::]:9000", "http://[::1]:9000"),
+            ("https://ingress.example/", "https://ingress.example"),
+        ];
+        for (addr, base) in cases {
+            let config = load(&[("FLOWHOST_HTTP_ADDR", addr)]).unwrap();
+            assert_eq!(config.api.http_addr.as_deref(), Some(addr));
+            assert_eq!(config.public_base_url(), base, "{addr}");
+        }
+        // The public base URL wins when both are set.
+        let both = load(&[
+            ("FLOWHOST_HTTP_ADDR", "flowhost.internal:8080"),
+            ("FLOWHOST_HTTP_PUBLIC_BASE_URL", "https://flowhost.example/"),
+        ])
+        .unwrap();
+        assert_eq!(both.public_base_url(), "https://flowhost.example");
+        for bad in ["flowhost.internal", "host:http", "host:0", "ftp://host:21", "https://", "a b:80"] {
+            let error = load(&[("FLOWHOST_HTTP_ADDR", bad)]).unwrap_err();
+            assert_eq!(error.setting, "FLOWHOST_HTTP_ADDR", "{bad}: {error}");
+        }
     }
 
     #[test]

@@ -111,6 +111,12 @@ struct ActiveVersion {
     version: String,
 }
 
+/// The active manifest of `service` (see the module documentation), as validation sees it; `None` when the
+/// service never registered.
+pub async fn active_service(ports: &Ports, service: &str) -> Result<Option<ActiveService>, FlowError> {
+    Ok(Dependencies::load(ports).await?.services.remove(service))
+}
+
 impl Dependencies {
     /// Loads schemas, event-source defaults and every service's active manifest from the documents port.
     pub async fn load(ports: &Ports) -> Result<Dependencies, FlowError> {

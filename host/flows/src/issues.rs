@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 pub enum Severity {
     /// Blocks release; on a released flow, makes it `invalid`.
     Blocking,
-    /// Released only when the release request acknowledges the code.
+    /// Never blocks a release; the release records whether the request acknowledged the code.
     Warning,
 }
 
@@ -54,6 +54,7 @@ codes! {
     DeadEnd => Warning, "A condition, rate-limit, mapping or lookup leads nowhere; its result is dropped.";
     SourceEventTypeMissing => Blocking, "The source names no event type.";
     SourceOriginInvalid => Blocking, "The source names neither a topic nor a service, or both.";
+    SourceServiceUnsupported => Blocking, "The source names a service: runs start only from a topic's events, so the flow would never run.";
     SourceSchemaMissing => Blocking, "The source's event type has no schema, so nothing after it can be type-checked.";
     ConditionExpressionMissing => Blocking, "A condition that is not an else branch has no expression.";
     ElseWithExpression => Blocking, "An else branch carries an expression (it matches when its siblings do not).";
@@ -65,6 +66,7 @@ codes! {
     FieldUnknown => Blocking, "A node reads a field that does not reach it.";
     ServiceNotRegistered => Blocking, "A node names a service that has no registered manifest.";
     TransportNotOffered => Blocking, "A service segment's transport is not among the service's `service_sources`.";
+    HttpEndpointMissing => Blocking, "A segment's transport is `http` but the service's active manifest has no `transports.http.endpoint`.";
     RetargetNotKafka => Blocking, "A Kafka topic retarget is set on a segment whose transport is not `kafka`.";
     KafkaTopicMissing => Blocking, "A segment's Kafka retarget topic does not exist (fails closed).";
     LookupInvalid => Blocking, "A lookup misses its service, data source or target field, or passes an undeclared parameter.";

@@ -21,7 +21,7 @@ mod schema;
 mod store;
 mod validate;
 
-pub use deps::{ActiveService, Dependencies, IN_PROCESS};
+pub use deps::{active_service, ActiveService, Dependencies, IN_PROCESS};
 pub use issues::{Code, Issue, Report, Severity};
 pub use model::{
     CampaignMeta, EditLock, FlowBody, FlowRecord, FlowStatus, FlowSummary, FlowVersion, Node, NodeKind, ReleaseAttempt,
@@ -49,7 +49,7 @@ pub enum FlowError {
     /// Another editor holds the draft.
     #[error("the draft is being edited by {} until {}", .0.holder, .0.expires_at)]
     Locked(EditLock),
-    /// Blocking issues, or warnings the request did not acknowledge.
+    /// Blocking issues (with the warning codes the request did not acknowledge, for the editor's information).
     #[error("release blocked: {}", blocked_summary(.report, .unacknowledged))]
     ReleaseBlocked { report: Report, unacknowledged: Vec<String> },
     /// A request field is wrong: the field (a JSON Pointer into the request) and why.

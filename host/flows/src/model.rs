@@ -212,8 +212,14 @@ pub struct FlowVersion {
     pub services: Vec<String>,
     pub released_at: String,
     pub released_by: String,
-    /// The warnings the release acknowledged.
+    /// Every warning validation reported at release (warnings never block a release).
     pub warnings: Vec<Issue>,
+    /// The codes of those warnings the release request acknowledged.
+    #[serde(default)]
+    pub acknowledged_warnings: Vec<String>,
+    /// The codes of those warnings the request did not acknowledge (released all the same).
+    #[serde(default)]
+    pub unacknowledged_warnings: Vec<String>,
 }
 
 /// One release request, whatever its outcome (collection `flow_release_attempts`).
@@ -231,7 +237,7 @@ pub struct ReleaseAttempt {
     pub issues: Vec<Issue>,
     /// The warning codes the request acknowledged.
     pub acknowledged: Vec<String>,
-    /// Warning codes present but not acknowledged (a reason the release was blocked).
+    /// Warning codes present but not acknowledged (recorded; never a reason to block).
     pub unacknowledged: Vec<String>,
 }
 

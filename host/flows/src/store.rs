@@ -294,9 +294,10 @@ impl Flows {
         Ok(Report::new(validate(&version.body, &deps)))
     }
 
-    /// Releases the draft: refused (and recorded) when validation finds blocking issues or a warning whose code
-    /// `acknowledged` does not list; otherwise stores the normalized body as the next immutable version, makes
-    /// the flow `valid` and clears `broken_reasons`.
+    /// Releases the draft: refused (and recorded) when validation finds blocking issues, and only then (spec
+    /// 001, validation rule 4: warnings never block); otherwise stores the normalized body as the next immutable
+    /// version with the warnings present, which of them `acknowledged` lists and which it does not, makes the
+    /// flow `valid` and clears `broken_reasons`.
     pub async fn release(
         &self,
         id: &str,
@@ -309,8 +310,8 @@ impl Flows {
             let report = Report::new(validate(&flow.draft, &deps));
             let warning_codes: BTreeSet<String> =
                 report.issues.iter().filter(|i| i.severity == Severity::Warning).map(|i| i.code.as_str()).collect();
-            let unacknowledged: Vec<String> =
-                warning_codes.into_iter().filter(|code| !acknowledged.contains(code)).collect();
+            let (acknowledged_warnings, unacknowledged): (Vec<String>, Vec<String>) =
+                warning_codes.into_iter().partition(|code| acknowledged.contains(code));
             let (at_ms, at) = self.now();
             let mut attempt = ReleaseAttempt {
                 id: uuid::Uuid::new_v4().to_string(),
@@ -324,7 +325,7 @@ impl Flows {
                 acknowledged: acknowledged.clone(),
                 unacknowledged: unacknowledged.clone(),
             };
-            if !report.valid || !unacknowledged.is_empty() {
+            if !report.valid {
                 self.record_attempt(&attempt).await?;
                 info!(flow = %id, by = %who, blocking = report.errors.len(), ?unacknowledged, "release blocked");
                 return Err(FlowError::ReleaseBlocked { report, unacknowledged });
@@ -340,6 +341,8 @@ impl Flows {
                 released_at: at.clone(),
                 released_by: who.to_owned(),
                 warnings: report.issues.iter().filter(|i| !i.is_blocking()).cloned().collect(),
+                acknowledged_warnings,
+                unacknowledged_warnings: unacknowledged,
             };
             match self.ports.documents.insert(FLOW_VERSIONS, &version_id(id, number), encode(&version)).await {
                 Err(PortError::Conflict(_)) => continue, // Released concurrently: read again.

@@ -384,12 +384,27 @@ impl<'a> Check<'a> {
                 Some("/config"),
                 "names either a topic (`topic`) or an external service (`service`), exactly one of them",
             ),
-            (None, Some(service)) if !self.deps.services.contains_key(service) => self.push(
-                node,
-                Code::ServiceNotRegistered,
-                Some("/config/service"),
-                format!("service {service:?} has not registered a manifest"),
-            ),
+            (None, Some(service)) => {
+                if !self.deps.services.contains_key(service) {
+                    self.push(
+                        node,
+                        Code::ServiceNotRegistered,
+                        Some("/config/service"),
+                        format!("service {service:?} has not registered a manifest"),
+                    );
+                }
+                // Spec 001 names one inbound path for source events, the rule's source topic; a service has no
+                // channel on which to start runs. Refused, so no flow is `valid` and never runs.
+                self.push(
+                    node,
+                    Code::SourceServiceUnsupported,
+                    Some("/config/service"),
+                    format!(
+                        "starts from service {service:?}, but runs start only from a topic's events: name the \
+                         topic the service publishes to (`topic`) instead"
+                    ),
+                );
+            }
             _ => {}
         }
         state.source_topic = topic.map(str::to_owned);
@@ -611,6 +626,23 @@ impl<'a> Check<'a> {
             }
             None => offered.first().cloned(),
         };
+        // An external service over HTTP is reached at its manifest's endpoint; one running here is served by
+        // Flowhost itself, under its own address.
+        if effective.as_deref() == Some("http")
+            && !service.in_process()
+            && !service.components.iter().any(|c| c.endpoint().is_some())
+        {
+            self.push(
+                node,
+                Code::HttpEndpointMissing,
+                Some("/config/transport"),
+                format!(
+                    "service {:?} offers transport \"http\" but its manifest has no transports.http.endpoint, so \
+                     nothing can be sent to it",
+                    service.name
+                ),
+            );
+        }
         if let Some(topic) = config_str(config, "kafka_topic") {
             if effective.as_deref().is_some_and(|t| t != "kafka") {
                 self.push(

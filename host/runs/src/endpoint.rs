@@ -5,11 +5,22 @@
 //! - **NATS**: envelopes on `triggers.v2.<service>.inbound` (queue group `<engine.group_id>.service.<service>`,
 //!   so one node of a deployment takes each), the reply on `triggers.v2.replies`;
 //! - **Kafka**: envelopes on `triggers_v2_<service>_inbound` (consumer group `<engine.group_id>.service.<service>`;
-//!   the topic is created when missing), the reply on `triggers_v2_replies`, the offset committed after the reply;
+//!   the topic is created when missing) and on every retarget topic a released flow's segment of the service
+//!   names, learnt from the service's flow broadcasts (below), the reply on `triggers_v2_replies`, the offset
+//!   committed after the reply;
 //! - **HTTP**: `POST /v2/<service>/inbound` (served by the admin API, [`ServiceEndpoint::accept_http`]): 202 at
 //!   once, the reply POSTed to this deployment's `<public base URL>/api/v2/runs/<run_id>/reply`;
 //! - **data sources**: requests on `triggers.v2.service.<service>.data.<name>` answered from the plugin's
 //!   `data-sources` export (parameters as a JSON object of strings, as lookups send them).
+//!
+//! - **flow broadcasts** (spec 001, the v2 loop): the service follows `triggers.v2.service.<service>.flows`, and
+//!   asks for the current one when it starts and every [`BROADCAST_REFRESH`] (the fallback for a lost one), so
+//!   the live ingress of a retargeted segment is consumed as soon as the flow is released, and no longer once no
+//!   released flow names it. A retarget topic is never created here: a missing one is not consumed until it
+//!   exists (the engine fails closed on it too);
+//! - **manifest heartbeat**: the active components of the service post their catalog manifest when the service
+//!   starts and every [`MANIFEST_HEARTBEAT`] (spec 001: on boot and every 5 minutes), so `last_seen_at` says the
+//!   service is alive.
 //!
 //! Replies go only to this deployment's own reply subject, topic and URL, whatever an envelope's `reply_to`
 //! names: an envelope is data anyone on the bus may have published, and must not choose where Flowhost writes.
@@ -18,14 +29,19 @@
 //! attempt), so it is the same step as in process: a redelivered envelope is the same notification. The reply's
 //! `outcome` is the invocation's class (`success`, `skip-forward`, `retryable`, `permanent`).
 
+use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flowhost_components::ComponentStore;
-use flowhost_core::ports::{ConsumerConfig, OutRecord, Ports, Position, StartFrom};
+use flowhost_catalog::Catalog;
+use flowhost_components::{catalog_manifest, ComponentStore};
+use flowhost_core::ports::{ConsumerConfig, OutRecord, Ports, Position, StartFrom, SubjectMessage, TopicConsumer};
+use flowhost_flows::broadcast::{self, FlowBroadcast};
 use flowhost_runtime::{InvocationContext, Outcome, Plugin};
 use futures::StreamExt;
 use serde_json::Value;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -36,6 +52,13 @@ use flowhost_core::signing::SIGNATURE_HEADER;
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Envelopes taken from Kafka per poll.
 const KAFKA_BATCH: usize = 64;
+/// How often the service asks for its flow broadcast besides following the published ones, and re-checks a
+/// retarget topic that did not exist.
+pub const BROADCAST_REFRESH: Duration = Duration::from_secs(30);
+/// How long a flow-broadcast request waits for the admin API's answer.
+const BROADCAST_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Spec 001 (component catalog, limits): a service posts its manifest on boot and every 5 minutes.
+pub const MANIFEST_HEARTBEAT: Duration = Duration::from_secs(5 * 60);
 
 /// Serves the inbound transports and data sources of the in-process services of one node.
 #[derive(Clone)]
@@ -47,6 +70,8 @@ pub struct ServiceEndpoint {
     group_id: String,
     /// This deployment's public base URL (`FLOWHOST_HTTP_PUBLIC_BASE_URL`): HTTP replies go under it only.
     reply_url_base: String,
+    /// How often the service's manifest is posted again ([`MANIFEST_HEARTBEAT`]).
+    heartbeat: Duration,
 }
 
 impl std::fmt::Debug for ServiceEndpoint {
@@ -75,7 +100,20 @@ impl ServiceEndpoint {
             .build()
             .unwrap_or_default();
         let reply_url_base = reply_url_base.trim_end_matches('/').to_owned();
-        ServiceEndpoint { store, ports, http, group_id: group_id.to_owned(), reply_url_base }
+        ServiceEndpoint {
+            store,
+            ports,
+            http,
+            group_id: group_id.to_owned(),
+            reply_url_base,
+            heartbeat: MANIFEST_HEARTBEAT,
+        }
+    }
+
+    /// The same endpoint posting the service's manifest every `interval` instead of [`MANIFEST_HEARTBEAT`].
+    pub fn with_heartbeat(mut self, interval: Duration) -> ServiceEndpoint {
+        self.heartbeat = interval.max(Duration::from_millis(1));
+        self
     }
 
     /// Where the reply to `envelope` is POSTed: this deployment's reply route for its run.
@@ -165,8 +203,9 @@ impl ServiceEndpoint {
         self.component(service, None).is_some()
     }
 
-    /// Serves `service`'s NATS inbound subject and data-source subjects, and its Kafka inbound topic, until
-    /// `shutdown`. A failure of one transport is logged and retried; it never stops the others.
+    /// Serves `service`'s NATS inbound subject and data-source subjects, its Kafka inbound topic and the retarget
+    /// topics its flow broadcasts name, and posts its manifest every heartbeat, until `shutdown`. A failure of
+    /// one transport is logged and retried; it never stops the others.
     ///
     /// Nothing is subscribed or consumed until a component of `service` is active here, and only the transports
     /// its manifest lists in `service_sources` are served.
@@ -183,27 +222,123 @@ impl ServiceEndpoint {
         let sources = plugin.manifest().service_sources.clone();
         let serves = |transport: &str| sources.iter().any(|s| s == transport);
         info!(service, ?sources, "serving the service's inbound transports and data sources");
+        let (retargets, retargets_seen) = watch::channel(BTreeSet::new());
         let nats = serves("nats").then(|| self.clone().run_nats(service.clone(), shutdown.clone()));
-        let kafka = serves("kafka").then(|| self.clone().run_kafka(service.clone(), shutdown.clone()));
+        let follow =
+            serves("kafka").then(|| self.clone().follow_broadcasts(service.clone(), retargets, shutdown.clone()));
+        let kafka = serves("kafka").then(|| self.clone().run_kafka(service.clone(), retargets_seen, shutdown.clone()));
         let data = (!plugin.manifest().data_sources.is_empty())
             .then(|| self.clone().run_data_sources(service.clone(), shutdown.clone()));
-        tokio::join!(
-            async move {
-                if let Some(nats) = nats {
-                    nats.await
+        let heartbeat = self.clone().run_heartbeat(service.clone(), shutdown.clone());
+        tokio::join!(optional(nats), optional(follow), optional(kafka), optional(data), heartbeat);
+    }
+
+    /// Posts the catalog manifest of each active component of `service` now and every heartbeat: the same
+    /// content is a heartbeat (only `last_seen_at` moves).
+    async fn run_heartbeat(self, service: String, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(self.heartbeat);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            self.post_manifests(&service).await;
+        }
+    }
+
+    async fn post_manifests(&self, service: &str) {
+        let plugins = self.store.active_plugins();
+        let of_service = plugins.values().filter(|plugin| {
+            let manifest = plugin.manifest();
+            manifest.service.as_deref().unwrap_or(&manifest.id) == service
+        });
+        for plugin in of_service {
+            let (id, version) = (&plugin.manifest().id, &plugin.manifest().version);
+            let content_hash = match self.store.get(id).await {
+                Ok(summary) => summary.versions.into_iter().find(|v| &v.version == version).map(|v| v.content_hash),
+                Err(error) => {
+                    warn!(service, plugin = %id, %error, "cannot read the component for its manifest heartbeat");
+                    continue;
                 }
-            },
-            async move {
-                if let Some(kafka) = kafka {
-                    kafka.await
+            };
+            let Some(content_hash) = content_hash else { continue };
+            let registered = match catalog_manifest(plugin, &content_hash) {
+                Ok(manifest) => Catalog::new(&self.ports).register(manifest).await,
+                Err(error) => Err(error),
+            };
+            match registered {
+                Ok(_) => debug!(service, plugin = %id, %version, "manifest heartbeat"),
+                Err(error) => warn!(service, plugin = %id, %version, %error, "the manifest heartbeat failed"),
+            }
+        }
+    }
+
+    /// Keeps `retargets` at the Kafka retarget topics of `service`'s segments in its current flow broadcast:
+    /// follows the published broadcasts and asks for the current one at once and every [`BROADCAST_REFRESH`].
+    async fn follow_broadcasts(
+        self,
+        service: String,
+        retargets: watch::Sender<BTreeSet<String>>,
+        shutdown: CancellationToken,
+    ) {
+        let subject = broadcast::subject(&service);
+        let mut published = loop {
+            match self.ports.subjects.subscribe(&subject).await {
+                Ok(stream) => break stream,
+                Err(error) => warn!(subject, %error, "cannot follow the flow broadcasts; retrying"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        };
+        let mut refresh = tokio::time::interval(BROADCAST_REFRESH);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = refresh.tick() => {
+                    // Subscribed first, so a broadcast published while this request is answered is not missed.
+                    let payload = b"{}".to_vec();
+                    let headers = self.ports.signing.headers(&payload);
+                    let subjects = &self.ports.subjects;
+                    match subjects.request_with_headers(&subject, headers, payload, BROADCAST_REQUEST_TIMEOUT).await {
+                        Ok(answer) => self.take_broadcast(&service, &answer, &retargets),
+                        Err(error) => debug!(subject, %error, "no answer to the flow broadcast request; asking again later"),
+                    }
                 }
-            },
-            async move {
-                if let Some(data) = data {
-                    data.await
-                }
-            },
-        );
+                message = published.next() => match message {
+                    // A request (ours or another node's) carries a reply subject: only broadcasts are read.
+                    Some(message) if message.reply.is_none() => self.take_broadcast(&service, &message, &retargets),
+                    Some(_) => {}
+                    None => {
+                        warn!(subject, "the flow broadcast subscription ended; following the periodic request only");
+                        published = futures::stream::pending().boxed();
+                    }
+                },
+            }
+        }
+    }
+
+    fn take_broadcast(&self, service: &str, message: &SubjectMessage, retargets: &watch::Sender<BTreeSet<String>>) {
+        if let Err(error) = self.ports.signing.verify(message.header(SIGNATURE_HEADER), &message.payload) {
+            warn!(service, %error, "a flow broadcast was refused");
+            return;
+        }
+        let Ok(broadcast) = serde_json::from_slice::<FlowBroadcast>(&message.payload) else { return };
+        if broadcast.service != service {
+            return;
+        }
+        let topics = retarget_topics(&broadcast);
+        retargets.send_if_modified(|current| {
+            if *current == topics {
+                return false;
+            }
+            info!(service, ?topics, "the flow broadcast changed the retarget topics to consume");
+            *current = topics;
+            true
+        });
     }
 
     async fn run_nats(self, service: String, shutdown: CancellationToken) {
@@ -287,29 +422,80 @@ impl ServiceEndpoint {
         }
     }
 
-    async fn run_kafka(self, service: String, shutdown: CancellationToken) {
-        let topic = inbound_topic(&service);
+    /// Consumes the canonical inbound topic and the retarget topics in `retargets` (those that exist), taking
+    /// the consumer down and up again with the new list whenever the broadcast changes it.
+    async fn run_kafka(
+        self,
+        service: String,
+        mut retargets: watch::Receiver<BTreeSet<String>>,
+        shutdown: CancellationToken,
+    ) {
+        let canonical = inbound_topic(&service);
         let topics = self.ports.topics.clone();
-        if let Ok(false) = topics.exists(&topic).await {
-            if let Err(error) = topics.create_topic(&topic, 1).await {
-                warn!(topic, %error, "cannot create the inbound topic");
+        if let Ok(false) = topics.exists(&canonical).await {
+            if let Err(error) = topics.create_topic(&canonical, 1).await {
+                warn!(topic = canonical, %error, "cannot create the inbound topic");
             }
         }
-        let config =
-            ConsumerConfig { group: self.group(&service), topics: vec![topic.clone()], start: StartFrom::Earliest };
-        let mut consumer = match topics.consumer(config).await {
-            Ok(consumer) => consumer,
-            Err(error) => return warn!(topic, %error, "cannot take inbound envelopes over Kafka"),
-        };
         while !shutdown.is_cancelled() {
+            let wanted = retargets.borrow_and_update().clone();
+            let mut names = vec![canonical.clone()];
+            let mut missing = false;
+            for topic in wanted.into_iter().filter(|topic| *topic != canonical) {
+                match topics.exists(&topic).await {
+                    Ok(true) => names.push(topic),
+                    Ok(false) => {
+                        // Never created here: the flow's author names an existing topic, and it fails closed.
+                        warn!(topic, service, "a retarget topic does not exist; it is consumed once it does");
+                        missing = true;
+                    }
+                    Err(error) => {
+                        warn!(topic, %error, "cannot tell whether a retarget topic exists; asking again");
+                        missing = true;
+                    }
+                }
+            }
+            let config =
+                ConsumerConfig { group: self.group(&service), topics: names.clone(), start: StartFrom::Earliest };
+            let consumer = match topics.consumer(config).await {
+                Ok(consumer) => consumer,
+                Err(error) => {
+                    warn!(?names, %error, "cannot take inbound envelopes over Kafka; retrying");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    }
+                }
+            };
+            debug!(service, ?names, "consuming inbound envelopes");
+            let recheck = missing.then(|| tokio::time::Instant::now() + BROADCAST_REFRESH);
+            self.consume(consumer, &mut retargets, recheck, &shutdown).await;
+        }
+    }
+
+    /// Runs the envelopes `consumer` takes until `shutdown`, a change of `retargets` or `recheck`; then closes it
+    /// (committing its marks).
+    async fn consume(
+        &self,
+        mut consumer: Box<dyn TopicConsumer>,
+        retargets: &mut watch::Receiver<BTreeSet<String>>,
+        recheck: Option<tokio::time::Instant>,
+        shutdown: &CancellationToken,
+    ) {
+        let topics = self.ports.topics.clone();
+        while !shutdown.is_cancelled()
+            && !retargets.has_changed().unwrap_or(false)
+            && recheck.is_none_or(|at| tokio::time::Instant::now() < at)
+        {
             let records = tokio::select! {
                 _ = shutdown.cancelled() => break,
+                _ = retargets.changed() => break,
                 records = consumer.poll(KAFKA_BATCH, Duration::from_millis(500)) => records,
             };
             let records = match records {
                 Ok(records) => records,
                 Err(error) => {
-                    warn!(topic, %error, "polling the inbound topic failed; retrying");
+                    warn!(%error, "polling the inbound topics failed; retrying");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 }
@@ -317,6 +503,7 @@ impl ServiceEndpoint {
             let mut replies = Vec::new();
             let mut positions = Vec::new();
             for record in &records {
+                let topic = &record.topic;
                 positions.push(Position {
                     topic: record.topic.clone(),
                     partition: record.partition,
@@ -342,25 +529,61 @@ impl ServiceEndpoint {
             if !replies.is_empty() {
                 if let Err(error) = topics.publish(&replies).await {
                     // Not committed: the envelopes are taken again (the same steps, so nothing is done twice).
-                    warn!(topic, %error, "service replies over Kafka failed; taking the envelopes again");
+                    warn!(%error, "service replies over Kafka failed; taking the envelopes again");
                     continue;
                 }
             }
             if !positions.is_empty() {
                 if let Err(error) = consumer.commit(&positions).await {
-                    warn!(topic, %error, "committing the inbound topic failed");
+                    warn!(%error, "committing the inbound topics failed");
                 }
             }
         }
         if let Err(error) = consumer.close().await {
-            debug!(topic, %error, "closing the inbound consumer failed");
+            debug!(%error, "closing the inbound consumer failed");
         }
+    }
+}
+
+/// The Kafka retarget topics of the service's segments in `broadcast`: every released flow it lists, whatever
+/// its status, since a run of a flow just disabled or broken may still wait for its reply.
+pub fn retarget_topics(broadcast: &FlowBroadcast) -> BTreeSet<String> {
+    broadcast
+        .flows
+        .iter()
+        .flat_map(|flow| flow.segments.iter())
+        .filter(|segment| segment.transport == "kafka")
+        .filter_map(|segment| segment.kafka_topic.clone())
+        .collect()
+}
+
+/// Runs `task` when there is one.
+async fn optional(task: Option<impl Future<Output = ()>>) {
+    if let Some(task) = task {
+        task.await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retarget_topics_come_from_the_broadcasts_kafka_segments() {
+        let broadcast: FlowBroadcast = serde_json::from_value(serde_json::json!({
+            "service": "notifications", "emitted_at": "2026-11-24T10:00:00.000Z",
+            "flows": [
+                {"flow_id": "f1", "version": 3, "status": "valid", "enabled": true, "segments": [
+                    {"node_id": "a", "transport": "kafka", "kafka_topic": "crm.inbound", "actions": []},
+                    {"node_id": "b", "transport": "kafka", "actions": []},
+                    {"node_id": "c", "transport": "nats", "actions": []}]},
+                {"flow_id": "f2", "version": 1, "status": "invalid", "enabled": false, "segments": [
+                    {"node_id": "d", "transport": "kafka", "kafka_topic": "other.inbound", "actions": []}]}]
+        }))
+        .unwrap();
+        let topics: Vec<String> = retarget_topics(&broadcast).into_iter().collect();
+        assert_eq!(topics, ["crm.inbound", "other.inbound"]);
+    }
 
     #[test]
     fn canonical_names() {

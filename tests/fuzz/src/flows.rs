@@ -32,6 +32,8 @@ pub fn flow_v2_body(data: &[u8]) {
         released_at: String::new(),
         released_by: "fuzz".into(),
         warnings: Vec::new(),
+        acknowledged_warnings: Vec::new(),
+        unacknowledged_warnings: Vec::new(),
     };
     // A flow that may run but cannot is refused with a reason; only a panic is a bug.
     let _ = FlowPlan::compile("fuzzed", &version, deps);

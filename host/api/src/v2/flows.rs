@@ -3,6 +3,7 @@
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
+use flowhost_catalog::ServiceView;
 use flowhost_flows::{
     body_schema, broadcast, FlowBody, FlowInput, FlowRecord, FlowStatus, Report, LOCK_TTL_DEFAULT_SECONDS,
 };
@@ -146,7 +147,8 @@ pub(crate) struct ReleaseBody {
 }
 
 /// `POST /api/v2/flows/{id}/release` with `{ "acknowledged_warnings": ["ORPHAN_NODE", ...] }`: 200 with the new
-/// version, or 422 `RELEASE_BLOCKED` with the issues and the unacknowledged warning codes.
+/// version and the warnings it was released with (acknowledged or not: warnings never block), or 422
+/// `RELEASE_BLOCKED` when a blocking issue remains.
 #[utoipa::path(post, path = "/api/v2/flows/{id}/release", tag = "v2 flows", params(("X-Flowhost-User" = Option<String>, Header, description = "Who is calling (1-128 printable characters; `anonymous` when absent); claimed, not checked")), request_body(content = Option<ReleaseBody>), responses((status = 200, description = "The new version", body = Value)))]
 pub(crate) async fn release(
     State(state): State<SharedState>,
@@ -158,7 +160,9 @@ pub(crate) async fn release(
     Ok(Json(json!({
         "flow_id": flow.id, "version": version.version, "status": flow.status, "released_at": version.released_at,
         "released_by": version.released_by, "released_by_claimed": true, "body_hash": version.body_hash,
-        "services": version.services, "validation": report,
+        "services": version.services, "warnings": version.warnings,
+        "acknowledged_warnings": version.acknowledged_warnings,
+        "unacknowledged_warnings": version.unacknowledged_warnings, "validation": report,
     })))
 }
 
@@ -171,7 +175,8 @@ pub(crate) async fn versions(State(state): State<SharedState>, Path(id): Path<St
         .map(|v| {
             json!({ "version": v.version, "body_hash": v.body_hash, "services": v.services,
                     "released_at": v.released_at, "released_by": v.released_by, "released_by_claimed": true,
-                    "warnings": v.warnings })
+                    "warnings": v.warnings, "acknowledged_warnings": v.acknowledged_warnings,
+                    "unacknowledged_warnings": v.unacknowledged_warnings })
         })
         .collect();
     Ok(Json(json!(rows)))
@@ -247,6 +252,21 @@ fn required_caller(caller: &Caller) -> Result<&str, V2Error> {
     caller.0.as_deref().ok_or_else(|| {
         V2Error::new(StatusCode::BAD_REQUEST, "INVALID_HEADER", "an edit lock needs the X-Flowhost-User header")
     })
+}
+
+/// `GET /api/v2/services/{service}`: the service's **active** manifest, the one validation checks flows against
+/// (per component the version the component store activated, so a rollback shows here at once, else the most
+/// recent registration); 404 `SERVICE_NOT_FOUND` when it never registered.
+#[utoipa::path(get, path = "/api/v2/services/{service}", tag = "component catalog", responses((status = 200, description = "The service's active version of each component", body = Value), (status = 404, description = "`SERVICE_NOT_FOUND`: the service never registered", body = Value)))]
+pub(crate) async fn service(
+    State(state): State<SharedState>,
+    Path(service): Path<String>,
+) -> Result<Json<ServiceView>, V2Error> {
+    let active = flowhost_flows::active_service(&state.ports, &service).await?.ok_or_else(|| {
+        V2Error::new(StatusCode::NOT_FOUND, "SERVICE_NOT_FOUND", format!("service {service:?} has not registered"))
+    })?;
+    let last_seen_at = active.components.iter().map(|c| c.last_seen_at.clone()).max().unwrap_or_default();
+    Ok(Json(ServiceView { service, registered: true, last_seen_at, components: active.components }))
 }
 
 /// `GET /api/v2/services/{service}/flows`: the service's current flow broadcast.

@@ -1,6 +1,6 @@
 //! Administration API v2: flows as graphs (drafts, validation, releases, versions, release attempts, edit
 //! locks) over `flowhost-flows`; their runs and dead letters over `flowhost-runs`; the CEL environment's catalog
-//! (`cel.rs`). `GET /api/v2/services/{service}` is the catalog's (`catalog.rs`).
+//! (`cel.rs`); a service's active manifest as validation sees it (`GET /api/v2/services/{service}`).
 //!
 //! The v2 error envelope is `{ "error": { "code": "FLOW_NOT_FOUND", "message": "...", "details": {...} } }`
 //! (`details` only where there is more to say, such as the issues that blocked a release or the field of a
@@ -39,6 +39,7 @@ pub(crate) fn routes() -> ApiRouter<SharedState> {
         .routes(routes!(flows::version))
         .routes(routes!(flows::attempts))
         .routes(routes!(flows::lock, flows::take_lock, flows::give_up_lock))
+        .routes(routes!(flows::service))
         .routes(routes!(flows::service_flows))
         .routes(routes!(runs::list))
         .routes(routes!(runs::read))
