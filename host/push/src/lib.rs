@@ -88,9 +88,6 @@ pub struct PushState {
     pub policy: Result<CallerPolicy, PolicyError>,
     /// This node's in-app websockets.
     pub inapp: Arc<inapp::InAppHub>,
-    /// The plugin runtime's component store: the editor's send routes run the `notifications` plugin's actions
-    /// through it, as a flow does. `None` answers them 503.
-    pub components: Option<Arc<flowhost_components::ComponentStore>>,
 }
 
 fn config_error(setting: &str, message: impl Into<String>) -> ConfigError {
@@ -165,7 +162,6 @@ impl PushState {
             ports,
             policy,
             inapp: Arc::default(),
-            components: None,
         })
     }
 

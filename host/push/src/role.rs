@@ -17,13 +17,11 @@ pub struct PushRole;
 impl Role for PushRole {
     const NAME: &'static str = "push-api";
     const CONFIG_SECTION: &'static str = "push";
-    const USES_COMPONENTS: bool = true;
 
     async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
         let config = &context.config;
-        let mut state = PushState::from_config(config, context.ports.clone())?;
-        state.components = context.service();
-        let state = Arc::new(state);
+        // Editor sends go to a sender over the subjects port (`send.rs`): this role runs no plugin itself.
+        let state = Arc::new(PushState::from_config(config, context.ports.clone())?);
         let addr = config.push.listen.clone().unwrap_or_else(|| config.api_addr());
         let listener =
             Listener::new("push", addr, "FLOWHOST_PUSH_API_LISTEN", router(state.clone())).with_fallback(fallback());
