@@ -68,6 +68,7 @@ async fn build_sender(config: &Config, state: &PushState) -> anyhow::Result<Resu
         ttl_seconds: push.push_ttl_seconds,
         max_concurrent_pushes: push.max_concurrent_pushes,
         tenants: push.tenants.clone(),
+        tenant_languages: push.tenant_default_languages.clone(),
     };
     let sender = Sender::new(state.ports.clone(), settings, client).await.context("creating the sender's indexes")?;
     Ok(Ok(sender))
