@@ -17,6 +17,7 @@ on_both_backends!(
     a_deactivated_channel_skips_and_bad_tokens_are_refused,
     a_kafka_event_runs_a_flow_to_a_message_on_a_websocket,
     one_client_cannot_exhaust_the_websockets,
+    the_language_falls_back_to_the_template_then_the_tenant,
 );
 
 const SEND: &str = "/api/v1/templates/in-app/send";
@@ -341,5 +342,36 @@ async fn one_client_cannot_exhaust_the_websockets(backends: Backends) {
 
     let (other, _) = InAppSocket::connect(&host, TENANT_A, 35, None).await;
     other.close().await;
+    host.stop().await;
+}
+
+/// `send_inapp` without `language_id` (spec 000: "falls back to the template or tenant default"): the
+/// template's `default_language`, else the tenant's (`FLOWHOST_WEBPUSH_TENANT_DEFAULT_LANGUAGES`) when the
+/// template has it, else the template's first language. The tenants list shows each tenant's default.
+async fn the_language_falls_back_to_the_template_then_the_tenant(backends: Backends) {
+    let host = start_with(backends, |config| {
+        config.push.tenant_default_languages.insert(TENANT_A.into(), "fr".into());
+    })
+    .await;
+    let contents = json!({ "de": { "title": "T", "body": "deutsch" }, "en": { "title": "T", "body": "english" },
+                           "fr": { "title": "T", "body": "français" } });
+    let templates = [
+        json!({ "name": "Own default", "default_language": "en", "contents": contents }),
+        json!({ "name": "Tenant default", "contents": contents }),
+        json!({ "name": "Neither", "contents": { "de": contents["de"], "en": contents["en"] } }),
+    ];
+    for (template, expected) in templates.into_iter().zip(["english", "français", "deutsch"]) {
+        let (status, created) = editor(&host, Some(TENANT_A), "POST", "/api/v1/templates/in-app", Some(template)).await;
+        assert_eq!(status, 201, "{created}");
+        let body = json!({ "tenant_id": TENANT_A, "template_id": created["id"], "player_id": 5 });
+        let id = send(&host, body).await["notification_id"].as_str().unwrap().to_owned();
+        let (status, record) = editor(&host, None, "GET", &format!("/api/v1/webpush/notifications/{id}"), None).await;
+        assert_eq!(status, 200, "{record}");
+        assert_eq!(record["content"]["body"], expected, "{record}");
+    }
+    let (status, tenants) = editor(&host, None, "GET", "/api/v1/tenants/", None).await;
+    assert_eq!(status, 200);
+    let row = tenants["tenants"].as_array().unwrap().iter().find(|t| t["tenant_id"] == TENANT_A).unwrap().clone();
+    assert_eq!(row["default_language"], "fr", "{tenants}");
     host.stop().await;
 }

@@ -35,6 +35,8 @@ on_both_backends!(
     activity_and_notifications,
     send_routes,
     retention_expires_activity_and_events,
+    storage_failures_answer_internal_error,
+    interaction_events_keep_the_30_day_ttl,
 );
 
 const CLIENT_CONFIG: &str = "/api/v1/webpush/client-config";
@@ -1309,5 +1311,76 @@ async fn retention_expires_activity_and_events(backends: Backends) {
         assert!(tokio::time::Instant::now() < until, "the sweep did not remove the later records");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    host.stop().await;
+}
+
+/// The spec's error table: an unexpected error (the store failing) is 500 `INTERNAL_ERROR`, safe to retry, with
+/// no backend detail; 503 stays `PUSH_ENV_NOT_READY`'s.
+async fn storage_failures_answer_internal_error(backends: Backends) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TestHost::config(backends, dir.path());
+    config.roles = vec![Role::Admin, Role::PushApi];
+    let mut ports = flowhost::connect(&config).await.unwrap();
+    let faulty = flowhost_tests::faulty::FaultyDocuments::new(ports.documents.clone());
+    ports.documents = faulty.clone();
+    let host = TestHost::start_on(config, ports).await;
+
+    faulty.fail_writes(WEBPUSH_SUBSCRIPTIONS, 1);
+    let body = subscription(TENANT_A, 42, "https://fcm.googleapis.com/fcm/send/storage-down");
+    let response = platform(&host, BRIDGE_TOKEN, "POST", SUBSCRIPTIONS, Some(body.clone())).await;
+    assert_error(&response, 500, "INTERNAL_ERROR", "subscription write failed");
+    let message = response.1["error"]["message"].as_str().unwrap();
+    assert!(!message.contains("injected"), "no backend detail: {message}");
+    // Retrying is safe: the next write goes through.
+    assert_eq!(platform(&host, BRIDGE_TOKEN, "POST", SUBSCRIPTIONS, Some(body)).await.0, 201);
+
+    faulty.fail_queries(WEBPUSH_ACTIVITY, true);
+    let response = editor(&host, None, "GET", "/api/v1/webpush/activity", None).await;
+    assert_error(&response, 500, "INTERNAL_ERROR", "activity query failed");
+    faulty.fail_queries(WEBPUSH_ACTIVITY, false);
+    assert_eq!(editor(&host, None, "GET", "/api/v1/webpush/activity", None).await.0, 200);
+    host.stop().await;
+}
+
+/// The spec's 30-day interaction-event TTL holds apart from the retention setting: with 90-day retention an event
+/// still expires 30 days after its receipt (activity keeps the 90 days), and an event stored earlier with a
+/// longer expiry is removed when the API boots.
+async fn interaction_events_keep_the_30_day_ttl(backends: Backends) {
+    let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
+    let t0 = clock.now_ms();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TestHost::config(backends, dir.path());
+    config.roles = vec![Role::Admin, Role::PushApi];
+    config.push.retention_days = 90;
+    config.push.retention_sweep_interval_ms = 50;
+    let ports = flowhost::connect_with_clock(&config, clock.clone()).await.unwrap();
+    // Written by an earlier deployment, 31 days ago, to expire in a year.
+    let stale = json!({ "source": "semantic", "event_id": "stale", "event_type": "read", "tenant_id": TENANT_A,
+        "player_id": 42, "notification_id": "n-stale", "delivery_id": "d-stale",
+        "occurred_at": "2026-03-01T10:00:00Z", "received_at": flowhost_core::digest::iso_utc(t0 - 31 * DAY_MS),
+        "metadata": {}, "caller_id": "bridge", "source_app": SOURCE_APP });
+    let id = flowhost_webpush::records::event_id("semantic", TENANT_A, 42, "stale");
+    ports.documents.upsert_expiring(WEBPUSH_EVENTS, &id, stale, t0 + 365 * DAY_MS).await.unwrap();
+    let host = TestHost::start_on(config, ports).await;
+    let until = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !stored_events(&host, "n-stale").await.is_empty() {
+        assert!(tokio::time::Instant::now() < until, "the boot did not enforce the interaction-event TTL");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let kept = retention(host.config.push.retention_days);
+    store_activity(&host.ports, kept, &activity("n-1", TENANT_A, 42, t0, "delivered")).await.unwrap();
+    let event = semantic_event(TENANT_A, 42, "s-1", "read");
+    assert_eq!(platform(&host, BRIDGE_TOKEN, "POST", SEMANTIC, Some(event)).await.0, 202);
+    clock.set_ms(t0 + 30 * DAY_MS - 1000);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(stored_events(&host, "n-1").await.len(), 1, "kept until 30 days");
+    clock.set_ms(t0 + 30 * DAY_MS);
+    let until = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !stored_events(&host, "n-1").await.is_empty() {
+        assert!(tokio::time::Instant::now() < until, "the event outlived the 30-day TTL");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(editor(&host, None, "GET", "/api/v1/webpush/notifications/n-1", None).await.0, 200, "activity: 90 days");
     host.stop().await;
 }

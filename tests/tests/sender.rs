@@ -7,10 +7,12 @@
 use std::time::Duration;
 
 use flowhost_core::collections::WEBPUSH_SUBSCRIPTIONS;
+use flowhost_core::config::Role;
 use flowhost_tests::push::{assert_error, editor, platform, EDITOR_TOKEN, OPS_TOKEN, TENANT_A};
 use flowhost_tests::push_service::PushService;
-use flowhost_tests::sender::{release_push_flow, release_push_flow_through, start, subscribe};
+use flowhost_tests::sender::{configure, release_push_flow, release_push_flow_through, start, subscribe};
 use flowhost_tests::{on_both_backends, unique, Backends, TestHost};
+use futures::StreamExt;
 use serde_json::{json, Value};
 
 on_both_backends!(
@@ -23,6 +25,8 @@ on_both_backends!(
     a_segment_retargeted_to_another_kafka_topic_reaches_the_service,
     an_invocation_for_one_tenant_never_notifies_another,
     with_a_signing_key_only_signed_requests_get_data,
+    an_editor_send_is_delivered_by_a_sender_in_another_process,
+    without_a_vapid_pair_sends_and_flow_steps_name_push_env_not_ready,
 );
 
 const SEND: &str = "/api/v1/webpush/send";
@@ -409,5 +413,123 @@ async fn with_a_signing_key_only_signed_requests_get_data(backends: Backends) {
     // Unsigned: no answer.
     let unsigned = host.ports.subjects.request(subject, request, Duration::from_secs(2)).await;
     assert!(matches!(unsigned, Err(flowhost_core::PortError::Timeout(_))), "{unsigned:?}");
+    host.stop().await;
+}
+
+/// Sends until the answer is no longer `SENDER_NOT_RUNNING` (a sender starting elsewhere subscribes as it
+/// builds), for at most a minute.
+async fn send_once_a_sender_answers(host: &TestHost, body: &Value) -> (u16, Value) {
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let response = editor(host, None, "POST", SEND, Some(body.clone())).await;
+        if response.1["error"]["code"] != "SENDER_NOT_RUNNING" {
+            return response;
+        }
+        assert!(tokio::time::Instant::now() < until, "no sender ever answered: {}", response.1);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A node of `api`'s deployment running the sender role alone, as a second process would (on the embedded
+/// backends it shares `api`'s ports, the in-process subjects and the same store, as one machine's would).
+async fn sender_process(
+    api: &TestHost,
+    service: &PushService,
+    tweak: impl FnOnce(&mut flowhost_core::config::Config),
+) -> TestHost {
+    let mut config = api.config.clone();
+    TestHost::join_deployment(&mut config, &api.config);
+    configure(&mut config, service);
+    config.roles = vec![Role::Sender];
+    config.api.port = 0;
+    tweak(&mut config);
+    if api.config.nats.url.is_some() {
+        TestHost::start_with(config).await
+    } else {
+        TestHost::start_on(config, api.ports.clone()).await
+    }
+}
+
+/// The seeds' topology: the API process (`admin,push-api`) runs no sender; an editor send goes over the subjects
+/// port to the sender process, which delivers it (decrypted by the push service) and answers the route.
+async fn an_editor_send_is_delivered_by_a_sender_in_another_process(backends: Backends) {
+    let service = PushService::start().await;
+    let api = start(backends, &service, |config| config.roles = vec![Role::Admin, Role::PushApi]).await;
+    let sub = service.subscribe(&[201], None).await;
+    subscribe(&api, 42, &sub).await;
+    // No sender anywhere: nothing is sent, and the answer says so.
+    let response = editor(&api, None, "POST", SEND, Some(send_body(42))).await;
+    assert_eq!(assert_error(&response, 503, "SENDER_NOT_RUNNING", "no sender"), json!({ "channel": "WEB_PUSH" }));
+
+    let sender = sender_process(&api, &service, |_| {}).await;
+    sender.wait_ready().await;
+    let (status, result) = send_once_a_sender_answers(&api, &send_body(42)).await;
+    assert_eq!(status, 200, "{result}");
+    assert_eq!((result["status"].as_str(), result["delivered"].as_bool()), (Some("delivered"), Some(true)));
+    let received = service.received(&sub).await;
+    assert_eq!(received.len(), 1, "{received:?}");
+    assert_eq!(received[0]["payload"]["body"], "Try slots now");
+    assert_eq!(received[0]["payload"]["data"]["notification_id"], result["notification_id"]);
+    // The same Idempotency-Key is the same notification: the sender pushes nothing twice.
+    let first = send_keyed(&api, &send_body(42), "cross-process-1").await;
+    let again = send_keyed(&api, &send_body(42), "cross-process-1").await;
+    assert_eq!((first.0, again.0), (200, 200), "{first:?} {again:?}");
+    assert_eq!(first.2["notification_id"], again.2["notification_id"]);
+    assert_eq!(service.received(&sub).await.len(), 2);
+    // The in-app channel takes the same path: stored in the inbox by the sender, answered to the API.
+    let template = json!({ "name": "Cashback", "default_language": "en",
+                           "contents": { "en": { "title": "Cashback", "body": "Some back" } } });
+    let (status, created) = editor(&api, Some(TENANT_A), "POST", "/api/v1/templates/in-app", Some(template)).await;
+    assert_eq!(status, 201, "{created}");
+    let inapp = json!({ "tenant_id": TENANT_A, "template_id": created["id"], "player_id": 42 });
+    let (status, answer) = editor(&api, None, "POST", "/api/v1/templates/in-app/send", Some(inapp)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer["notification_id"].as_str().is_some_and(|id| !id.is_empty()), "{answer}");
+    sender.stop().await;
+    api.stop().await;
+}
+
+/// Without a VAPID pair the sender cannot deliver: an editor send answers 503 `PUSH_ENV_NOT_READY`, and a flow
+/// step's error and its dead letter name it.
+async fn without_a_vapid_pair_sends_and_flow_steps_name_push_env_not_ready(backends: Backends) {
+    let service = PushService::start().await;
+    let api = start(backends, &service, |config| config.roles = vec![Role::Admin, Role::Engine, Role::PushApi]).await;
+    let sub = service.subscribe(&[201], None).await;
+    subscribe(&api, 42, &sub).await;
+    let sender = sender_process(&api, &service, |config| {
+        config.push.vapid_public_key = None;
+        config.push.vapid_private_key = None;
+    })
+    .await;
+    let response = send_once_a_sender_answers(&api, &send_body(42)).await;
+    let details = assert_error(&response, 503, "PUSH_ENV_NOT_READY", "no VAPID pair");
+    assert_eq!(details["channel"], "WEB_PUSH");
+    assert!(details["reasons"][0].as_str().unwrap().contains("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY"), "{details}");
+    let (_, ready) = sender.call("GET", "/ready", None).await;
+    assert!(ready.to_string().contains("notifications_sender"), "{ready}");
+    sender.stop().await;
+    api.stop().await;
+
+    // A flow step on such a sender (in process here) fails naming the code, and so does its dead letter.
+    let host = TestHost::start_configured(backends, None, |config| {
+        configure(config, &service);
+        config.push.vapid_public_key = None;
+        config.push.vapid_private_key = None;
+        config.engine.retry.max_attempts = 2;
+        config.engine.retry.initial_backoff_ms = 100;
+    })
+    .await;
+    let (status, created) =
+        editor(&host, Some(TENANT_A), "POST", "/api/v1/templates/web-push", Some(flowhost_tests::sender::template()))
+            .await;
+    assert_eq!(status, 201, "{created}");
+    let mut letters = host.ports.subjects.subscribe("triggers.v2.dlq.notifications.send_webpush").await.unwrap();
+    let (_, source, _) = release_push_flow(&host, None).await;
+    let event = json!({"event_type": "big_win", "tenant_id": TENANT_A, "player_id": 42, "game": "roulette"});
+    host.publish(&source, &[event]).await;
+    let letter = tokio::time::timeout(Duration::from_secs(60), letters.next()).await.expect("a dead letter").unwrap();
+    let letter: Value = serde_json::from_slice(&letter.payload).unwrap();
+    assert_eq!(letter["reason"], "exhausted", "{letter}");
+    assert!(letter["error"].as_str().unwrap().contains("PUSH_ENV_NOT_READY"), "{letter}");
     host.stop().await;
 }

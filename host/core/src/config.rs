@@ -687,6 +687,10 @@ pub struct PushConfig {
     /// Tenants the editor may select, comma-separated (`FLOWHOST_WEBPUSH_TENANTS`); the tenants list also holds
     /// every `tenant_ids` entry of the caller policy and every tenant that stored a subscription or template.
     pub tenants: Vec<String>,
+    /// Each tenant's default language, `tenant=language` pairs, comma-separated
+    /// (`FLOWHOST_WEBPUSH_TENANT_DEFAULT_LANGUAGES`; default none): `send_inapp` without `language_id` renders
+    /// the template's `default_language`, else this one when the template has it, else the template's first.
+    pub tenant_default_languages: std::collections::BTreeMap<String, String>,
     /// `caller_id`s that may use `player_id` 0, the identity the spec reserves for dashboard smoke tests, on
     /// subscription create and deactivate (`FLOWHOST_WEBPUSH_SMOKE_TEST_CALLERS`, comma-separated; default none).
     pub smoke_test_callers: Vec<String>,
@@ -740,6 +744,7 @@ impl Default for PushConfig {
             retention_sweep_interval_ms: 60 * 60 * 1000,
             listen: None,
             tenants: Vec::new(),
+            tenant_default_languages: std::collections::BTreeMap::new(),
             smoke_test_callers: Vec::new(),
             push_service_hosts: None,
             vapid_subject: DEFAULT_VAPID_SUBJECT.to_owned(),
@@ -1095,6 +1100,23 @@ impl Config {
         }
         if let Some(v) = get("FLOWHOST_WEBPUSH_TENANTS") {
             push.tenants = split_list(&v);
+        }
+        if let Some(v) = get("FLOWHOST_WEBPUSH_TENANT_DEFAULT_LANGUAGES") {
+            let mut languages = std::collections::BTreeMap::new();
+            for pair in split_list(&v) {
+                let (tenant, language) = pair
+                    .split_once('=')
+                    .map(|(t, l)| (t.trim(), l.trim()))
+                    .filter(|(t, l)| !t.is_empty() && !l.is_empty() && l.len() <= 64)
+                    .ok_or_else(|| {
+                        ConfigError::new(
+                            "FLOWHOST_WEBPUSH_TENANT_DEFAULT_LANGUAGES",
+                            format!("{pair:?}: write tenant=language (a language of at most 64 bytes)"),
+                        )
+                    })?;
+                languages.insert(tenant.to_owned(), language.to_owned());
+            }
+            push.tenant_default_languages = languages;
         }
         if let Some(v) = get("FLOWHOST_WEBPUSH_SMOKE_TEST_CALLERS") {
             push.smoke_test_callers = split_list(&v);

@@ -29,7 +29,7 @@ pub(crate) struct ErrorBody {
 #[allow(dead_code)] // documentation only
 pub(crate) struct ErrorDetail {
     /// A stable code: the spec's `VALIDATION_ERROR`, `UNAUTHORIZED`, `FORBIDDEN`, `PUSH_ENV_NOT_READY`,
-    /// `INTERNAL_ERROR`, and ours (`NOT_FOUND`, `CONFLICT`, `METHOD_NOT_ALLOWED`, `PAYLOAD_TOO_LARGE`, `UNAVAILABLE`,
+    /// `INTERNAL_ERROR`, and ours (`NOT_FOUND`, `CONFLICT`, `METHOD_NOT_ALLOWED`, `PAYLOAD_TOO_LARGE`,
     /// `CALLER_POLICY_INVALID`, `EDITOR_TOKEN_NOT_CONFIGURED`, `CHANNEL_DISABLED`, `TOO_MANY_CONNECTIONS`,
     /// `SENDER_NOT_RUNNING`, `SEND_RETRYABLE`, `SEND_FAILED`).
     code: String,
@@ -109,18 +109,17 @@ impl PushError {
     }
 }
 
+/// A storage failure, whatever its kind, is the spec's "unexpected error": 500 `INTERNAL_ERROR`, safe to retry
+/// with backoff (the error table keeps 503 for `PUSH_ENV_NOT_READY`, which an operator must fix). The cause is
+/// logged, never answered.
 impl From<PortError> for PushError {
     fn from(e: PortError) -> Self {
-        match &e {
-            PortError::Unavailable(_) => {
-                error!(error = %e, "storage unavailable");
-                PushError::new(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", "storage is unavailable; retry later")
-            }
-            _ => {
-                error!(error = %e, "storage error");
-                PushError::internal()
-            }
+        if e.is_transient() {
+            error!(error = %e, "storage unavailable");
+        } else {
+            error!(error = %e, "storage error");
         }
+        PushError::internal()
     }
 }
 

@@ -534,7 +534,7 @@ async fn websocket(
 
 /// Verifies a connect token and spends it: its nonce is set in the cache port until the token expires, and a
 /// token whose nonce is there already is refused as if forged (401). A cache that does not answer refuses
-/// too (503): a token must never admit two websockets.
+/// too (500 `INTERNAL_ERROR`, as every storage failure): a token must never admit two websockets.
 async fn spend_connect_token(state: &PushState, token: Option<&str>) -> Result<ConnectClaims, PushError> {
     let secrets = state.interaction_secrets().unwrap_or_default();
     let now_ms = state.ports.clock.now_ms();
@@ -548,8 +548,7 @@ async fn spend_connect_token(state: &PushState, token: Option<&str>) -> Result<C
         Ok(false) => Err(PushError::unauthorized("this connect token was used already; ask the bridge for another")),
         Err(error) => {
             warn!(%error, "the cache did not answer; a connect token cannot be spent");
-            Err(PushError::new(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", "connect tokens cannot be checked now")
-                .with_retry_after(1))
+            Err(PushError::internal())
         }
     }
 }

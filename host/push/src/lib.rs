@@ -72,6 +72,8 @@ pub struct PushSettings {
     pub retention: Duration,
     pub sweep_interval: Duration,
     pub tenants: Vec<String>,
+    /// Each tenant's default language, listed with the tenants.
+    pub tenant_languages: std::collections::BTreeMap<String, String>,
     pub smoke_test_callers: HashSet<String>,
     /// Websockets one node keeps open at most (`FLOWHOST_INAPP_MAX_CONNECTIONS`).
     pub max_inapp_connections: usize,
@@ -88,9 +90,6 @@ pub struct PushState {
     pub policy: Result<CallerPolicy, PolicyError>,
     /// This node's in-app websockets.
     pub inapp: Arc<inapp::InAppHub>,
-    /// The plugin runtime's component store: the editor's send routes run the `notifications` plugin's actions
-    /// through it, as a flow does. `None` answers them 503.
-    pub components: Option<Arc<flowhost_components::ComponentStore>>,
 }
 
 fn config_error(setting: &str, message: impl Into<String>) -> ConfigError {
@@ -158,6 +157,7 @@ impl PushState {
                 retention: records::retention(push.retention_days),
                 sweep_interval: Duration::from_millis(push.retention_sweep_interval_ms),
                 tenants: push.tenants.clone(),
+                tenant_languages: push.tenant_default_languages.clone(),
                 smoke_test_callers: push.smoke_test_callers.iter().cloned().collect(),
                 max_inapp_connections: push.max_inapp_connections,
                 max_inapp_connections_per_player: push.max_inapp_connections_per_player,
@@ -165,7 +165,6 @@ impl PushState {
             ports,
             policy,
             inapp: Arc::default(),
-            components: None,
         })
     }
 

@@ -1,6 +1,7 @@
 //! [`PushRole`]: the web-push notification service's API as a role. Its routes share the main listener
 //! (`FLOWHOST_API_HOST` / `API_PORT`) unless `FLOWHOST_PUSH_API_LISTEN` gives them an address of their own; the
-//! retention sweep and the in-app delivery (this node's websockets) run beside them. A caller policy that failed to load is a liveness failure
+//! retention sweep (after the interaction-event TTL is enforced at boot) and the in-app delivery (this node's
+//! websockets) run beside them. A caller policy that failed to load is a liveness failure
 //! ([`POLICY_CHECK`]): every `/health` of the process answers 503 until the operator fixes it, as the spec says.
 
 use std::sync::Arc;
@@ -17,13 +18,11 @@ pub struct PushRole;
 impl Role for PushRole {
     const NAME: &'static str = "push-api";
     const CONFIG_SECTION: &'static str = "push";
-    const USES_COMPONENTS: bool = true;
 
     async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
         let config = &context.config;
-        let mut state = PushState::from_config(config, context.ports.clone())?;
-        state.components = context.service();
-        let state = Arc::new(state);
+        // Editor sends go to a sender over the subjects port (`send.rs`): this role runs no plugin itself.
+        let state = Arc::new(PushState::from_config(config, context.ports.clone())?);
         let addr = config.push.listen.clone().unwrap_or_else(|| config.api_addr());
         let listener =
             Listener::new("push", addr, "FLOWHOST_PUSH_API_LISTEN", router(state.clone())).with_fallback(fallback());
@@ -41,7 +40,28 @@ impl Role for PushRole {
                 })
                 .await;
             if indexed {
-                run_retention(ports, sweep_interval, shutdown).await;
+                // The spec's 30-day interaction-event TTL, enforced at boot whatever the retention setting was
+                // when the events were stored; the sweep keeps it afterwards (events are written capped by it).
+                let now = ports.clock.now_ms();
+                let events = ports.documents.clone();
+                let backoff = flowhost_core::backoff::Backoff::for_backend();
+                let enforced = flowhost_core::backoff::until_done(
+                    "enforcing the interaction-event TTL",
+                    backoff,
+                    &shutdown,
+                    || {
+                        let events = events.clone();
+                        async move {
+                            let removed = flowhost_webpush::events::enforce_event_ttl(events.as_ref(), now).await?;
+                            tracing::info!(removed, "interaction events past the 30-day TTL removed at boot");
+                            Ok::<_, flowhost_core::ports::PortError>(())
+                        }
+                    },
+                )
+                .await;
+                if enforced {
+                    run_retention(ports, sweep_interval, shutdown).await;
+                }
             }
             Ok(())
         };

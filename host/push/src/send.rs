@@ -4,22 +4,45 @@
 //! the outcome classification are the plugin's. A client that repeats a request with the same
 //! `Idempotency-Key` header gets the same run id, hence the same notification, and nothing is pushed twice.
 //!
+//! The plugin runs where the sender role runs, which may be another process: the API process sends the request
+//! over the subjects port ([`EDITOR_SEND_SUBJECT`], request/reply, signed like the service transports) and one
+//! sender of the deployment answers ([`SendServer`]); in one process the embedded subjects carry it the same way.
+//!
 //! Answers: the action's result with 200 once delivery was attempted. A skip-forward (no active subscription, an
 //! inactive in-app channel) is 200 with the result and `delivered: false`; a permanent failure 422
-//! `SEND_FAILED`; a retryable one 503 `SEND_RETRYABLE` with `Retry-After` (the push services' own wait when they
-//! gave one); no sender in this deployment 503 `SENDER_NOT_RUNNING`.
+//! `SEND_FAILED`; a retryable one (or no answer within [`SEND_TIMEOUT`]) 503 `SEND_RETRYABLE` with `Retry-After`
+//! (the push services' own wait when they gave one); a sender without its VAPID pair or interaction-token secret
+//! 503 `PUSH_ENV_NOT_READY`; no sender in this deployment 503 `SENDER_NOT_RUNNING`.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
+use flowhost_components::ComponentStore;
 use flowhost_core::digest::{idempotency_key, sha256_hex};
 use flowhost_core::notify::DeliveryOutcome;
+use flowhost_core::ports::{PortError, Ports, SubjectStream};
+use flowhost_core::signing::SIGNATURE_HEADER;
 use flowhost_runtime::{InvocationContext, InvokeError, Outcome};
 use flowhost_webpush::records::NotificationActivity;
 use flowhost_webpush::sender::notification_id;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use tracing::info;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
 
 use crate::error::PushError;
 use crate::{PushState, NOTIFICATIONS_PLUGIN};
+
+/// The subject an editor send travels on from the API process to a sender (queue group
+/// `<engine.group_id>.sender`, so one sender of a deployment takes each).
+pub(crate) const EDITOR_SEND_SUBJECT: &str = "flowhost.push.editor-send";
+/// How long the API waits for a sender's answer: a send to a slow push service takes the push client's own
+/// timeouts, so this is longer than one of them.
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+/// The spec's code for a sender without its VAPID pair or interaction-token secret.
+const PUSH_ENV_NOT_READY: &str = "PUSH_ENV_NOT_READY";
 
 /// The node id of an editor send in its run.
 const EDITOR_NODE: &str = "editor";
@@ -112,7 +135,49 @@ async fn retry_after(state: &PushState, id: &str) -> u64 {
         .map_or(DEFAULT_RETRY_AFTER_SECONDS, |ms| ms.div_ceil(1000).max(1))
 }
 
-/// Runs `channel`'s action on `input` for `tenant_id` as an editor send (see the module documentation).
+/// An editor send as the API process hands it to a sender.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct SendRequest {
+    /// `send_webpush` or `send_inapp`.
+    action: String,
+    tenant_id: String,
+    /// The run id; the idempotency key is derived from it and the editor node as a flow step's would be.
+    run_id: String,
+    /// The action's input, already checked by the editor route.
+    input: Value,
+}
+
+/// A sender's answer to a [`SendRequest`]: the invocation's class and what goes with it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub(crate) enum SendReply {
+    Success {
+        output: Value,
+    },
+    SkipForward,
+    Retryable {
+        message: String,
+    },
+    Permanent {
+        message: String,
+    },
+    /// The sender cannot send at all: `code` is `PUSH_ENV_NOT_READY` (no VAPID pair or interaction-token secret)
+    /// or `SENDER_NOT_RUNNING` (the `notifications` plugin is not active there).
+    NotReady {
+        code: String,
+        message: String,
+    },
+}
+
+/// The answer when no sender took the request.
+fn not_running(channel: SendChannel, why: &str) -> PushError {
+    PushError::new(StatusCode::SERVICE_UNAVAILABLE, "SENDER_NOT_RUNNING", format!("nothing was sent: {why}"))
+        .with_details(json!({ "channel": channel.name() }))
+        .with_retry_after(DEFAULT_RETRY_AFTER_SECONDS)
+}
+
+/// Runs `channel`'s action on `input` for `tenant_id` as an editor send (see the module documentation): the
+/// request goes to a sender of this deployment over [`EDITOR_SEND_SUBJECT`], and its answer is the route's.
 pub(crate) async fn run(
     state: &PushState,
     channel: SendChannel,
@@ -120,39 +185,146 @@ pub(crate) async fn run(
     input: &Value,
     headers: &HeaderMap,
 ) -> Result<Value, PushError> {
-    let not_running = |why: &str| {
-        PushError::new(StatusCode::SERVICE_UNAVAILABLE, "SENDER_NOT_RUNNING", format!("nothing was sent: {why}"))
-            .with_details(json!({ "channel": channel.name() }))
-            .with_retry_after(DEFAULT_RETRY_AFTER_SECONDS)
-    };
-    let store = state.components.as_ref().ok_or_else(|| not_running("this process runs no plugins"))?;
-    let plugin = store
-        .active(NOTIFICATIONS_PLUGIN)
-        .ok_or_else(|| not_running(&format!("the {NOTIFICATIONS_PLUGIN} plugin is not active")))?;
     let run_id = run_id(headers)?;
-    let key = idempotency_key(&run_id, EDITOR_NODE);
-    let id = notification_id(channel.namespace(), &key);
-    let context = InvocationContext {
-        tenant_id: Some(tenant_id.to_owned()),
-        flow_id: None,
-        run_id: Some(run_id.clone()),
-        node_id: Some(EDITOR_NODE.to_owned()),
-        idempotency_key: key,
-        attempt: 1,
+    let id = notification_id(channel.namespace(), &idempotency_key(&run_id, EDITOR_NODE));
+    let request = SendRequest {
+        action: channel.action().to_owned(),
+        tenant_id: tenant_id.to_owned(),
+        run_id: run_id.clone(),
+        input: input.clone(),
     };
-    let text = input.to_string();
-    let result = plugin.invoke_in(&context, channel.action(), &text, plugin.limits()).await;
-    info!(action = channel.action(), run_id, notification_id = id, ok = result.is_ok(), "editor send");
-    match result {
-        Ok(output) => serde_json::from_str(&output).map_err(|_| PushError::internal()),
-        Err(InvokeError::SkipForward(_)) => Ok(channel.skipped(id, input)),
-        Err(error) if error.outcome() == Outcome::Retryable => {
+    let payload = serde_json::to_vec(&request).map_err(|_| PushError::internal())?;
+    let signed = state.ports.signing.headers(&payload);
+    let subjects = &state.ports.subjects;
+    let reply = match subjects.request_with_headers(EDITOR_SEND_SUBJECT, signed, payload, SEND_TIMEOUT).await {
+        Ok(message) => {
+            if let Err(error) = state.ports.signing.verify(message.header(SIGNATURE_HEADER), &message.payload) {
+                warn!(%error, "a sender's answer to an editor send was refused");
+                return Err(PushError::internal());
+            }
+            serde_json::from_slice::<SendReply>(&message.payload).map_err(|error| {
+                warn!(%error, "a sender's answer to an editor send does not parse");
+                PushError::internal()
+            })?
+        }
+        Err(PortError::NoResponders(_)) => return Err(not_running(channel, "no sender runs in this deployment")),
+        Err(PortError::Timeout(_)) => SendReply::Retryable {
+            message: format!("no sender answered within {} s; the send may still complete", SEND_TIMEOUT.as_secs()),
+        },
+        Err(error) => return Err(error.into()),
+    };
+    let outcome = match &reply {
+        SendReply::Success { .. } => "success",
+        SendReply::SkipForward => "skip-forward",
+        SendReply::Retryable { .. } => "retryable",
+        SendReply::Permanent { .. } => "permanent",
+        SendReply::NotReady { .. } => "not-ready",
+    };
+    info!(action = channel.action(), run_id, notification_id = id, outcome, "editor send");
+    match reply {
+        SendReply::Success { output } => Ok(output),
+        SendReply::SkipForward => Ok(channel.skipped(id, input)),
+        SendReply::Retryable { message } => {
             let seconds = retry_after(state, &id).await;
-            Err(PushError::new(StatusCode::SERVICE_UNAVAILABLE, "SEND_RETRYABLE", error.to_string())
+            Err(PushError::new(StatusCode::SERVICE_UNAVAILABLE, "SEND_RETRYABLE", message)
                 .with_details(json!({ "notification_id": id }))
                 .with_retry_after(seconds))
         }
-        Err(error) => Err(PushError::new(StatusCode::UNPROCESSABLE_ENTITY, "SEND_FAILED", error.to_string())
-            .with_details(json!({ "notification_id": id }))),
+        SendReply::Permanent { message } => {
+            Err(PushError::new(StatusCode::UNPROCESSABLE_ENTITY, "SEND_FAILED", message)
+                .with_details(json!({ "notification_id": id })))
+        }
+        SendReply::NotReady { code, message } if code == PUSH_ENV_NOT_READY => Err(PushError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            PUSH_ENV_NOT_READY,
+            format!("nothing was sent: {message}"),
+        )
+        .with_details(json!({ "channel": channel.name(), "reasons": [message] }))
+        .with_retry_after(DEFAULT_RETRY_AFTER_SECONDS)),
+        SendReply::NotReady { message, .. } => Err(not_running(channel, &message)),
+    }
+}
+
+/// The sender's side of editor sends: answers [`SendRequest`]s with the `notifications` plugin, one replica of
+/// a deployment per request (the queue group).
+#[derive(Clone)]
+pub(crate) struct SendServer {
+    pub(crate) store: Arc<ComponentStore>,
+    pub(crate) ports: Ports,
+    /// Why this sender cannot deliver (missing VAPID pair or token secret), answered as `PUSH_ENV_NOT_READY`.
+    pub(crate) not_ready: Option<String>,
+}
+
+impl std::fmt::Debug for SendServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendServer").field("not_ready", &self.not_ready).finish_non_exhaustive()
+    }
+}
+
+impl SendServer {
+    /// Takes the requests of `stream` (a queue subscription to [`EDITOR_SEND_SUBJECT`], taken before the role
+    /// reports ready) until `shutdown`. Requests that are unsigned where signing is on, or that do not parse,
+    /// are not answered (the client's request times out and learns nothing).
+    pub(crate) async fn serve(self, mut stream: SubjectStream, shutdown: CancellationToken) {
+        loop {
+            let message = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                message = stream.next() => message,
+            };
+            let Some(message) = message else { return warn!("the editor-send subscription ended") };
+            let Some(reply_to) = message.reply.clone() else { continue };
+            if let Err(error) = self.ports.signing.verify(message.header(SIGNATURE_HEADER), &message.payload) {
+                warn!(%error, "an editor-send request was refused");
+                continue;
+            }
+            let Ok(request) = serde_json::from_slice::<SendRequest>(&message.payload) else {
+                warn!("an editor-send request that does not parse was dropped");
+                continue;
+            };
+            let server = self.clone();
+            tokio::spawn(async move {
+                let reply = server.handle(request).await;
+                let payload = serde_json::to_vec(&reply).unwrap_or_default();
+                let signed = server.ports.signing.headers(&payload);
+                if let Err(error) = server.ports.subjects.respond_with_headers(&reply_to, signed, payload).await {
+                    debug!(%error, "an editor-send answer was not delivered");
+                }
+            });
+        }
+    }
+
+    async fn handle(&self, request: SendRequest) -> SendReply {
+        if let Some(reason) = &self.not_ready {
+            return SendReply::NotReady { code: PUSH_ENV_NOT_READY.to_owned(), message: reason.clone() };
+        }
+        if !matches!(request.action.as_str(), "send_webpush" | "send_inapp") {
+            return SendReply::Permanent { message: format!("unknown action {:?}", request.action) };
+        }
+        let Some(plugin) = self.store.active(NOTIFICATIONS_PLUGIN) else {
+            return SendReply::NotReady {
+                code: "SENDER_NOT_RUNNING".to_owned(),
+                message: format!("the {NOTIFICATIONS_PLUGIN} plugin is not active on the sender"),
+            };
+        };
+        let context = InvocationContext {
+            tenant_id: Some(request.tenant_id),
+            flow_id: None,
+            node_id: Some(EDITOR_NODE.to_owned()),
+            idempotency_key: idempotency_key(&request.run_id, EDITOR_NODE),
+            run_id: Some(request.run_id),
+            attempt: 1,
+        };
+        let input = request.input.to_string();
+        match plugin.invoke_in(&context, &request.action, &input, plugin.limits()).await {
+            Ok(output) => match serde_json::from_str(&output) {
+                Ok(output) => SendReply::Success { output },
+                Err(_) => SendReply::Permanent { message: "the action's result is not JSON".to_owned() },
+            },
+            Err(InvokeError::SkipForward(_)) => SendReply::SkipForward,
+            Err(error) if error.outcome() == Outcome::Retryable => {
+                SendReply::Retryable { message: error.public_message() }
+            }
+            Err(error) => SendReply::Permanent { message: error.public_message() },
+        }
     }
 }

@@ -16,6 +16,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use flowhost_components::ComponentStore;
 use flowhost_core::config::Config;
+use flowhost_core::notify::{
+    InAppReport, InAppRequest, Notifications, SendFailure, TemplateChannel, WebPushReport, WebPushRequest,
+};
 use flowhost_role::{Check, Role, RoleContext, RoleParts};
 use flowhost_webpush::push::{PushClient, PushServiceHosts, VapidSigner};
 use flowhost_webpush::sender::{Sender, SenderSettings};
@@ -65,6 +68,7 @@ async fn build_sender(config: &Config, state: &PushState) -> anyhow::Result<Resu
         ttl_seconds: push.push_ttl_seconds,
         max_concurrent_pushes: push.max_concurrent_pushes,
         tenants: push.tenants.clone(),
+        tenant_languages: push.tenant_default_languages.clone(),
     };
     Ok(Ok(Sender::without_indexes(state.ports.clone(), settings, client)))
 }
@@ -88,9 +92,26 @@ impl Role for SenderRole {
             }
             Err(reason) => {
                 warn!(reason, "the sender cannot send: /ready answers 503 until it is configured");
+                // Flow steps that reach this sender fail naming the spec's code, not "no sender here".
+                store.runtime().provide_notifications(Arc::new(Unconfigured { reason: reason.clone() }));
                 Some(reason)
             }
         };
+        // Editor sends from the API process (here or elsewhere): subscribed before the role reports ready, so a
+        // send never finds no responder while this sender starts.
+        let group = format!("{}.sender", config.engine.group_id);
+        let requests = context
+            .ports
+            .subjects
+            .queue_subscribe(crate::send::EDITOR_SEND_SUBJECT, &group)
+            .await
+            .context("subscribing to editor sends")?;
+        let editor_sends = crate::send::SendServer {
+            store: store.clone(),
+            ports: context.ports.clone(),
+            not_ready: not_ready.clone(),
+        }
+        .serve(requests, context.shutdown.clone());
         let bundled = config.plugins.bundled;
         let check_store = store.clone();
         let readiness = Check::sync(SENDER_CHECK, move || {
@@ -136,8 +157,52 @@ impl Role for SenderRole {
                 serving.await;
                 Ok(())
             }))
+            .task(Box::pin(async move {
+                editor_sends.await;
+                Ok(())
+            }))
             .readiness(readiness);
         Ok(warn_unrestricted_targets(config, parts))
+    }
+}
+
+/// The `notifications` capability of a sender without its VAPID pair or interaction-token secret: every call
+/// fails as not ready, naming the spec's `PUSH_ENV_NOT_READY` and the missing setting, so a flow step's error and
+/// its dead letter say what the operator must configure.
+struct Unconfigured {
+    reason: String,
+}
+
+impl Unconfigured {
+    fn failure<T>(&self) -> Result<T, SendFailure> {
+        Err(SendFailure::NotReady(format!("PUSH_ENV_NOT_READY: {}", self.reason)))
+    }
+}
+
+#[async_trait::async_trait]
+impl Notifications for Unconfigured {
+    async fn send_webpush(&self, _: WebPushRequest) -> Result<WebPushReport, SendFailure> {
+        self.failure()
+    }
+
+    async fn complete(&self, _: &str, _: &str, _: bool) -> Result<(), SendFailure> {
+        self.failure()
+    }
+
+    async fn send_inapp(&self, _: InAppRequest) -> Result<InAppReport, SendFailure> {
+        self.failure()
+    }
+
+    async fn templates(&self, _: TemplateChannel, _: Option<&str>) -> Result<String, SendFailure> {
+        self.failure()
+    }
+
+    async fn template_fields(&self, _: TemplateChannel, _: i64) -> Result<String, SendFailure> {
+        self.failure()
+    }
+
+    async fn tenants(&self) -> Result<String, SendFailure> {
+        self.failure()
     }
 }
 

@@ -68,6 +68,9 @@ pub struct SenderSettings {
     pub max_concurrent_pushes: usize,
     /// Tenants configured for the editor (`FLOWHOST_WEBPUSH_TENANTS`), part of the `tenants` data source.
     pub tenants: Vec<String>,
+    /// Each tenant's default language (`FLOWHOST_WEBPUSH_TENANT_DEFAULT_LANGUAGES`): `send_inapp`'s last fallback
+    /// before the template's first language.
+    pub tenant_languages: std::collections::BTreeMap<String, String>,
 }
 
 /// The host side of the `notifications` capability (see the module documentation).
@@ -297,8 +300,15 @@ impl Sender {
         let template = templates::load(documents, Channel::InApp, request.template_id, Some(&request.tenant_id))
             .await
             .map_err(|error| template_failure(error, Channel::InApp, request.template_id, &request.tenant_id))?;
+        // The asked language, else the template's default, else the tenant's default when the template has it.
+        let tenant_default = self.settings.tenant_languages.get(&request.tenant_id).map(String::as_str);
+        let asked = request
+            .language_id
+            .as_deref()
+            .or(template.default_language.as_deref())
+            .or(tenant_default.filter(|language| template.contents.contains_key(*language)));
         let language = template
-            .language_or_default(request.language_id.as_deref())
+            .language_or_default(asked)
             .ok_or_else(|| SendFailure::Invalid(format!("in-app template {} has no content", template.id)))?
             .to_owned();
         let mut content = self.render(&template, &language, &request.placeholders)?;
@@ -557,7 +567,11 @@ impl Notifications for Sender {
         let known = records::known_tenants(self.ports.documents.as_ref(), &self.settings.tenants, None)
             .await
             .map_err(unavailable)?;
-        let items: Vec<Value> = known.iter().map(|tenant| json!({ "tenant_id": tenant })).collect();
+        let languages = &self.settings.tenant_languages;
+        let items: Vec<Value> = known
+            .iter()
+            .map(|tenant| json!({ "tenant_id": tenant, "default_language": languages.get(tenant) }))
+            .collect();
         Ok(json!({ "items": items }).to_string())
     }
 }

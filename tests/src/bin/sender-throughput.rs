@@ -332,6 +332,7 @@ async fn main() {
         ttl_seconds: 3600,
         max_concurrent_pushes: 256,
         tenants: vec![],
+        tenant_languages: Default::default(),
     };
     let _ = vapid;
     let sender = Sender::new(host.ports.clone(), settings, client.clone()).await.unwrap();
