@@ -154,14 +154,16 @@ pub(crate) async fn publish(flows: &Flows, service: &str) -> Result<(), FlowErro
 /// (never returning earlier: a role task that returns stops the process).
 pub async fn serve_requests(flows: Flows, shutdown: CancellationToken) {
     let subjects = flows.ports().subjects.clone();
-    let mut requests = match subjects.queue_subscribe("triggers.v2.service.*.flows", "flowhost-flow-broadcast").await {
-        Ok(stream) => stream,
-        Err(error) => {
-            // Services still get every change as it happens; only their start-up request goes unanswered.
-            warn!(%error, "cannot answer flow broadcast requests");
-            shutdown.cancelled().await;
-            return;
-        }
+    let pattern = "triggers.v2.service.*.flows";
+    let Some(mut requests) = flowhost_core::ports::subscribe_until_done(
+        subjects.as_ref(),
+        pattern,
+        Some("flowhost-flow-broadcast"),
+        &shutdown,
+    )
+    .await
+    else {
+        return;
     };
     loop {
         let message = tokio::select! {

@@ -103,12 +103,12 @@ pub(crate) struct InAppSendBody {
 
 /// `GET /api/v1/tenants/`: `{ "tenants": [{ "tenant_id" }] }`. With `X-Svc-Client-Id` it verifies the
 /// selection: 200 with that one tenant when it is known, 403 `FORBIDDEN` when not.
-#[utoipa::path(get, path = "/api/v1/tenants/", tag = "push editor", params(EditorHeaders), responses((status = 200, description = "`{ \"tenants\": [{ \"tenant_id\", \"default_language\" }] }` (`default_language` null when none is configured)", body = Value)))]
+#[utoipa::path(get, path = "/api/v1/tenants/", tag = "push editor", params(EditorHeaders), responses((status = 200, description = "`{ \"tenants\": [{ \"tenant_id\", \"default_language\" }] }` (`default_language` only when one is configured)", body = Value)))]
 async fn tenants(State(state): State<Shared>, editor: Editor) -> Result<Json<Value>, PushError> {
     let configured = &state.settings.tenants;
     let known = records::known_tenants(state.ports.documents.as_ref(), configured, state.policy.as_ref().ok()).await?;
     let languages = &state.settings.tenant_languages;
-    let row = |tenant: &String| json!({ "tenant_id": tenant, "default_language": languages.get(tenant) });
+    let row = |tenant: &String| records::tenant_row(tenant, languages);
     let listed: Vec<Value> = match &editor.tenant {
         Some(selected) if known.contains(selected) => vec![row(selected)],
         Some(_) => return Err(PushError::forbidden("the selected tenant (X-Svc-Client-Id) is not known here")),

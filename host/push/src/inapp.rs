@@ -265,24 +265,31 @@ impl InAppHub {
 
     /// Takes what the sender publishes on the in-app delivery subject and delivers it here, until `shutdown`.
     pub async fn run(self: Arc<Self>, subjects: Arc<dyn Subjects>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let mut stream = subjects.subscribe(INAPP_DELIVERY_SUBJECT).await?;
-        info!(subject = INAPP_DELIVERY_SUBJECT, "in-app delivery listening");
-        loop {
-            let message = tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
-                message = stream.next() => message,
-            };
-            let Some(message) = message else {
-                anyhow::bail!("the in-app delivery subscription ended");
-            };
-            match serde_json::from_slice::<InAppDelivery>(&message.payload) {
-                Ok(delivery) => {
-                    let delivered = self.deliver(&delivery);
-                    debug!(notification_id = delivery.message.notification_id, delivered, "in-app message");
+        // Subscribed again (with backoff) whenever the subscription cannot be made or ends: NATS down at start or
+        // gone for a while must not stop the process.
+        while let Some(mut stream) =
+            flowhost_core::ports::subscribe_until_done(subjects.as_ref(), INAPP_DELIVERY_SUBJECT, None, &shutdown).await
+        {
+            info!(subject = INAPP_DELIVERY_SUBJECT, "in-app delivery listening");
+            loop {
+                let message = tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    message = stream.next() => message,
+                };
+                let Some(message) = message else {
+                    warn!("the in-app delivery subscription ended; subscribing again");
+                    break;
+                };
+                match serde_json::from_slice::<InAppDelivery>(&message.payload) {
+                    Ok(delivery) => {
+                        let delivered = self.deliver(&delivery);
+                        debug!(notification_id = delivery.message.notification_id, delivered, "in-app message");
+                    }
+                    Err(error) => warn!(%error, "an in-app delivery that does not parse was dropped"),
                 }
-                Err(error) => warn!(%error, "an in-app delivery that does not parse was dropped"),
             }
         }
+        Ok(())
     }
 }
 

@@ -14,6 +14,7 @@
 //! (the push services' own wait when they gave one); a sender without its VAPID pair or interaction-token secret
 //! 503 `PUSH_ENV_NOT_READY`; no sender in this deployment 503 `SENDER_NOT_RUNNING`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -258,6 +259,28 @@ pub(crate) struct SendServer {
 impl std::fmt::Debug for SendServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SendServer").field("not_ready", &self.not_ready).finish_non_exhaustive()
+    }
+}
+
+impl SendServer {
+    /// Subscribes to editor sends in the queue group `group` and serves them until `shutdown`, subscribing again
+    /// (with capped backoff) while the subjects backend refuses and when a subscription ends; `subscribed` says
+    /// whether one is live (the sender's readiness).
+    pub(crate) async fn serve_subscribed(
+        self,
+        group: String,
+        subscribed: Arc<AtomicBool>,
+        shutdown: CancellationToken,
+    ) {
+        let subjects = self.ports.subjects.clone();
+        while let Some(requests) =
+            flowhost_core::ports::subscribe_until_done(subjects.as_ref(), EDITOR_SEND_SUBJECT, Some(&group), &shutdown)
+                .await
+        {
+            subscribed.store(true, Ordering::Relaxed);
+            self.clone().serve(requests, shutdown.clone()).await;
+            subscribed.store(false, Ordering::Relaxed);
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 //! Missing keys do not stop the process (the other roles keep working); a malformed push-service allowlist or
 //! an unreadable `SSL_CERT_FILE` does, naming the setting.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -97,26 +98,28 @@ impl Role for SenderRole {
                 Some(reason)
             }
         };
-        // Editor sends from the API process (here or elsewhere): subscribed before the role reports ready, so a
-        // send never finds no responder while this sender starts.
-        let group = format!("{}.sender", config.engine.group_id);
-        let requests = context
-            .ports
-            .subjects
-            .queue_subscribe(crate::send::EDITOR_SEND_SUBJECT, &group)
-            .await
-            .context("subscribing to editor sends")?;
+        // Editor sends from the API process (here or elsewhere), served by one replica of the queue group. The
+        // role reports ready only once subscribed, so a send never finds no responder while this sender starts;
+        // with NATS down at start the subscription is retried and the process serves meanwhile.
+        let subscribed = Arc::new(AtomicBool::new(false));
         let editor_sends = crate::send::SendServer {
             store: store.clone(),
             ports: context.ports.clone(),
             not_ready: not_ready.clone(),
         }
-        .serve(requests, context.shutdown.clone());
+        .serve_subscribed(
+            format!("{}.sender", config.engine.group_id),
+            subscribed.clone(),
+            context.shutdown.clone(),
+        );
         let bundled = config.plugins.bundled;
         let check_store = store.clone();
         let readiness = Check::sync(SENDER_CHECK, move || {
             if let Some(reason) = &not_ready {
                 return Err(reason.clone());
+            }
+            if !subscribed.load(Ordering::Relaxed) {
+                return Err("not subscribed to editor sends yet (the subjects backend does not answer)".to_owned());
             }
             if bundled && check_store.active(NOTIFICATIONS_PLUGIN).is_none() {
                 return Err(format!("the {NOTIFICATIONS_PLUGIN} plugin is not active"));

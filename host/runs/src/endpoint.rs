@@ -283,15 +283,10 @@ impl ServiceEndpoint {
         shutdown: CancellationToken,
     ) {
         let subject = broadcast::subject(&service);
-        let mut published = loop {
-            match self.ports.subjects.subscribe(&subject).await {
-                Ok(stream) => break stream,
-                Err(error) => warn!(subject, %error, "cannot follow the flow broadcasts; retrying"),
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            }
+        let Some(mut published) =
+            flowhost_core::ports::subscribe_until_done(self.ports.subjects.as_ref(), &subject, None, &shutdown).await
+        else {
+            return;
         };
         let mut refresh = tokio::time::interval(BROADCAST_REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -343,9 +338,13 @@ impl ServiceEndpoint {
 
     async fn run_nats(self, service: String, shutdown: CancellationToken) {
         let subject = inbound_subject(&service);
-        let mut stream = match self.ports.subjects.queue_subscribe(&subject, &self.group(&service)).await {
-            Ok(stream) => stream,
-            Err(error) => return warn!(subject, %error, "cannot take inbound envelopes over NATS"),
+        // Subscribed with backoff: NATS down at start delays the service's NATS transport, never drops it.
+        let group = self.group(&service);
+        let subjects = self.ports.subjects.clone();
+        let Some(mut stream) =
+            flowhost_core::ports::subscribe_until_done(subjects.as_ref(), &subject, Some(&group), &shutdown).await
+        else {
+            return;
         };
         loop {
             let message = tokio::select! {
@@ -377,9 +376,12 @@ impl ServiceEndpoint {
 
     async fn run_data_sources(self, service: String, shutdown: CancellationToken) {
         let pattern = format!("triggers.v2.service.{service}.data.*");
-        let mut stream = match self.ports.subjects.queue_subscribe(&pattern, &self.group(&service)).await {
-            Ok(stream) => stream,
-            Err(error) => return warn!(pattern, %error, "cannot answer data sources over NATS"),
+        let group = self.group(&service);
+        let subjects = self.ports.subjects.clone();
+        let Some(mut stream) =
+            flowhost_core::ports::subscribe_until_done(subjects.as_ref(), &pattern, Some(&group), &shutdown).await
+        else {
+            return;
         };
         loop {
             let message = tokio::select! {

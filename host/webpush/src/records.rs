@@ -198,6 +198,16 @@ pub async fn register_tenant(documents: &dyn DocumentStore, tenant_id: &str, now
     }
 }
 
+/// A tenant as the tenants list and the `tenants` data source show it: `tenant_id`, and `default_language` when
+/// one is configured (`FLOWHOST_WEBPUSH_TENANT_DEFAULT_LANGUAGES`).
+pub fn tenant_row(tenant: &str, languages: &std::collections::BTreeMap<String, String>) -> serde_json::Value {
+    let mut row = serde_json::json!({ "tenant_id": tenant });
+    if let Some(language) = languages.get(tenant) {
+        row["default_language"] = serde_json::json!(language);
+    }
+    row
+}
+
 /// Every tenant the deployment knows: `configured` (`FLOWHOST_WEBPUSH_TENANTS`), those the caller `policy` names
 /// in `tenant_ids`, and every tenant seen on a stored subscription or template.
 pub async fn known_tenants(

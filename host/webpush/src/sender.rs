@@ -568,10 +568,7 @@ impl Notifications for Sender {
             .await
             .map_err(unavailable)?;
         let languages = &self.settings.tenant_languages;
-        let items: Vec<Value> = known
-            .iter()
-            .map(|tenant| json!({ "tenant_id": tenant, "default_language": languages.get(tenant) }))
-            .collect();
+        let items: Vec<Value> = known.iter().map(|tenant| records::tenant_row(tenant, languages)).collect();
         Ok(json!({ "items": items }).to_string())
     }
 }

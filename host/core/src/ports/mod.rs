@@ -17,7 +17,7 @@ pub use documents::{check_path, Direction, DocumentStore, Filter, IndexSpec, Pag
 pub use namespace::Namespace;
 pub use queue::{check_queue_name, QueueMessage, QueueStats, WorkQueue};
 pub use secrets::{SecretError, SecretStore};
-pub use subjects::{subject_matches, Headers, SubjectMessage, SubjectStream, Subjects, Wakeups};
+pub use subjects::{subject_matches, subscribe_until_done, Headers, SubjectMessage, SubjectStream, Subjects, Wakeups};
 pub use topics::{
     check_topic_name, merge_marks, merge_positions, next_positions, partition_for_key, ConsumerConfig, Header,
     KnownTopics, OutRecord, PartitionLag, Position, Record, StartFrom, TopicConsumer, Topics,

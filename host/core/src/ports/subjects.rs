@@ -90,6 +90,35 @@ pub trait Subjects: Send + Sync + 'static {
     ) -> Result<SubjectMessage, PortError>;
 }
 
+/// Subscribes to `pattern` (in the queue group `group` when given), retrying with capped backoff (logged) while
+/// the backend refuses, e.g. NATS down at start; `None` once `shutdown` fires first. For a task that must hold a
+/// subscription for the life of the process.
+pub async fn subscribe_until_done(
+    subjects: &dyn Subjects,
+    pattern: &str,
+    group: Option<&str>,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Option<SubjectStream> {
+    let mut backoff = crate::backoff::Backoff::for_backend();
+    loop {
+        let subscribed = match group {
+            Some(group) => subjects.queue_subscribe(pattern, group).await,
+            None => subjects.subscribe(pattern).await,
+        };
+        match subscribed {
+            Ok(stream) => return Some(stream),
+            Err(error) => {
+                let delay = backoff.next_delay();
+                tracing::warn!(%error, pattern, retry_in_ms = delay.as_millis() as u64, "subscribing failed; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return None,
+                    _ = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+    }
+}
+
 /// Wake-ups of a reconcile loop: every `interval`, and at once whenever a message arrives on a subject (a change
 /// signal). Signals are at-most-once, so the tick is the fallback that bounds how long a lost one delays work.
 pub struct Wakeups {
