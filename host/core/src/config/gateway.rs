@@ -443,8 +443,8 @@ mod tests {
         assert!(error.message.contains("GATEWAY_EDGE_CACHE_URL and GATEWAY_EDGE_CACHE_HMAC_KEY are set"), "{error}");
         assert!(with(&[with_url.as_slice(), &[CHECKSUM]].concat()).is_ok());
         // A process without the edge that is given the cache URL (a shared environment) needs it too.
-        let mut worker = GatewayConfig::default();
-        worker.cache_url = Some(Secret::new("redis://127.0.0.1:6379/3"));
+        let mut worker =
+            GatewayConfig { cache_url: Some(Secret::new("redis://127.0.0.1:6379/3")), ..GatewayConfig::default() };
         assert_eq!(worker.validate(false).unwrap_err().setting, "GATEWAY_EDGE_ROLLOUT_CHECKSUM");
         worker.rollout_checksum = Some("v2".to_owned());
         assert!(worker.validate(false).is_ok());
