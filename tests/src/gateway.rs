@@ -17,6 +17,8 @@ use serde_json::{json, Value};
 
 /// The HMAC key the tests configure (32 bytes).
 pub const HMAC_KEY: &str = "test-gateway-cache-hmac-key-0123456789";
+/// The rollout checksum that goes with the HMAC key (`GATEWAY_EDGE_ROLLOUT_CHECKSUM`).
+pub const ROLLOUT_CHECKSUM: &str = "test-rollout-1";
 /// The tenant and site of the test origin.
 pub const TENANT: &str = "12";
 pub const SITE: &str = "34";
@@ -163,6 +165,7 @@ pub fn configure(config: &mut Config, addrs: &GatewayAddrs, origins: &[&str], ba
     gateway.ingest_url = format!("http://{}/internal/v1/events", addrs.private);
     gateway.origins_json = Some(origins_json(origins, &backend.url));
     gateway.cache_hmac_key = Some(flowhost_core::config::Secret::new(HMAC_KEY));
+    gateway.rollout_checksum = Some(ROLLOUT_CHECKSUM.to_owned());
     gateway.analytics_topic = crate::unique("gateway.analytics");
 }
 

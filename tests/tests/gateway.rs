@@ -229,13 +229,17 @@ async fn the_public_route_answers_every_status_of_its_errors_table() {
     let dead: Value = serde_json::from_slice(&dead[0].payload).unwrap();
     assert_eq!((dead["reason"].as_str(), dead["message"].as_str()), (Some("undecodable"), Some("{not a record")));
 
-    // Probes answer without Origin or a client IP on every listener; the counters are on the metrics port.
+    // Probes answer without Origin or a client IP on every listener; the counters are on the metrics port,
+    // which answers liveness but no readiness (the worker has no HTTP readiness).
     for addr in [gateway.addrs.edge, gateway.addrs.ingest, gateway.addrs.admin, gateway.addrs.private] {
         for probe in ["/health", "/ready"] {
             let status = gateway.http.get(format!("http://{addr}{probe}")).send().await.unwrap().status();
             assert_eq!(status, 200, "{addr}{probe}");
         }
     }
+    let metrics_port = |probe: &str| format!("http://{}{probe}", gateway.addrs.metrics);
+    assert_eq!(gateway.http.get(metrics_port("/health")).send().await.unwrap().status(), 200);
+    assert_eq!(gateway.http.get(metrics_port("/ready")).send().await.unwrap().status(), 404);
     let metrics = gateway.metrics().await;
     for line in [
         "gateway_edge_requests_total{outcome=\"accepted\"} 7",
@@ -494,6 +498,7 @@ async fn nothing_accepted_is_lost_across_a_kill_9_between_202_and_the_broker() {
     env.extend([
         ("GATEWAY_EDGE_ORIGINS_JSON", flowhost_tests::gateway::origins_json(&[ORIGIN], &backend.url)),
         ("GATEWAY_EDGE_CACHE_HMAC_KEY", flowhost_tests::gateway::HMAC_KEY.to_owned()),
+        ("GATEWAY_EDGE_ROLLOUT_CHECKSUM", flowhost_tests::gateway::ROLLOUT_CHECKSUM.to_owned()),
         ("GATEWAY_EDGE_TRUSTED_PROXY_CIDRS", "127.0.0.0/8".to_owned()),
     ]);
     // Edge and ingest only: events are queued and acknowledged, and nothing drains the queue yet.
@@ -599,6 +604,7 @@ async fn bad_settings_stop_the_start_naming_the_setting() {
     let dir = tempfile::tempdir().unwrap();
     let origins = flowhost_tests::gateway::origins_json(&[ORIGIN], "https://players.internal");
     let key = flowhost_tests::gateway::HMAC_KEY.to_owned();
+    let checksum = || ("GATEWAY_EDGE_ROLLOUT_CHECKSUM", flowhost_tests::gateway::ROLLOUT_CHECKSUM.to_owned());
     let cases = [
         (vec![("GATEWAY_EDGE_ORIGINS_JSON", origins.clone())], "GATEWAY_EDGE_CACHE_HMAC_KEY"),
         (
@@ -610,15 +616,30 @@ async fn bad_settings_stop_the_start_naming_the_setting() {
                 ("GATEWAY_EDGE_ORIGINS_JSON", origins.clone()),
                 ("GATEWAY_EDGE_CACHE_HMAC_KEY", key.clone()),
                 ("GATEWAY_EDGE_TRUSTED_PROXY_CIDRS", "10.0.0.1/8".into()),
+                checksum(),
             ],
             "GATEWAY_EDGE_TRUSTED_PROXY_CIDRS",
         ),
         (
             vec![
                 ("GATEWAY_EDGE_ORIGINS_JSON", "{\"schema_version\": 2, \"origins\": []}".into()),
-                ("GATEWAY_EDGE_CACHE_HMAC_KEY", key),
+                ("GATEWAY_EDGE_CACHE_HMAC_KEY", key.clone()),
+                checksum(),
             ],
             "GATEWAY_EDGE_ORIGINS_FILE",
+        ),
+        // The cache secrets go with a non-empty rollout checksum (spec 002, authentication 4).
+        (
+            vec![("GATEWAY_EDGE_ORIGINS_JSON", origins.clone()), ("GATEWAY_EDGE_CACHE_HMAC_KEY", key.clone())],
+            "GATEWAY_EDGE_ROLLOUT_CHECKSUM",
+        ),
+        (
+            vec![
+                ("GATEWAY_EDGE_ORIGINS_JSON", origins.clone()),
+                ("GATEWAY_EDGE_CACHE_HMAC_KEY", key),
+                ("GATEWAY_EDGE_ROLLOUT_CHECKSUM", " ".into()),
+            ],
+            "GATEWAY_EDGE_ROLLOUT_CHECKSUM",
         ),
     ];
     for (n, (mut env, setting)) in cases.into_iter().enumerate() {
@@ -661,4 +682,207 @@ async fn a_hung_cache_is_a_dependency_failure_within_the_cache_timeout() {
     redis.signal("CONT");
     gateway.wait_ready(gateway.addrs.edge).await;
     assert_eq!(gateway.post(ORIGIN, Some("player-21"), &presence_event("heartbeat")).await.0, 202);
+}
+
+/// What the stub gateway of the client test saw: per request, the bearer and the headers a browser must not send.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<Value>>>;
+
+/// A stub of the public route for the answers an edge gives only under load: bearer `retry-once` gets a 429 with
+/// `Retry-After: 1` and then a 202, `always-503` a 503 without `Retry-After`, `redirect` a 307 to the page. CORS
+/// as the edge answers it, for any origin.
+async fn stub_gateway(page_origin: String) -> (String, Seen, tokio::task::JoinHandle<()>) {
+    use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+    use axum::response::IntoResponse;
+    let seen: Seen = Seen::default();
+    let retried = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let record = seen.clone();
+    let handler = move |method: Method, headers: HeaderMap| {
+        let (seen, retried, page_origin) = (record.clone(), retried.clone(), page_origin.clone());
+        async move {
+            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+            let origin = header("origin").unwrap_or_default();
+            let cors = [
+                ("access-control-allow-origin", origin),
+                ("access-control-expose-headers", "Retry-After".to_owned()),
+                ("vary", "Origin".to_owned()),
+            ];
+            if method == Method::OPTIONS {
+                let preflight = [
+                    ("access-control-allow-methods", "POST".to_owned()),
+                    ("access-control-allow-headers", "authorization, content-type".to_owned()),
+                ];
+                return (StatusCode::NO_CONTENT, cors, preflight).into_response();
+            }
+            let token = header("authorization").unwrap_or_default().trim_start_matches("Bearer ").to_owned();
+            seen.lock().unwrap().push(json!({"token": token, "cookie": header("cookie"), "referer": header("referer"),
+                "at_ms": flowhost_core::Clock::now_ms(&flowhost_core::SystemClock)}));
+            let mut response = match token.as_str() {
+                "retry-once" if !retried.swap(true, std::sync::atomic::Ordering::SeqCst) => {
+                    (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")]).into_response()
+                }
+                "retry-once" => (StatusCode::ACCEPTED, axum::Json(json!({"status": "accepted"}))).into_response(),
+                "always-503" => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+                _ => (StatusCode::TEMPORARY_REDIRECT, [("location", format!("{page_origin}/"))]).into_response(),
+            };
+            for (name, value) in cors {
+                response.headers_mut().insert(name, HeaderValue::from_str(&value).unwrap());
+            }
+            response
+        }
+    };
+    let router = axum::Router::new().route("/api/gateway/events", axum::routing::any(handler));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    (url, seen, tokio::spawn(async move { axum::serve(listener, router).await.unwrap() }))
+}
+
+/// The page of the client test: an allowed origin serving the example module as a page would.
+async fn client_page() -> (String, tokio::task::JoinHandle<()>) {
+    let module = flowhost_tests::cli::repository_root().join("examples/gateway-client/gateway-client.mjs");
+    let module = std::fs::read_to_string(module).unwrap();
+    let router = axum::Router::new()
+        .route(
+            "/",
+            axum::routing::get(|| async {
+                axum::response::Html("<!doctype html><title>Casino</title><h1>Gateway client</h1>")
+            }),
+        )
+        .route(
+            "/gateway-client.mjs",
+            axum::routing::get(move || {
+                let module = module.clone();
+                async move { ([("content-type", "text/javascript")], module) }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    (origin, tokio::spawn(async move { axum::serve(listener, router).await.unwrap() }))
+}
+
+/// The example browser client (spec 002 part A, rule 7) in Chromium against a running edge: HTTPS only (plain
+/// HTTP only to loopback, and only when the page opts in for development), `credentials: "omit"`,
+/// `redirect: "error"`, `no-referrer`, at most three attempts, and a 429's `Retry-After` honoured: waited for
+/// when short, the event given up at once when longer than the client's budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_browser_client_follows_rule_7_against_the_edge() {
+    let backend = PlayerBackend::start().await;
+    let (page_origin, _page) = client_page().await;
+    let (stub, seen, _stub) = stub_gateway(page_origin.clone()).await;
+    let addrs = GatewayAddrs::free();
+    let host = TestHost::start_configured(Backends::Embedded, None, |config| {
+        configure(config, &addrs, &[page_origin.as_str()], &backend);
+        config.gateway.requests_per_minute.token = 1;
+    })
+    .await;
+    let gateway = Gateway { host, addrs, http: reqwest::Client::new() };
+    gateway.wait_ready(addrs.edge).await;
+
+    let root = flowhost_tests::cli::repository_root();
+    let artifacts = root.join("target/test-artifacts/browser");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let output = tokio::process::Command::new("node")
+        .arg(root.join("tests/browser/gateway_client.mjs"))
+        .args([addrs.edge_url(""), format!("{page_origin}/"), stub.clone(), artifacts.display().to_string()])
+        .kill_on_drop(true)
+        .output();
+    let output =
+        tokio::time::timeout(Duration::from_secs(120), output).await.expect("the browser run finished").unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && stdout.contains("DONE"), "{stdout}\n{stderr}");
+    let cases: Vec<Value> =
+        stdout.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let case = |name: &str| cases.iter().find(|c| c["case"] == name).unwrap_or_else(|| panic!("{name}: {cases:?}"));
+
+    // HTTPS only: refused before any request.
+    for name in ["plain-http-refused", "plain-http-elsewhere-refused"] {
+        assert!(case(name)["refused"].as_str().unwrap().contains("HTTPS"), "{name}: {cases:?}");
+    }
+    assert!(case("path-refused")["refused"].as_str().unwrap().contains("origin only"), "{cases:?}");
+
+    // The edge: accepted once; a 401 is not retried; a 429 whose Retry-After (the rest of the one-minute window)
+    // is over the client's budget ends the attempts at once, the page reading Retry-After through CORS.
+    let accepted = case("accepted");
+    assert_eq!(
+        (accepted["ok"].as_bool(), accepted["status"].as_u64(), accepted["attempts"].as_u64()),
+        (Some(true), Some(202), Some(1))
+    );
+    assert_eq!(
+        (case("unauthorized")["status"].as_u64(), case("unauthorized")["attempts"].as_u64()),
+        (Some(401), Some(1))
+    );
+    assert_eq!(case("limit-first")["status"], 202);
+    let limited = case("rate-limited");
+    assert_eq!((limited["status"].as_u64(), limited["attempts"].as_u64()), (Some(429), Some(1)), "{limited}");
+    let retry_after = limited["retryAfterMs"].as_u64().expect("the page reads Retry-After");
+    assert!((5_001..=60_000).contains(&retry_after), "{retry_after}");
+    assert!(limited["elapsedMs"].as_u64().unwrap() < 5_000, "the client does not wait past its budget");
+    assert_eq!(backend.calls_of("player-78"), 1);
+    let metrics = gateway.metrics().await;
+    assert!(metrics.contains("gateway_edge_requests_total{outcome=\"accepted\"} 2"), "{metrics}");
+    assert!(metrics.contains("gateway_edge_requests_total{outcome=\"rate_limited\"} 1"), "{metrics}");
+
+    // The stub: a short Retry-After is waited for and the second attempt lands; a 503 is tried three times in
+    // all; a redirect is an error (never followed), tried three times.
+    let honoured = case("retry-after-honoured");
+    assert_eq!((honoured["status"].as_u64(), honoured["attempts"].as_u64()), (Some(202), Some(2)), "{honoured}");
+    assert!(honoured["elapsedMs"].as_u64().unwrap() >= 1_000, "Retry-After: 1 was honoured: {honoured}");
+    let unavailable = case("unavailable-three-attempts");
+    assert_eq!((unavailable["status"].as_u64(), unavailable["attempts"].as_u64()), (Some(503), Some(3)));
+    let redirect = case("redirect-refused");
+    assert_eq!((redirect["ok"].as_bool(), redirect["attempts"].as_u64()), (Some(false), Some(3)), "{redirect}");
+    assert!(redirect["error"].is_string(), "{redirect}");
+    let seen = seen.lock().unwrap().clone();
+    let count = |token: &str| seen.iter().filter(|r| r["token"] == token).count();
+    assert_eq!((count("retry-once"), count("always-503"), count("redirect")), (2, 3, 3), "{seen:?}");
+    let retry: Vec<u64> =
+        seen.iter().filter(|r| r["token"] == "retry-once").map(|r| r["at_ms"].as_u64().unwrap()).collect();
+    assert!(retry[1] - retry[0] >= 1_000, "the retry came before Retry-After: {retry:?}");
+    for request in &seen {
+        assert_eq!(
+            (&request["cookie"], &request["referer"]),
+            (&Value::Null, &Value::Null),
+            "credentials and referrer omitted: {request}"
+        );
+    }
+    assert!(artifacts.join("gateway-client.png").exists());
+    gateway.host.stop().await;
+}
+
+/// The queue administration API runs as a process of its own (`gateway-admin`, spec 002's process table): its
+/// listener and the metrics one, nothing else; `gateway-ingest` no longer serves it. It reads the queue the
+/// other parts write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_admin_api_runs_as_its_own_role() {
+    use flowhost_core::config::Role;
+    let backend = PlayerBackend::start().await;
+    let addrs = GatewayAddrs::free();
+    let host = TestHost::start_configured(Backends::Embedded, None, |config| {
+        configure(config, &addrs, &[ORIGIN], &backend);
+        config.roles = vec![Role::GatewayAdmin];
+    })
+    .await;
+    let gateway = Gateway { host, addrs, http: reqwest::Client::new() };
+    gateway.wait_ready(addrs.admin).await;
+    gateway.host.ports.queue.enqueue("gateway-events", b"{}".to_vec()).await.unwrap();
+    let queues = gateway.queues_until(|q| q[0]["pending"] == 1).await;
+    assert_eq!(queues[0]["name"], "gateway-events");
+    for closed in [addrs.edge, addrs.ingest, addrs.private] {
+        assert!(tokio::net::TcpStream::connect(closed).await.is_err(), "{closed} is another part's listener");
+    }
+    let metrics = |probe: &str| gateway.http.get(format!("http://{}{probe}", addrs.metrics)).send();
+    assert_eq!(metrics("/metrics").await.unwrap().status(), 200);
+    assert_eq!(metrics("/ready").await.unwrap().status(), 404);
+    gateway.host.stop().await;
+
+    let addrs = GatewayAddrs::free();
+    let host = TestHost::start_configured(Backends::Embedded, None, |config| {
+        configure(config, &addrs, &[ORIGIN], &backend);
+        config.roles = vec![Role::GatewayIngest];
+    })
+    .await;
+    let ingest = Gateway { host, addrs, http: reqwest::Client::new() };
+    ingest.wait_ready(addrs.ingest).await;
+    assert!(tokio::net::TcpStream::connect(addrs.admin).await.is_err(), "ingest serves no queue admin");
+    ingest.host.stop().await;
 }

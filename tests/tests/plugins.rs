@@ -77,7 +77,7 @@ async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
         ("mapping", "0.2.0"),
         ("noop", "0.1.0"),
         ("notifications", "0.1.0"),
-        ("presence", "0.1.0"),
+        ("presence", "0.2.0"),
     ];
     for (id, expected) in bundled {
         assert!(active.iter().any(|(found, version)| found == id && version == expected), "{id}: {active:?}");

@@ -226,7 +226,7 @@ async fn transitions_guards_and_dead_letters(backends: Backends) {
     presence.metric_until("presence_stale_closes_total 1").await;
 
     // Permanently invalid records reach the dead-letter topic with their exact bytes, key and headers: one per
-    // validation code (`projector_failed` needs a failing plugin: the runtime's trap tests cover it).
+    // validation code (the validator's errors are the only permanent ones).
     let valid = presence.envelope("502", "34", SESSION_A, "heartbeat");
     let with = |pointer: &str, value: Value| {
         let mut envelope = valid.clone();
@@ -248,6 +248,8 @@ async fn transitions_guards_and_dead_letters(backends: Backends) {
         ("unsupported_schema_version", with("/body/schema_version", json!(2))),
         ("unsupported_event_type", with("/event_type", json!("player.casino-login.v1"))),
         ("invalid_source", with("/source", json!(7))),
+        // `source` is compared with the gateway's constant: another application's envelope is refused.
+        ("invalid_source", with("/source", json!("another-app"))),
         ("invalid_event_id", with("/metadata/event_id", json!("not-a-uuid"))),
         ("invalid_session_id", with("/event_payload/presence_session_id", json!("session-1"))),
         ("invalid_received_at", with("/metadata/received_at", json!("yesterday"))),
@@ -291,6 +293,7 @@ async fn transitions_guards_and_dead_letters(backends: Backends) {
     }
     presence.metric_until("presence_invalid_records_total{error_code=\"malformed_json\"} 3").await;
     presence.metric_until("presence_invalid_records_total{error_code=\"invalid_close_reason\"} 2").await;
+    presence.metric_until("presence_invalid_records_total{error_code=\"invalid_source\"} 2").await;
     presence.metric_until(&format!("presence_dlq_publishes_total {}", invalid.len())).await;
     assert!(presence.document("502").await.is_none(), "an invalid record writes nothing");
     // absent + closed -> unchanged (a stale close): no document is created.
@@ -302,6 +305,60 @@ async fn transitions_guards_and_dead_letters(backends: Backends) {
     let written = "presence_records_total{event_type=\"player.casino-presence.v1\",outcome=\"written\"}";
     assert!(presence.metric(written).await >= 4, "{metrics}");
     presence.host.stop().await;
+}
+
+/// A failure that is not the record's (here a stored document the projector refuses, `bad_state`; a trap, fuel
+/// or memory failure of a bad plugin version is classified the same way) blocks and retries the partition: the
+/// valid event is never dead-lettered, `/ready` and `presence_ready` say not ready although the store answers,
+/// and once the document is mended the event is applied.
+async fn a_projector_failure_blocks_the_partition_and_dead_letters_nothing(backends: Backends) {
+    let presence = Presence::start(backends, 120).await;
+    let documents = presence.documents().await;
+    let id = format!("{}:601", presence.tenant);
+    // The document of the player, as a bad writer left it: the projector refuses it (`bad_state`).
+    let bad = json!({"tenant_id": presence.tenant, "player_id": "601", "state": "offline", "sites": "not a list"});
+    documents.insert("presence_state", &id, bad).await.unwrap();
+    presence.send(&presence.envelope("601", "34", SESSION_A, "opened")).await;
+
+    let ready = format!("http://{}/ready", presence.addr);
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = presence.host.http.get(&ready).send().await.unwrap();
+        let failing = response.headers().get("flowhost-failing-checks").map(|v| v.to_str().unwrap().to_owned());
+        if response.status() == 503 {
+            assert_eq!(failing.as_deref(), Some("presence_consumer"), "the store answers; the consumer is blocked");
+            assert_eq!(response.text().await.unwrap(), "not ready");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "/ready never reported the blocked partition");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The last readiness result: the consumer's failure, not the store's success that ran beside it.
+    assert!(presence.metrics().await.contains("presence_ready 0"), "{}", presence.metrics().await);
+    // Retried, never dead-lettered, while it lasts.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(presence.metric("presence_dlq_publishes_total").await, 0);
+    assert!(presence.metric("presence_retry_delay_seconds_count").await >= 2, "{}", presence.metrics().await);
+    assert_eq!(documents.get("presence_state", &id).await.unwrap().unwrap()["sites"], "not a list");
+
+    // Mended (the bad document removed): the blocked record is applied, nothing was lost.
+    documents.delete("presence_state", &id).await.unwrap();
+    let document = presence.document_until("601", |d| d.body["state"] == "online").await;
+    assert_eq!(site(&document, "34")["session_id"], SESSION_A);
+    presence.wait_ready().await;
+    presence.metric_until("presence_ready 1").await;
+    assert_eq!(presence.metric("presence_dlq_publishes_total").await, 0);
+    presence.host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_a_projector_failure_blocks_the_partition_and_dead_letters_nothing() {
+    a_projector_failure_blocks_the_partition_and_dead_letters_nothing(Backends::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_mongodb_a_projector_failure_blocks_the_partition_and_dead_letters_nothing() {
+    a_projector_failure_blocks_the_partition_and_dead_letters_nothing(Backends::Distributed).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

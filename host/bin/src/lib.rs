@@ -311,6 +311,7 @@ fn role_entry(role: Role) -> RoleEntry {
         Role::GatewayEdge => RoleEntry::of::<flowhost_gateway::GatewayEdgeRole>(),
         Role::GatewayIngest => RoleEntry::of::<flowhost_gateway::GatewayIngestRole>(),
         Role::GatewayWorker => RoleEntry::of::<flowhost_gateway::GatewayWorkerRole>(),
+        Role::GatewayAdmin => RoleEntry::of::<flowhost_gateway::GatewayAdminRole>(),
         Role::Presence => RoleEntry::of::<flowhost_presence::PresenceRole>(),
         Role::Campaigns => RoleEntry::of::<flowhost_campaigns::CampaignsRole>(),
     }

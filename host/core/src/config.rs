@@ -57,9 +57,13 @@ pub enum Role {
     /// The gateway's public listener alone (`/api/gateway/events`), posting to `GATEWAY_EDGE_INGEST_URL`.
     #[serde(rename = "gateway-edge")]
     GatewayEdge,
-    /// The gateway's ingest process: the private ingest listener, its health listener and the queue admin.
+    /// The gateway's ingest process: the private ingest listener and its health listener.
     #[serde(rename = "gateway-ingest")]
     GatewayIngest,
+    /// The gateway's queue administration API alone (`GET /admin/v1/queues`), a process of its own in the spec's
+    /// topology; it reads the same durable queue as ingest and the worker.
+    #[serde(rename = "gateway-admin")]
+    GatewayAdmin,
     /// The gateway's worker: the durable queue to the broker.
     #[serde(rename = "gateway-worker")]
     GatewayWorker,
@@ -76,14 +80,15 @@ impl Role {
 
     /// Whether this is one of the gateway's roles, and which of its parts it runs.
     pub fn gateway_parts(self) -> Option<GatewayParts> {
-        let (edge, ingest, worker) = match self {
-            Role::Gateway => (true, true, true),
-            Role::GatewayEdge => (true, false, false),
-            Role::GatewayIngest => (false, true, false),
-            Role::GatewayWorker => (false, false, true),
+        let (edge, ingest, worker, admin) = match self {
+            Role::Gateway => (true, true, true, true),
+            Role::GatewayEdge => (true, false, false, false),
+            Role::GatewayIngest => (false, true, false, false),
+            Role::GatewayWorker => (false, false, true, false),
+            Role::GatewayAdmin => (false, false, false, true),
             _ => return None,
         };
-        Some(GatewayParts { edge, ingest, worker })
+        Some(GatewayParts { edge, ingest, worker, admin })
     }
 }
 
@@ -93,6 +98,8 @@ pub struct GatewayParts {
     pub edge: bool,
     pub ingest: bool,
     pub worker: bool,
+    /// The queue administration API.
+    pub admin: bool,
 }
 
 impl FromStr for Role {
@@ -107,11 +114,12 @@ impl FromStr for Role {
             "gateway-edge" => Ok(Role::GatewayEdge),
             "gateway-ingest" => Ok(Role::GatewayIngest),
             "gateway-worker" => Ok(Role::GatewayWorker),
+            "gateway-admin" => Ok(Role::GatewayAdmin),
             "presence" => Ok(Role::Presence),
             "campaigns" => Ok(Role::Campaigns),
             other => Err(format!(
                 "unknown role {other:?} (known: admin, engine, push-api, sender, gateway, gateway-edge, \
-                 gateway-ingest, gateway-worker, presence, campaigns)"
+                 gateway-ingest, gateway-worker, gateway-admin, presence, campaigns)"
             )),
         }
     }
@@ -1166,10 +1174,11 @@ impl Config {
         let gateway_parts: Vec<GatewayParts> = self.roles.iter().filter_map(|r| r.gateway_parts()).collect();
         if !gateway_parts.is_empty() {
             let count = |part: fn(&GatewayParts) -> bool| gateway_parts.iter().filter(|p| part(p)).count();
-            if count(|p| p.edge) > 1 || count(|p| p.ingest) > 1 || count(|p| p.worker) > 1 {
+            if count(|p| p.edge) > 1 || count(|p| p.ingest) > 1 || count(|p| p.worker) > 1 || count(|p| p.admin) > 1 {
                 return Err(ConfigError::new(
                     "FLOWHOST_ROLES",
-                    "a gateway part is named twice (gateway already runs gateway-edge, gateway-ingest and gateway-worker)",
+                    "a gateway part is named twice (gateway already runs gateway-edge, gateway-ingest, gateway-worker \
+                     and gateway-admin)",
                 ));
             }
             self.gateway.validate(count(|p| p.edge) > 0)?;
@@ -1818,6 +1827,24 @@ mod tests {
         assert_eq!(config.redis_url().unwrap().as_deref(), Some("redis://:pw@b:2/3"));
         let config = load(&[("FLOWHOST_REDIS_HOST", "b:2/5"), ("FLOWHOST_REDIS_DB", "3")]).unwrap();
         assert_eq!(config.redis_url().unwrap().as_deref(), Some("redis://b:2/5"));
+    }
+
+    #[test]
+    fn the_queue_admin_api_is_a_gateway_role_of_its_own() {
+        assert_eq!(parse_roles("gateway-admin").unwrap(), [Role::GatewayAdmin]);
+        let admin = Role::GatewayAdmin.gateway_parts().unwrap();
+        assert!(admin.admin && !admin.edge && !admin.ingest && !admin.worker);
+        assert!(!Role::GatewayIngest.gateway_parts().unwrap().admin, "ingest no longer serves the queue admin");
+        assert!(Role::Gateway.gateway_parts().unwrap().admin, "gateway runs every part");
+        for (roles, refused) in
+            [("gateway-ingest,gateway-admin,gateway-worker", false), ("gateway,gateway-admin", true)]
+        {
+            let result = load(&[("FLOWHOST_ROLES", roles)]);
+            assert_eq!(result.is_err(), refused, "{roles}: {result:?}");
+            if let Err(error) = result {
+                assert_eq!(error.setting, "FLOWHOST_ROLES");
+            }
+        }
     }
 
     #[test]

@@ -18,4 +18,4 @@ pub mod pipeline;
 pub mod player;
 pub mod role;
 
-pub use role::{GatewayCache, GatewayEdgeRole, GatewayIngestRole, GatewayRole, GatewayWorkerRole};
+pub use role::{GatewayAdminRole, GatewayCache, GatewayEdgeRole, GatewayIngestRole, GatewayRole, GatewayWorkerRole};

@@ -1,13 +1,14 @@
-//! The gateway's roles. `gateway` runs every part in one process; `gateway-edge`, `gateway-ingest` and
-//! `gateway-worker` run one part each, for separate deployments. Listeners (spec 002 part A):
+//! The gateway's roles. `gateway` runs every part in one process; `gateway-edge`, `gateway-ingest`,
+//! `gateway-worker` and `gateway-admin` run one part each, for separate deployments (spec 002 part A's process
+//! table). Listeners:
 //!
 //! | Part | Listener | Port setting (default) | Routes | `/ready` checks |
 //! |---|---|---|---|---|
 //! | edge | `gateway-edge` | `GATEWAY_EDGE_HTTP_PORT` (8083) | `POST`/`OPTIONS /api/gateway/events` | cache, internal ingest |
 //! | ingest | `gateway-ingest` | `GATEWAY_INGEST_HTTP_PORT` (8080) | (`/health`, `/ready`) | durable queue |
 //! | ingest | `gateway-ingest-private` | `GATEWAY_INGEST_PRIVATE_PORT` (8082) on `GATEWAY_INGEST_PRIVATE_HOST` | `POST /internal/v1/events` | durable queue |
-//! | ingest | `gateway-admin` | `GATEWAY_ADMIN_HTTP_PORT` (8081) | `GET /admin/v1/queues` | durable queue |
-//! | every part | `gateway-metrics` | `GATEWAY_METRICS_PORT` (9090) | `/metrics` | none |
+//! | admin | `gateway-admin` | `GATEWAY_ADMIN_HTTP_PORT` (8081) | `GET /admin/v1/queues` | durable queue |
+//! | every part | `gateway-metrics` | `GATEWAY_METRICS_PORT` (9090) | `/metrics`, `/health` | no `/ready`: the worker has no HTTP readiness |
 //!
 //! The cache the edge uses is a service `serve` provides ([`GatewayCache`]: Redis at `GATEWAY_EDGE_CACHE_URL`,
 //! else an embedded cache of this process); the queue and the broker are the process's ports.
@@ -56,29 +57,38 @@ macro_rules! gateway_role {
 
 gateway_role!(
     /// Every part of the gateway in one process.
-    GatewayRole, "gateway", GatewayParts { edge: true, ingest: true, worker: true }
+    GatewayRole, "gateway", GatewayParts { edge: true, ingest: true, worker: true, admin: true }
 );
 gateway_role!(
     /// The public listener alone.
-    GatewayEdgeRole, "gateway-edge", GatewayParts { edge: true, ingest: false, worker: false }
+    GatewayEdgeRole, "gateway-edge", GatewayParts { edge: true, ingest: false, worker: false, admin: false }
 );
 gateway_role!(
-    /// Internal ingest, its health listener and the queue administration API.
-    GatewayIngestRole, "gateway-ingest", GatewayParts { edge: false, ingest: true, worker: false }
+    /// Internal ingest and its health listener.
+    GatewayIngestRole, "gateway-ingest", GatewayParts { edge: false, ingest: true, worker: false, admin: false }
 );
 gateway_role!(
     /// The worker: durable queue to broker.
-    GatewayWorkerRole, "gateway-worker", GatewayParts { edge: false, ingest: false, worker: true }
+    GatewayWorkerRole, "gateway-worker", GatewayParts { edge: false, ingest: false, worker: true, admin: false }
+);
+gateway_role!(
+    /// The queue administration API alone.
+    GatewayAdminRole, "gateway-admin", GatewayParts { edge: false, ingest: false, worker: false, admin: true }
 );
 
 async fn build(context: &RoleContext, parts: GatewayParts) -> anyhow::Result<RoleParts> {
     let config = &context.config.gateway;
-    let mut role = RoleParts::default().listener(Listener::new(
-        "gateway-metrics",
-        config.addr(config.metrics_port),
-        "GATEWAY_BIND_HOST / GATEWAY_METRICS_PORT",
-        metrics_router(context.registry.clone()),
-    ));
+    // The metrics listener is the worker's only one, and the worker has no HTTP readiness (spec 002): it serves
+    // `/metrics` and liveness, never `/ready` (an orchestrator must not take a worker that answers for ready).
+    let mut role = RoleParts::default().listener(
+        Listener::new(
+            "gateway-metrics",
+            config.addr(config.metrics_port),
+            "GATEWAY_BIND_HOST / GATEWAY_METRICS_PORT",
+            metrics_router(context.registry.clone()),
+        )
+        .without_readiness(),
+    );
     if parts.edge {
         role = role.listener(edge(context, config)?);
     }
@@ -86,6 +96,17 @@ async fn build(context: &RoleContext, parts: GatewayParts) -> anyhow::Result<Rol
         for listener in ingest(context, config)? {
             role = role.listener(listener);
         }
+    }
+    if parts.admin {
+        role = role.listener(
+            Listener::new(
+                "gateway-admin",
+                config.addr(config.admin_port),
+                "GATEWAY_BIND_HOST / GATEWAY_ADMIN_HTTP_PORT",
+                admin_router(context.ports.queue.clone()),
+            )
+            .with_readiness(vec![queue_check(context.ports.queue.clone())]),
+        );
     }
     if parts.worker {
         let worker = Worker {
@@ -219,7 +240,7 @@ fn ingest(context: &RoleContext, config: &GatewayConfig) -> anyhow::Result<Vec<L
         analytics_topic: config.analytics_topic.clone(),
         metrics,
     });
-    let ready = vec![queue_check(queue.clone())];
+    let ready = vec![queue_check(queue)];
     Ok(vec![
         Listener::new(
             "gateway-ingest",
@@ -233,13 +254,6 @@ fn ingest(context: &RoleContext, config: &GatewayConfig) -> anyhow::Result<Vec<L
             config.ingest_private_addr(),
             "GATEWAY_INGEST_PRIVATE_HOST / GATEWAY_INGEST_PRIVATE_PORT",
             ingest.router(config.max_body_bytes * MAX_FORWARD_BATCH),
-        )
-        .with_readiness(ready.clone()),
-        Listener::new(
-            "gateway-admin",
-            config.addr(config.admin_port),
-            "GATEWAY_BIND_HOST / GATEWAY_ADMIN_HTTP_PORT",
-            admin_router(queue),
         )
         .with_readiness(ready),
     ])

@@ -606,6 +606,10 @@ impl TopicConsumer for KafkaConsumer {
         merge_marks(&mut lock(&self.state).marks, &positions);
     }
 
+    fn assigned(&self) -> bool {
+        self.consumer.is_some() && lock(&self.state).assigned
+    }
+
     async fn close(&mut self) -> Result<(), PortError> {
         self.member()?;
         let marked = std::mem::take(&mut lock(&self.state).marks);

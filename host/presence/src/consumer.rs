@@ -7,7 +7,10 @@
 //!
 //! A document-store failure blocks only its partition: the partition is paused, its head record is retried with
 //! capped exponential backoff and jitter, and the other partitions keep flowing; `/ready` answers 503 while any
-//! partition is blocked. A failed dead-letter publish blocks the same way and is never committed past.
+//! partition is blocked. A failed dead-letter publish blocks the same way and is never committed past, and so
+//! does any failure of the projector that is not a validator's rejection (a trap, fuel or memory exhaustion, a
+//! stored document the projector refuses): only invalid records are permanent, so a bad plugin version stalls
+//! its partitions until a good one is active instead of dead-lettering valid events.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,18 +45,24 @@ pub struct ConsumerSettings {
     pub dlq_replication_factor: i16,
 }
 
-/// What `/ready` reads: whether the consumer is in its group and which partitions are blocked.
+/// What `/ready` reads: whether the consumer is in its group, whether the group assigned it, and which
+/// partitions are blocked.
 #[derive(Debug, Default)]
 pub struct ConsumerStatus {
     active: AtomicBool,
+    assigned: AtomicBool,
     blocked: Mutex<BTreeMap<i32, String>>,
 }
 
 impl ConsumerStatus {
-    /// `Ok` when the consumer is active and no partition is blocked; else why not.
+    /// `Ok` when the consumer is active, assigned by its group and no partition is blocked; else why not
+    /// (spec 002: `/ready` needs an active, unblocked consumer group).
     pub fn check(&self) -> Result<(), String> {
         if !self.active.load(Ordering::Relaxed) {
             return Err("the consumer is not in its group".to_owned());
+        }
+        if !self.assigned.load(Ordering::Relaxed) {
+            return Err("the consumer group has not assigned this member yet".to_owned());
         }
         let blocked = self.blocked.lock().unwrap_or_else(|p| p.into_inner());
         match blocked.iter().next() {
@@ -106,6 +115,7 @@ impl Consumer {
         info!(group = %self.settings.group, topic = %self.settings.input_topic, "presence consumer running");
         let result = self.consume(consumer.as_mut(), &shutdown).await;
         self.status.active.store(false, Ordering::Relaxed);
+        self.status.assigned.store(false, Ordering::Relaxed);
         // Commits what was marked and leaves the group, so the next owner resumes right after it.
         if let Err(error) = consumer.close().await {
             warn!(%error, "closing the presence consumer failed");
@@ -149,6 +159,8 @@ impl Consumer {
                 _ = shutdown.cancelled() => break,
                 polled = consumer.poll(500, wait) => polled,
             };
+            // A rebalance happens inside a poll: what `/ready` reads is fresh after each one.
+            self.status.assigned.store(consumer.assigned(), Ordering::Relaxed);
             match polled {
                 Ok(records) => {
                     for record in records {
@@ -323,5 +335,24 @@ impl Consumer {
             lane.records[*index].1 = true;
         }
         failure
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_needs_an_active_assigned_unblocked_consumer() {
+        let status = ConsumerStatus::default();
+        assert!(status.check().unwrap_err().contains("not in its group"));
+        status.active.store(true, Ordering::Relaxed);
+        assert!(status.check().unwrap_err().contains("not assigned"), "joined but still waiting for partitions");
+        status.assigned.store(true, Ordering::Relaxed);
+        assert_eq!(status.check(), Ok(()));
+        status.blocked.lock().unwrap().insert(3, "projector: trap: unreachable".to_owned());
+        assert!(status.check().unwrap_err().contains("partition 3 is blocked"));
+        status.blocked.lock().unwrap().remove(&3);
+        assert_eq!(status.check(), Ok(()));
     }
 }

@@ -27,6 +27,28 @@ const MAX_RACES: usize = 16;
 /// The fewest groups a fold task takes (smaller batches are folded on one task).
 const FOLDS_PER_TASK: usize = 16;
 
+/// The validator's codes (spec 002 part B's input rules, README "Presence projector"): the only rejections that
+/// are permanent. The `presence` plugin reports these as `permanent`; the host dead-letters a `permanent` answer
+/// only when its code is one of these, so a bad plugin version (one that refuses its own stored documents, or
+/// answers an unknown code) blocks and retries the partition instead of dead-lettering valid events.
+pub const VALIDATION_CODES: [&str; 15] = [
+    "malformed_json",
+    "unsupported_envelope_version",
+    "unsupported_schema_version",
+    "unsupported_event_type",
+    "invalid_source",
+    "invalid_event_id",
+    "invalid_session_id",
+    "invalid_received_at",
+    "received_at_in_future",
+    "invalid_occurred_at",
+    "invalid_tenant_id",
+    "invalid_site_id",
+    "invalid_user_id",
+    "invalid_action",
+    "invalid_close_reason",
+];
+
 /// What happened to one record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Projected {
@@ -67,10 +89,28 @@ pub struct Projection {
     pub timeout: Duration,
 }
 
-/// A bounded error code: what the projector reported when it looks like one, else a catch-all.
+/// A bounded no-op outcome: what the projector reported when it looks like one, else a catch-all.
 fn bounded(code: &str) -> String {
     let valid = !code.is_empty() && code.len() <= 40 && code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
     if valid { code } else { "rejected" }.to_owned()
+}
+
+/// What the projector's answer to a call that failed means for the record (spec 002, "Errors": only a
+/// validator's invalid-record error is permanent; any other error is transient and retries the partition).
+pub fn classify(error: InvokeError) -> Result<Projected, Transient> {
+    match error {
+        InvokeError::Permanent(message) => match message.split_once(": ") {
+            Some((code, detail)) if VALIDATION_CODES.contains(&code) => {
+                Ok(Projected::Rejected { code: code.to_owned(), detail: detail.to_owned() })
+            }
+            // `bad_state`, `bad_request`, `bad_output` or a code the spec does not know: the plugin's fault or the
+            // stored document's, not the record's.
+            _ => Err(Transient::Projector(format!("the projector failed: {message}"))),
+        },
+        // A trap, fuel or memory exhaustion: a bad plugin version fails every record alike, so dead-lettering
+        // would throw valid events away. The partition blocks until a good version is active.
+        error => Err(Transient::Projector(error.to_string())),
+    }
 }
 
 /// The player's document id from the envelope, when it has one (`<tenant_id>:<user_id>`). Public for the fuzz
@@ -141,15 +181,7 @@ impl Projection {
         match projector.project(state.as_deref(), &input.to_string()).await {
             Ok(text) => serde_json::from_str(&text)
                 .map_err(|e| Err(Transient::Projector(format!("the projector answered something else: {e}")))),
-            Err(InvokeError::Permanent(message)) => {
-                let (code, detail) = message.split_once(": ").unwrap_or(("rejected", message.as_str()));
-                Err(Ok(Projected::Rejected { code: bounded(code), detail: detail.to_owned() }))
-            }
-            // A deterministic failure of the guest on this record would repeat forever: dead-letter it.
-            Err(error @ (InvokeError::Trap(_) | InvokeError::OutOfFuel | InvokeError::MemoryLimit(_))) => {
-                Err(Ok(Projected::Rejected { code: "projector_failed".to_owned(), detail: error.to_string() }))
-            }
-            Err(error) => Err(Err(Transient::Projector(error.to_string()))),
+            Err(error) => Err(classify(error)),
         }
     }
 
@@ -347,7 +379,31 @@ mod tests {
         // (tests/fuzz/regressions/presence_envelope/).
         let repeated = r#"{"body": {"tenant_id": "7"}, "body": {"tenant_id": "12", "user": {"user_id": "501"}}}"#;
         assert_eq!(document_id(repeated).as_deref(), Some("12:501"));
-        assert_eq!(bounded("invalid_action"), "invalid_action");
+        assert_eq!(bounded("duplicate"), "duplicate");
         assert_eq!(bounded("Invalid Action!"), "rejected");
+    }
+
+    #[test]
+    fn only_the_validators_errors_are_permanent() {
+        for code in VALIDATION_CODES {
+            let answer = classify(InvokeError::Permanent(format!("{code}: why")));
+            assert_eq!(answer, Ok(Projected::Rejected { code: code.to_owned(), detail: "why".to_owned() }));
+        }
+        // What a bad plugin version does to valid events blocks the partition: never a dead letter.
+        for error in [
+            InvokeError::Trap("unreachable".to_owned()),
+            InvokeError::OutOfFuel,
+            InvokeError::MemoryLimit(1 << 20),
+            InvokeError::Timeout(5000),
+            InvokeError::Retryable("bad_state: the document belongs to another player".to_owned()),
+            InvokeError::Permanent("bad_state: expected value at line 1".to_owned()),
+            InvokeError::Permanent("bad_output: key must be a string".to_owned()),
+            InvokeError::Permanent("bad_request: missing field `kind`".to_owned()),
+            InvokeError::Permanent("no_such_code: from a plugin the spec does not know".to_owned()),
+            InvokeError::Permanent("invalid_action".to_owned()),
+        ] {
+            let shown = error.to_string();
+            assert!(matches!(classify(error), Err(Transient::Projector(_))), "{shown} must retry the partition");
+        }
     }
 }

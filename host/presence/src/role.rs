@@ -4,6 +4,7 @@
 //! projection is the active `presence` plugin of the component store, so a new version hot-swaps like any
 //! plugin's.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use anyhow::Context;
 use flowhost_components::ComponentStore;
 use flowhost_core::ports::{Direction, DocumentStore, IndexSpec, Topics};
 use flowhost_role::{metrics_router, Check, HealthStyle, Listener, RoleContext, RoleParts};
+use prometheus::IntGauge;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
@@ -90,8 +92,11 @@ impl flowhost_role::Role for PresenceRole {
             metrics: metrics.clone(),
         };
         let shutdown = context.shutdown.clone();
-        let readiness =
-            vec![consumer_check(status, metrics.clone()), docdb_check(documents.clone(), timeout, metrics.clone())];
+        let gauge = ReadyGauge::new(metrics.ready.clone());
+        let readiness = vec![
+            consumer_check(status, gauge.clone()),
+            docdb_check(documents.clone(), timeout, metrics.clone(), gauge),
+        ];
         let listener = Listener::new(
             "presence",
             config.listen_addr(beside_gateway_ingest)?,
@@ -111,20 +116,48 @@ impl flowhost_role::Role for PresenceRole {
     }
 }
 
-fn consumer_check(status: Arc<ConsumerStatus>, metrics: PresenceMetrics) -> Check {
+/// `presence_ready`, the last readiness result: 1 only when each of the two checks passed the last time it
+/// ran. Each check records its own result, so a passing store ping never hides a failing consumer (the two run
+/// side by side on every `/ready`).
+#[derive(Clone)]
+struct ReadyGauge {
+    last: Arc<[AtomicBool; 2]>,
+    gauge: IntGauge,
+}
+
+impl ReadyGauge {
+    const CONSUMER: usize = 0;
+    const DOCDB: usize = 1;
+
+    fn new(gauge: IntGauge) -> ReadyGauge {
+        gauge.set(0);
+        ReadyGauge { last: Arc::new([AtomicBool::new(false), AtomicBool::new(false)]), gauge }
+    }
+
+    fn record(&self, check: usize, passed: bool) {
+        self.last[check].store(passed, Ordering::SeqCst);
+        let ready = self.last.iter().all(|passed| passed.load(Ordering::SeqCst));
+        self.gauge.set(i64::from(ready));
+    }
+}
+
+fn consumer_check(status: Arc<ConsumerStatus>, gauge: ReadyGauge) -> Check {
     Check::sync("presence_consumer", move || {
         let result = status.check();
-        if result.is_err() {
-            metrics.ready.set(0);
-        }
+        gauge.record(ReadyGauge::CONSUMER, result.is_ok());
         result
     })
 }
 
 /// The document store answers (a primary ping: a read of a document that does not exist).
-fn docdb_check(documents: Arc<dyn DocumentStore>, timeout: Duration, metrics: PresenceMetrics) -> Check {
+fn docdb_check(
+    documents: Arc<dyn DocumentStore>,
+    timeout: Duration,
+    metrics: PresenceMetrics,
+    gauge: ReadyGauge,
+) -> Check {
     Check::new("presence_docdb", move || {
-        let (documents, metrics) = (documents.clone(), metrics.clone());
+        let (documents, metrics, gauge) = (documents.clone(), metrics.clone(), gauge.clone());
         async move {
             let result = match tokio::time::timeout(timeout, documents.get(COLLECTION, "ready-probe")).await {
                 Ok(Ok(_)) => Ok(()),
@@ -134,7 +167,7 @@ fn docdb_check(documents: Arc<dyn DocumentStore>, timeout: Duration, metrics: Pr
             if result.is_err() {
                 metrics.docdb_errors.with_label_values(&["readiness"]).inc();
             }
-            metrics.ready.set(i64::from(result.is_ok()));
+            gauge.record(ReadyGauge::DOCDB, result.is_ok());
             result
         }
     })
@@ -186,5 +219,24 @@ async fn lag_gauge(
                 metrics.consumer_lag.with_label_values(&[&topic, &lag.partition.to_string()]).set(lag.lag);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn presence_ready_is_the_last_readiness_result_of_both_checks() {
+        let gauge = ReadyGauge::new(IntGauge::new("presence_ready", "test").unwrap());
+        // The consumer is not in its group yet; the store answers: not ready, whichever check ran last.
+        let consumer = consumer_check(Arc::new(ConsumerStatus::default()), gauge.clone());
+        assert!(consumer.run().await.is_err());
+        gauge.record(ReadyGauge::DOCDB, true);
+        assert_eq!(gauge.gauge.get(), 0, "a passing store check must not overwrite a failing consumer check");
+        gauge.record(ReadyGauge::CONSUMER, true);
+        assert_eq!(gauge.gauge.get(), 1);
+        gauge.record(ReadyGauge::DOCDB, false);
+        assert_eq!(gauge.gauge.get(), 0);
     }
 }

@@ -56,6 +56,10 @@ pub struct Listener {
     /// must pass, such as the campaign API's `X-Request-Id`). The first listener of a socket that has one
     /// provides it.
     pub wrap: Option<fn(Router) -> Router>,
+    /// Whether the socket answers `/ready` for this listener (default). A listener without readiness (the
+    /// gateway worker's metrics listener: spec 002 gives the worker no HTTP readiness) leaves `/ready` out of
+    /// its socket unless another listener of the socket asks for it; `/health` stays.
+    pub ready_route: bool,
 }
 
 impl std::fmt::Debug for Listener {
@@ -78,7 +82,14 @@ impl Listener {
             health: HealthStyle::Json,
             readiness: None,
             wrap: None,
+            ready_route: true,
         }
+    }
+
+    /// Serves no `/ready` for this listener (see [`Listener::ready_route`]).
+    pub fn without_readiness(mut self) -> Listener {
+        self.ready_route = false;
+        self
     }
 
     /// Wraps the whole socket's router (see [`Listener::wrap`]).
@@ -181,6 +192,8 @@ struct Socket {
     wrap: Option<fn(Router) -> Router>,
     readiness: Vec<Check>,
     health: HealthStyle,
+    /// Whether `/ready` is served: always on the main socket, else when a listener of the socket asks for it.
+    ready_route: bool,
 }
 
 /// Binds every socket of `set` and serves them until `shutdown`. `main` is the already-bound socket of the
@@ -209,6 +222,7 @@ pub async fn serve_listeners(
         wrap: None,
         readiness: main_checks,
         health: HealthStyle::Json,
+        ready_route: true,
     }];
     for (listener, readiness) in listeners {
         let index = match sockets.iter().position(|socket| socket.addr == listener.addr) {
@@ -224,6 +238,7 @@ pub async fn serve_listeners(
                     wrap: None,
                     readiness: Vec::new(),
                     health: listener.health,
+                    ready_route: false,
                 });
                 sockets.len() - 1
             }
@@ -239,6 +254,7 @@ pub async fn serve_listeners(
             socket.settings = listener.settings;
         }
         socket.names.push(listener.name);
+        socket.ready_route |= listener.ready_route;
         socket.documents.push(listener.openapi);
         socket.router = Some(match socket.router.take() {
             Some(router) => router.merge(listener.router),
@@ -276,7 +292,11 @@ pub async fn serve_listeners(
             health: socket.health,
             warnings: warnings.clone(),
         });
-        let mut probe_routes = ApiRouter::new().routes(routes!(health)).routes(routes!(ready)).with_state(probes);
+        let mut probe_routes = ApiRouter::new().routes(routes!(health));
+        if socket.ready_route {
+            probe_routes = probe_routes.routes(routes!(ready));
+        }
+        let mut probe_routes = probe_routes.with_state(probes);
         if index == 0 {
             probe_routes = probe_routes.merge(metrics_router(registry.clone()));
         }

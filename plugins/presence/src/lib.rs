@@ -8,7 +8,9 @@
 //! Input (JSON): `{"kind": "record", "topic", "partition", "offset", "value": "<the record's bytes as text>",
 //! "now": "<RFC 3339>", "expiry_seconds": 120}` or `{"kind": "expire", "now": "<RFC 3339>"}`; the state is the
 //! stored document without `_id`. Output: `{"outcome": "applied" | "duplicate" | "stale_time" | "stale_close" |
-//! "unchanged", "document"?}`. A rejection is a `permanent` error whose message is `<error_code>: <detail>`.
+//! "unchanged", "document"?}`. A rejection of the record by the validator is a `permanent` error whose message is
+//! `<error_code>: <detail>`; any other failure (`bad_request`, `bad_state`, `bad_output`) is `retryable`: it is
+//! not the record's fault, and the host blocks and retries the partition rather than dead-letter a valid event.
 
 pub mod projection;
 
@@ -37,9 +39,9 @@ mod component {
         fn project(state: Option<String>, input: String) -> Result<String, PluginError> {
             match super::projection::run(state.as_deref(), &input) {
                 Ok(output) => serde_json::to_string(&output)
-                    .map_err(|e| PluginError { outcome: Outcome::Permanent, message: format!("bad_output: {e}") }),
+                    .map_err(|e| PluginError { outcome: Outcome::Retryable, message: format!("bad_output: {e}") }),
                 Err(rejection) => Err(PluginError {
-                    outcome: Outcome::Permanent,
+                    outcome: if rejection.is_invalid_record() { Outcome::Permanent } else { Outcome::Retryable },
                     message: format!("{}: {}", rejection.code, rejection.detail),
                 }),
             }

@@ -8,6 +8,10 @@ use serde_json::Value;
 
 /// The only event type this projector accepts.
 pub const EVENT_TYPE: &str = "player.casino-presence.v1";
+/// The envelope's `source`: the fixed constant naming the front-end application, as the gateway writes it
+/// (`flowhost_gateway::event::SOURCE`). It is forgeable and not authentication: it only refuses envelopes
+/// another producer wrote.
+pub const SOURCE: &str = "casino-web";
 /// How far `received_at` may be ahead of the host's clock.
 pub const MAX_FUTURE_MS: i64 = 5 * 60 * 1000;
 
@@ -16,6 +20,34 @@ pub const MAX_FUTURE_MS: i64 = 5 * 60 * 1000;
 pub struct Rejection {
     pub code: &'static str,
     pub detail: String,
+}
+
+/// The codes of the validator (spec 002 part B's input rules): the only permanent failures, dead-lettered. Any
+/// other rejection (`bad_request`, `bad_state`) is a fault of the host's call or of the stored document, not of
+/// the record: the host retries it with the partition instead of dead-lettering a valid event.
+pub const VALIDATION_CODES: [&str; 15] = [
+    "malformed_json",
+    "unsupported_envelope_version",
+    "unsupported_schema_version",
+    "unsupported_event_type",
+    "invalid_source",
+    "invalid_event_id",
+    "invalid_session_id",
+    "invalid_received_at",
+    "received_at_in_future",
+    "invalid_occurred_at",
+    "invalid_tenant_id",
+    "invalid_site_id",
+    "invalid_user_id",
+    "invalid_action",
+    "invalid_close_reason",
+];
+
+impl Rejection {
+    /// Whether the validator refused the record (permanent), as opposed to a failure retrying may mend.
+    pub fn is_invalid_record(&self) -> bool {
+        VALIDATION_CODES.contains(&self.code)
+    }
 }
 
 fn reject(code: &'static str, detail: impl Into<String>) -> Rejection {
@@ -145,7 +177,9 @@ pub fn validate(value: &str, now: DateTime<Utc>) -> Result<Event, Rejection> {
     if envelope.get("event_type").and_then(Value::as_str) != Some(EVENT_TYPE) {
         return Err(reject("unsupported_event_type", format!("event_type must be {EVENT_TYPE}")));
     }
-    string(&envelope, "/source", "invalid_source")?;
+    if string(&envelope, "/source", "invalid_source")? != SOURCE {
+        return Err(reject("invalid_source", format!("source must be {SOURCE}")));
+    }
     if envelope.pointer("/body/schema_version") != Some(&Value::from(1)) {
         return Err(reject("unsupported_schema_version", "body.schema_version must be 1"));
     }
@@ -481,6 +515,8 @@ mod tests {
             (with("/envelope_version", json!(2)), "unsupported_envelope_version"),
             (with("/event_type", json!("player.other.v1")), "unsupported_event_type"),
             (with("/source", json!(7)), "invalid_source"),
+            (with("/source", json!("another-app")), "invalid_source"),
+            (with("/source", json!("CASINO-WEB")), "invalid_source"),
             (with("/body/schema_version", json!("1")), "unsupported_schema_version"),
             (with("/metadata/event_id", json!("not-a-uuid")), "invalid_event_id"),
             (with("/metadata/received_at", json!("yesterday")), "invalid_received_at"),
@@ -497,8 +533,31 @@ mod tests {
         for (value, code) in cases {
             let error = validate(&value, timestamp(NOW).unwrap()).unwrap_err();
             assert_eq!(error.code, code, "{value}: {}", error.detail);
+            assert!(error.is_invalid_record(), "{code} is the validator's: dead-lettered");
         }
         let five_minutes = with("/metadata/received_at", json!("2026-11-24T10:05:00.000Z"));
         assert!(validate(&five_minutes, timestamp(NOW).unwrap()).is_ok(), "five minutes ahead is still accepted");
+    }
+
+    #[test]
+    fn a_bad_stored_document_or_call_is_not_the_records_fault() {
+        let record = |value: &Value| {
+            json!({"kind": "record", "topic": "t", "partition": 0, "offset": 1, "value": value.to_string(),
+                "now": NOW, "expiry_seconds": 120})
+            .to_string()
+        };
+        let good = envelope(&id(1), "2026-11-24T10:00:00Z", SESSION_A, "opened");
+        let another_player = json!({"tenant_id": "99", "player_id": "1", "state": "offline", "sites": [],
+            "updated_at": NOW, "version": 1})
+        .to_string();
+        for (state, input, code) in [
+            (Some("{not a document"), record(&good), "bad_state"),
+            (Some(another_player.as_str()), record(&good), "bad_state"),
+            (None, "{\"kind\": \"record\"}".to_owned(), "bad_request"),
+        ] {
+            let rejection = run(state, &input).unwrap_err();
+            assert_eq!(rejection.code, code);
+            assert!(!rejection.is_invalid_record(), "{code} must block and retry, never dead-letter");
+        }
     }
 }

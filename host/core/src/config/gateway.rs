@@ -52,7 +52,8 @@ pub struct GatewayConfig {
     /// `GATEWAY_EDGE_CACHE_HMAC_KEY`: keys every cache identity (at least 32 bytes; required by the edge).
     pub cache_hmac_key: Option<Secret>,
     /// `GATEWAY_EDGE_ROLLOUT_CHECKSUM`: the opaque checksum of the two secrets above, changed on every
-    /// rotation; logged at start and exported as `gateway_edge_rollout_info{checksum}`.
+    /// rotation; required (non-empty) whenever either is set; logged at start and exported as
+    /// `gateway_edge_rollout_info{checksum}`.
     pub rollout_checksum: Option<String>,
     /// `GATEWAY_EDGE_MAX_INFLIGHT` (256): requests in progress on the public route before shedding with 503.
     pub max_inflight: usize,
@@ -222,9 +223,6 @@ impl GatewayConfig {
                     "the gateway needs an origin map (GATEWAY_EDGE_ORIGINS_FILE, or GATEWAY_EDGE_ORIGINS_JSON locally)",
                 ));
             }
-            if self.rollout_checksum.as_deref().is_some_and(|c| c.trim().is_empty()) {
-                return Err(ConfigError::new("GATEWAY_EDGE_ROLLOUT_CHECKSUM", "must not be empty when set"));
-            }
         }
         if self.max_inflight == 0 {
             return Err(ConfigError::new("GATEWAY_EDGE_MAX_INFLIGHT", "must be positive"));
@@ -279,6 +277,34 @@ impl GatewayConfig {
                 ),
             ));
         }
+        // Spec 002, authentication 4: a non-empty opaque rollout checksum goes with the two secrets and changes
+        // whenever either rotates, so a rotation rolls the pods and `gateway_edge_rollout_info` shows which pods
+        // run which secrets. Checked last: a wrong secret is named before its missing checksum.
+        if self.cache_url.is_some() || self.cache_hmac_key.is_some() {
+            let secrets = match (&self.cache_url, &self.cache_hmac_key) {
+                (Some(_), Some(_)) => "GATEWAY_EDGE_CACHE_URL and GATEWAY_EDGE_CACHE_HMAC_KEY are",
+                (Some(_), None) => "GATEWAY_EDGE_CACHE_URL is",
+                _ => "GATEWAY_EDGE_CACHE_HMAC_KEY is",
+            };
+            match self.rollout_checksum.as_deref().map(str::trim) {
+                None => {
+                    return Err(ConfigError::new(
+                        "GATEWAY_EDGE_ROLLOUT_CHECKSUM",
+                        format!(
+                            "is required because {secrets} set: an opaque checksum of the secrets that changes \
+                             whenever either rotates (e.g. `sha256(url + \"\\n\" + key)`)"
+                        ),
+                    ))
+                }
+                Some("") => {
+                    return Err(ConfigError::new(
+                        "GATEWAY_EDGE_ROLLOUT_CHECKSUM",
+                        format!("must not be empty ({secrets} set)"),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
         Ok(())
     }
 
@@ -312,6 +338,7 @@ mod tests {
     }
 
     const KEY: &str = "0123456789abcdef0123456789abcdef";
+    const CHECKSUM: (&str, &str) = ("GATEWAY_EDGE_ROLLOUT_CHECKSUM", "sha256:1f0c");
 
     #[test]
     fn the_spec_names_set_the_settings() {
@@ -323,6 +350,7 @@ mod tests {
             ("GATEWAY_EDGE_TOKEN_REQUESTS_PER_MINUTE", "5"),
             ("GATEWAY_EDGE_MAX_INFLIGHT", "8"),
             ("GATEWAY_EDGE_HTTP_PORT", "9083"),
+            CHECKSUM,
         ])
         .unwrap();
         assert_eq!(config.trusted_proxy_cidrs, ["10.0.0.0/8", "fd00::/8"]);
@@ -339,12 +367,17 @@ mod tests {
             ("GATEWAY_EDGE_CACHE_HMAC_KEY", KEY),
             ("GATEWAY_EDGE_ORIGINS_JSON", "{}"),
             ("GATEWAY_BIND_HOST", "0.0.0.0"),
+            CHECKSUM,
         ];
         assert_eq!(with(&exposed).unwrap_err().setting, "GATEWAY_EDGE_TRUSTED_PROXY_CIDRS");
         let behind_proxies = [exposed.as_slice(), &[("GATEWAY_EDGE_TRUSTED_PROXY_CIDRS", "10.0.0.0/8")]].concat();
         assert!(with(&behind_proxies).is_ok());
-        let local =
-            [("GATEWAY_EDGE_CACHE_HMAC_KEY", KEY), ("GATEWAY_EDGE_ORIGINS_JSON", "{}"), ("GATEWAY_BIND_HOST", "::1")];
+        let local = [
+            ("GATEWAY_EDGE_CACHE_HMAC_KEY", KEY),
+            ("GATEWAY_EDGE_ORIGINS_JSON", "{}"),
+            ("GATEWAY_BIND_HOST", "::1"),
+            CHECKSUM,
+        ];
         assert!(with(&local).is_ok(), "local mode may leave the list empty");
     }
 
@@ -393,5 +426,27 @@ mod tests {
             let error = with(&vars).unwrap_err();
             assert_eq!(error.setting, setting, "{vars:?}: {error}");
         }
+    }
+
+    #[test]
+    fn the_cache_secrets_need_a_non_empty_rollout_checksum() {
+        let edge = [("GATEWAY_EDGE_CACHE_HMAC_KEY", KEY), ("GATEWAY_EDGE_ORIGINS_JSON", "{}")];
+        let error = with(&edge).unwrap_err();
+        assert_eq!(error.setting, "GATEWAY_EDGE_ROLLOUT_CHECKSUM");
+        assert!(error.message.contains("GATEWAY_EDGE_CACHE_HMAC_KEY is set"), "{error}");
+        for blank in ["", "  "] {
+            let vars = [edge.as_slice(), &[("GATEWAY_EDGE_ROLLOUT_CHECKSUM", blank)]].concat();
+            assert_eq!(with(&vars).unwrap_err().setting, "GATEWAY_EDGE_ROLLOUT_CHECKSUM", "{blank:?}");
+        }
+        let with_url = [edge.as_slice(), &[("GATEWAY_EDGE_CACHE_URL", "redis://127.0.0.1:6379/3")]].concat();
+        let error = with(&with_url).unwrap_err();
+        assert!(error.message.contains("GATEWAY_EDGE_CACHE_URL and GATEWAY_EDGE_CACHE_HMAC_KEY are set"), "{error}");
+        assert!(with(&[with_url.as_slice(), &[CHECKSUM]].concat()).is_ok());
+        // A process without the edge that is given the cache URL (a shared environment) needs it too.
+        let mut worker =
+            GatewayConfig { cache_url: Some(Secret::new("redis://127.0.0.1:6379/3")), ..GatewayConfig::default() };
+        assert_eq!(worker.validate(false).unwrap_err().setting, "GATEWAY_EDGE_ROLLOUT_CHECKSUM");
+        worker.rollout_checksum = Some("v2".to_owned());
+        assert!(worker.validate(false).is_ok());
     }
 }

@@ -153,6 +153,13 @@ pub trait TopicConsumer: Send {
     /// Commits what was marked and leaves the group. Later calls fail. Dropping without `close` leaves the
     /// group too, but commits nothing (a drop cannot wait for the broker).
     async fn close(&mut self) -> Result<(), PortError>;
+
+    /// Whether the group has assigned this member its partitions (its join completed; an assignment may be
+    /// empty when the group has more members than partitions). A readiness probe reads it: a member still
+    /// joining consumes nothing. Backends whose members hold their assignment from the start answer `true`.
+    fn assigned(&self) -> bool {
+        true
+    }
 }
 
 /// Merges `positions` into `marks`, keeping the furthest next offset per partition: what `mark` stores.
