@@ -47,6 +47,14 @@ enum Command {
     /// Edge analytics gateway operator tools.
     #[command(subcommand)]
     Gateway(GatewayCommand),
+    /// Exit 0 when the local process answers `GET /health` with 200 on its main listener (`API_PORT`, which
+    /// every process opens whatever its roles), else 1: the container image's HEALTHCHECK, which has no shell
+    /// or HTTP client of its own.
+    Health {
+        /// Another URL to ask instead.
+        #[arg(long)]
+        url: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -240,10 +248,24 @@ async fn run() -> anyhow::Result<()> {
                 EventsCommand::Tail(args) => tail(&ports, args).await,
             }
         }
+        Command::Health { url } => {
+            let url = url.unwrap_or_else(|| format!("http://127.0.0.1:{}/health", config.api.port));
+            health(&url).await
+        }
         Command::Webpush(WebpushCommand::VapidKeys) | Command::Gateway(_) => {
             unreachable!("handled before the configuration loads")
         }
     }
+}
+
+/// `health`: one `GET` within 3 s; anything but 200 is unhealthy.
+async fn health(url: &str) -> anyhow::Result<()> {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(3)).build()?;
+    let status = client.get(url).send().await.with_context(|| format!("GET {url}"))?.status();
+    if status != reqwest::StatusCode::OK {
+        bail!("GET {url}: {status}");
+    }
+    Ok(())
 }
 
 /// `gateway origin-map generate`: reads the input (at most 4 MiB), writes the map through a temporary file
