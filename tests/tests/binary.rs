@@ -122,8 +122,16 @@ fn health_asks_the_main_listener() {
     let port = free_port();
     let health = || Command::new(flowhost_bin()).arg("health").env("API_PORT", port.to_string()).output().unwrap();
     let server = Server::start(dir.path(), port);
-    let up = health();
-    assert!(up.status.success(), "healthy process: {}", String::from_utf8_lossy(&up.stderr));
+    // The port opens before the first answer on a busy machine; HEALTHCHECK retries the same way.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let up = health();
+        if up.status.success() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "healthy process: {}", String::from_utf8_lossy(&up.stderr));
+        std::thread::sleep(Duration::from_millis(200));
+    }
     server.stop();
     let down = health();
     assert_eq!(down.status.code(), Some(1));

@@ -1,7 +1,8 @@
 //! The `flowhost` command line: `serve` runs the roles; `events publish` / `events tail` write and read
 //! topics on whichever backend the configuration names, so the embedded mode needs no Kafka tools;
 //! `webpush vapid-keys` prints a fresh VAPID keypair for operators; `gateway origin-map generate` builds the
-//! gateway's origin map from the operators' normalized input file.
+//! gateway's origin map from the operators' normalized input file; `health` asks the local process's main
+//! listener, as the container image's HEALTHCHECK.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
