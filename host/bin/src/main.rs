@@ -1,7 +1,8 @@
 //! The `flowhost` command line: `serve` runs the roles; `events publish` / `events tail` write and read
 //! topics on whichever backend the configuration names, so the embedded mode needs no Kafka tools;
 //! `webpush vapid-keys` prints a fresh VAPID keypair for operators; `gateway origin-map generate` builds the
-//! gateway's origin map from the operators' normalized input file.
+//! gateway's origin map from the operators' normalized input file; `health` asks the local process's main
+//! listener, as the container image's HEALTHCHECK.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -47,6 +48,14 @@ enum Command {
     /// Edge analytics gateway operator tools.
     #[command(subcommand)]
     Gateway(GatewayCommand),
+    /// Exit 0 when the local process answers `GET /health` with 200 on its main listener (`API_PORT`, which
+    /// every process opens whatever its roles), else 1: the container image's HEALTHCHECK, which has no shell
+    /// or HTTP client of its own.
+    Health {
+        /// Another URL to ask instead.
+        #[arg(long)]
+        url: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -240,10 +249,24 @@ async fn run() -> anyhow::Result<()> {
                 EventsCommand::Tail(args) => tail(&ports, args).await,
             }
         }
+        Command::Health { url } => {
+            let url = url.unwrap_or_else(|| format!("http://127.0.0.1:{}/health", config.api.port));
+            health(&url).await
+        }
         Command::Webpush(WebpushCommand::VapidKeys) | Command::Gateway(_) => {
             unreachable!("handled before the configuration loads")
         }
     }
+}
+
+/// `health`: one `GET` within 3 s; anything but 200 is unhealthy.
+async fn health(url: &str) -> anyhow::Result<()> {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(3)).build()?;
+    let status = client.get(url).send().await.with_context(|| format!("GET {url}"))?.status();
+    if status != reqwest::StatusCode::OK {
+        bail!("GET {url}: {status}");
+    }
+    Ok(())
 }
 
 /// `gateway origin-map generate`: reads the input (at most 4 MiB), writes the map through a temporary file
