@@ -190,7 +190,8 @@ async fn unconfigured_environment(backends: Backends) {
     let response = platform(&host, BRIDGE_TOKEN, "GET", CLIENT_CONFIG, None).await;
     let details = assert_error(&response, 503, "PUSH_ENV_NOT_READY", "no VAPID");
     let reasons = details["reasons"].to_string();
-    assert!(reasons.contains("FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY") && reasons.contains("WEB_PUSH"), "{reasons}");
+    assert!(reasons.contains("FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY"), "{reasons}");
+    assert!(!reasons.contains("CHANNELS_ENABLED"), "a disabled channel is the send path's answer: {reasons}");
 
     // A browser event cannot be verified without the interaction secret.
     let token = mint(b"anything", &claims(TENANT_A, 1, "n", "d", i64::MAX));
@@ -1226,8 +1227,10 @@ async fn send_routes(backends: Backends) {
     }
     host.stop().await;
 
-    // A disabled channel says so.
+    // A disabled channel says so on the send path; client-config stays ready (both keys, no dry run).
     let host = push_host_with(backends, None, |config| config.push.channels_enabled = vec![Channel::InApp]).await;
+    let (status, config) = platform(&host, BRIDGE_TOKEN, "GET", CLIENT_CONFIG, None).await;
+    assert_eq!(status, 200, "{config}");
     let response = editor(&host, None, "POST", "/api/v1/webpush/send", Some(valid)).await;
     assert_error(&response, 503, "CHANNEL_DISABLED", "web push disabled");
     host.stop().await;

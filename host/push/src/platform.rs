@@ -11,7 +11,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
-use flowhost_core::config::Channel;
 use flowhost_role::{routes, ApiRouter};
 use flowhost_webpush::events::{self, EventSource, InteractionEvent};
 use flowhost_webpush::fields::{Fields, MAX_ID_LEN};
@@ -136,14 +135,13 @@ fn accepted() -> impl IntoResponse {
     (StatusCode::ACCEPTED, Json(json!({ "status": "accepted" })))
 }
 
-/// `GET /api/v1/webpush/client-config`: the VAPID public key, once the environment can really deliver.
+/// `GET /api/v1/webpush/client-config`: the VAPID public key, ready exactly as the specification says: both VAPID
+/// keys configured (a temporary pair does not count) and `WEB_PUSH_DRY_RUN` false. A disabled web-push channel
+/// does not make it unready: the send path answers that (`CHANNEL_DISABLED`).
 #[utoipa::path(get, path = "/api/v1/webpush/client-config", tag = "push platform", params(CallerHeaders), responses((status = 200, description = "`{ public_key, payload_version }`; 503 `PUSH_ENV_NOT_READY` with the `reasons` until web push can deliver", body = Value)))]
 async fn client_config(State(state): State<Shared>, _caller: PlatformCaller) -> Result<Json<Value>, PushError> {
     let settings = &state.settings;
     let mut reasons = Vec::new();
-    if !state.channel_enabled(Channel::WebPush) {
-        reasons.push("WEB_PUSH is not in FLOWHOST_CHANNELS_ENABLED".to_owned());
-    }
     match &settings.vapid {
         None => reasons.push(
             "FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY and FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY must both be set".to_owned(),

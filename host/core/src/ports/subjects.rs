@@ -101,6 +101,10 @@ pub async fn subscribe_until_done(
 ) -> Option<SubjectStream> {
     let mut backoff = crate::backoff::Backoff::for_backend();
     loop {
+        if shutdown.is_cancelled() {
+            // A caller that subscribes again when its stream ends must not spin once the process stops.
+            return None;
+        }
         let subscribed = match group {
             Some(group) => subjects.queue_subscribe(pattern, group).await,
             None => subjects.subscribe(pattern).await,
