@@ -43,6 +43,23 @@ impl EveryRole {
                 .iter()
                 .map(|addr| format!("http://{addr}")),
         );
+        // The presence projector's input topic, as the gateway's worker creates its own in production: a member
+        // subscribed to no existing topic is never assigned, and presence is ready only once assigned.
+        let input = host.config.presence.input_topic.clone();
+        let _ = host.ports.topics.create_topic(&input, 1).await;
+        // Every socket ready too (the presence consumer joins its group on Kafka after the main socket is
+        // ready), or a listener without readiness (the gateway's metrics listener answers no `/ready`).
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(90);
+        for socket in &sockets {
+            loop {
+                let status = host.http.get(format!("{socket}/ready")).send().await.map(|r| r.status().as_u16());
+                if matches!(status, Ok(200 | 404)) {
+                    break;
+                }
+                assert!(tokio::time::Instant::now() < until, "{socket} never ready: {status:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
         EveryRole { host, sockets, push, _player_backend: backend }
     }
 }
