@@ -79,6 +79,9 @@ pub fn configure_presence_and_campaigns(config: &mut Config, backends: Backends,
             presence_config.bootstrap_servers = vec![crate::servers::kafka_brokers()];
             presence_config.docdb_uri = Some(flowhost_core::config::Secret::new(crate::servers::mongodb_uri()));
             presence_config.dlq_replication_factor = 1;
+            // A topic created after the member subscribed is seen within a second, not at librdkafka's
+            // five-minute metadata refresh (presence is ready only once assigned).
+            config.kafka.properties.insert("topic.metadata.refresh.interval.ms".into(), "1000".into());
         }
     }
 }
