@@ -557,6 +557,23 @@ async fn page(html: &'static str) -> (String, tokio::task::JoinHandle<()>) {
     (origin, tokio::spawn(async move { axum::serve(listener, router).await.unwrap() }))
 }
 
+/// Runs `tests/browser/<script>` with node (headless Chromium through playwright-core) with `args` and the
+/// screenshots directory last; answers its output (within two minutes) and that directory.
+async fn browser_run(script: &str, mut args: Vec<String>) -> (std::process::Output, std::path::PathBuf) {
+    let root = flowhost_tests::cli::repository_root();
+    let artifacts = root.join("target/test-artifacts/browser");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    args.push(artifacts.display().to_string());
+    let output = tokio::process::Command::new("node")
+        .arg(root.join("tests/browser").join(script))
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    let output =
+        tokio::time::timeout(Duration::from_secs(120), output).await.expect("the browser run finished").unwrap();
+    (output, artifacts)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromium_posts_from_an_allowed_origin_and_is_refused_from_an_excluded_one() {
     let backend = PlayerBackend::start().await;
@@ -570,16 +587,8 @@ async fn chromium_posts_from_an_allowed_origin_and_is_refused_from_an_excluded_o
     let gateway = Gateway { host, addrs, http: reqwest::Client::new() };
     gateway.wait_ready(addrs.edge).await;
 
-    let root = flowhost_tests::cli::repository_root();
-    let artifacts = root.join("target/test-artifacts/browser");
-    std::fs::create_dir_all(&artifacts).unwrap();
-    let output = tokio::process::Command::new("node")
-        .arg(root.join("tests/browser/gateway_cors.mjs"))
-        .args([addrs.edge_url(""), format!("{allowed}/"), format!("{excluded}/"), artifacts.display().to_string()])
-        .kill_on_drop(true)
-        .output();
-    let output =
-        tokio::time::timeout(Duration::from_secs(120), output).await.expect("the browser run finished").unwrap();
+    let (output, artifacts) =
+        browser_run("gateway_cors.mjs", vec![addrs.edge_url(""), format!("{allowed}/"), format!("{excluded}/")]).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success() && stdout.contains("DONE"),
@@ -777,16 +786,8 @@ async fn the_example_browser_client_follows_rule_7_against_the_edge() {
     let gateway = Gateway { host, addrs, http: reqwest::Client::new() };
     gateway.wait_ready(addrs.edge).await;
 
-    let root = flowhost_tests::cli::repository_root();
-    let artifacts = root.join("target/test-artifacts/browser");
-    std::fs::create_dir_all(&artifacts).unwrap();
-    let output = tokio::process::Command::new("node")
-        .arg(root.join("tests/browser/gateway_client.mjs"))
-        .args([addrs.edge_url(""), format!("{page_origin}/"), stub.clone(), artifacts.display().to_string()])
-        .kill_on_drop(true)
-        .output();
-    let output =
-        tokio::time::timeout(Duration::from_secs(120), output).await.expect("the browser run finished").unwrap();
+    let (output, artifacts) =
+        browser_run("gateway_client.mjs", vec![addrs.edge_url(""), format!("{page_origin}/"), stub.clone()]).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success() && stdout.contains("DONE"), "{stdout}\n{stderr}");

@@ -225,6 +225,24 @@ async fn dry_run_records_skipped_deliveries(backends: Backends) {
     host.stop().await;
 }
 
+/// Publishes `event` to `source` and answers the flow's first output on `out` (panicking with the flow's runs when
+/// none arrives within a minute).
+async fn run_to_output(
+    host: &TestHost,
+    flow_id: &str,
+    source: &str,
+    out: &str,
+    event: Value,
+) -> flowhost_core::ports::Record {
+    host.publish(source, &[event]).await;
+    let outputs = host.read(out, 1, Duration::from_secs(60)).await;
+    if outputs.is_empty() {
+        let (_, runs) = host.call("GET", &format!("/api/v2/flows/{flow_id}/runs"), None).await;
+        panic!("no output; runs: {runs:#}");
+    }
+    outputs.into_iter().next().unwrap()
+}
+
 async fn a_kafka_event_runs_a_flow_to_a_delivered_push(backends: Backends) {
     let service = PushService::start().await;
     let host = start(backends, &service, |_| {}).await;
@@ -233,13 +251,8 @@ async fn a_kafka_event_runs_a_flow_to_a_delivered_push(backends: Backends) {
     let (flow_id, source, out) = release_push_flow(&host, None).await;
 
     let event = json!({"event_type": "big_win", "tenant_id": TENANT_A, "player_id": 77, "game": "roulette"});
-    host.publish(&source, &[event]).await;
-    let outputs = host.read(&out, 1, Duration::from_secs(60)).await;
-    if outputs.is_empty() {
-        let (_, runs) = host.call("GET", &format!("/api/v2/flows/{flow_id}/runs"), None).await;
-        panic!("no output; runs: {runs:#}");
-    }
-    let value: Value = serde_json::from_slice(&outputs[0].value).unwrap();
+    let output = run_to_output(&host, &flow_id, &source, &out, event).await;
+    let value: Value = serde_json::from_slice(&output.value).unwrap();
     assert_eq!(value["result"]["delivered"], true, "{value}");
     assert_eq!(value["result"]["status"], "delivered");
     let received = service.received(&sub).await;
@@ -248,7 +261,7 @@ async fn a_kafka_event_runs_a_flow_to_a_delivered_push(backends: Backends) {
     assert_eq!(received[0]["payload"]["data"]["notification_id"], value["result"]["notification_id"]);
     // The notification belongs to the run: its record names it.
     let record = notification(&host, value["result"]["notification_id"].as_str().unwrap()).await;
-    let run_id = String::from_utf8(outputs[0].header("flowhost-run-id").unwrap().to_vec()).unwrap();
+    let run_id = String::from_utf8(output.header("flowhost-run-id").unwrap().to_vec()).unwrap();
     assert_eq!(record["run_id"], run_id.as_str());
     host.stop().await;
 }
@@ -337,13 +350,8 @@ async fn a_segment_retargeted_to_another_kafka_topic_reaches_the_service(backend
     assert_eq!(flow["segments"][0]["kafka_topic"], retarget.as_str(), "{broadcast}");
 
     let event = json!({"event_type": "big_win", "tenant_id": TENANT_A, "player_id": 84, "game": "retarget"});
-    host.publish(&source, &[event]).await;
-    let outputs = host.read(&out, 1, Duration::from_secs(60)).await;
-    if outputs.is_empty() {
-        let (_, runs) = host.call("GET", &format!("/api/v2/flows/{flow_id}/runs"), None).await;
-        panic!("no output; runs: {runs:#}");
-    }
-    let value: Value = serde_json::from_slice(&outputs[0].value).unwrap();
+    let output = run_to_output(&host, &flow_id, &source, &out, event).await;
+    let value: Value = serde_json::from_slice(&output.value).unwrap();
     assert_eq!(value["result"]["status"], "delivered", "{value}");
     let received = service.received(&sub).await;
     assert_eq!(received.len(), 1);
