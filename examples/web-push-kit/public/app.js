@@ -1,6 +1,6 @@
 // The page side of the browser kit (spec 000, "Browser-side rules"): subscribe inside a user gesture with
 // userVisibleOnly and the service's public key, hand only endpoint and keys to the bridge, and keep an in-app
-// websocket open with resume after the last cursor.
+// websocket open (to the bridge, which forwards it) with resume after the last cursor.
 
 const status = (text) => (document.getElementById("status").textContent = text);
 
@@ -14,22 +14,46 @@ function supported() {
   return "serviceWorker" in navigator && "PushManager" in window && "Notification" in window;
 }
 
-async function registration() {
-  return navigator.serviceWorker.register("/sw.js", { scope: "/" });
+// Fetched and registered at load: the click handler must reach subscribe() with no network round trip before
+// it, or the gesture's transient activation may have expired and the browser refuses the subscription.
+const push = { key: null, registration: null, problem: null, preparing: null };
+
+function prepare() {
+  push.problem = null;
+  push.preparing = load().finally(() => (push.preparing = null));
 }
 
-/** Runs inside the click handler: permission and subscribe need a user gesture. */
+async function load() {
+  try {
+    const config = await (await fetch("/api/push/config")).json();
+    if (!config.public_key) throw new Error("the notification service is not ready");
+    push.key = decodeBase64Url(config.public_key);
+    push.registration = await navigator.serviceWorker.register("/sw.js", { scope: "/" });
+    await navigator.serviceWorker.ready;
+    document.getElementById("enable").dataset.ready = "true";
+  } catch (error) {
+    push.problem = error.message;
+  }
+}
+
+/** The click handler: permission, then subscribe, before anything else is awaited. */
 async function enable() {
+  if (!push.key || !push.registration) {
+    const problem = push.problem;
+    // Not awaited: this click cannot subscribe any more, the next one can once the config is here.
+    if (!push.preparing) prepare();
+    return status(
+      problem
+        ? `Notifications are not available right now (${problem}).`
+        : "Notifications are not ready yet; try again in a moment.",
+    );
+  }
   try {
     const permission = await Notification.requestPermission();
     if (permission !== "granted") return status("Notifications are blocked in this browser.");
-    const config = await (await fetch("/api/push/config")).json();
-    if (!config.public_key) return status("Notifications are not available right now.");
-    const reg = await registration();
-    await navigator.serviceWorker.ready;
-    const subscription = await reg.pushManager.subscribe({
+    const subscription = await push.registration.pushManager.subscribe({
       userVisibleOnly: true,
-      applicationServerKey: decodeBase64Url(config.public_key),
+      applicationServerKey: push.key,
     });
     const { endpoint, keys } = subscription.toJSON();
     const answer = await fetch("/api/push/subscriptions", {
@@ -74,39 +98,41 @@ function show(message) {
   document.getElementById("messages").prepend(item);
 }
 
-async function connect() {
+/** The bridge's socket (the browser talks only to the bridge); it holds the session and mints the token. */
+function socketUrl() {
+  const url = new URL("/api/inapp/socket", location.href);
+  url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+  if (lastCursor) url.searchParams.set("after", lastCursor);
+  return url.toString();
+}
+
+function connect() {
   const inbox = document.getElementById("inbox-status");
-  try {
-    const minted = await (await fetch("/api/inapp/connect", { method: "POST" })).json();
-    const url = minted.websocket + (lastCursor ? `&after=${encodeURIComponent(lastCursor)}` : "");
-    const socket = new WebSocket(url);
-    socket.onmessage = (event) => {
-      const frame = JSON.parse(event.data);
-      if (frame.type === "hello") {
-        retryDelay = 1000;
-        inbox.textContent = `Connected; ${frame.unread} unread.`;
-      } else if (frame.type === "message") {
-        show(frame.message);
-      } else if (frame.type === "ping") {
-        socket.send(JSON.stringify({ type: "pong" }));
-      } else if (frame.type === "expiring") {
-        // Keep the connection: a fresh connect token of this player, sent before the old one expires.
-        fetch("/api/inapp/connect", { method: "POST" })
-          .then((answer) => answer.json())
-          .then((fresh) => socket.send(JSON.stringify({ type: "refresh", token: fresh.token })))
-          .catch(() => {}); // Past the expiry the server closes (4001) and the page reconnects below.
-      }
-    };
-    socket.onclose = () => {
-      inbox.textContent = "Reconnecting…";
-      setTimeout(connect, retryDelay);
-      retryDelay = Math.min(retryDelay * 2, 30000);
-    };
-    window.inAppSocket = socket;
-  } catch {
+  const socket = new WebSocket(socketUrl());
+  socket.onmessage = (event) => {
+    const frame = JSON.parse(event.data);
+    if (frame.type === "hello") {
+      retryDelay = 1000;
+      inbox.textContent = `Connected; ${frame.unread} unread.`;
+    } else if (frame.type === "message") {
+      show(frame.message);
+    } else if (frame.type === "ping") {
+      socket.send(JSON.stringify({ type: "pong" }));
+    } else if (frame.type === "expiring") {
+      // Keep the connection: a fresh connect token of this player, sent before the old one expires.
+      fetch("/api/inapp/connect", { method: "POST" })
+        .then((answer) => answer.json())
+        .then((fresh) => socket.send(JSON.stringify({ type: "refresh", token: fresh.token })))
+        .catch(() => {}); // Past the expiry the server closes (4001) and the page reconnects below.
+    }
+  };
+  // A refused upgrade (no session, too many sockets) closes too: retry with backoff, resuming after the cursor.
+  socket.onclose = () => {
+    inbox.textContent = "Reconnecting…";
     setTimeout(connect, retryDelay);
     retryDelay = Math.min(retryDelay * 2, 30000);
-  }
+  };
+  window.inAppSocket = socket;
 }
 
 document.getElementById("support").textContent = supported()
@@ -115,5 +141,5 @@ document.getElementById("support").textContent = supported()
 document.getElementById("enable").disabled = !supported();
 document.getElementById("enable").addEventListener("click", enable);
 document.getElementById("disable").addEventListener("click", disable);
-if (supported()) registration();
+if (supported()) prepare();
 connect();

@@ -9,11 +9,21 @@ async function currentEndpoint() {
   return subscription ? subscription.endpoint : null;
 }
 
+/** A payload field worth passing on: absent, null and empty are left out (an empty URL would load the worker). */
+function present(value) {
+  return value !== undefined && value !== null && value !== "";
+}
+
+/** `data.notification_id`, when the payload has `data` at all. */
+function notificationId(payload) {
+  return payload.data ? payload.data.notification_id : undefined;
+}
+
 async function report(payload, eventType, actionId) {
   const body = {
     event_id: crypto.randomUUID(),
     delivery_id: payload.delivery_id,
-    notification_id: payload.data && payload.data.notification_id,
+    notification_id: notificationId(payload),
     interaction_token: payload.interaction_token,
     event_type: eventType,
     endpoint: await currentEndpoint(),
@@ -30,6 +40,31 @@ async function report(payload, eventType, actionId) {
   });
 }
 
+/**
+ * The options of showNotification: only the fields the payload has. `renotify` needs a non-empty `tag` (the
+ * browser throws otherwise), and an action without an icon is passed without one.
+ */
+function notificationOptions(payload) {
+  const options = {
+    body: payload.body,
+    requireInteraction: Boolean(payload.require_interaction),
+    silent: Boolean(payload.silent),
+    data: payload,
+  };
+  for (const field of ["icon", "badge", "image", "tag"]) {
+    if (present(payload[field])) options[field] = payload[field];
+  }
+  if (present(payload.tag) && payload.renotify) options.renotify = true;
+  if (Array.isArray(payload.actions) && payload.actions.length > 0) {
+    options.actions = payload.actions.map((a) => {
+      const action = { action: a.id, title: a.label };
+      if (present(a.icon)) action.icon = a.icon;
+      return action;
+    });
+  }
+  return options;
+}
+
 self.addEventListener("install", () => self.skipWaiting());
 self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim()));
 
@@ -37,18 +72,7 @@ self.addEventListener("push", (event) => {
   if (!event.data) return;
   const payload = event.data.json();
   if (payload.payload_version !== "v1") return;
-  const options = {
-    body: payload.body,
-    icon: payload.icon,
-    badge: payload.badge,
-    image: payload.image,
-    tag: payload.tag,
-    requireInteraction: Boolean(payload.require_interaction),
-    silent: Boolean(payload.silent),
-    renotify: Boolean(payload.renotify && payload.tag),
-    actions: (payload.actions || []).map((a) => ({ action: a.id, title: a.label, icon: a.icon })),
-    data: payload,
-  };
+  const options = notificationOptions(payload);
   event.waitUntil(
     self.registration.showNotification(payload.title, options).then(() => report(payload, "displayed")),
   );
@@ -69,7 +93,7 @@ self.addEventListener("notificationclick", (event) => {
     const handoff = new URL("/api/push/click", self.location.origin);
     handoff.searchParams.set("target", target);
     handoff.searchParams.set("delivery_id", payload.delivery_id);
-    handoff.searchParams.set("notification_id", payload.data.notification_id);
+    if (present(notificationId(payload))) handoff.searchParams.set("notification_id", notificationId(payload));
     handoff.searchParams.set("interaction_token", payload.interaction_token);
     if (action) handoff.searchParams.set("action_id", action.id);
     event.waitUntil(self.clients.openWindow(handoff.toString()));
