@@ -1,20 +1,28 @@
 // The browser kit in headless Chromium (Debian's /usr/bin/chromium, driven by playwright-core; nothing is
-// downloaded): the page loads from the bridge, registers the service worker, connects the in-app websocket;
-// a real push payload (encrypted by Flowhost, decrypted by the test's push service) is delivered to the service
-// worker with the DevTools protocol (ServiceWorker.deliverPushMessage); the worker shows it and reports
-// `displayed` through the bridge. Every request off loopback is refused.
+// downloaded): the page loads from the bridge, registers the service worker and opens the in-app websocket on
+// the bridge; "Enable notifications" is clicked (a real user gesture); real push payloads (encrypted by
+// Flowhost, decrypted by the test's push service) are delivered to the service worker with the DevTools
+// protocol (ServiceWorker.deliverPushMessage); the worker shows each and reports `displayed` through the
+// bridge. Every request off loopback is refused.
 //
-//   node push_kit.mjs BRIDGE_URL PAYLOAD_FILE ARTIFACTS_DIR
+//   node push_kit.mjs BRIDGE_URL INPUT_FILE ARTIFACTS_DIR
 //
-// Prints lines the Rust test waits for: READY (page up, worker active, socket connected), PUSHED (the payload
-// reached the worker, which showed it), INAPP <text> (an in-app message appeared in the page), DONE (the
-// screenshot is written).
+// INPUT_FILE: {"payloads": [<delivered payload>, ...], "subscription": {"endpoint", "keys"}}. Chromium's push
+// service is Google's, out of reach here, so `pushManager.subscribe` is replaced in the page by a recorder that
+// answers `subscription` (the one the test's push service issued): what is tested is what the page does around
+// it, inside the gesture.
+//
+// Prints lines the Rust test waits for: READY (page up, worker active, socket connected), SOCKET {"page",
+// "opened"} (the socket URL the page holds and every websocket it opened), SUBSCRIBED {"calls", "requests",
+// "status"} (the subscribe calls, the requests the click made, the status line), PUSHED {"title", "tag",
+// "icon", "badge", "image", "actions"} per payload (the notification the worker showed), INAPP <text> (an in-app
+// message appeared in the page), DONE (the screenshot is written).
 
 import { readFile } from "node:fs/promises";
 import { chromium } from "playwright-core";
 
-const [bridge, payloadFile, artifacts] = process.argv.slice(2);
-const payload = await readFile(payloadFile, "utf8");
+const [bridge, inputFile, artifacts] = process.argv.slice(2);
+const input = JSON.parse(await readFile(inputFile, "utf8"));
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
@@ -27,10 +35,40 @@ await context.route("**/*", (route) => {
   const host = new URL(route.request().url()).hostname;
   return host === "127.0.0.1" || host === "localhost" ? route.continue() : route.abort();
 });
+await context.addInitScript((subscription) => {
+  window.subscribeCalls = [];
+  PushManager.prototype.subscribe = async function (options) {
+    const key = btoa(String.fromCharCode(...new Uint8Array(options.applicationServerKey)));
+    window.subscribeCalls.push({
+      userVisibleOnly: options.userVisibleOnly,
+      applicationServerKey: key.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, ""),
+      userActivation: navigator.userActivation.isActive,
+    });
+    return { ...subscription, toJSON: () => subscription };
+  };
+}, input.subscription);
+
+/**
+ * The first truthy answer of `check(arg)` in the page, polled every 200 ms for 20 s (page.waitForFunction takes
+ * the promise of an async predicate as its truthy answer, so it cannot wait on one).
+ */
+async function poll(check, arg) {
+  const until = Date.now() + 20000;
+  for (;;) {
+    const answer = await page.evaluate(check, arg);
+    if (answer) return answer;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${arg}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 const page = await context.newPage();
 page.on("console", (message) => console.error(`page: ${message.text()}`));
+const requests = [];
+page.on("request", (request) => requests.push(`${request.method()} ${new URL(request.url()).pathname}`));
+const sockets = [];
+page.on("websocket", (socket) => sockets.push(socket.url()));
 await page.goto(bridge + "/");
-await page.waitForFunction(() => navigator.serviceWorker.controller !== null || navigator.serviceWorker.ready, null, { timeout: 20000 });
 await page.evaluate(() => navigator.serviceWorker.ready.then(() => true));
 await page.waitForFunction(() => document.getElementById("inbox-status").textContent.startsWith("Connected"), null, { timeout: 20000 });
 
@@ -45,24 +83,35 @@ const registrations = new Promise((resolve) => {
 await cdp.send("ServiceWorker.enable");
 const registration = await registrations;
 console.log("READY");
+console.log(`SOCKET ${JSON.stringify({ page: await page.evaluate(() => window.inAppSocket.url), opened: sockets })}`);
 
-await cdp.send("ServiceWorker.deliverPushMessage", {
-  origin: new URL(bridge).origin,
-  registrationId: registration.registrationId,
-  data: payload,
-});
-// The worker shows it: the notification is listed by its registration.
-const title = JSON.parse(payload).title;
-await page.waitForFunction(
-  async (expected) => {
-    const reg = await navigator.serviceWorker.ready;
-    const shown = await reg.getNotifications();
-    return shown.some((n) => n.title === expected);
-  },
-  title,
-  { timeout: 20000, polling: 200 },
+// The gesture: config and worker are ready before the click, so the click reaches subscribe() directly.
+await page.waitForSelector("#enable[data-ready='true']", { timeout: 20000 });
+const before = requests.length;
+await page.click("#enable");
+await page.waitForFunction(() => document.getElementById("status").textContent !== "", null, { timeout: 20000 });
+console.log(
+  `SUBSCRIBED ${JSON.stringify({
+    calls: await page.evaluate(() => window.subscribeCalls),
+    requests: requests.slice(before).filter((r) => r.includes(" /api/push/")),
+    status: await page.textContent("#status"),
+  })}`,
 );
-console.log("PUSHED");
+
+for (const payload of input.payloads) {
+  await cdp.send("ServiceWorker.deliverPushMessage", {
+    origin: new URL(bridge).origin,
+    registrationId: registration.registrationId,
+    data: JSON.stringify(payload),
+  });
+  // The worker shows it: the notification is listed by its registration.
+  const shown = await poll(async (title) => {
+    const reg = await navigator.serviceWorker.ready;
+    const n = (await reg.getNotifications()).find((n) => n.title === title);
+    return n && { title: n.title, tag: n.tag, icon: n.icon, badge: n.badge, image: n.image, actions: n.actions };
+  }, payload.title);
+  console.log(`PUSHED ${JSON.stringify(shown)}`);
+}
 
 // An in-app message sent now appears in the page.
 const item = await page.waitForSelector("#messages li", { timeout: 30000 });
