@@ -852,7 +852,7 @@ async fn the_example_browser_client_follows_rule_7_against_the_edge() {
 
 /// The queue administration API runs as a process of its own (`gateway-admin`, spec 002's process table): its
 /// listener and the metrics one, nothing else; `gateway-ingest` no longer serves it. It reads the queue the
-/// other parts write.
+/// other parts write. A worker-only process serves no `/ready` at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_admin_api_runs_as_its_own_role() {
     use flowhost_core::config::Role;
@@ -886,4 +886,19 @@ async fn the_queue_admin_api_runs_as_its_own_role() {
     ingest.wait_ready(addrs.ingest).await;
     assert!(tokio::net::TcpStream::connect(addrs.admin).await.is_err(), "ingest serves no queue admin");
     ingest.host.stop().await;
+
+    // A process running only the worker answers no readiness anywhere, its main socket included: liveness and
+    // metrics only (spec 002 gives the worker no HTTP readiness).
+    let addrs = GatewayAddrs::free();
+    let host = TestHost::start_configured(Backends::Embedded, None, |config| {
+        configure(config, &addrs, &[ORIGIN], &backend);
+        config.roles = vec![Role::GatewayWorker];
+    })
+    .await;
+    let http = reqwest::Client::new();
+    for base in [host.base_url.clone(), format!("http://{}", addrs.metrics)] {
+        assert_eq!(http.get(format!("{base}/health")).send().await.unwrap().status(), 200, "{base}");
+        assert_eq!(http.get(format!("{base}/ready")).send().await.unwrap().status(), 404, "{base}");
+    }
+    host.stop().await;
 }

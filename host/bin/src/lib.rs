@@ -364,8 +364,8 @@ async fn gateway_cache(config: &Config, clock: Arc<dyn Clock>) -> anyhow::Result
 
 /// Runs the configured roles until `shutdown` is cancelled. `main` is the main listener, bound by the caller to
 /// `config.api_addr()` (tests pass port 0): listeners of roles configured to that address share it, and it
-/// always answers `/health`, `/ready` and `/metrics`; other addresses are bound here. A role whose task or
-/// listener ends stops the others.
+/// always answers `/health` and `/metrics`, and `/ready` unless no role has readiness (the gateway worker alone);
+/// other addresses are bound here. A role whose task or listener ends stops the others.
 pub async fn serve(config: Config, ports: Ports, main: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
     let registry = prometheus::Registry::new();
     let entries: Vec<RoleEntry> = config.roles.iter().map(|role| role_entry(*role)).collect();

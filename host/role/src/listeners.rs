@@ -125,6 +125,9 @@ pub struct ListenerSet {
     everywhere: Vec<Check>,
     /// Checks of the main socket only (the process's remote backends, see `add_main_readiness`).
     main: Vec<Check>,
+    /// Whether some role has readiness to answer: a listener serving `/ready`, or a role without listeners.
+    /// When none has (a process running only the gateway worker), the main socket serves no `/ready` either.
+    any_readiness: bool,
     warnings: Vec<&'static str>,
     metrics_token: Option<TokenDigest>,
 }
@@ -157,9 +160,11 @@ impl ListenerSet {
             }
         }
         if listeners.is_empty() {
+            self.any_readiness = true;
             self.everywhere.extend(readiness);
             return;
         }
+        self.any_readiness |= listeners.iter().any(|listener| listener.ready_route);
         for mut listener in listeners {
             let checks = listener.readiness.take().unwrap_or_else(|| readiness.clone());
             self.listeners.push((listener, checks));
@@ -192,7 +197,8 @@ struct Socket {
     wrap: Option<fn(Router) -> Router>,
     readiness: Vec<Check>,
     health: HealthStyle,
-    /// Whether `/ready` is served: always on the main socket, else when a listener of the socket asks for it.
+    /// Whether `/ready` is served: on the main socket unless no role has readiness, elsewhere when a listener of
+    /// the socket asks for it.
     ready_route: bool,
 }
 
@@ -207,7 +213,7 @@ pub async fn serve_listeners(
     registry: prometheus::Registry,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(Vec<BoundListener>, Vec<crate::Task>)> {
-    let ListenerSet { listeners, liveness, everywhere, main: main_checks, warnings, metrics_token } = set;
+    let ListenerSet { listeners, liveness, everywhere, main: main_checks, any_readiness, warnings, metrics_token } = set;
     for warning in &warnings {
         warn!(setting = warning, "a setting is worth a look (listed under warnings on /ready)");
     }
@@ -222,7 +228,7 @@ pub async fn serve_listeners(
         wrap: None,
         readiness: main_checks,
         health: HealthStyle::Json,
-        ready_route: true,
+        ready_route: any_readiness,
     }];
     for (listener, readiness) in listeners {
         let index = match sockets.iter().position(|socket| socket.addr == listener.addr) {
