@@ -92,7 +92,9 @@ async function wiringScenario() {
   await check("client and server problems merged", async () => {
     // The unconnected output topic is an orphan: one entry, although both the client and the server find it.
     await waitFor(async () => (await page.locator(".problems li", { hasText: "ORPHAN_NODE" }).count()) === 1, "one orphan");
-    await waitFor(async () => !(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "Release waits for the acknowledgement");
+    // A warning never blocks a release (rule 4): Release stays enabled and says the warning is unacknowledged.
+    await waitFor(async () => await page.getByRole("button", { name: "Release", exact: true }).isEnabled(), "Release enabled despite the warning");
+    await waitFor(async () => (await page.locator(".gate-note").innerText().catch(() => "")).includes("1 warning not acknowledged"), "the note");
   });
 
   await check("clicking a problem focuses its node", async () => {

@@ -486,6 +486,7 @@ function FlowsView() {
           Release
         </button>
         {flow && !gate.allowed && <span className="gate">{gate.reason}</span>}
+        {flow && gate.allowed && gate.note && <span className="gate-note">{gate.note} (recorded with the release)</span>}
       </div>
       <div className="workspace">
         <nav className="palette" aria-label="Add a node">

@@ -48,7 +48,7 @@ test("wiring problems: source, inputs, cycles, orphans, dead ends", () => {
   assert.deepEqual(cycleNodes({ nodes: [node("a", "mapping")], edges: [{ from: "a", to: "a" }] }), ["a"]);
 });
 
-test("server and client problems merge once, blocking first; release waits for acknowledgements", () => {
+test("server and client problems merge once, blocking first; only blocking problems stop a release", () => {
   const client = clientProblems(basic());
   const server: Problem[] = [
     { code: "ORPHAN_NODE", severity: "warning", message: "server says orphan", node_id: "map", origin: "server" },
@@ -56,10 +56,10 @@ test("server and client problems merge once, blocking first; release waits for a
   ];
   const merged = mergeProblems(client, server);
   assert.deepEqual(merged.map((p) => `${p.code}/${p.origin}`), ["ACTION_REF_MISSING/server", "ORPHAN_NODE/server", "DEAD_END/client"]);
-  assert.deepEqual(releaseGate(merged, new Set()), { allowed: false, reason: "1 blocking problem" });
+  assert.deepEqual(releaseGate(merged, new Set()), { allowed: false, reason: "1 blocking problem", note: "2 warnings not acknowledged" });
   const warnings = merged.filter((p) => p.severity === "warning");
-  assert.deepEqual(releaseGate(warnings, new Set(["ORPHAN_NODE"])), { allowed: false, reason: "1 warning to acknowledge" });
-  assert.deepEqual(releaseGate(warnings, new Set(["ORPHAN_NODE", "DEAD_END"])), { allowed: true, reason: "" });
+  assert.deepEqual(releaseGate(warnings, new Set(["ORPHAN_NODE"])), { allowed: true, reason: "", note: "1 warning not acknowledged" });
+  assert.deepEqual(releaseGate(warnings, new Set(["ORPHAN_NODE", "DEAD_END"])), { allowed: true, reason: "", note: "" });
 });
 
 test("undo and redo walk the edits, config edits included", () => {

@@ -231,17 +231,19 @@ export function mergeProblems(client: Problem[], server: Problem[]): Problem[] {
   return merged.sort((a, b) => rank(a) - rank(b));
 }
 
-/// Whether Release may be pressed: no blocking problem, and every warning acknowledged.
-export function releaseGate(problems: Problem[], acknowledged: ReadonlySet<string>): { allowed: boolean; reason: string } {
+/// Whether Release may be pressed: only a blocking problem stops it (release rule 4). Warnings never block; the
+/// release records which were present and which the author acknowledged, and `note` counts the unacknowledged.
+export function releaseGate(
+  problems: Problem[],
+  acknowledged: ReadonlySet<string>,
+): { allowed: boolean; reason: string; note: string } {
   const blocking = problems.filter((problem) => problem.severity === "blocking");
-  if (blocking.length > 0) {
-    return { allowed: false, reason: `${blocking.length} blocking problem${blocking.length === 1 ? "" : "s"}` };
-  }
   const open = problems.filter((problem) => problem.severity === "warning" && !acknowledged.has(problem.code));
-  if (open.length > 0) {
-    return { allowed: false, reason: `${open.length} warning${open.length === 1 ? "" : "s"} to acknowledge` };
+  const note = open.length > 0 ? `${open.length} warning${open.length === 1 ? "" : "s"} not acknowledged` : "";
+  if (blocking.length > 0) {
+    return { allowed: false, reason: `${blocking.length} blocking problem${blocking.length === 1 ? "" : "s"}`, note };
   }
-  return { allowed: true, reason: "" };
+  return { allowed: true, reason: "", note };
 }
 
 /// The service of an action's parent: the nearest service segment before it (walking its single input back).
