@@ -56,13 +56,13 @@ pub mod bindings {
     });
 }
 
-/// The generated bindings of the `notifications` capability (`wit/flowhost-notify`). Not part of the API: use
-/// [`notify`].
+/// The generated bindings of the `notifications` capability (`wit/flowhost-notify-0.2.0`). Not part of the API:
+/// use [`notify`].
 #[doc(hidden)]
 #[allow(missing_docs)]
 pub mod notify_bindings {
     wit_bindgen::generate!({
-        path: "../wit/flowhost-notify",
+        path: "../wit/flowhost-notify-0.2.0",
         world: "imports",
     });
 }
@@ -477,15 +477,21 @@ pub mod clock {
     }
 }
 
-/// Host capability `notifications` (`flowhost:notify/sender@0.1.0`): web-push and in-app delivery done by the
+/// Host capability `notifications` (`flowhost:notify/sender@0.2.0`): web-push and in-app delivery done by the
 /// host, which keeps the VAPID keys and the interaction-token secret. Declare `"notifications"` in the manifest.
-/// The host reports facts (each subscription's delivery outcome); the plugin classifies them into outcomes.
+/// The host reports facts (each subscription's delivery outcome, whether an in-app message reached an open
+/// socket); the plugin classifies them into outcomes. `player_id` must be positive (0 only in an editor's
+/// smoke send), and `WebPushRequest::data`, the payload's passthrough fields, a JSON object of at most
+/// [`MAX_PASSTHROUGH_DATA_BYTES`](notify::MAX_PASSTHROUGH_DATA_BYTES).
 pub mod notify {
     use crate::notify_bindings::flowhost::notify::sender as wit;
     pub use wit::{
         Channel, Delivery, DeliveryOutcome, InAppOutcome, InAppReport, InAppRequest, SendFailure, WebPushReport,
         WebPushRequest,
     };
+
+    /// The most bytes of `WebPushRequest::data` (JSON text) the host passes through into the payload.
+    pub const MAX_PASSTHROUGH_DATA_BYTES: usize = 1024;
 
     /// Renders the web-push template and delivers it to every active subscription of the recipient.
     pub fn send_webpush(request: &WebPushRequest) -> Result<WebPushReport, SendFailure> {
@@ -495,7 +501,8 @@ pub mod notify {
     pub fn complete(notification_id: &str, status: &str, delivered: bool) -> Result<(), SendFailure> {
         wit::complete(notification_id, status, delivered)
     }
-    /// Renders the in-app template, stores it in the player's inbox and publishes it to the player's sockets.
+    /// Renders the in-app template, stores it in the player's inbox and hands it to the player's open sockets
+    /// (`delivered` when one took it, `stored` when none is open).
     pub fn send_inapp(request: &InAppRequest) -> Result<InAppReport, SendFailure> {
         wit::send_inapp(request)
     }

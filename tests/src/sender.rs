@@ -6,7 +6,7 @@
 use flowhost_core::config::Config;
 use serde_json::{json, Value};
 
-use crate::push::{editor, platform, subscription, OPS_TOKEN, TENANT_A};
+use crate::push::{editor, platform, subscription, DASHBOARD_TOKEN, OPS_TOKEN, TENANT_A};
 use crate::push_service::{PushService, PushSubscription};
 use crate::{unique, Backends, TestHost};
 
@@ -49,12 +49,15 @@ pub fn template() -> Value {
 pub async fn subscribe(host: &TestHost, player: i64, subscription_of: &PushSubscription) {
     let mut body = subscription(TENANT_A, player, &subscription_of.endpoint);
     body["keys"] = json!({ "p256dh": subscription_of.p256dh, "auth": subscription_of.auth });
-    let (status, stored) = platform(host, OPS_TOKEN, "POST", "/api/v1/service/webpush/subscriptions", Some(body)).await;
+    // Player 0 is the dashboard's smoke-test player: only its caller may subscribe it.
+    let token = if player == 0 { DASHBOARD_TOKEN } else { OPS_TOKEN };
+    let (status, stored) = platform(host, token, "POST", "/api/v1/service/webpush/subscriptions", Some(body)).await;
     assert_eq!(status, 201, "{stored}");
 }
 
-/// Releases source -> notifications segment (over `transport`, in process when `None`) -> send_webpush ->
-/// output; answers the flow id, the source topic and the output topic.
+/// Releases source -> notifications segment (over `transport`, in process when `None`) -> send_webpush (with
+/// passthrough `data` `{campaign: big-win, game}`) -> output; answers the flow id, the source topic and the
+/// output topic.
 pub async fn release_push_flow(host: &TestHost, transport: Option<&str>) -> (String, String, String) {
     let mut segment = json!({"service": "notifications"});
     if let Some(transport) = transport {
@@ -74,7 +77,8 @@ pub async fn release_push_flow_through(host: &TestHost, segment: Value) -> (Stri
             {"id": "seg", "kind": "service-in", "config": segment},
             {"id": "push", "kind": "action", "config": {
                 "action_ref": "send_webpush", "tenant_id": "{{tenant_id}}", "player_id": "{{player_id}}",
-                "template_id": 1, "language_enabled_id": "en", "placeholders": {"game": "{{game}}"}}},
+                "template_id": 1, "language_enabled_id": "en", "placeholders": {"game": "{{game}}"},
+                "data": {"campaign": "big-win", "game": "{{game}}"}}},
             {"id": "out", "kind": "output-topic", "config": {"topic": out}},
         ],
         "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "push"}, {"from": "push", "to": "out"}],

@@ -175,7 +175,20 @@ async fn a_deactivated_channel_skips_and_bad_tokens_are_refused(backends: Backen
     assert_eq!(inbox(&host, 11, "").await["total"], 0);
     let (status, _) = platform(&host, OPS_TOKEN, "POST", "/api/v1/service/inapp/subscriptions", Some(body)).await;
     assert_eq!(status, 200);
-    assert_eq!(send(&host, send_body(11, "1")).await["delivered"], true);
+    // Active again, with no socket open anywhere: stored in the inbox, not delivered (`delivered` means an open
+    // socket took it); the record says `stored`, and the next connect resumes it.
+    let result = send(&host, send_body(11, "1")).await;
+    assert_eq!(result["delivered"], false, "{result}");
+    assert_eq!(inbox(&host, 11, "").await["total"], 1);
+    let stored_id = result["notification_id"].as_str().unwrap().to_owned();
+    let (status, record) =
+        editor(&host, None, "GET", &format!("/api/v1/webpush/notifications/{stored_id}"), None).await;
+    assert_eq!((status, record["status"].as_str(), record["delivered"].as_bool()), (200, Some("stored"), Some(false)));
+    let (mut socket, _) = InAppSocket::connect(&host, TENANT_A, 11, Some("0")).await;
+    assert_eq!(socket.next_message(WAIT).await.expect("resumed")["notification_id"], stored_id.as_str());
+    socket.close().await;
+    assert_eq!(host.metric("inapp_messages_total{outcome=\"inactive\"}").await, 1.0);
+    assert_eq!(host.metric("inapp_messages_total{outcome=\"stored\"}").await, 1.0);
 
     // The websocket needs a valid connect token.
     let ws = |token: &str| format!("{}/api/v1/inapp/ws?token={token}", host.base_url.replacen("http", "ws", 1));
@@ -255,6 +268,7 @@ async fn a_player_on_another_node_receives_through_the_subjects_port() {
     second.wait_ready().await;
     let (mut socket, _) = InAppSocket::connect(&second, TENANT_A, 31, None).await;
     let result = send(&first, send_body(31, "9 EUR")).await;
+    assert_eq!(result["delivered"], true, "the other node's socket took it: {result}");
     let message = socket.next_message(WAIT).await.expect("delivered across nodes");
     assert_eq!(message["notification_id"], result["notification_id"]);
     socket.close().await;

@@ -76,7 +76,7 @@ async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
         ("condition", "0.2.0"),
         ("mapping", "0.2.0"),
         ("noop", "0.1.0"),
-        ("notifications", "0.1.0"),
+        ("notifications", "0.2.0"),
         ("presence", "0.2.0"),
     ];
     for (id, expected) in bundled {

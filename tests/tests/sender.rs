@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use flowhost_core::collections::WEBPUSH_SUBSCRIPTIONS;
-use flowhost_core::config::Role;
+use flowhost_core::config::{Channel, Role};
 use flowhost_tests::push::{assert_error, editor, platform, EDITOR_TOKEN, OPS_TOKEN, TENANT_A};
 use flowhost_tests::push_service::PushService;
 use flowhost_tests::sender::{configure, release_push_flow, release_push_flow_through, start, subscribe};
@@ -27,6 +27,7 @@ on_both_backends!(
     with_a_signing_key_only_signed_requests_get_data,
     an_editor_send_is_delivered_by_a_sender_in_another_process,
     without_a_vapid_pair_sends_and_flow_steps_name_push_env_not_ready,
+    player_zero_and_a_disabled_channel_dead_letter_a_flow_step_as_permanent,
 );
 
 const SEND: &str = "/api/v1/webpush/send";
@@ -161,6 +162,13 @@ async fn the_editor_send_delivers_and_classifies_every_outcome(backends: Backend
     let mut missing = send_body(42);
     missing["template_id"] = json!(99);
     assert_error(&editor(&host, None, "POST", SEND, Some(missing)).await, 404, "NOT_FOUND", "template 99");
+    // The push metrics count every outcome above, and time encryption and the push services' answers.
+    assert!(host.metric("webpush_deliveries_total{outcome=\"delivered\"}").await >= 2.0);
+    assert_eq!(host.metric("webpush_deliveries_total{outcome=\"expired\"}").await, 3.0);
+    assert_eq!(host.metric("webpush_deliveries_total{outcome=\"rejected\"}").await, 1.0);
+    assert_eq!(host.metric("webpush_expired_endpoints_total").await, 3.0);
+    let posts = host.metric("webpush_post_seconds_count").await;
+    assert!(posts >= 6.0 && host.metric("webpush_encryption_seconds_count").await == posts, "{posts}");
     host.stop().await;
 }
 
@@ -259,6 +267,11 @@ async fn a_kafka_event_runs_a_flow_to_a_delivered_push(backends: Backends) {
     assert_eq!(received.len(), 1);
     assert_eq!(received[0]["payload"]["body"], "Try roulette now");
     assert_eq!(received[0]["payload"]["data"]["notification_id"], value["result"]["notification_id"]);
+    // The step's `data` passes through into the payload, rendered.
+    assert_eq!(
+        (received[0]["payload"]["data"]["campaign"].as_str(), received[0]["payload"]["data"]["game"].as_str()),
+        (Some("big-win"), Some("roulette"))
+    );
     // The notification belongs to the run: its record names it.
     let record = notification(&host, value["result"]["notification_id"].as_str().unwrap()).await;
     let run_id = String::from_utf8(output.header("flowhost-run-id").unwrap().to_vec()).unwrap();
@@ -539,5 +552,59 @@ async fn without_a_vapid_pair_sends_and_flow_steps_name_push_env_not_ready(backe
     let letter: Value = serde_json::from_slice(&letter.payload).unwrap();
     assert_eq!(letter["reason"], "exhausted", "{letter}");
     assert!(letter["error"].as_str().unwrap().contains("PUSH_ENV_NOT_READY"), "{letter}");
+    host.stop().await;
+}
+
+/// Spec 000: `player_id` 0 is reserved for the dashboard's smoke tests, so a flow step for player 0 is refused by
+/// the host whatever the plugin asks, and dead-lettered as permanent (the editor's smoke send still reaches player
+/// 0). A channel the deployment does not run is permanent too: retrying cannot help until an operator enables it.
+/// Passthrough `data` over its limit is permanent, and the service's `notification_id` wins over a forged one.
+async fn player_zero_and_a_disabled_channel_dead_letter_a_flow_step_as_permanent(backends: Backends) {
+    let service = PushService::start().await;
+    let host = start(backends, &service, |_| {}).await;
+    let sub = service.subscribe(&[201, 201], None).await;
+    subscribe(&host, 0, &sub).await;
+    let mut letters = host.ports.subjects.subscribe("triggers.v2.dlq.notifications.send_webpush").await.unwrap();
+    let (_, source, _) = release_push_flow(&host, None).await;
+    let event = json!({"event_type": "big_win", "tenant_id": TENANT_A, "player_id": 0, "game": "roulette"});
+    host.publish(&source, &[event]).await;
+    let letter = tokio::time::timeout(Duration::from_secs(60), letters.next()).await.expect("a dead letter").unwrap();
+    let letter: Value = serde_json::from_slice(&letter.payload).unwrap();
+    assert_eq!(letter["reason"], "permanent", "{letter}");
+    assert!(letter["error"].as_str().unwrap().contains("reserved for the dashboard's smoke tests"), "{letter}");
+    assert!(service.received(&sub).await.is_empty(), "nothing was sent to player 0 from a flow");
+    // The operator's invoke route is no smoke send either.
+    let call = json!({"action": "send_webpush", "tenant_id": TENANT_A, "input": {"tenant_id": TENANT_A,
+        "player_id": 0, "template_id": 1, "language_enabled_id": "en", "placeholders": {"game": "slots"}}});
+    let (status, body) = host.call("POST", "/api/v1/plugins/notifications/invoke", Some(call)).await;
+    assert_eq!((status, body["outcome"].as_str()), (422, Some("permanent")), "{body}");
+    // The editor's smoke send reaches player 0, with its data passed through and the service's notification id.
+    let mut smoke = send_body(0);
+    smoke["data"] = json!({"notification_id": "forged", "screen": "lobby"});
+    let (status, result) = editor(&host, None, "POST", SEND, Some(smoke.clone())).await;
+    assert_eq!((status, result["delivered"].as_bool()), (200, Some(true)), "{result}");
+    let received = service.received(&sub).await;
+    assert_eq!(received[0]["payload"]["data"]["notification_id"], result["notification_id"]);
+    assert_eq!(received[0]["payload"]["data"]["screen"], "lobby");
+    smoke["data"] = json!({"blob": "x".repeat(1100)});
+    let response = editor(&host, None, "POST", SEND, Some(smoke)).await;
+    assert_error(&response, 400, "VALIDATION_ERROR", "data over 1024 bytes");
+    let call = json!({"action": "send_webpush", "tenant_id": TENANT_A, "input": {"tenant_id": TENANT_A,
+        "player_id": 5, "template_id": 1, "language_enabled_id": "en", "data": {"blob": "x".repeat(1100)}}});
+    let (status, body) = host.call("POST", "/api/v1/plugins/notifications/invoke", Some(call)).await;
+    assert_eq!((status, body["outcome"].as_str()), (422, Some("permanent")), "{body}");
+    assert!(body["error"].as_str().unwrap().contains("data must be at most 1024 bytes"), "{body}");
+    host.stop().await;
+
+    // Web push not among the deployment's channels: the flow step is dead-lettered at once, naming the setting.
+    let host = start(backends, &service, |config| config.push.channels_enabled = vec![Channel::InApp]).await;
+    let mut letters = host.ports.subjects.subscribe("triggers.v2.dlq.notifications.send_webpush").await.unwrap();
+    let (_, source, _) = release_push_flow(&host, None).await;
+    let event = json!({"event_type": "big_win", "tenant_id": TENANT_A, "player_id": 42, "game": "roulette"});
+    host.publish(&source, &[event]).await;
+    let letter = tokio::time::timeout(Duration::from_secs(60), letters.next()).await.expect("a dead letter").unwrap();
+    let letter: Value = serde_json::from_slice(&letter.payload).unwrap();
+    assert_eq!((letter["reason"].as_str(), letter["attempts"].as_u64()), (Some("permanent"), Some(1)), "{letter}");
+    assert!(letter["error"].as_str().unwrap().contains("FLOWHOST_CHANNELS_ENABLED"), "{letter}");
     host.stop().await;
 }

@@ -52,6 +52,7 @@ pub const INAPP_MESSAGES: &str = "inapp_messages";
 /// Players whose in-app channel is deactivated (id: SHA-256 of tenant and player).
 pub const INAPP_CHANNELS: &str = "inapp_channels";
 
-/// Subject on which the sender publishes in-app messages; every node serving websockets delivers them to its
-/// connected players.
-pub const INAPP_DELIVERY_SUBJECT: &str = "flowhost.inapp.deliver";
+/// Prefix of the per-player subjects of in-app delivery (`<prefix>.<hash of the player>`): a node subscribes to a
+/// player's subject while it holds a websocket of that player, and the sender requests on it, so "no
+/// responders" means no open socket anywhere.
+pub const INAPP_PLAYER_SUBJECT_PREFIX: &str = "flowhost.inapp.player";

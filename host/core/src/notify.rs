@@ -1,5 +1,5 @@
-//! The notification capability as the host sees it: what a sender plugin asks for (`wit/flowhost-notify`,
-//! interface `sender`) in host types, and the [`Notifications`] trait the plugin runtime calls. The runtime
+//! The notification capability as the host sees it: what a sender plugin asks for (`wit/flowhost-notify*`,
+//! interface `sender`, every served version) in host types, and the [`Notifications`] trait the plugin runtime calls. The runtime
 //! (`host/runtime`) translates the WIT calls into these types; the web-push domain (`host/webpush`, its
 //! `sender` module) implements the trait with the secrets, the stores and the push client, so neither knows
 //! the other.
@@ -16,10 +16,16 @@ pub enum SendFailure {
     /// A transient host-side failure; try again later.
     #[error("{0}")]
     Unavailable(String),
-    /// The host cannot send here (channel disabled, no sender in this process).
+    /// The host cannot send here (no sender in this process, or its keys are missing).
     #[error("{0}")]
     NotReady(String),
+    /// The deployment does not run the channel (`FLOWHOST_CHANNELS_ENABLED`).
+    #[error("{0}")]
+    ChannelDisabled(String),
 }
+
+/// The most bytes of the JSON object a `send_webpush` passes through into the payload's `data`.
+pub const MAX_PASSTHROUGH_DATA_BYTES: usize = 1024;
 
 /// One `send_webpush` invocation (WIT `web-push-request`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +37,8 @@ pub struct WebPushRequest {
     pub placeholders: Vec<(String, String)>,
     pub idempotency_key: String,
     pub run_id: Option<String>,
+    /// Free-form fields for the payload's `data` (a JSON object of at most [`MAX_PASSTHROUGH_DATA_BYTES`]).
+    pub data: Option<String>,
 }
 
 /// What became of one subscription (WIT `delivery-outcome`).
@@ -96,8 +104,10 @@ pub struct InAppRequest {
 /// What became of an in-app message (WIT `in-app-outcome`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InAppOutcome {
-    /// Stored in the inbox and published to the player's connections.
+    /// Stored in the inbox, and an open websocket of the player took it.
     Delivered,
+    /// Stored in the inbox; no open websocket took it (the player reads it on the next connect).
+    Stored,
     /// The player's in-app channel is deactivated; nothing stored.
     Inactive,
 }
@@ -123,7 +133,7 @@ pub trait Notifications: Send + Sync + 'static {
     async fn send_webpush(&self, request: WebPushRequest) -> Result<WebPushReport, SendFailure>;
     /// Records the plugin's classification of a notification.
     async fn complete(&self, notification_id: &str, status: &str, delivered: bool) -> Result<(), SendFailure>;
-    /// Renders an in-app message, stores it in the inbox and publishes it to the player's connections.
+    /// Renders an in-app message, stores it in the inbox and hands it to the player's open websockets.
     async fn send_inapp(&self, request: InAppRequest) -> Result<InAppReport, SendFailure>;
     /// The templates of `channel` (of `tenant_id`, or every tenant), as a JSON document.
     async fn templates(&self, channel: TemplateChannel, tenant_id: Option<&str>) -> Result<String, SendFailure>;

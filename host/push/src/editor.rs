@@ -10,6 +10,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use flowhost_core::config::Channel;
+use flowhost_core::notify::MAX_PASSTHROUGH_DATA_BYTES;
 use flowhost_role::{routes, ApiRouter};
 use flowhost_webpush::fields::Fields;
 use flowhost_webpush::records::{self, ActivityQuery};
@@ -73,6 +74,9 @@ pub(crate) struct WebPushSendBody {
     language_enabled_id: String,
     /// Values of the template's placeholders (strings).
     placeholders: Option<HashMap<String, String>>,
+    /// Free-form fields passed through into the delivered payload's `data` (at most 1024 bytes as JSON;
+    /// `notification_id` is always the service's).
+    data: Option<HashMap<String, Value>>,
 }
 
 /// A `send_inapp` input (`SendInAppInput`). Other fields are refused.
@@ -188,7 +192,7 @@ fn channel_disabled(state: &PushState, channel: Channel, name: &str) -> Result<(
 }
 
 /// `POST /api/v1/webpush/send` with a `send_webpush` input (`tenant_id`, `player_id`, `template_id`,
-/// `language_enabled_id`, `placeholders`), run as the `notifications` plugin's action (see `send.rs`).
+/// `language_enabled_id`, `placeholders`, `data`), run as the `notifications` plugin's action (see `send.rs`).
 /// `player_id` 0 is allowed here: the dashboard's smoke test. The template is checked first, so a missing
 /// template or language and a render failure are 404 / 400 before anything runs.
 #[utoipa::path(post, path = "/api/v1/webpush/send", tag = "push editor", params(EditorHeaders, IdempotencyHeader), request_body = WebPushSendBody, responses((status = 200, description = "The action's result (`notification_id`, `player_id`, `status`, `delivered`, `invalidated_subscriptions`); `delivered: false` on a skip-forward. 422 `SEND_FAILED`, 503 `SEND_RETRYABLE` or `SENDER_NOT_RUNNING` otherwise", body = Value)))]
@@ -199,12 +203,16 @@ async fn send_webpush(
     JsonObject(body): JsonObject,
 ) -> Result<Json<Value>, PushError> {
     let mut f = Fields::new(&body);
-    f.deny_unknown(&["tenant_id", "player_id", "template_id", "language_enabled_id", "placeholders"]);
+    f.deny_unknown(&["tenant_id", "player_id", "template_id", "language_enabled_id", "placeholders", "data"]);
     let tenant_id = f.required_str("tenant_id", 128);
     let player_id = f.player_id("player_id", true);
     let template_id = f.required_i64("template_id");
     let language = f.required_str("language_enabled_id", 64);
     let placeholders = f.optional_string_map("placeholders").unwrap_or_default();
+    let data = f.optional_object("data").map(|data| Value::Object(data.clone()));
+    if data.as_ref().is_some_and(|data| data.to_string().len() > MAX_PASSTHROUGH_DATA_BYTES) {
+        f.error("data", format!("must be at most {MAX_PASSTHROUGH_DATA_BYTES} bytes as JSON"));
+    }
     f.finish()?;
     let (Some(tenant_id), Some(player_id), Some(template_id), Some(language)) =
         (tenant_id, player_id, template_id, language)
@@ -218,10 +226,13 @@ async fn send_webpush(
         return Err(PushError::not_found("no such template"));
     }
     template.render(&language, &placeholders, &state.settings.targets).map_err(PushError::validation)?;
-    let input = json!({
+    let mut input = json!({
         "tenant_id": tenant_id, "player_id": player_id, "template_id": template_id,
         "language_enabled_id": language, "placeholders": placeholders,
     });
+    if let Some(data) = data {
+        input["data"] = data;
+    }
     let result = send::run(&state, SendChannel::WebPush, &tenant_id, &input, &headers).await?;
     info!(admin_user = editor.admin_user.as_deref(), template_id, status = %result["status"], "web-push send");
     Ok(Json(result))

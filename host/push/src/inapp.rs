@@ -15,8 +15,9 @@
 //! "In-app websocket"): a `hello` frame, then missed messages after `after` (oldest first), then every new
 //! message as it is sent, `ping` frames every [`HEARTBEAT`] (the client answers `pong`; a connection silent for
 //! three heartbeats is closed), and `read` frames from the client mark messages read. [`InAppHub`] keeps this
-//! node's connections and takes the messages the sender publishes on the in-app delivery subject, so a player
-//! connected to any node receives them.
+//! node's connections and, for each player with one here, listens on the player's delivery subject: it takes
+//! the messages the sender hands over there and answers how many sockets took each, so a player connected to
+//! any node receives them and the sender reports `delivered` only when a socket did.
 //!
 //! What one client can hold is bounded: a connect token admits one websocket (its nonce is spent in the cache
 //! port, so every node agrees), a connection lives until its token expires unless the client sends a `refresh`
@@ -39,14 +40,14 @@ use flowhost_core::config::Channel;
 use flowhost_core::ports::Subjects;
 use flowhost_role::{routes, ApiRouter};
 use flowhost_webpush::fields::Fields;
-use flowhost_webpush::inapp::{self, InAppDelivery, InboxMessage, InboxQuery, INAPP_DELIVERY_SUBJECT};
+use flowhost_webpush::inapp::{self, DeliveryAnswer, InAppDelivery, InboxMessage, InboxQuery};
 use flowhost_webpush::token::{self, ConnectClaims};
 use futures::{SinkExt, StreamExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
 use crate::auth::{CallerHeaders, PlatformCaller};
 use crate::body::JsonObject;
@@ -57,6 +58,8 @@ type Shared = Arc<PushState>;
 
 /// How long a connect token admits a websocket.
 pub const CONNECT_TOKEN_TTL_MS: i64 = 60_000;
+/// How long a new connection waits for its player's delivery subscription before it reads the inbox.
+const LISTEN_WAIT: Duration = Duration::from_secs(2);
 /// How often a connection gets a `ping` frame.
 pub const HEARTBEAT: Duration = Duration::from_secs(20);
 /// Frames queued for one connection; a connection that falls this far behind is closed (1013, try again) and
@@ -160,12 +163,24 @@ pub(crate) struct Frame {
     text: Utf8Bytes,
 }
 
-type Connections = HashMap<String, Vec<(u64, mpsc::Sender<Frame>)>>;
+/// One player's connections on this node, and the listener of the player's delivery subject, which runs while
+/// the player has a connection here.
+struct Player {
+    connections: Vec<(u64, mpsc::Sender<Frame>)>,
+    /// Whether the listener holds its subscription now (a new connection waits for it before reading the inbox).
+    listening: watch::Receiver<bool>,
+    /// Stops the listener (the player's last connection here is gone).
+    stop: CancellationToken,
+}
 
-/// The connections of this node, by player (`user_identity`).
-#[derive(Default)]
+type Players = HashMap<String, Player>;
+
+/// The connections of this node, by player (`user_identity`), and the delivery listeners of those players.
 pub struct InAppHub {
-    connections: Mutex<Connections>,
+    players: Mutex<Players>,
+    subjects: Arc<dyn Subjects>,
+    /// Cancelled at shutdown: the parent of every listener's stop token.
+    stopping: CancellationToken,
     next_id: AtomicU64,
     open: AtomicU64,
 }
@@ -176,6 +191,19 @@ pub(crate) struct Slot {
     hub: Arc<InAppHub>,
     identity: String,
     id: u64,
+    /// Whether the player's delivery listener is subscribed (see [`Slot::listening`]).
+    listening: watch::Receiver<bool>,
+}
+
+impl Slot {
+    /// Waits (at most [`LISTEN_WAIT`]) until the player's delivery listener is subscribed, so that a message sent
+    /// from now on either reaches the connection live or is in the inbox the connection reads next. With the
+    /// subjects backend down it goes on after the wait: the inbox still has every message.
+    async fn listening(&mut self) {
+        if tokio::time::timeout(LISTEN_WAIT, self.listening.wait_for(|subscribed| *subscribed)).await.is_err() {
+            warn!("the player's in-app delivery subscription is not made yet; live messages wait for it");
+        }
+    }
 }
 
 impl Drop for Slot {
@@ -198,62 +226,82 @@ impl std::fmt::Debug for InAppHub {
 }
 
 impl InAppHub {
+    /// A hub taking deliveries from `subjects`.
+    pub fn new(subjects: Arc<dyn Subjects>) -> InAppHub {
+        InAppHub {
+            players: Mutex::default(),
+            subjects,
+            stopping: CancellationToken::new(),
+            next_id: AtomicU64::new(0),
+            open: AtomicU64::new(0),
+        }
+    }
+
     /// How many websockets are open on this node.
     pub fn open(&self) -> u64 {
         self.open.load(Ordering::Relaxed)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Connections> {
-        self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Players> {
+        self.players.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes a slot for a connection of `identity`, unless the node has `max_open` connections or the player
-    /// `max_per_player`: checked and taken under one lock, so parallel upgrades cannot pass either cap. Frames
-    /// for the player queue from now on.
+    /// Takes a slot for a connection of `identity` (`tenant_id`, `player_id`), unless the node has `max_open`
+    /// connections or the player `max_per_player`: checked and taken under one lock, so parallel upgrades cannot
+    /// pass either cap. The player's first connection here starts the listener of its delivery subject.
     pub(crate) fn reserve(
         self: &Arc<Self>,
-        identity: &str,
+        (tenant_id, player_id): (&str, i64),
         max_open: usize,
         max_per_player: usize,
     ) -> Result<(Slot, mpsc::Receiver<Frame>), Full> {
-        let mut connections = self.lock();
+        let identity = flowhost_webpush::records::user_identity(tenant_id, player_id);
+        let mut players = self.lock();
         if self.open.load(Ordering::Relaxed) >= max_open as u64 {
             return Err(Full::Node);
         }
-        let list = connections.entry(identity.to_owned()).or_default();
-        if list.len() >= max_per_player {
+        if players.get(&identity).is_some_and(|player| player.connections.len() >= max_per_player) {
             return Err(Full::Player);
         }
+        let player = players.entry(identity.clone()).or_insert_with(|| {
+            let (subscribed, listening) = watch::channel(false);
+            let stop = self.stopping.child_token();
+            let subject = inapp::player_subject(tenant_id, player_id);
+            tokio::spawn(self.clone().listen(subject, subscribed, stop.clone()));
+            Player { connections: Vec::new(), listening, stop }
+        });
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = mpsc::channel(CONNECTION_QUEUE);
-        list.push((id, sender));
+        player.connections.push((id, sender));
+        let listening = player.listening.clone();
         self.open.fetch_add(1, Ordering::Relaxed);
-        Ok((Slot { hub: self.clone(), identity: identity.to_owned(), id }, receiver))
+        Ok((Slot { hub: self.clone(), identity, id, listening }, receiver))
     }
 
     fn unregister(&self, identity: &str, id: u64) {
-        let mut connections = self.lock();
-        if let Some(list) = connections.get_mut(identity) {
-            list.retain(|(other, _)| *other != id);
-            if list.is_empty() {
-                connections.remove(identity);
+        let mut players = self.lock();
+        if let Some(player) = players.get_mut(identity) {
+            player.connections.retain(|(other, _)| *other != id);
+            if player.connections.is_empty() {
+                player.stop.cancel();
+                players.remove(identity);
             }
         }
         self.open.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Queues `delivery` for the player's connections on this node; a connection whose queue is full is
-    /// dropped (it resumes on reconnect). Answers how many connections got it.
+    /// dropped (it resumes on reconnect). Answers how many connections took it.
     pub fn deliver(&self, delivery: &InAppDelivery) -> usize {
         let identity = &delivery.message.user_identity;
         let frame = Frame {
             notification_id: delivery.message.notification_id.as_str().into(),
             text: message_frame(&delivery.message).to_string().into(),
         };
-        let mut connections = self.lock();
-        let Some(list) = connections.get_mut(identity) else { return 0 };
+        let mut players = self.lock();
+        let Some(player) = players.get_mut(identity) else { return 0 };
         let mut delivered = 0;
-        list.retain(|(_, sender)| match sender.try_send(frame.clone()) {
+        player.connections.retain(|(_, sender)| match sender.try_send(frame.clone()) {
             Ok(()) => {
                 delivered += 1;
                 true
@@ -263,32 +311,45 @@ impl InAppHub {
         delivered
     }
 
-    /// Takes what the sender publishes on the in-app delivery subject and delivers it here, until `shutdown`.
-    pub async fn run(self: Arc<Self>, subjects: Arc<dyn Subjects>, shutdown: CancellationToken) -> anyhow::Result<()> {
-        // Subscribed again (with backoff) whenever the subscription cannot be made or ends: NATS down at start or
-        // gone for a while must not stop the process.
+    /// One player's delivery listener: subscribed to the player's subject (again, with backoff, whenever the
+    /// subscription cannot be made or ends) until `stop`; delivers each message here and answers the sender's
+    /// request with how many connections took it.
+    async fn listen(self: Arc<Self>, subject: String, subscribed: watch::Sender<bool>, stop: CancellationToken) {
+        let subjects = self.subjects.clone();
         while let Some(mut stream) =
-            flowhost_core::ports::subscribe_until_done(subjects.as_ref(), INAPP_DELIVERY_SUBJECT, None, &shutdown).await
+            flowhost_core::ports::subscribe_until_done(subjects.as_ref(), &subject, None, &stop).await
         {
-            info!(subject = INAPP_DELIVERY_SUBJECT, "in-app delivery listening");
+            subscribed.send_replace(true);
             loop {
                 let message = tokio::select! {
-                    _ = shutdown.cancelled() => return Ok(()),
+                    _ = stop.cancelled() => return,
                     message = stream.next() => message,
                 };
                 let Some(message) = message else {
-                    warn!("the in-app delivery subscription ended; subscribing again");
+                    warn!("an in-app delivery subscription ended; subscribing again");
                     break;
                 };
-                match serde_json::from_slice::<InAppDelivery>(&message.payload) {
-                    Ok(delivery) => {
-                        let delivered = self.deliver(&delivery);
-                        debug!(notification_id = delivery.message.notification_id, delivered, "in-app message");
+                let Ok(delivery) = serde_json::from_slice::<InAppDelivery>(&message.payload) else {
+                    warn!("an in-app delivery that does not parse was dropped");
+                    continue;
+                };
+                let taken = self.deliver(&delivery);
+                debug!(notification_id = delivery.message.notification_id, taken, "in-app message");
+                if let Some(reply) = &message.reply {
+                    let answer = serde_json::to_vec(&DeliveryAnswer { taken }).unwrap_or_default();
+                    if let Err(error) = subjects.respond(reply, answer).await {
+                        debug!(%error, "an in-app delivery answer was not sent");
                     }
-                    Err(error) => warn!(%error, "an in-app delivery that does not parse was dropped"),
                 }
             }
+            subscribed.send_replace(false);
         }
+    }
+
+    /// Runs until `shutdown`, then stops every player's delivery listener.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        shutdown.cancelled().await;
+        self.stopping.cancel();
         Ok(())
     }
 }
@@ -511,11 +572,10 @@ async fn websocket(
     if query.after.as_ref().is_some_and(|after| after.len() > 200) {
         return Err(PushError::field("after", "is not a cursor"));
     }
-    let identity = flowhost_webpush::records::user_identity(&claims.tenant_id, claims.player_id);
     let settings = &state.settings;
+    let player = (claims.tenant_id.as_str(), claims.player_id);
     let (slot, queue) =
-        match state.inapp.reserve(&identity, settings.max_inapp_connections, settings.max_inapp_connections_per_player)
-        {
+        match state.inapp.reserve(player, settings.max_inapp_connections, settings.max_inapp_connections_per_player) {
             Ok(reserved) => reserved,
             Err(Full::Node) => {
                 return Err(PushError::new(
@@ -591,9 +651,10 @@ async fn connection(
     state: Shared,
     claims: ConnectClaims,
     after: Option<String>,
-    slot: Slot,
+    mut slot: Slot,
     mut queue: mpsc::Receiver<Frame>,
 ) {
+    slot.listening().await;
     let (mut sink, mut incoming) = socket.split();
     let mut session = Session { state: &state, claims, frames: FrameBudget::new() };
     let outcome = session.serve(after, &mut sink, &mut incoming, &mut queue).await;

@@ -162,9 +162,9 @@ impl PushState {
                 max_inapp_connections: push.max_inapp_connections,
                 max_inapp_connections_per_player: push.max_inapp_connections_per_player,
             },
+            inapp: Arc::new(inapp::InAppHub::new(ports.subjects.clone())),
             ports,
             policy,
-            inapp: Arc::default(),
         })
     }
 

@@ -68,7 +68,7 @@ impl Role for PushRole {
         let parts = RoleParts::default()
             .listener(listener)
             .task(housekeeping)
-            .task(state.inapp.clone().run(state.ports.subjects.clone(), context.shutdown.clone()))
+            .task(state.inapp.clone().run(context.shutdown.clone()))
             .liveness(Check::sync(POLICY_CHECK, move || policy.policy.as_ref().map(|_| ()).map_err(|e| e.to_string())))
             .readiness(Check::documents(context.ports.documents.clone()));
         Ok(crate::sender_role::warn_unrestricted_targets(config, parts))

@@ -336,6 +336,7 @@ impl SendServer {
             idempotency_key: idempotency_key(&request.run_id, EDITOR_NODE),
             run_id: Some(request.run_id),
             attempt: 1,
+            smoke_test: true,
         };
         let input = request.input.to_string();
         match plugin.invoke_in(&context, &request.action, &input, plugin.limits()).await {

@@ -21,6 +21,7 @@ use flowhost_core::notify::{
     InAppReport, InAppRequest, Notifications, SendFailure, TemplateChannel, WebPushReport, WebPushRequest,
 };
 use flowhost_role::{Check, Role, RoleContext, RoleParts};
+use flowhost_webpush::metrics::PushMetrics;
 use flowhost_webpush::push::{PushClient, PushServiceHosts, VapidSigner};
 use flowhost_webpush::sender::{Sender, SenderSettings};
 use tracing::{info, warn};
@@ -87,6 +88,7 @@ impl Role for SenderRole {
         let state = PushState::from_config(config, context.ports.clone())?;
         let not_ready = match build_sender(config, &state).await? {
             Ok(sender) => {
+                let sender = sender.with_metrics(PushMetrics::new().register(&context.registry)?);
                 store.runtime().provide_notifications(Arc::new(sender));
                 info!(dry_run = config.push.dry_run, "sender ready: the notifications capability is served");
                 None

@@ -213,7 +213,8 @@ pub async fn serve_listeners(
     registry: prometheus::Registry,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(Vec<BoundListener>, Vec<crate::Task>)> {
-    let ListenerSet { listeners, liveness, everywhere, main: main_checks, any_readiness, warnings, metrics_token } = set;
+    let ListenerSet { listeners, liveness, everywhere, main: main_checks, any_readiness, warnings, metrics_token } =
+        set;
     for warning in &warnings {
         warn!(setting = warning, "a setting is worth a look (listed under warnings on /ready)");
     }

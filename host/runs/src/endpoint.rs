@@ -156,6 +156,7 @@ impl ServiceEndpoint {
             node_id: Some(envelope.node_id.clone()),
             idempotency_key: envelope.idempotency_key.clone(),
             attempt: envelope.attempt,
+            smoke_test: false,
         };
         let input = envelope.input.to_string();
         match plugin.invoke_in(&context, &envelope.action, &input, plugin.limits()).await {

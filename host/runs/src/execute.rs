@@ -423,6 +423,7 @@ impl Executor<'_> {
                                 node_id: Some(node_id.to_owned()),
                                 idempotency_key: idempotency_key(&run.run_id, node_id),
                                 attempt,
+                                smoke_test: false,
                             };
                             let text = serde_json::to_string(&input).unwrap_or_default();
                             self.services

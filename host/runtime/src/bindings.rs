@@ -72,9 +72,19 @@ pub(crate) mod v2 {
 
 /// `flowhost:notify@0.1.0`: the `notifications` capability (interface `sender`), a package of its own so it
 /// versions apart from `flowhost:plugin`; a component imports it beside either plugin version.
-pub(crate) mod notify {
+pub(crate) mod notify_v1 {
     wasmtime::component::bindgen!({
         path: "../../wit/flowhost-notify",
+        world: "imports",
+        imports: { default: async | trappable },
+    });
+}
+
+/// `flowhost:notify@0.2.0`: 0.1.0 with payload `data` passthrough, the in-app `stored` outcome and the
+/// `channel-disabled` failure.
+pub(crate) mod notify_v2 {
+    wasmtime::component::bindgen!({
+        path: "../../wit/flowhost-notify-0.2.0",
         world: "imports",
         imports: { default: async | trappable },
     });

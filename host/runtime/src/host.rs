@@ -29,6 +29,9 @@ pub(crate) struct HostState {
     pub documents_written: u32,
     /// Notifications asked for by this invocation so far, against [`MAX_SENDS`].
     pub sends: u32,
+    /// Whether this is an editor's smoke send ([`crate::InvocationContext::smoke_test`]): the only invocation
+    /// that may notify `player_id` 0.
+    pub smoke_test: bool,
     pub max_log_message_bytes: usize,
     /// What the invocation may still write into the log, its `log` calls and WASI output together.
     pub log_budget: crate::wasi::LogBudget,

@@ -40,6 +40,9 @@ pub struct InvocationContext {
     pub idempotency_key: String,
     /// 1 for the first attempt (0 is read as 1).
     pub attempt: u32,
+    /// An editor's send from the dashboard (spec 000: `player_id` 0 is reserved for its smoke tests): the
+    /// `notifications` capability accepts player 0 only then. Never lowered to the guest.
+    pub smoke_test: bool,
 }
 
 impl InvocationContext {
@@ -111,6 +114,7 @@ impl NodeEvent {
             node_id: batch.node_id.clone(),
             idempotency_key: self.idempotency_key.clone(),
             attempt: self.attempt,
+            smoke_test: false,
         }
     }
 }
@@ -352,6 +356,7 @@ impl Plugin {
             return Err(InvokeError::UnknownAction(action.to_string()));
         }
         let mut store = self.store(limits, TenantScope::of(std::iter::once(context.tenant_id.as_deref())))?;
+        store.data_mut().smoke_test = context.smoke_test;
         match &self.inner.exports {
             Exports::V1 { action: pre, .. } => {
                 let instance =

@@ -366,6 +366,7 @@ pub(crate) fn new_store(
         tenant,
         documents_written: 0,
         sends: 0,
+        smoke_test: false,
         max_log_message_bytes: runtime.config.max_log_message_bytes,
         limiter: MemoryLimiter { memory_bytes, hit: false },
         wasi,

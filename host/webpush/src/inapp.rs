@@ -1,10 +1,12 @@
 //! In-app messages: the players' inboxes and how messages reach connected players. A message is stored once
 //! per notification (id from the step's idempotency key, so a redelivered step finds it) with its rendered
 //! content, the `vertical` / `category` / `subcategory` it was sent with, and `unread` / `read` state; it expires
-//! after the retention days. The sender publishes each message on [`INAPP_DELIVERY_SUBJECT`] as an
-//! [`InAppDelivery`]; every node serving websockets takes it from there and writes it to the player's open
-//! connections, so a player connected to another node receives it too. A player missed while offline reads it
-//! from the inbox on the next connect (resume after a cursor).
+//! after the retention days. The sender hands each message to the player's open websockets as an
+//! [`InAppDelivery`], a request on the player's own subject ([`player_subject`]): every node holding a websocket
+//! of the player subscribes to it while it does, writes the message to those connections and answers how many
+//! took it ([`DeliveryAnswer`]), so a player connected to another node receives it too, and the sender knows
+//! whether any socket did ("no responders": none is open anywhere). A player missed while offline reads it from
+//! the inbox on the next connect (resume after a cursor).
 //!
 //! A player's in-app channel is active unless deactivated ([`set_channel`]); a deactivated channel makes a send
 //! a skip-forward.
@@ -17,7 +19,7 @@ use serde_json::{json, Value};
 
 use crate::records::{expiry, iso, user_identity};
 
-pub use flowhost_core::collections::INAPP_DELIVERY_SUBJECT;
+use flowhost_core::collections::INAPP_PLAYER_SUBJECT_PREFIX;
 
 /// The most messages one inbox page (or one resume) carries.
 pub const MAX_PAGE: u64 = 200;
@@ -59,7 +61,19 @@ pub fn cursor(created_at_ms: i64, notification_id: &str) -> String {
     format!("{:015}-{notification_id}", created_at_ms.max(0))
 }
 
-/// What travels on [`INAPP_DELIVERY_SUBJECT`]: one message for one player.
+/// The subject of one player's in-app delivery: the prefix and a hash of the player (tenant ids may hold
+/// characters a subject token cannot).
+pub fn player_subject(tenant_id: &str, player_id: i64) -> String {
+    format!("{INAPP_PLAYER_SUBJECT_PREFIX}.{}", &sha256_hex(&[&user_identity(tenant_id, player_id)])[..32])
+}
+
+/// A node's answer to an [`InAppDelivery`]: how many of its websockets took the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryAnswer {
+    pub taken: usize,
+}
+
+/// What travels on a [`player_subject`]: one message for one player.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InAppDelivery {
     pub tenant_id: String,

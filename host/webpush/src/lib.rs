@@ -15,6 +15,7 @@ mod error;
 pub mod events;
 pub mod fields;
 pub mod inapp;
+pub mod metrics;
 pub mod policy;
 pub mod push;
 pub mod records;

@@ -18,10 +18,16 @@
 //!
 //! **Dry run** (`WEB_PUSH_DRY_RUN`): nothing is sent; every subscription is recorded as `skipped`.
 //!
+//! **Passthrough `data`**: a request's `data` (a JSON object of at most [`MAX_PASSTHROUGH_DATA_BYTES`]) is merged
+//! over the template's `data` in the payload; `data.notification_id` is always the host's.
+//!
 //! **In-app** ([`Sender::send_inapp`]): a deactivated channel is `inactive` (the plugin's skip-forward); else the
 //! template renders (default language when none is asked), the message is stored in the player's inbox and in
-//! the activity records (once per idempotency key), and published on the in-app delivery subject, where every
-//! node with websockets takes it (see [`crate::inapp`]).
+//! the activity records (once per idempotency key), and handed to the player's open websockets with a request on
+//! the player's subject (see [`crate::inapp`]): `delivered` when a socket took it, `stored` when none is open
+//! (no responders, or no answer within [`INAPP_ANSWER_TIMEOUT`]).
+//!
+//! A channel the deployment does not run (`FLOWHOST_CHANNELS_ENABLED`) fails as `channel-disabled`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,14 +39,15 @@ use flowhost_core::config::{Channel, Secret};
 use flowhost_core::digest::sha256_hex;
 use flowhost_core::notify::{
     Delivery, DeliveryOutcome, InAppOutcome, InAppReport, InAppRequest, Notifications, SendFailure, TemplateChannel,
-    WebPushReport, WebPushRequest,
+    WebPushReport, WebPushRequest, MAX_PASSTHROUGH_DATA_BYTES,
 };
 use flowhost_core::ports::{IndexSpec, PortError, Ports};
 use serde_json::{json, Map, Value};
 use tokio::sync::Semaphore;
 use tracing::{debug, info};
 
-use crate::inapp::{self, InAppDelivery, InboxMessage};
+use crate::inapp::{self, DeliveryAnswer, InAppDelivery, InboxMessage};
+use crate::metrics::PushMetrics;
 use crate::push::{PushClient, PushMessage, PushOutcome, Urgency};
 use crate::records::{self, iso, DeliveryRecord, NotificationActivity};
 use crate::subscriptions;
@@ -48,6 +55,10 @@ use crate::targets::TargetPolicy;
 use crate::templates::{self, Template};
 use crate::token::{self, InteractionClaims};
 use crate::{WebPushError, PAYLOAD_VERSION};
+
+/// How long an in-app send waits for a websocket node's answer; past it the message counts as stored (it is in
+/// the inbox either way).
+pub const INAPP_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What the sender needs besides the ports and the push client.
 #[derive(Debug)]
@@ -79,6 +90,7 @@ pub struct Sender {
     settings: SenderSettings,
     client: PushClient,
     permits: Arc<Semaphore>,
+    metrics: PushMetrics,
 }
 
 impl std::fmt::Debug for Sender {
@@ -142,7 +154,14 @@ impl Sender {
     /// so a start with the store down still serves).
     pub fn without_indexes(ports: Ports, settings: SenderSettings, client: PushClient) -> Sender {
         let permits = Arc::new(Semaphore::new(settings.max_concurrent_pushes.max(1)));
-        Sender { ports, settings, client, permits }
+        Sender { ports, settings, client, permits, metrics: PushMetrics::default() }
+    }
+
+    /// Counts deliveries and in-app sends into `metrics`, and times the client's encryption and POSTs there.
+    pub fn with_metrics(mut self, metrics: PushMetrics) -> Sender {
+        self.client = self.client.with_metrics(metrics.clone());
+        self.metrics = metrics;
+        self
     }
 
     /// The indexes the sender's reads use (subscriptions by player, the activity list, the in-app inbox).
@@ -160,7 +179,7 @@ impl Sender {
         if self.settings.channels.contains(&channel) {
             Ok(())
         } else {
-            Err(SendFailure::NotReady(format!("{name} is not in FLOWHOST_CHANNELS_ENABLED")))
+            Err(SendFailure::ChannelDisabled(format!("{name} is not in FLOWHOST_CHANNELS_ENABLED")))
         }
     }
 
@@ -260,7 +279,10 @@ impl Sender {
                 match subscriptions::deactivate(&self.ports, &request.tenant_id, request.player_id, &target.endpoint)
                     .await
                 {
-                    Ok(_) => delivery(DeliveryOutcome::Expired, Some(status), None, None),
+                    Ok(_) => {
+                        self.metrics.expired_endpoint();
+                        delivery(DeliveryOutcome::Expired, Some(status), None, None)
+                    }
                     Err(error) => delivery(
                         DeliveryOutcome::Retry,
                         Some(status),
@@ -320,8 +342,8 @@ impl Sender {
             player_id: request.player_id,
             user_identity: records::user_identity(&request.tenant_id, request.player_id),
             template_id: template.id,
-            language_id: language.clone(),
-            content: content.clone(),
+            language_id: language,
+            content,
             vertical: request.vertical.clone(),
             category: request.category.clone(),
             subcategory: request.subcategory.clone(),
@@ -334,35 +356,38 @@ impl Sender {
             expires_at_ms: inapp::expires_at(now, self.settings.retention),
         };
         inapp::store(documents, &message).await.map_err(unavailable)?;
-        let mut shown = content;
+        Ok(message)
+    }
+
+    /// The activity record of an in-app message: `delivered` when an open socket took it, else `stored`.
+    fn inapp_activity(&self, request: &InAppRequest, message: &InboxMessage, delivered: bool) -> NotificationActivity {
+        let mut shown = message.content.clone();
         for (field, value) in
-            [("vertical", &request.vertical), ("category", &request.category), ("subcategory", &request.subcategory)]
+            [("vertical", &message.vertical), ("category", &message.category), ("subcategory", &message.subcategory)]
         {
             if let Some(value) = value {
                 shown[field] = json!(value);
             }
         }
-        let activity = NotificationActivity {
-            notification_id: notification_id.to_owned(),
+        NotificationActivity {
+            notification_id: message.notification_id.clone(),
             tenant_id: request.tenant_id.clone(),
             player_id: request.player_id,
             channel: "IN_APP".to_owned(),
-            template_id: Some(template.id),
-            language_enabled_id: Some(language),
-            status: "delivered".to_owned(),
-            delivered: true,
-            delivery_ids: vec![notification_id.to_owned()],
+            template_id: Some(message.template_id),
+            language_enabled_id: Some(message.language_id.clone()),
+            status: if delivered { "delivered" } else { "stored" }.to_owned(),
+            delivered,
+            delivery_ids: vec![message.notification_id.clone()],
             invalidated_subscriptions: Vec::new(),
             deliveries: Vec::new(),
             run_id: request.run_id.clone(),
             attempts: 1,
             content: shown,
-            created_at_ms: now,
+            created_at_ms: message.created_at_ms,
             created_at: String::new(),
             updated_at: String::new(),
-        };
-        records::store_activity(&self.ports, self.settings.retention, &activity).await.map_err(unavailable)?;
-        Ok(message)
+        }
     }
 
     async fn render_webpush(&self, request: &WebPushRequest) -> Result<(Template, Value), SendFailure> {
@@ -370,7 +395,10 @@ impl Sender {
         let template = templates::load(documents, Channel::WebPush, request.template_id, Some(&request.tenant_id))
             .await
             .map_err(|error| template_failure(error, Channel::WebPush, request.template_id, &request.tenant_id))?;
-        let rendered = self.render(&template, &request.language_enabled_id, &request.placeholders)?;
+        let mut rendered = self.render(&template, &request.language_enabled_id, &request.placeholders)?;
+        if let Some(data) = &request.data {
+            merge_passthrough(&mut rendered, data)?;
+        }
         let size = serde_json::to_vec(&rendered).map(|bytes| bytes.len()).unwrap_or(usize::MAX);
         // The token and ids take about 400 bytes of the message.
         let room = crate::push::ece::MAX_PAYLOAD - 400;
@@ -381,6 +409,27 @@ impl Sender {
         }
         Ok((template, rendered))
     }
+}
+
+/// Merges a request's passthrough `data` (JSON text) over the rendered notification's `data`; `invalid` unless
+/// it is a JSON object of at most [`MAX_PASSTHROUGH_DATA_BYTES`]. `notification_id` is set by the host later.
+fn merge_passthrough(rendered: &mut Value, data: &str) -> Result<(), SendFailure> {
+    if data.len() > MAX_PASSTHROUGH_DATA_BYTES {
+        return Err(SendFailure::Invalid(format!(
+            "data is {} bytes; at most {MAX_PASSTHROUGH_DATA_BYTES} pass through into the payload",
+            data.len()
+        )));
+    }
+    let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(data) else {
+        return Err(SendFailure::Invalid("data must be a JSON object".to_owned()));
+    };
+    if !rendered["data"].is_object() {
+        rendered["data"] = json!({});
+    }
+    if let Some(target) = rendered["data"].as_object_mut() {
+        target.extend(fields);
+    }
+    Ok(())
 }
 
 /// What a redelivered step keeps from the previous attempts: deliveries that are settled (delivered, expired,
@@ -430,6 +479,9 @@ impl Notifications for Sender {
         }
         let attempts = to_send.iter().map(|target| self.attempt(target, &request, &notification_id, &rendered));
         let sent = futures::future::join_all(attempts).await;
+        for delivery in &sent {
+            self.metrics.delivery(delivery.outcome);
+        }
         let attempted_at = self.ports.clock.now_ms();
         deliveries.extend(sent.into_iter().map(|delivery| DeliveryRecord {
             delivery,
@@ -508,19 +560,33 @@ impl Notifications for Sender {
         let notification_id = notification_id("inapp", &request.idempotency_key);
         let documents = self.ports.documents.as_ref();
         if !inapp::channel_active(documents, &request.tenant_id, request.player_id).await.map_err(unavailable)? {
+            self.metrics.inapp(InAppOutcome::Inactive);
             return Ok(InAppReport { notification_id, outcome: InAppOutcome::Inactive });
         }
-        // A redelivered step finds its message and publishes it again: connections drop a message they have.
+        // A redelivered step finds its message and hands it over again: connections drop a message they have.
         let message = self.inbox_message(&request, &notification_id).await?;
         let delivery = InAppDelivery { tenant_id: request.tenant_id.clone(), player_id: request.player_id, message };
         let payload = serde_json::to_vec(&delivery).map_err(|e| SendFailure::Unavailable(e.to_string()))?;
-        self.ports
-            .subjects
-            .publish(inapp::INAPP_DELIVERY_SUBJECT, payload)
-            .await
-            .map_err(|error| SendFailure::Unavailable(format!("publishing the message failed: {error}")))?;
-        debug!(notification_id, "in-app message published");
-        Ok(InAppReport { notification_id, outcome: InAppOutcome::Delivered })
+        let subject = inapp::player_subject(&request.tenant_id, request.player_id);
+        let taken = match self.ports.subjects.request(&subject, payload, INAPP_ANSWER_TIMEOUT).await {
+            Ok(answer) => serde_json::from_slice::<DeliveryAnswer>(&answer.payload).map_or(0, |answer| answer.taken),
+            // No node holds a socket of the player: the inbox keeps the message for the next connect.
+            Err(PortError::NoResponders(_)) => 0,
+            Err(PortError::Timeout(_)) => {
+                debug!(notification_id, "no websocket node answered in time; the message waits in the inbox");
+                0
+            }
+            Err(error) => {
+                return Err(SendFailure::Unavailable(format!("handing the message to websockets failed: {error}")))
+            }
+        };
+        // Written after the hand-over, on every attempt, so it says whether a socket took the message.
+        let activity = self.inapp_activity(&request, &delivery.message, taken > 0);
+        records::store_activity(&self.ports, self.settings.retention, &activity).await.map_err(unavailable)?;
+        let outcome = if taken > 0 { InAppOutcome::Delivered } else { InAppOutcome::Stored };
+        self.metrics.inapp(outcome);
+        debug!(notification_id, taken, "in-app message sent");
+        Ok(InAppReport { notification_id, outcome })
     }
 
     async fn templates(&self, channel: TemplateChannel, tenant_id: Option<&str>) -> Result<String, SendFailure> {

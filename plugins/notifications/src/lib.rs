@@ -8,6 +8,12 @@
 //! [`classify_inapp`]). The host holds the VAPID private key and the interaction-token secret, renders the
 //! template, resolves the recipient's subscriptions and records every delivery; the notification record is
 //! upserted on the step's idempotency key, so a redelivered step reuses it and re-sends only what still needs it.
+//!
+//! `send_webpush` takes an optional `data` object beside the spec's fields: free-form fields passed through into
+//! the delivered payload's `data` (at most [`notify::MAX_PASSTHROUGH_DATA_BYTES`] as JSON). `player_id` 0 is
+//! reserved for the dashboard's smoke tests: the host accepts it only in an editor's send, so a flow step for
+//! player 0 is dead-lettered as permanent. A channel the deployment does not run is permanent too (replay the
+//! dead letter once it is enabled).
 
 use std::collections::BTreeMap;
 
@@ -41,6 +47,9 @@ struct SendWebPushInput {
     language_enabled_id: String,
     #[serde(default)]
     placeholders: BTreeMap<String, String>,
+    /// Free-form fields for the payload's `data`.
+    #[serde(default)]
+    data: Option<serde_json::Map<String, Value>>,
 }
 
 /// `SendInAppInput`.
@@ -83,6 +92,14 @@ fn webpush_schema() -> Value {
             "template_id": { "type": "integer", "minimum": 1, "x-data-source": "push_templates" },
             "language_enabled_id": { "type": "string", "minLength": 1, "maxLength": MAX_LANGUAGE_ID },
             "placeholders": placeholders_schema(),
+            "data": {
+                "type": "object",
+                "description": format!(
+                    "Free-form fields passed through into the delivered payload's data (at most {} bytes as JSON; \
+                     notification_id is always the service's).",
+                    notify::MAX_PASSTHROUGH_DATA_BYTES
+                ),
+            },
         },
     })
 }
@@ -146,13 +163,15 @@ fn optional_label(name: &str, value: &Option<String>, max: usize, problems: &mut
     }
 }
 
-/// How a host failure is treated: a request that cannot succeed is permanent; the host being unavailable or not
-/// ready (no sender, a disabled channel) is retryable, so the engine retries and dead-letters on exhaustion.
+/// How a host failure is treated: a request that cannot succeed is permanent, and so is a channel the deployment
+/// does not run (a deliberate setting; the dead letter can be replayed once it runs); the host being unavailable
+/// or not ready (no sender, no keys) is retryable, so the engine retries and dead-letters on exhaustion.
 fn host_failure(failure: SendFailure) -> Error {
     match failure {
         SendFailure::Invalid(message) => Error::permanent(message),
         SendFailure::Unavailable(message) => Error::retryable(message),
         SendFailure::NotReady(message) => Error::retryable(format!("the sender is not ready: {message}")),
+        SendFailure::ChannelDisabled(message) => Error::permanent(format!("the channel is disabled: {message}")),
     }
 }
 
@@ -220,10 +239,12 @@ fn classify_webpush(report: &WebPushReport) -> WebPushVerdict {
     WebPushVerdict::Permanent(format!("every subscription refused the message: {}", reasons.join("; ")))
 }
 
-/// `send_inapp`'s outcome table: delivered is a success, a deactivated channel a skip-forward.
+/// `send_inapp`'s outcome table: stored in the inbox is a success, `delivered` when an open socket took it; a
+/// deactivated channel is a skip-forward.
 fn classify_inapp(outcome: InAppOutcome) -> Result<bool, Error> {
     match outcome {
         InAppOutcome::Delivered => Ok(true),
+        InAppOutcome::Stored => Ok(false),
         InAppOutcome::Inactive => Err(Error::skip_forward("the player's in-app channel is deactivated")),
     }
 }
@@ -237,6 +258,10 @@ fn send_webpush(input: SendWebPushInput, context: &Context) -> Result<Output, Er
     if input.language_enabled_id.trim().is_empty() || input.language_enabled_id.len() > MAX_LANGUAGE_ID {
         problems.push(format!("language_enabled_id must be 1 to {MAX_LANGUAGE_ID} bytes"));
     }
+    let data = input.data.map(|fields| Value::Object(fields).to_string());
+    if data.as_ref().is_some_and(|data| data.len() > notify::MAX_PASSTHROUGH_DATA_BYTES) {
+        problems.push(format!("data must be at most {} bytes as JSON", notify::MAX_PASSTHROUGH_DATA_BYTES));
+    }
     check(problems)?;
     let player_id = input.player_id;
     let request = WebPushRequest {
@@ -247,6 +272,7 @@ fn send_webpush(input: SendWebPushInput, context: &Context) -> Result<Output, Er
         placeholders: pairs(input.placeholders),
         idempotency_key: context.idempotency_key.clone(),
         run_id: context.run_id.clone(),
+        data,
     };
     let report = notify::send_webpush(&request).map_err(host_failure)?;
     let id = report.notification_id.clone();
@@ -417,5 +443,18 @@ mod tests {
             classify_webpush(&report(vec![delivery("a", Skipped)])),
             WebPushVerdict::Success { status: "dry_run", delivered: false, invalidated: vec![] }
         );
+    }
+
+    /// `send_inapp`: stored is a success whether or not a socket took it; a disabled channel is permanent, a
+    /// sender without keys retryable.
+    #[test]
+    fn the_outcome_table_of_send_inapp_and_host_failures() {
+        use flowhost_sdk_guest::Outcome;
+        assert!(classify_inapp(InAppOutcome::Delivered).unwrap());
+        assert!(!classify_inapp(InAppOutcome::Stored).unwrap());
+        assert_eq!(classify_inapp(InAppOutcome::Inactive).unwrap_err().outcome, Outcome::SkipForward);
+        assert_eq!(host_failure(SendFailure::ChannelDisabled("off".into())).outcome, Outcome::Permanent);
+        assert_eq!(host_failure(SendFailure::NotReady("no keys".into())).outcome, Outcome::Retryable);
+        assert_eq!(host_failure(SendFailure::Invalid("player 0".into())).outcome, Outcome::Permanent);
     }
 }

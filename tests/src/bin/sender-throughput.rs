@@ -168,6 +168,7 @@ async fn fan_out(host: &TestHost, sender: &Sender, url: &str, keys: &PushSubscri
         placeholders: vec![("game".into(), "slots".into())],
         idempotency_key: key,
         run_id: None,
+        data: None,
     };
     for (label, concurrency) in [("one at a time", 1), ("64 at a time", 64)] {
         let latencies = futures::stream::iter(1..=players)

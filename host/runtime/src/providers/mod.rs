@@ -14,7 +14,7 @@ mod notifications;
 
 use wasmtime::component::{HasSelf, Linker};
 
-use crate::bindings::{notify, v1, v2};
+use crate::bindings::{notify_v1, notify_v2, v1, v2};
 use crate::host::HostState;
 
 /// A host capability a plugin may be granted. Each is a WIT interface of `flowhost:plugin`.
@@ -113,9 +113,14 @@ pub(crate) const PROVIDERS: [Provider; 4] = [
     Provider {
         capability: Capability::Notifications,
         interface: "flowhost:notify/sender",
-        versions: &[("0.1.0", |linker| {
-            notify::flowhost::notify::sender::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)
-        })],
+        versions: &[
+            ("0.1.0", |linker| {
+                notify_v1::flowhost::notify::sender::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)
+            }),
+            ("0.2.0", |linker| {
+                notify_v2::flowhost::notify::sender::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)
+            }),
+        ],
     },
 ];
 
@@ -193,7 +198,11 @@ mod tests {
             Import::of("flowhost:notify/sender@0.1.0"),
             Import::Capability(Provider { capability: Capability::Notifications, .. }, _)
         ));
-        assert!(matches!(Import::of("flowhost:notify/sender@0.2.0"), Import::Unknown));
+        assert!(matches!(
+            Import::of("flowhost:notify/sender@0.2.0"),
+            Import::Capability(Provider { capability: Capability::Notifications, .. }, _)
+        ));
+        assert!(matches!(Import::of("flowhost:notify/sender@0.3.0"), Import::Unknown));
         assert!(matches!(Import::of("flowhost:notify/types@0.1.0"), Import::Unknown));
         assert!(matches!(Import::of("flowhost:plugin/types@0.2.0"), Import::TypesOnly));
         assert!(matches!(Import::of("flowhost:plugin/log@0.3.0"), Import::Unknown));

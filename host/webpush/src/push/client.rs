@@ -84,6 +84,7 @@ pub struct PushClient {
     http: reqwest::Client,
     hosts: PushServiceHosts,
     signer: Arc<VapidSigner>,
+    metrics: crate::metrics::PushMetrics,
 }
 
 impl std::fmt::Debug for PushClient {
@@ -116,7 +117,13 @@ impl PushClient {
             }
         }
         let http = builder.build().map_err(|e| format!("cannot build the push HTTP client: {e}"))?;
-        Ok(PushClient { http, hosts, signer })
+        Ok(PushClient { http, hosts, signer, metrics: Default::default() })
+    }
+
+    /// Times encryption and POSTs into `metrics`.
+    pub fn with_metrics(mut self, metrics: crate::metrics::PushMetrics) -> PushClient {
+        self.metrics = metrics;
+        self
     }
 
     /// Encrypts, signs and sends `message`; never fails, it says what became of the message.
@@ -135,10 +142,12 @@ impl PushClient {
         let (Some(p256dh), Some(auth)) = (decode_base64url(message.p256dh), decode_base64url(message.auth)) else {
             return rejected("the subscription's keys are not base64url".to_owned());
         };
+        let encrypting = self.metrics.encryption();
         let body = match ece::encrypt(message.payload, &p256dh, &auth) {
             Ok(body) => body,
             Err(error) => return rejected(error.to_string()),
         };
+        encrypting.observe_duration();
         let origin = url.origin().ascii_serialization();
         let authorization = match self.signer.authorization(&origin) {
             Ok(value) => value,
@@ -155,7 +164,10 @@ impl PushClient {
         if let Some(topic) = message.topic.filter(|t| valid_topic(t)) {
             request = request.header("Topic", topic);
         }
-        let response = match request.body(body).send().await {
+        let posting = self.metrics.post();
+        let sent = request.body(body).send().await;
+        posting.observe_duration();
+        let response = match sent {
             Ok(response) => response,
             Err(error) => {
                 return PushOutcome::Retry { status: None, after: None, reason: format!("no answer: {error}") }
