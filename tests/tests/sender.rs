@@ -510,6 +510,17 @@ async fn an_editor_send_is_delivered_by_a_sender_in_another_process(backends: Ba
     api.stop().await;
 }
 
+/// Releases a push flow ([`release_push_flow`]), publishes a `big_win` of `player` and answers the dead letter of
+/// its `send_webpush` step (waiting at most a minute).
+async fn dead_letter_of_a_push_flow(host: &TestHost, player: i64) -> Value {
+    let mut letters = host.ports.subjects.subscribe("triggers.v2.dlq.notifications.send_webpush").await.unwrap();
+    let (_, source, _) = release_push_flow(host, None).await;
+    let event = json!({"event_type": "big_win", "tenant_id": TENANT_A, "player_id": player, "game": "roulette"});
+    host.publish(&source, &[event]).await;
+    let letter = tokio::time::timeout(Duration::from_secs(60), letters.next()).await.expect("a dead letter").unwrap();
+    serde_json::from_slice(&letter.payload).unwrap()
+}
+
 /// Without a VAPID pair the sender cannot deliver: an editor send answers 503 `PUSH_ENV_NOT_READY`, and a flow
 /// step's error and its dead letter name it.
 async fn without_a_vapid_pair_sends_and_flow_steps_name_push_env_not_ready(backends: Backends) {
@@ -544,12 +555,7 @@ async fn without_a_vapid_pair_sends_and_flow_steps_name_push_env_not_ready(backe
         editor(&host, Some(TENANT_A), "POST", "/api/v1/templates/web-push", Some(flowhost_tests::sender::template()))
             .await;
     assert_eq!(status, 201, "{created}");
-    let mut letters = host.ports.subjects.subscribe("triggers.v2.dlq.notifications.send_webpush").await.unwrap();
-    let (_, source, _) = release_push_flow(&host, None).await;
-    let event = json!({"event_type": "big_win", "tenant_id": TENANT_A, "player_id": 42, "game": "roulette"});
-    host.publish(&source, &[event]).await;
-    let letter = tokio::time::timeout(Duration::from_secs(60), letters.next()).await.expect("a dead letter").unwrap();
-    let letter: Value = serde_json::from_slice(&letter.payload).unwrap();
+    let letter = dead_letter_of_a_push_flow(&host, 42).await;
     assert_eq!(letter["reason"], "exhausted", "{letter}");
     assert!(letter["error"].as_str().unwrap().contains("PUSH_ENV_NOT_READY"), "{letter}");
     host.stop().await;
@@ -564,12 +570,7 @@ async fn player_zero_and_a_disabled_channel_dead_letter_a_flow_step_as_permanent
     let host = start(backends, &service, |_| {}).await;
     let sub = service.subscribe(&[201, 201], None).await;
     subscribe(&host, 0, &sub).await;
-    let mut letters = host.ports.subjects.subscribe("triggers.v2.dlq.notifications.send_webpush").await.unwrap();
-    let (_, source, _) = release_push_flow(&host, None).await;
-    let event = json!({"event_type": "big_win", "tenant_id": TENANT_A, "player_id": 0, "game": "roulette"});
-    host.publish(&source, &[event]).await;
-    let letter = tokio::time::timeout(Duration::from_secs(60), letters.next()).await.expect("a dead letter").unwrap();
-    let letter: Value = serde_json::from_slice(&letter.payload).unwrap();
+    let letter = dead_letter_of_a_push_flow(&host, 0).await;
     assert_eq!(letter["reason"], "permanent", "{letter}");
     assert!(letter["error"].as_str().unwrap().contains("reserved for the dashboard's smoke tests"), "{letter}");
     assert!(service.received(&sub).await.is_empty(), "nothing was sent to player 0 from a flow");
@@ -598,12 +599,7 @@ async fn player_zero_and_a_disabled_channel_dead_letter_a_flow_step_as_permanent
 
     // Web push not among the deployment's channels: the flow step is dead-lettered at once, naming the setting.
     let host = start(backends, &service, |config| config.push.channels_enabled = vec![Channel::InApp]).await;
-    let mut letters = host.ports.subjects.subscribe("triggers.v2.dlq.notifications.send_webpush").await.unwrap();
-    let (_, source, _) = release_push_flow(&host, None).await;
-    let event = json!({"event_type": "big_win", "tenant_id": TENANT_A, "player_id": 42, "game": "roulette"});
-    host.publish(&source, &[event]).await;
-    let letter = tokio::time::timeout(Duration::from_secs(60), letters.next()).await.expect("a dead letter").unwrap();
-    let letter: Value = serde_json::from_slice(&letter.payload).unwrap();
+    let letter = dead_letter_of_a_push_flow(&host, 42).await;
     assert_eq!((letter["reason"].as_str(), letter["attempts"].as_u64()), (Some("permanent"), Some(1)), "{letter}");
     assert!(letter["error"].as_str().unwrap().contains("FLOWHOST_CHANNELS_ENABLED"), "{letter}");
     host.stop().await;

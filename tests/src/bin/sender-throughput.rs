@@ -9,7 +9,8 @@
 //!    64 at a time: p50 / p99 per notification.
 //! 3. **In-app messages per second to 10k websockets**: a whole Flowhost (embedded backends) with 10,000 players
 //!    connected (the clients run in a child process, each process has its own descriptor limit), 20,000
-//!    `send_inapp` (inbox write, activity record, publish, fan-out to the socket), from the first send until the
+//!    `send_inapp` (inbox write, the hand-over request on the player's subject, the socket's queue, the activity
+//!    record; each must report `delivered`: an open socket took it), from the first send until the
 //!    clients received every message.
 //!
 //!     cargo run --release -p flowhost-tests --bin sender-throughput [-- PUSHES]
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flowhost_core::config::{Channel, Secret};
-use flowhost_core::notify::{InAppRequest, Notifications, WebPushRequest};
+use flowhost_core::notify::{InAppOutcome, InAppRequest, Notifications, WebPushRequest};
 use flowhost_core::SystemClock;
 use flowhost_tests::push::{editor, platform, subscription, INTERACTION_SECRET, OPS_TOKEN, TENANT_A};
 use flowhost_tests::push_service::{PushService, PushSubscription};
@@ -269,7 +270,8 @@ async fn inapp_fan_out(host: &TestHost, sender: &Sender) {
                 idempotency_key: format!("bench-{n}"),
                 run_id: None,
             };
-            sender.send_inapp(request).await.expect("send_inapp");
+            let report = sender.send_inapp(request).await.expect("send_inapp");
+            assert_eq!(report.outcome, InAppOutcome::Delivered, "every player has an open socket");
         })
         .await;
     let sent_ms = flowhost_core::Clock::now_ms(&SystemClock);
@@ -277,7 +279,7 @@ async fn inapp_fan_out(host: &TestHost, sender: &Sender) {
     let done_ms: i64 = done.strip_prefix("DONE ").unwrap().parse().unwrap();
     let _ = child.kill().await;
     println!(
-        "| in-app messages to {WEBSOCKETS} connected websockets (inbox + activity + publish + socket) | {INAPP_MESSAGES} | {:.0} messages/s delivered | sent in {:.1} s, all received {} ms later; {WEBSOCKETS} sockets connected in {:.1} s |",
+        "| in-app messages to {WEBSOCKETS} connected websockets (inbox + hand-over + socket + activity) | {INAPP_MESSAGES} | {:.0} messages/s delivered | sent in {:.1} s, the last received {:+} ms from the last send's answer; {WEBSOCKETS} sockets connected in {:.1} s |",
         INAPP_MESSAGES as f64 / ((done_ms - started_ms) as f64 / 1000.0),
         (sent_ms - started_ms) as f64 / 1000.0,
         done_ms - sent_ms,
