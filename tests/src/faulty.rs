@@ -143,4 +143,7 @@ impl DocumentStore for FaultyDocuments {
     async fn delete_where(&self, collection: &str, field: &str, value: &Value) -> Result<u64, PortError> {
         self.inner.delete_where(collection, field, value).await
     }
+    async fn delete_matching(&self, collection: &str, query: &Query) -> Result<u64, PortError> {
+        self.inner.delete_matching(collection, query).await
+    }
 }

@@ -89,6 +89,12 @@ async fn documents_delete_and_delete_where() {
 }
 
 #[tokio::test]
+async fn documents_delete_matching() {
+    let embedded = Embedded::open();
+    documents::delete_matching(embedded.documents()).await;
+}
+
+#[tokio::test]
 async fn documents_numbers_round_trip() {
     let embedded = Embedded::open();
     documents::numbers_round_trip(embedded.documents()).await;

@@ -42,6 +42,11 @@ async fn delete_and_delete_where() {
 }
 
 #[tokio::test]
+async fn delete_matching() {
+    documents::delete_matching(store().await).await;
+}
+
+#[tokio::test]
 async fn numbers_round_trip() {
     documents::numbers_round_trip(store().await).await;
 }

@@ -3,8 +3,9 @@
 //! output, with runs listed and read over the API and completion events on their topic; a flaky action's
 //! retries on the spec's backoff, checked on an injected clock; a permanent failure on its dead-letter subject
 //! and in the store, replayed to the run's version (failing again) and to the latest release (succeeding); a
-//! source record consumed again starting no second run and no second action record. Every case runs on the
-//! embedded backends and on the real servers.
+//! source record consumed again starting no second run and no second action record; runs and dead letters
+//! removed past their retention, the embedded file shrinking. Every case runs on the embedded backends and on the
+//! real servers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +19,8 @@ on_both_backends!(
     a_source_event_runs_through_condition_mapping_action_and_output,
     a_flaky_action_is_retried_on_the_spec_backoff,
     a_permanent_failure_is_dead_lettered_and_replayed,
-    a_record_consumed_again_starts_no_second_run
+    a_record_consumed_again_starts_no_second_run,
+    runs_and_dead_letters_expire_and_the_store_shrinks
 );
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
@@ -323,5 +325,87 @@ async fn a_record_consumed_again_starts_no_second_run(backends: Backends) {
     }
     let outputs = host.read(&out, 4, host.quiet_period()).await;
     assert_eq!(outputs.len(), 3, "outputs of the two first runs are not published again");
+    host.stop().await;
+}
+
+/// The flow's runs in `status`, counted by the run list.
+async fn run_count(host: &TestHost, flow_id: &str, status: &str) -> u64 {
+    let path = format!("/api/v2/flows/{flow_id}/runs?status={status}&page_size=1");
+    let (code, page) = host.call("GET", &path, None).await;
+    assert_eq!(code, 200, "{page}");
+    page["total"].as_u64().unwrap()
+}
+
+/// Waits (a minute at most) until `check` holds, naming `what` when it never does.
+async fn eventually<F: std::future::Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !check().await {
+        assert!(tokio::time::Instant::now() < until, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `[engine.runs]`: completed runs go once unchanged for the run retention; a run with an open dead letter stays
+/// (so a replay to it works) until the dead-letter retention, and takes its letter with it. On the embedded
+/// store the file gives the freed pages back (incremental vacuum).
+async fn runs_and_dead_letters_expire_and_the_store_shrinks(backends: Backends) {
+    const RUNS: usize = 600;
+    let clock = Arc::new(ManualClock::new(T0));
+    let host = TestHost::start_configured(backends, Some(clock.clone() as Arc<dyn flowhost_core::Clock>), |config| {
+        configure(config);
+        config.engine.runs.sweep_interval_ms = 50;
+        // The source events stay in their topics, so the file shrinks by the runs alone.
+        config.topics.retention_ms = 10 * 365 * 24 * 60 * 60 * 1000;
+    })
+    .await;
+    prepare(&host).await;
+    let storage = host.config.engine.runs.clone();
+    assert_eq!((storage.retention_ms, storage.dead_letter_retention_ms), (7 * 86_400_000, 30 * 86_400_000));
+    let (source, out) = (unique("deposits"), unique("accepted"));
+    let id = host.release_flow(flow(&source, &out, "limit", json!({"amount": "{{amount}}", "limit": 1000}))).await;
+    // Runs of a kilobyte and more each (the player id is carried through every node's payload).
+    let padding = "x".repeat(1024);
+    let events: Vec<Value> = (0..RUNS).map(|n| deposit(150.0, &format!("p{n}-{padding}"))).collect();
+    for chunk in events.chunks(100) {
+        host.publish(&source, chunk).await;
+    }
+    host.publish(&source, &[deposit(5000.0, "over-the-limit")]).await;
+    eventually("every run stored", || async {
+        run_count(&host, &id, "completed").await == RUNS as u64 && run_count(&host, &id, "dead_lettered").await == 1
+    })
+    .await;
+    let (_, letters) = host.call("GET", &format!("/api/v2/dead-letters?flow_id={id}"), None).await;
+    let letter_id = letters["dead_letters"][0]["id"].as_str().unwrap().to_owned();
+    let kept_run = letters["dead_letters"][0]["run_id"].as_str().unwrap().to_owned();
+    let file = host.config.data_dir.join("flowhost.db");
+    let size = || std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    // The write-ahead log reaches the file at the next checkpoint (every 250 ms).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let full = size();
+
+    // A day short of the run retention nothing goes; past it the completed runs do, the dead-lettered one stays.
+    clock.advance_ms(6 * 86_400_000);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(run_count(&host, &id, "completed").await, RUNS as u64, "nothing expires early");
+    clock.advance_ms(86_400_000 + 60_000);
+    eventually("the completed runs removed", || async { run_count(&host, &id, "completed").await == 0 }).await;
+    assert_eq!(host.call("GET", &format!("/api/v2/runs/{kept_run}"), None).await.0, 200, "its letter is open");
+    assert_eq!(host.call("GET", &format!("/api/v2/dead-letters/{letter_id}"), None).await.0, 200);
+    if backends == Backends::Embedded {
+        // Every run carried over a kilobyte: the file gives back at least that much.
+        let shrunk = full.saturating_sub(RUNS as u64 * 1024);
+        eventually(&format!("the file shrinks from {full} to {shrunk} bytes"), || async { size() <= shrunk }).await;
+    }
+
+    // Past the dead-letter retention, the letter goes and its run with it.
+    clock.advance_ms(30 * 86_400_000);
+    eventually("the dead letter removed", || async {
+        host.call("GET", &format!("/api/v2/dead-letters/{letter_id}"), None).await.0 == 404
+    })
+    .await;
+    eventually("its run removed", || async {
+        host.call("GET", &format!("/api/v2/runs/{kept_run}"), None).await.0 == 404
+    })
+    .await;
     host.stop().await;
 }

@@ -449,6 +449,30 @@ pub struct EngineConfig {
     /// How often the runner looks for flow-run steps that are due (retries, replays)
     /// (`FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS`; default 500).
     pub flows_poll_interval_ms: u64,
+    /// How long flow runs and their dead letters are kept (`[engine.runs]`).
+    pub runs: RunStorage,
+}
+
+/// How long flow runs and their dead letters are kept (`[engine.runs]`): a sweep removes what is older, so the
+/// store holds about the retention's worth of runs however long the engine runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunStorage {
+    /// A run not changed for this long is removed, unless it holds an open dead letter
+    /// (`FLOWHOST_ENGINE_RUNS_RETENTION_MS`; default 7 days).
+    pub retention_ms: u64,
+    /// A dead letter is removed this long after it was written, with its run; a replayed one goes with the run
+    /// retention (`FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS`; default 30 days, at least the run retention).
+    pub dead_letter_retention_ms: u64,
+    /// How often the sweep runs (`FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS`; default 60000).
+    pub sweep_interval_ms: u64,
+}
+
+impl Default for RunStorage {
+    fn default() -> Self {
+        const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+        Self { retention_ms: 7 * DAY_MS, dead_letter_retention_ms: 30 * DAY_MS, sweep_interval_ms: 60_000 }
+    }
 }
 
 /// How often and how patiently one record is retried (the spec's policy by default: 5 attempts, 2 s initial
@@ -509,6 +533,7 @@ impl Default for EngineConfig {
             dedup_ttl_ms: 60_000,
             completions_topic: "flowhost.flow-completions".into(),
             flows_poll_interval_ms: 500,
+            runs: RunStorage::default(),
         }
     }
 }
@@ -979,6 +1004,15 @@ impl Config {
         if let Some(v) = get("FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS") {
             self.engine.flows_poll_interval_ms = parse("FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS", v)?;
         }
+        if let Some(v) = get("FLOWHOST_ENGINE_RUNS_RETENTION_MS") {
+            self.engine.runs.retention_ms = parse("FLOWHOST_ENGINE_RUNS_RETENTION_MS", v)?;
+        }
+        if let Some(v) = get("FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS") {
+            self.engine.runs.dead_letter_retention_ms = parse("FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS", v)?;
+        }
+        if let Some(v) = get("FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS") {
+            self.engine.runs.sweep_interval_ms = parse("FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS", v)?;
+        }
         let retry = &mut self.engine.retry;
         if let Some(v) = get("FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS") {
             retry.max_attempts = parse("FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS", v)?;
@@ -1167,6 +1201,19 @@ impl Config {
         }
         if self.engine.flows_poll_interval_ms == 0 {
             return Err(ConfigError::new("FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS", "must be positive"));
+        }
+        let runs = &self.engine.runs;
+        if runs.retention_ms < 60_000 {
+            return Err(ConfigError::new("FLOWHOST_ENGINE_RUNS_RETENTION_MS", "must be at least 60000 (one minute)"));
+        }
+        if runs.dead_letter_retention_ms < runs.retention_ms {
+            return Err(ConfigError::new(
+                "FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS",
+                "must be at least FLOWHOST_ENGINE_RUNS_RETENTION_MS (a dead letter's run is kept as long as it)",
+            ));
+        }
+        if runs.sweep_interval_ms < 10 {
+            return Err(ConfigError::new("FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS", "must be at least 10"));
         }
         if self.roles.is_empty() {
             return Err(ConfigError::new("roles", "no role given"));
@@ -1737,6 +1784,12 @@ mod tests {
             (vec![("FLOWHOST_MONGODB_URI", "http://x")], "FLOWHOST_MONGODB_URI"),
             (vec![("FLOWHOST_LOG_FORMAT", "xml")], "FLOWHOST_LOG_FORMAT"),
             (vec![("FLOWHOST_REDIS_PASSWORD", "p")], "FLOWHOST_REDIS_HOST"),
+            (vec![("FLOWHOST_ENGINE_RUNS_RETENTION_MS", "1000")], "FLOWHOST_ENGINE_RUNS_RETENTION_MS"),
+            (
+                vec![("FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS", "86400000")],
+                "FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS",
+            ),
+            (vec![("FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS", "0")], "FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS"),
         ];
         for (vars, setting) in cases {
             let error = load(&vars).unwrap_err();

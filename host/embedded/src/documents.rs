@@ -487,10 +487,12 @@ impl DocumentStore for SqliteDocuments {
         let deleted = self
             .db
             .call(move |c| {
-                c.execute(
+                let deleted = c.execute(
                     "DELETE FROM documents WHERE collection = ?1 AND expires_at_ms IS NOT NULL AND expires_at_ms <= ?2",
                     params![collection, now_ms],
-                )
+                )?;
+                crate::sqlite::vacuum_some(c)?;
+                Ok(deleted)
             })
             .await?;
         Ok(deleted as u64)
@@ -508,11 +510,22 @@ impl DocumentStore for SqliteDocuments {
     }
 
     async fn delete_where(&self, collection: &str, field: &str, value: &Value) -> Result<u64, PortError> {
-        let query = field_query(field, value)?;
+        self.delete_matching(collection, &field_query(field, value)?).await
+    }
+
+    async fn delete_matching(&self, collection: &str, query: &Query) -> Result<u64, PortError> {
+        query.validate()?;
         let literal = collection_literal(collection)?;
-        let (clause, parameters) = conditions(&query);
+        let (clause, parameters) = conditions(query);
         let sql = format!("DELETE FROM documents WHERE collection = {literal}{clause}");
-        let deleted = self.db.call(move |c| c.execute(&sql, params_from_iter(&parameters))).await?;
+        let deleted = self
+            .db
+            .call(move |c| {
+                let deleted = c.execute(&sql, params_from_iter(&parameters))?;
+                crate::sqlite::vacuum_some(c)?;
+                Ok(deleted)
+            })
+            .await?;
         Ok(deleted as u64)
     }
 }

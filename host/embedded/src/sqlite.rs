@@ -90,6 +90,24 @@ fn migrate(connection: &Connection) -> Result<(), rusqlite::Error> {
     )
 }
 
+/// Pages one [`vacuum_some`] gives back to the file system at most (16 MiB of 4 KiB pages), so one call never holds
+/// the writer long; the next delete or sweep gives back more.
+const VACUUM_PAGES: u32 = 4096;
+
+/// Gives free pages back to the file system (`PRAGMA incremental_vacuum`): deletes (a retention sweep) leave
+/// free pages, which shrink the file at the next checkpoint. A file created before incremental vacuum was turned
+/// on (`auto_vacuum` other than 2) keeps its size; SQLite's `VACUUM`, run once with the process stopped,
+/// converts it.
+pub(crate) fn vacuum_some(connection: &Connection) -> Result<(), rusqlite::Error> {
+    let free: u32 = connection.query_row("PRAGMA freelist_count", [], |row| row.get(0))?;
+    if free > 0 {
+        let mut statement = connection.prepare(&format!("PRAGMA incremental_vacuum({VACUUM_PAGES})"))?;
+        let mut rows = statement.query([])?;
+        while rows.next()?.is_some() {}
+    }
+    Ok(())
+}
+
 /// The writer connection and the reader pool of one file.
 #[derive(Clone)]
 pub(crate) struct Db {
@@ -153,6 +171,8 @@ impl Db {
         let connection =
             Connection::open(path).map_err(|e| PortError::Backend(format!("cannot open {}: {e}", path.display())))?;
         connection.busy_timeout(Duration::from_secs(10)).map_err(backend_error)?;
+        // Incremental vacuum takes effect only on a file with no tables yet (a new one): set before the schema.
+        connection.execute_batch("PRAGMA auto_vacuum = INCREMENTAL;").map_err(backend_error)?;
         connection.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;").map_err(backend_error)?;
         tune(&connection)?;
         connection.execute_batch(SCHEMA).map_err(backend_error)?;

@@ -66,6 +66,14 @@ impl Role for EngineRole {
                 runner.run(runner_shutdown).await;
                 Ok(())
             })
+            .task({
+                let (ports, storage) = (context.ports.clone(), config.engine.runs.clone());
+                let shutdown = context.shutdown.clone();
+                async move {
+                    flowhost_runs::retention::run_sweep(ports, storage, shutdown).await;
+                    Ok(())
+                }
+            })
             .readiness(Check::sync("flow_runs", move || runs.check()))
             .readiness(Check::sync("engine_rules", move || status.check_rules()))
             .readiness(Check::sync("engine_sources", move || sources.check_sources())))

@@ -457,6 +457,20 @@ impl DocumentStore for MongoDocuments {
         })
         .await
     }
+
+    async fn delete_matching(&self, collection: &str, query: &Query) -> Result<u64, PortError> {
+        bounded("delete_matching", async {
+            query.validate()?;
+            let filter = query_filter(query)?;
+            let result = self
+                .collection(collection)?
+                .delete_many(filter)
+                .await
+                .map_err(|error| map_error(error, "deleting documents"))?;
+            Ok(result.deleted_count)
+        })
+        .await
+    }
 }
 
 /// `{ field: value }` for a top-level field and a scalar value.

@@ -12,6 +12,7 @@
 //! - [`store`]: runs and dead letters in the documents port;
 //! - [`replay`]: replaying dead letters to the run's version or the latest release;
 //! - [`reply`]: external services' replies, whichever channel they come on;
+//! - [`retention`]: the sweep that removes runs and dead letters past their retention;
 //! - [`runner`]: the tasks the engine role runs (plan reload, source loop, scheduler).
 
 pub mod effects;
@@ -23,6 +24,7 @@ pub mod model;
 pub mod plan;
 pub mod replay;
 pub mod reply;
+pub mod retention;
 pub mod runner;
 pub mod services;
 pub mod store;

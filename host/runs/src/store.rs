@@ -78,7 +78,12 @@ impl Runs {
         };
         self.documents.ensure_index(FLOW_RUNS, &index(&["flow_id", "started_ms"])).await?;
         self.documents.ensure_index(FLOW_RUNS, &index(&["status", "next_due_ms"])).await?;
+        // The retention sweep's deletes (`crate::retention`).
+        self.documents.ensure_index(FLOW_RUNS, &index(&["status", "updated_ms"])).await?;
+        self.documents.ensure_index(FLOW_RUNS, &index(&["updated_ms"])).await?;
         self.documents.ensure_index(FLOW_DEAD_LETTERS, &index(&["flow_id", "at_ms"])).await?;
+        self.documents.ensure_index(FLOW_DEAD_LETTERS, &index(&["status", "at_ms"])).await?;
+        self.documents.ensure_index(FLOW_DEAD_LETTERS, &index(&["at_ms"])).await?;
         Ok(())
     }
 

@@ -168,6 +168,25 @@ pub async fn delete_and_delete_where(store: Arc<dyn DocumentStore>) {
     assert_eq!(ids(store.list(&collection).await.expect("list")), [json!("6")]);
 }
 
+/// `delete_matching` removes exactly the documents matching every filter of the query (ranges and sets over
+/// typed values, as `query` matches them) and returns how many.
+pub async fn delete_matching(store: Arc<dyn DocumentStore>) {
+    let collection = fresh_collection();
+    for (id, status, at) in [("1", "done", 10), ("2", "done", 20), ("3", "open", 10), ("4", "done", 30), ("5", "x", 5)]
+    {
+        store.insert(&collection, id, json!({ "id": id, "status": status, "at": at })).await.expect("insert");
+    }
+    store.insert(&collection, "6", json!({ "id": "6", "status": "done", "at": "10" })).await.expect("insert");
+    let old_done =
+        Query::new().filter("status", Filter::In(vec![json!("done"), json!("x")])).filter("at", Filter::Lte(json!(20)));
+    assert_eq!(store.delete_matching(&collection, &old_done).await.expect("delete_matching"), 3);
+    assert_eq!(store.delete_matching(&collection, &old_done).await.expect("again"), 0);
+    let ids: Vec<Value> = store.list(&collection).await.expect("list").into_iter().map(|d| d["id"].clone()).collect();
+    assert_eq!(ids, [json!("3"), json!("4"), json!("6")], "the string \"10\" is not a number at most 20");
+    let bad = Query::new().filter("$where", Filter::Eq(json!(1)));
+    assert!(matches!(store.delete_matching(&collection, &bad).await, Err(PortError::Invalid(_))));
+}
+
 /// Numbers keep their kind: integers (including beyond 2^53 and negatives) stay integers and floats, even
 /// whole ones, stay floats; nested objects, arrays and nulls come back intact.
 pub async fn numbers_round_trip(store: Arc<dyn DocumentStore>) {

@@ -316,4 +316,8 @@ pub trait DocumentStore: Send + Sync + 'static {
 
     /// Removes every document whose top-level `field` equals `value`; returns how many.
     async fn delete_where(&self, collection: &str, field: &str, value: &Value) -> Result<u64, PortError>;
+
+    /// Removes every document matching the filters of `query` (its order and paging are ignored); returns how
+    /// many. A retention sweep's tool: index the filtered paths.
+    async fn delete_matching(&self, collection: &str, query: &Query) -> Result<u64, PortError>;
 }
