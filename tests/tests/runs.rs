@@ -20,7 +20,8 @@ on_both_backends!(
     a_flaky_action_is_retried_on_the_spec_backoff,
     a_permanent_failure_is_dead_lettered_and_replayed,
     a_record_consumed_again_starts_no_second_run,
-    runs_and_dead_letters_expire_and_the_store_shrinks
+    runs_and_dead_letters_expire_and_the_store_shrinks,
+    finished_runs_keep_node_payloads_as_configured
 );
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
@@ -407,5 +408,32 @@ async fn runs_and_dead_letters_expire_and_the_store_shrinks(backends: Backends) 
         host.call("GET", &format!("/api/v2/runs/{kept_run}"), None).await.0 == 404
     })
     .await;
+    host.stop().await;
+}
+
+/// `engine.runs.node_payloads = failed`: a completed run keeps its summary and source event but not its nodes'
+/// inputs and outputs; a dead-lettered run keeps them all (what an operator fixing it needs).
+async fn finished_runs_keep_node_payloads_as_configured(backends: Backends) {
+    let host = TestHost::start_configured(backends, None, |config| {
+        configure(config);
+        config.engine.runs.node_payloads = flowhost_core::config::NodePayloads::Failed;
+    })
+    .await;
+    prepare(&host).await;
+    let (source, out) = (unique("deposits"), unique("accepted"));
+    let id = host.release_flow(flow(&source, &out, "limit", json!({"amount": "{{amount}}", "limit": 1000}))).await;
+    host.publish(&source, &[deposit(150.0, "kept-small"), deposit(5000.0, "over-the-limit")]).await;
+    let runs = runs_until(&host, &id, 2, |r| r["status"] != "waiting").await;
+    let by_status = |status: &str| runs.iter().find(|r| r["status"] == status).unwrap()["run_id"].clone();
+    let completed = completed_run(&host, by_status("completed").as_str().unwrap()).await;
+    assert_eq!(completed["node_payloads_dropped"], true, "{completed:#}");
+    assert_eq!(completed["event"]["player_id"], "kept-small", "the source event stays");
+    assert_eq!(node_of(&completed, "src")["input"]["player_id"], "kept-small");
+    let action = node_of(&completed, "act");
+    assert_eq!(action["input"], Value::Null, "the action's input is not kept: {action}");
+    assert!(action["outcome"].is_string() && action["duration_us"].is_u64(), "its outcome and timing are: {action}");
+    let failed = run(&host, by_status("dead_lettered").as_str().unwrap()).await;
+    assert!(failed.get("node_payloads_dropped").is_none(), "{failed:#}");
+    assert_eq!(node_of(&failed, "act")["input"]["amount"], 5000.0, "a dead-lettered run keeps every payload");
     host.stop().await;
 }

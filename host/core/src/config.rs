@@ -466,12 +466,47 @@ pub struct RunStorage {
     pub dead_letter_retention_ms: u64,
     /// How often the sweep runs (`FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS`; default 60000).
     pub sweep_interval_ms: u64,
+    /// Which finished runs keep their nodes' inputs and outputs (`FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS`; default
+    /// `all`).
+    pub node_payloads: NodePayloads,
 }
 
 impl Default for RunStorage {
     fn default() -> Self {
         const DAY_MS: u64 = 24 * 60 * 60 * 1000;
-        Self { retention_ms: 7 * DAY_MS, dead_letter_retention_ms: 30 * DAY_MS, sweep_interval_ms: 60_000 }
+        Self {
+            retention_ms: 7 * DAY_MS,
+            dead_letter_retention_ms: 30 * DAY_MS,
+            sweep_interval_ms: 60_000,
+            node_payloads: NodePayloads::All,
+        }
+    }
+}
+
+/// Which finished runs keep their nodes' inputs and outputs. A run always keeps its summary (status, path,
+/// timing, attempts, errors) and its source event; a run still waiting keeps everything (its steps need it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodePayloads {
+    /// Every run (Studio's run view shows every node's input and output).
+    #[default]
+    All,
+    /// Dead-lettered runs only (a completed run shows its path and timing, its nodes' payloads empty).
+    Failed,
+    /// No run (the smallest store: the run view shows paths, timing and the source event).
+    None,
+}
+
+impl std::str::FromStr for NodePayloads {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        match value.trim() {
+            "all" => Ok(NodePayloads::All),
+            "failed" => Ok(NodePayloads::Failed),
+            "none" => Ok(NodePayloads::None),
+            other => Err(format!("{other:?} is not all, failed or none")),
+        }
     }
 }
 
@@ -1012,6 +1047,10 @@ impl Config {
         }
         if let Some(v) = get("FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS") {
             self.engine.runs.sweep_interval_ms = parse("FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS", v)?;
+        }
+        if let Some(v) = get("FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS") {
+            self.engine.runs.node_payloads =
+                v.parse().map_err(|message: String| ConfigError::new("FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS", message))?;
         }
         let retry = &mut self.engine.retry;
         if let Some(v) = get("FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS") {
@@ -1790,6 +1829,7 @@ mod tests {
                 "FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS",
             ),
             (vec![("FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS", "0")], "FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS"),
+            (vec![("FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS", "some")], "FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS"),
         ];
         for (vars, setting) in cases {
             let error = load(&vars).unwrap_err();

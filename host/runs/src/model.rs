@@ -234,6 +234,9 @@ pub struct Run {
     /// The run this one replays (a replay to the latest release starts a new run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<String>,
+    /// The nodes' inputs and outputs were not kept (`engine.runs.node_payloads`): only the source event is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub node_payloads_dropped: bool,
 }
 
 impl Run {
@@ -299,6 +302,24 @@ impl Run {
     }
 
     /// Sets `status`, `next_due_ms` and `finished_at` from what is pending and dead-lettered.
+    /// This run as stored under `keep`: a finished run not to keep its nodes' payloads keeps only its source
+    /// event (`None` when it is stored as it is).
+    pub fn stored_as(&self, keep: flowhost_core::config::NodePayloads) -> Option<Run> {
+        use flowhost_core::config::NodePayloads;
+        let keeps = match keep {
+            NodePayloads::All => true,
+            NodePayloads::Failed => self.status == RunStatus::DeadLettered,
+            NodePayloads::None => false,
+        };
+        if keeps || !self.pending.is_empty() || self.payloads.len() <= 1 {
+            return None;
+        }
+        let mut trimmed = self.clone();
+        trimmed.payloads.truncate(1);
+        trimmed.node_payloads_dropped = true;
+        Some(trimmed)
+    }
+
     pub fn settle(&mut self, now_ms: i64) {
         self.next_due_ms = self.pending.iter().map(|p| p.due_ms).min();
         self.status = if !self.pending.is_empty() {

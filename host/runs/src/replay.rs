@@ -90,6 +90,7 @@ pub async fn replay(ports: &Ports, id: &str, to: ReplayTarget, by: &str) -> Resu
                 lease_until_ms: 0,
                 dead_letters: Vec::new(),
                 replay_of: Some(original.run_id.clone()),
+                node_payloads_dropped: false,
             };
             match ports.documents.insert(flowhost_core::collections::FLOW_RUNS, &run.run_id, encode(&run)).await {
                 Ok(()) => {}

@@ -156,6 +156,7 @@ mod tests {
             lease_until_ms: 0,
             dead_letters: Vec::new(),
             replay_of: None,
+            node_payloads_dropped: false,
         }
     }
 

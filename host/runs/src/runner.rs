@@ -126,7 +126,7 @@ impl Runner {
 
     /// Runs the three tasks until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
-        let runs = Runs::new(&self.ports);
+        let runs = Runs::new(&self.ports).keeping(self.config.engine.runs.node_payloads);
         if let Err(error) = runs.ensure_indexes().await {
             warn!(%error, "could not create the run indexes; queries still work, more slowly");
         }
@@ -523,6 +523,7 @@ impl Shared {
             lease_until_ms: 0,
             dead_letters: Vec::new(),
             replay_of: None,
+            node_payloads_dropped: false,
         };
         let mut effects = Effects::default();
         executor.advance(&plan, &mut run, start(&plan), &mut effects).instrument(span).await;

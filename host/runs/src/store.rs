@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 
 use flowhost_core::collections::{FLOW_DEAD_LETTERS, FLOW_RUNS};
+use flowhost_core::config::NodePayloads;
 use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, PortError, Ports, Query, Versioned};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -57,6 +58,8 @@ pub struct RunPage {
 #[derive(Clone)]
 pub struct Runs {
     documents: std::sync::Arc<dyn DocumentStore>,
+    /// Which finished runs it stores with their nodes' payloads ([`Run::stored_as`]).
+    keep: NodePayloads,
 }
 
 impl std::fmt::Debug for Runs {
@@ -66,8 +69,23 @@ impl std::fmt::Debug for Runs {
 }
 
 impl Runs {
+    /// Runs over `ports`, storing every run whole.
     pub fn new(ports: &Ports) -> Runs {
-        Runs { documents: ports.documents.clone() }
+        Runs { documents: ports.documents.clone(), keep: NodePayloads::All }
+    }
+
+    /// These runs, storing finished runs' node payloads only as `keep` says (`engine.runs.node_payloads`).
+    pub fn keeping(mut self, keep: NodePayloads) -> Runs {
+        self.keep = keep;
+        self
+    }
+
+    /// `run` as this store writes it.
+    fn stored(&self, run: &Run) -> Value {
+        match run.stored_as(self.keep) {
+            Some(trimmed) => encode(&trimmed),
+            None => encode(run),
+        }
     }
 
     /// Creates the indexes the run queries use (idempotent).
@@ -94,7 +112,7 @@ impl Runs {
 
     /// Stores runs (new or advanced), in one write where the backend allows.
     pub async fn save_all(&self, runs: &[Run]) -> Result<(), RunsError> {
-        let docs: Vec<(String, Value)> = runs.iter().map(|run| (run.run_id.clone(), encode(run))).collect();
+        let docs: Vec<(String, Value)> = runs.iter().map(|run| (run.run_id.clone(), self.stored(run))).collect();
         self.documents.upsert_many(FLOW_RUNS, docs).await?;
         Ok(())
     }
@@ -115,7 +133,7 @@ impl Runs {
 
     /// Replaces a run read at `version`; `false` when another writer changed it meanwhile.
     pub async fn replace(&self, run: &Run, version: u64) -> Result<Option<u64>, RunsError> {
-        Ok(self.documents.replace_if_version(FLOW_RUNS, &run.run_id, version, encode(run)).await?)
+        Ok(self.documents.replace_if_version(FLOW_RUNS, &run.run_id, version, self.stored(run)).await?)
     }
 
     /// The runs of a flow, newest first, `page` (1-based) of `page_size`, optionally only those in `status`.

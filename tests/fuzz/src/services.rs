@@ -81,5 +81,6 @@ fn waiting_run() -> Run {
         lease_until_ms: 0,
         dead_letters: Vec::new(),
         replay_of: None,
+        node_payloads_dropped: false,
     }
 }

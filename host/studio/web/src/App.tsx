@@ -538,7 +538,7 @@ function FlowsView() {
             <DiffStepView entry={comparing.diff.nodes.find((entry) => entry.id === only.id)!} />
           ) : only ? (
             <>
-              {run && stepOf(run, only.id) && <RunStepView step={stepOf(run, only.id)!} />}
+              {run && stepOf(run, only.id) && <RunStepView step={stepOf(run, only.id)!} payloadsDropped={run.node_payloads_dropped} />}
               <Inspector
                 key={only.id}
                 flowId={flow?.id ?? ""}

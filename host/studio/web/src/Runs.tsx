@@ -28,6 +28,8 @@ export interface RunDetail {
   status: string;
   version: number;
   nodes: RunStep[];
+  /// The nodes' inputs and outputs were not kept (`engine.runs.node_payloads`).
+  node_payloads_dropped?: boolean;
 }
 
 const pickRuns = (answer: unknown) => (answer as { runs: RunSummary[] }).runs;
@@ -68,8 +70,13 @@ export function RunsPanel(props: { flowId: string; chosen: RunDetail | null; onC
 }
 
 /// What the chosen run did at one node, for the inspector.
-export function RunStepView({ step }: { step: RunStep }) {
-  const show = (value: unknown) => (value === undefined ? "—" : JSON.stringify(value, null, 2));
+export function RunStepView({ step, payloadsDropped }: { step: RunStep; payloadsDropped?: boolean }) {
+  const show = (value: unknown) =>
+    (value === undefined || value === null) && payloadsDropped
+      ? "not kept (engine.runs.node_payloads)"
+      : value === undefined
+        ? "—"
+        : JSON.stringify(value, null, 2);
   return (
     <section className="run-step" aria-label={`This run at ${step.node_id}`}>
       <h3>This run here: {step.outcome}</h3>
