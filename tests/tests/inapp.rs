@@ -18,6 +18,7 @@ on_both_backends!(
     a_kafka_event_runs_a_flow_to_a_message_on_a_websocket,
     one_client_cannot_exhaust_the_websockets,
     the_language_falls_back_to_the_template_then_the_tenant,
+    a_component_built_for_notify_0_1_keeps_working,
 );
 
 const SEND: &str = "/api/v1/templates/in-app/send";
@@ -387,5 +388,54 @@ async fn the_language_falls_back_to_the_template_then_the_tenant(backends: Backe
     assert_eq!(status, 200);
     let row = tenants["tenants"].as_array().unwrap().iter().find(|t| t["tenant_id"] == TENANT_A).unwrap().clone();
     assert_eq!(row["default_language"], "fr", "{tenants}");
+    host.stop().await;
+}
+
+/// A sender plugin built against `flowhost:notify@0.1.0` (the `notify-legacy` fixture) keeps loading and running
+/// beside 0.2.0, and sees the host's newer facts in 0.1.0's terms: a message kept in the inbox with no socket
+/// open is `delivered` (0.1.0 promised stored and published), a deactivated channel `inactive`, player 0 outside
+/// an editor's send and a disabled channel `invalid`.
+async fn a_component_built_for_notify_0_1_keeps_working(backends: Backends) {
+    let granted = |config: &mut Config| {
+        config.plugins.grants.insert("notify-legacy".into(), vec!["notifications".into()]);
+    };
+    let host = start_with(backends, granted).await;
+    let (status, created) = editor(&host, Some(TENANT_A), "POST", "/api/v1/templates/in-app", Some(template())).await;
+    assert_eq!(status, 201, "{created}");
+    let upload = |host: &TestHost| {
+        let url = host.url("/api/v1/plugins/notify-legacy/versions/0.1.0");
+        let wasm = flowhost_runtime_fixtures::bytes("notify_legacy");
+        host.http.put(url).header("content-type", "application/wasm").body(wasm).send()
+    };
+    let response = upload(&host).await.unwrap();
+    assert!(response.status().is_success(), "upload: {}", response.text().await.unwrap());
+    let invoke = |player: i64, key: &str| {
+        json!({"action": "inapp", "tenant_id": TENANT_A,
+               "input": {"tenant_id": TENANT_A, "player_id": player, "template_id": 1, "key": key}})
+    };
+    let path = "/api/v1/plugins/notify-legacy/invoke";
+    let (status, body) = host.call("POST", path, Some(invoke(61, "a"))).await;
+    assert_eq!((status, body["output"]["outcome"].as_str()), (200, Some("delivered")), "{body}");
+    assert_eq!(inbox(&host, 61, "").await["total"], 1, "stored: no socket was open");
+    let deactivate = json!({ "tenant_id": TENANT_A, "player_id": 61 });
+    let (status, _) =
+        platform(&host, OPS_TOKEN, "POST", "/api/v1/service/inapp/subscriptions/deactivate", Some(deactivate)).await;
+    assert_eq!(status, 200);
+    let (status, body) = host.call("POST", path, Some(invoke(61, "b"))).await;
+    assert_eq!((status, body["output"]["outcome"].as_str()), (200, Some("inactive")), "{body}");
+    let (status, body) = host.call("POST", path, Some(invoke(0, "c"))).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("invalid: player_id must be positive"), "{body}");
+    host.stop().await;
+
+    let host = start_with(backends, |config| {
+        granted(config);
+        config.push.channels_enabled = vec![flowhost_core::config::Channel::WebPush];
+    })
+    .await;
+    assert!(upload(&host).await.unwrap().status().is_success());
+    let (status, body) = host.call("POST", path, Some(invoke(62, "d"))).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("invalid: IN_APP is not in FLOWHOST_CHANNELS_ENABLED"), "{body}");
     host.stop().await;
 }
