@@ -70,6 +70,16 @@ impl std::fmt::Debug for MongoDocuments {
 }
 
 impl MongoDocuments {
+    /// Removes the documents of `collection` matching `filter`; answers how many.
+    async fn delete_many(&self, collection: &str, filter: Document) -> Result<u64, PortError> {
+        let result = self
+            .collection(collection)?
+            .delete_many(filter)
+            .await
+            .map_err(|error| map_error(error, "deleting documents"))?;
+        Ok(result.deleted_count)
+    }
+
     /// Connects to `uri` and uses `database`, verifying the connection with a `ping` (fails within about
     /// five seconds when no server answers).
     pub async fn connect(uri: &str, database: &str) -> Result<MongoDocuments, PortError> {
@@ -446,28 +456,13 @@ impl DocumentStore for MongoDocuments {
     }
 
     async fn delete_where(&self, collection: &str, field: &str, value: &Value) -> Result<u64, PortError> {
-        bounded("delete_where", async {
-            let filter = equality_filter(field, value)?;
-            let result = self
-                .collection(collection)?
-                .delete_many(filter)
-                .await
-                .map_err(|error| map_error(error, "deleting documents"))?;
-            Ok(result.deleted_count)
-        })
-        .await
+        bounded("delete_where", async { self.delete_many(collection, equality_filter(field, value)?).await }).await
     }
 
     async fn delete_matching(&self, collection: &str, query: &Query) -> Result<u64, PortError> {
         bounded("delete_matching", async {
             query.validate()?;
-            let filter = query_filter(query)?;
-            let result = self
-                .collection(collection)?
-                .delete_many(filter)
-                .await
-                .map_err(|error| map_error(error, "deleting documents"))?;
-            Ok(result.deleted_count)
+            self.delete_many(collection, query_filter(query)?).await
         })
         .await
     }
