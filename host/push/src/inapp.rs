@@ -201,7 +201,8 @@ impl Slot {
     /// subjects backend down it goes on after the wait: the inbox still has every message.
     async fn listening(&mut self) {
         if tokio::time::timeout(LISTEN_WAIT, self.listening.wait_for(|subscribed| *subscribed)).await.is_err() {
-            warn!("the player's in-app delivery subscription is not made yet; live messages wait for it");
+            // Debug only: with the subjects backend down every connection lands here, and readiness names it.
+            debug!("the player's in-app delivery subscription is not made yet; live messages wait for it");
         }
     }
 }
@@ -316,9 +317,21 @@ impl InAppHub {
     /// request with how many connections took it.
     async fn listen(self: Arc<Self>, subject: String, subscribed: watch::Sender<bool>, stop: CancellationToken) {
         let subjects = self.subjects.clone();
-        while let Some(mut stream) =
-            flowhost_core::ports::subscribe_until_done(subjects.as_ref(), &subject, None, &stop).await
-        {
+        loop {
+            // While the subjects backend is down, wait quietly: one player per connection retrying (and logging)
+            // on its own would flood the log; the process's readiness names the backend once.
+            let mut backoff = flowhost_core::backoff::Backoff::for_backend();
+            while subjects.connected().is_err() {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(backoff.next_delay()) => {}
+                }
+            }
+            let Some(mut stream) =
+                flowhost_core::ports::subscribe_until_done(subjects.as_ref(), &subject, None, &stop).await
+            else {
+                return;
+            };
             subscribed.send_replace(true);
             loop {
                 let message = tokio::select! {
