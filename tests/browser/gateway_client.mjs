@@ -8,21 +8,11 @@
 //
 // Prints one JSON line per case, then DONE once the screenshot is written.
 
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
 const [edge, pageUrl, stub, artifacts] = process.argv.slice(2);
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
-  ],
-});
+const browser = await launchChromium({ resolveLoopbackOnly: true });
 const page = await (await browser.newContext()).newPage();
 page.on("console", (message) => console.error(`page: ${message.text()}`));
 page.on("pageerror", (error) => console.error(`page error: ${error}`));

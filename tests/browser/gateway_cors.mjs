@@ -8,23 +8,11 @@
 // Prints one JSON line per case: {"case", "status"} when the page could read the answer, {"case", "error"}
 // when the browser refused it (CORS), then DONE once the screenshot is written.
 
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
 const [edge, allowedPage, excludedPage, artifacts] = process.argv.slice(2);
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  // Every name but loopback resolves to nothing, so no request leaves the machine. (Not Playwright's request
-  // interception: it answers CORS preflights itself, and the preflights are what this test is about.)
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
-  ],
-});
+const browser = await launchChromium({ resolveLoopbackOnly: true });
 const context = await browser.newContext();
 
 // What the frontend does: one event, three attempts at most, retrying only a 503 or a network failure.

@@ -19,16 +19,12 @@
 // message appeared in the page), DONE (the screenshot is written).
 
 import { readFile } from "node:fs/promises";
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
 const [bridge, inputFile, artifacts] = process.argv.slice(2);
 const input = JSON.parse(await readFile(inputFile, "utf8"));
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
-});
+const browser = await launchChromium();
 const context = await browser.newContext();
 await context.grantPermissions(["notifications"], { origin: bridge });
 await context.route("**/*", (route) => {

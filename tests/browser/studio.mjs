@@ -40,18 +40,14 @@
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
 const axeSource = await readFile(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 
 const [base, artifacts, scenario] = process.argv.slice(2);
 const { STUDIO_WASM_DIR: wasmDir, STUDIO_SOURCE_TOPIC: sourceTopic, STUDIO_OUTPUT_TOPIC: outputTopic, STUDIO_TOKEN: adminToken } = process.env;
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
-});
+const browser = await launchChromium();
 const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
 const offLoopback = [];
 await context.route("**/*", (route) => {

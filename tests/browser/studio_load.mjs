@@ -4,14 +4,10 @@
 //
 //   node studio_load.mjs BASE_URL FLOW_ID NODES
 
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
 const [base, flowId, nodes] = process.argv.slice(2);
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
-});
+const browser = await launchChromium();
 const times = { page: [], flow: [], edit: [] };
 for (let run = 0; run < 5; run++) {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
