@@ -27,27 +27,7 @@ const MAX_RACES: usize = 16;
 /// The fewest groups a fold task takes (smaller batches are folded on one task).
 const FOLDS_PER_TASK: usize = 16;
 
-/// The validator's codes (spec 002 part B's input rules, README "Presence projector"): the only rejections that
-/// are permanent. The `presence` plugin reports these as `permanent`; the host dead-letters a `permanent` answer
-/// only when its code is one of these, so a bad plugin version (one that refuses its own stored documents, or
-/// answers an unknown code) blocks and retries the partition instead of dead-lettering valid events.
-pub const VALIDATION_CODES: [&str; 15] = [
-    "malformed_json",
-    "unsupported_envelope_version",
-    "unsupported_schema_version",
-    "unsupported_event_type",
-    "invalid_source",
-    "invalid_event_id",
-    "invalid_session_id",
-    "invalid_received_at",
-    "received_at_in_future",
-    "invalid_occurred_at",
-    "invalid_tenant_id",
-    "invalid_site_id",
-    "invalid_user_id",
-    "invalid_action",
-    "invalid_close_reason",
-];
+pub use flowhost_presence_codes::VALIDATION_CODES;
 
 /// What happened to one record.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -22,27 +22,10 @@ pub struct Rejection {
     pub detail: String,
 }
 
-/// The codes of the validator (spec 002 part B's input rules): the only permanent failures, dead-lettered. Any
-/// other rejection (`bad_request`, `bad_state`) is a fault of the host's call or of the stored document, not of
-/// the record: the host retries it with the partition instead of dead-lettering a valid event.
-pub const VALIDATION_CODES: [&str; 15] = [
-    "malformed_json",
-    "unsupported_envelope_version",
-    "unsupported_schema_version",
-    "unsupported_event_type",
-    "invalid_source",
-    "invalid_event_id",
-    "invalid_session_id",
-    "invalid_received_at",
-    "received_at_in_future",
-    "invalid_occurred_at",
-    "invalid_tenant_id",
-    "invalid_site_id",
-    "invalid_user_id",
-    "invalid_action",
-    "invalid_close_reason",
-];
-
+/// The codes of the validator (spec 002 part B's input rules, shared with the host): the only permanent failures,
+/// dead-lettered. Any other rejection (`bad_request`, `bad_state`) is a fault of the host's call or of the stored
+/// document, not of the record: the host retries it with the partition instead of dead-lettering a valid event.
+pub use flowhost_presence_codes::VALIDATION_CODES;
 impl Rejection {
     /// Whether the validator refused the record (permanent), as opposed to a failure retrying may mend.
     pub fn is_invalid_record(&self) -> bool {
