@@ -23,3 +23,20 @@ pub use host::{Backends, TestHost};
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
 }
+
+/// Waits until `done` answers `Some` (at most `seconds`), polling every 200 ms; panics naming `what` when it
+/// never does.
+pub async fn eventually<T, F, Fut>(what: &str, seconds: u64, mut done: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    loop {
+        if let Some(value) = done().await {
+            return value;
+        }
+        assert!(tokio::time::Instant::now() < until, "never: {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}

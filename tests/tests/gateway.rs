@@ -24,16 +24,22 @@ struct Gateway {
 }
 
 impl Gateway {
+    /// A ready gateway (its edge answers `/ready`), configured by `change` after the defaults.
     async fn start(backends: Backends, backend: &PlayerBackend, change: impl FnOnce(&mut Config)) -> Gateway {
+        let gateway = Gateway::launch(backends, backend, change).await;
+        gateway.wait_ready(gateway.addrs.edge).await;
+        gateway
+    }
+
+    /// [`Gateway::start`] without waiting for any readiness (a process whose parts serve other listeners).
+    async fn launch(backends: Backends, backend: &PlayerBackend, change: impl FnOnce(&mut Config)) -> Gateway {
         let addrs = GatewayAddrs::free();
         let host = TestHost::start_configured(backends, None, |config| {
             configure(config, &addrs, &[ORIGIN], backend);
             change(config);
         })
         .await;
-        let gateway = Gateway { host, addrs, http: reqwest::Client::new() };
-        gateway.wait_ready(addrs.edge).await;
-        gateway
+        Gateway { host, addrs, http: reqwest::Client::new() }
     }
 
     async fn wait_ready(&self, addr: std::net::SocketAddr) {
@@ -857,13 +863,8 @@ async fn the_example_browser_client_follows_rule_7_against_the_edge() {
 async fn the_queue_admin_api_runs_as_its_own_role() {
     use flowhost_core::config::Role;
     let backend = PlayerBackend::start().await;
-    let addrs = GatewayAddrs::free();
-    let host = TestHost::start_configured(Backends::Embedded, None, |config| {
-        configure(config, &addrs, &[ORIGIN], &backend);
-        config.roles = vec![Role::GatewayAdmin];
-    })
-    .await;
-    let gateway = Gateway { host, addrs, http: reqwest::Client::new() };
+    let gateway = Gateway::launch(Backends::Embedded, &backend, |config| config.roles = vec![Role::GatewayAdmin]).await;
+    let addrs = gateway.addrs;
     gateway.wait_ready(addrs.admin).await;
     gateway.host.ports.queue.enqueue("gateway-events", b"{}".to_vec()).await.unwrap();
     let queues = gateway.queues_until(|q| q[0]["pending"] == 1).await;
@@ -876,29 +877,17 @@ async fn the_queue_admin_api_runs_as_its_own_role() {
     assert_eq!(metrics("/ready").await.unwrap().status(), 404);
     gateway.host.stop().await;
 
-    let addrs = GatewayAddrs::free();
-    let host = TestHost::start_configured(Backends::Embedded, None, |config| {
-        configure(config, &addrs, &[ORIGIN], &backend);
-        config.roles = vec![Role::GatewayIngest];
-    })
-    .await;
-    let ingest = Gateway { host, addrs, http: reqwest::Client::new() };
-    ingest.wait_ready(addrs.ingest).await;
-    assert!(tokio::net::TcpStream::connect(addrs.admin).await.is_err(), "ingest serves no queue admin");
+    let ingest = Gateway::launch(Backends::Embedded, &backend, |config| config.roles = vec![Role::GatewayIngest]).await;
+    ingest.wait_ready(ingest.addrs.ingest).await;
+    assert!(tokio::net::TcpStream::connect(ingest.addrs.admin).await.is_err(), "ingest serves no queue admin");
     ingest.host.stop().await;
 
     // A process running only the worker answers no readiness anywhere, its main socket included: liveness and
     // metrics only (spec 002 gives the worker no HTTP readiness).
-    let addrs = GatewayAddrs::free();
-    let host = TestHost::start_configured(Backends::Embedded, None, |config| {
-        configure(config, &addrs, &[ORIGIN], &backend);
-        config.roles = vec![Role::GatewayWorker];
-    })
-    .await;
-    let http = reqwest::Client::new();
-    for base in [host.base_url.clone(), format!("http://{}", addrs.metrics)] {
-        assert_eq!(http.get(format!("{base}/health")).send().await.unwrap().status(), 200, "{base}");
-        assert_eq!(http.get(format!("{base}/ready")).send().await.unwrap().status(), 404, "{base}");
+    let worker = Gateway::launch(Backends::Embedded, &backend, |config| config.roles = vec![Role::GatewayWorker]).await;
+    for base in [worker.host.base_url.clone(), format!("http://{}", worker.addrs.metrics)] {
+        assert_eq!(worker.http.get(format!("{base}/health")).send().await.unwrap().status(), 200, "{base}");
+        assert_eq!(worker.http.get(format!("{base}/ready")).send().await.unwrap().status(), 404, "{base}");
     }
-    host.stop().await;
+    worker.host.stop().await;
 }

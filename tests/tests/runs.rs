@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flowhost_core::ManualClock;
-use flowhost_tests::{on_both_backends, unique, Backends, TestHost};
+use flowhost_tests::{eventually, on_both_backends, unique, Backends, TestHost};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
@@ -337,15 +337,6 @@ async fn run_count(host: &TestHost, flow_id: &str, status: &str) -> u64 {
     page["total"].as_u64().unwrap()
 }
 
-/// Waits (a minute at most) until `check` holds, naming `what` when it never does.
-async fn eventually<F: std::future::Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
-    let until = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !check().await {
-        assert!(tokio::time::Instant::now() < until, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// `[engine.runs]`: completed runs go once unchanged for the run retention; a run with an open dead letter stays
 /// (so a replay to it works) until the dead-letter retention, and takes its letter with it. On the embedded
 /// store the file gives the freed pages back (incremental vacuum).
@@ -371,8 +362,9 @@ async fn runs_and_dead_letters_expire_and_the_store_shrinks(backends: Backends) 
         host.publish(&source, chunk).await;
     }
     host.publish(&source, &[deposit(5000.0, "over-the-limit")]).await;
-    eventually("every run stored", || async {
-        run_count(&host, &id, "completed").await == RUNS as u64 && run_count(&host, &id, "dead_lettered").await == 1
+    eventually("every run stored", 60, || async {
+        (run_count(&host, &id, "completed").await == RUNS as u64 && run_count(&host, &id, "dead_lettered").await == 1)
+            .then_some(())
     })
     .await;
     let (_, letters) = host.call("GET", &format!("/api/v2/dead-letters?flow_id={id}"), None).await;
@@ -389,23 +381,29 @@ async fn runs_and_dead_letters_expire_and_the_store_shrinks(backends: Backends) 
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(run_count(&host, &id, "completed").await, RUNS as u64, "nothing expires early");
     clock.advance_ms(86_400_000 + 60_000);
-    eventually("the completed runs removed", || async { run_count(&host, &id, "completed").await == 0 }).await;
+    eventually("the completed runs removed", 60, || async {
+        (run_count(&host, &id, "completed").await == 0).then_some(())
+    })
+    .await;
     assert_eq!(host.call("GET", &format!("/api/v2/runs/{kept_run}"), None).await.0, 200, "its letter is open");
     assert_eq!(host.call("GET", &format!("/api/v2/dead-letters/{letter_id}"), None).await.0, 200);
     if backends == Backends::Embedded {
         // Every run carried over a kilobyte: the file gives back at least that much.
         let shrunk = full.saturating_sub(RUNS as u64 * 1024);
-        eventually(&format!("the file shrinks from {full} to {shrunk} bytes"), || async { size() <= shrunk }).await;
+        eventually(&format!("the file shrinks from {full} to {shrunk} bytes"), 60, || async {
+            (size() <= shrunk).then_some(())
+        })
+        .await;
     }
 
     // Past the dead-letter retention, the letter goes and its run with it.
     clock.advance_ms(30 * 86_400_000);
-    eventually("the dead letter removed", || async {
-        host.call("GET", &format!("/api/v2/dead-letters/{letter_id}"), None).await.0 == 404
+    eventually("the dead letter removed", 60, || async {
+        (host.call("GET", &format!("/api/v2/dead-letters/{letter_id}"), None).await.0 == 404).then_some(())
     })
     .await;
-    eventually("its run removed", || async {
-        host.call("GET", &format!("/api/v2/runs/{kept_run}"), None).await.0 == 404
+    eventually("its run removed", 60, || async {
+        (host.call("GET", &format!("/api/v2/runs/{kept_run}"), None).await.0 == 404).then_some(())
     })
     .await;
     host.stop().await;

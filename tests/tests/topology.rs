@@ -23,7 +23,7 @@ use flowhost_tests::cli::{flowhost_bin, repository_root};
 use flowhost_tests::gateway::{presence_event, PlayerBackend, HMAC_KEY, SITE};
 use flowhost_tests::push::{callers_json, EDITOR_TOKEN, INTERACTION_SECRET, OPS_TOKEN, SOURCE_APP, TENANT_A};
 use flowhost_tests::push_service::{PushService, PushSubscription};
-use flowhost_tests::{servers, unique, Backends, TestHost};
+use flowhost_tests::{eventually, servers, unique, Backends, TestHost};
 use serde_json::{json, Value};
 
 const ORIGIN: &str = "https://casino.example";
@@ -243,22 +243,6 @@ async fn run_script(args: &[&str]) {
     assert!(status.success(), "topology.sh {args:?} failed");
 }
 
-/// Waits until `done` answers `Some` (at most `seconds`), polling every 200 ms.
-async fn eventually<T, F, Fut>(what: &str, seconds: u64, mut done: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let until = tokio::time::Instant::now() + Duration::from_secs(seconds);
-    loop {
-        if let Some(value) = done().await {
-            return value;
-        }
-        assert!(tokio::time::Instant::now() < until, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// The pushes `subscription` received, decrypted, once there are at least `count`.
 async fn pushes(service: &PushService, subscription: &PushSubscription, count: usize) -> Vec<Value> {
     eventually(&format!("{count} pushes"), 120, || async {
@@ -383,14 +367,7 @@ async fn the_seeds_topology_as_separate_processes() {
     for (player, session) in &players {
         assert_eq!(topology.presence(*player, session, "opened").await, 202);
     }
-    for (player, session) in &players {
-        eventually(&format!("player {player}'s open session"), 90, || async {
-            let open =
-                |document: &Value| document["state"] == "online" && document.to_string().contains(session.as_str());
-            topology.presence_document(*player).await.filter(open)
-        })
-        .await;
-    }
+    sessions_reach(&topology, &players, "online", 90).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     for (n, (player, session)) in players.iter().enumerate() {
         if n == players.len() / 3 {
@@ -402,14 +379,7 @@ async fn the_seeds_topology_as_separate_processes() {
         assert_eq!(topology.presence(*player, session, "closed").await, 202, "acknowledged");
     }
     topology.restart("gateway-worker").await;
-    for (player, session) in &players {
-        eventually(&format!("player {player}'s closed session"), 120, || async {
-            let closed =
-                |document: &Value| document["state"] == "offline" && document.to_string().contains(session.as_str());
-            topology.presence_document(*player).await.filter(closed)
-        })
-        .await;
-    }
+    sessions_reach(&topology, &players, "offline", 120).await;
     let status = topology.http.get(topology.url("PRESENCE_2_HTTP_PORT", "/ready")).send().await.unwrap().status();
     assert_eq!(status, 200, "the surviving presence replica took the partitions");
 
@@ -420,4 +390,16 @@ async fn the_seeds_topology_as_separate_processes() {
     assert_eq!((status, sent["delivered"].as_bool()), (200, Some(true)), "{sent}");
     let received = pushes(&service, &browser, 2 + DEPOSITS).await;
     assert!(received.iter().any(|push| push["payload"]["title"] == "Hi Ada"), "{received:?}");
+}
+
+/// Waits (at most `seconds` each) until every player's presence document is in `state` with its session.
+async fn sessions_reach(topology: &Topology, players: &[(u32, String)], state: &str, seconds: u64) {
+    for (player, session) in players {
+        eventually(&format!("player {player}'s session {state}"), seconds, || async {
+            let reached =
+                |document: &Value| document["state"] == state && document.to_string().contains(session.as_str());
+            topology.presence_document(*player).await.filter(reached)
+        })
+        .await;
+    }
 }

@@ -222,8 +222,7 @@ async fn serving_components(
             let (done, loaded) = tokio::sync::watch::channel(false);
             let (retrying, config, shutdown) = (store.clone(), config.clone(), shutdown.clone());
             tokio::spawn(async move {
-                let backoff =
-                    flowhost_core::backoff::Backoff::new(Duration::from_millis(500), 2.0, Duration::from_secs(10));
+                let backoff = flowhost_core::backoff::Backoff::for_backend();
                 if flowhost_core::backoff::until_done("loading the plugins", backoff, &shutdown, || {
                     load_components(&retrying, &config)
                 })

@@ -79,7 +79,7 @@ impl flowhost_role::Role for CampaignsRole {
 
 /// Creates the indexes (retrying while the stores are unavailable), then syncs until shutdown.
 async fn run(sync: Sync, read_models: ReadModels, flows: Flows, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let backoff = flowhost_core::backoff::Backoff::new(Duration::from_millis(500), 2.0, Duration::from_secs(10));
+    let backoff = flowhost_core::backoff::Backoff::for_backend();
     let created =
         flowhost_core::backoff::until_done("creating the campaign read-model indexes", backoff, &shutdown, || async {
             read_models.ensure_indexes().await?;

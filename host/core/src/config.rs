@@ -497,19 +497,6 @@ pub enum NodePayloads {
     None,
 }
 
-impl std::str::FromStr for NodePayloads {
-    type Err = String;
-
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        match value.trim() {
-            "all" => Ok(NodePayloads::All),
-            "failed" => Ok(NodePayloads::Failed),
-            "none" => Ok(NodePayloads::None),
-            other => Err(format!("{other:?} is not all, failed or none")),
-        }
-    }
-}
-
 /// How often and how patiently one record is retried (the spec's policy by default: 5 attempts, 2 s initial
 /// backoff, factor 3, 1 min cap).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -867,6 +854,12 @@ where
     value.trim().parse().map_err(|e: T::Err| ConfigError::new(name, format!("{value:?}: {e}")))
 }
 
+/// One of an enum's keywords, as its TOML form spells them (`native`, `json`, `failed`, ...): the error lists them.
+fn parse_keyword<T: serde::de::DeserializeOwned>(name: &str, value: &str) -> Result<T, ConfigError> {
+    serde_json::from_value(serde_json::Value::String(value.trim().to_owned()))
+        .map_err(|error| ConfigError::new(name, format!("{value:?}: {error}")))
+}
+
 fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
     match value.trim().to_ascii_lowercase().as_str() {
         "true" | "1" | "yes" | "on" => Ok(true),
@@ -1049,8 +1042,7 @@ impl Config {
             self.engine.runs.sweep_interval_ms = parse("FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS", v)?;
         }
         if let Some(v) = get("FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS") {
-            self.engine.runs.node_payloads =
-                v.parse().map_err(|message: String| ConfigError::new("FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS", message))?;
+            self.engine.runs.node_payloads = parse_keyword("FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS", &v)?;
         }
         let retry = &mut self.engine.retry;
         if let Some(v) = get("FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS") {
@@ -1066,16 +1058,7 @@ impl Config {
             retry.max_backoff_ms = parse("FLOWHOST_ENGINE_RETRY_MAX_BACKOFF_MS", v)?;
         }
         if let Some(v) = get("FLOWHOST_ENGINE_NODE_KINDS") {
-            self.engine.node_kinds = match v.trim() {
-                "native" => NodeKindsMode::Native,
-                "wasm" => NodeKindsMode::Wasm,
-                other => {
-                    return Err(ConfigError::new(
-                        "FLOWHOST_ENGINE_NODE_KINDS",
-                        format!("{other:?}: use native or wasm"),
-                    ))
-                }
-            };
+            self.engine.node_kinds = parse_keyword("FLOWHOST_ENGINE_NODE_KINDS", &v)?;
         }
         self.apply_push_env(&get)?;
         self.gateway.apply_env(&get)?;
@@ -1116,11 +1099,7 @@ impl Config {
             self.log.filter = v;
         }
         if let Some(v) = get("FLOWHOST_LOG_FORMAT") {
-            self.log.format = match v.trim() {
-                "text" => LogFormat::Text,
-                "json" => LogFormat::Json,
-                other => return Err(ConfigError::new("FLOWHOST_LOG_FORMAT", format!("{other:?}: use text or json"))),
-            };
+            self.log.format = parse_keyword("FLOWHOST_LOG_FORMAT", &v)?;
         }
         Ok(())
     }

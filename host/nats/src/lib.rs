@@ -109,9 +109,6 @@ impl NatsSubjects {
     }
 }
 
-/// A client of `url`; `Unavailable` when the server does not answer within a few seconds. The client
-/// reconnects by itself afterwards. The URL's user and password (or a user alone, as a token) sign in, which
-/// is how a deployment reaches its own account; `inbox` replaces the `_INBOX` prefix of reply subjects.
 /// Whether [`connect_client`] waits for the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Start {
@@ -121,6 +118,10 @@ pub(crate) enum Start {
     InBackground,
 }
 
+/// A client of `url`; `Unavailable` when the server does not answer within a few seconds (unless `start` is
+/// [`Start::InBackground`]), `Invalid` when it refuses the credentials. The client reconnects by itself
+/// afterwards. The URL's user and password (or a user alone, as a token) sign in, which is how a deployment
+/// reaches its own account; `inbox` replaces the `_INBOX` prefix of reply subjects.
 pub(crate) async fn connect_client(
     url: &str,
     inbox: Option<String>,

@@ -179,7 +179,7 @@ async fn ensure_indexes(
     metrics: PresenceMetrics,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let mut backoff = flowhost_core::backoff::Backoff::new(Duration::from_millis(500), 2.0, Duration::from_secs(10));
+    let mut backoff = flowhost_core::backoff::Backoff::for_backend();
     'indexes: for index in indexes() {
         loop {
             match documents.ensure_index(COLLECTION, &index).await {

@@ -282,9 +282,7 @@ impl SendServer {
             subscribed.store(false, Ordering::Relaxed);
         }
     }
-}
 
-impl SendServer {
     /// Takes the requests of `stream` (a queue subscription to [`EDITOR_SEND_SUBJECT`], taken before the role
     /// reports ready) until `shutdown`. Requests that are unsigned where signing is on, or that do not parse,
     /// are not answered (the client's request times out and learns nothing).

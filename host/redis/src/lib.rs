@@ -1,6 +1,6 @@
 //! The Redis backend of the cache port: [`RedisCache`] keeps values and counters in one Redis database through a
-//! reconnecting connection (established later when Redis is down at start, see `connection`), with expiry measured by Redis itself (`PX` on `SET`, a `SET NX PX` +
-//! `INCR` transaction for counter windows). Connection failures and timeouts surface as
+//! reconnecting connection (established later when Redis is down at start, see `connection`), with expiry
+//! measured by Redis itself (`PX` on `SET`, a `SET NX PX` + `INCR` transaction for counter windows). Connection failures and timeouts surface as
 //! [`PortError::Unavailable`] so callers retry. [`RedisQueue`] is the work queue port on Redis Streams. Both put
 //! every key under the deployment's [`Namespace`] (`FLOWHOST_REDIS_KEY_PREFIX`) when it has one.
 
