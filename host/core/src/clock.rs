@@ -39,3 +39,22 @@ impl Clock for ManualClock {
         self.0.load(Ordering::SeqCst)
     }
 }
+
+/// Runs `work` at once and then every `interval` (a late tick waits a whole interval, never bursts) until
+/// `shutdown`: the loop of a periodic task (a retention sweep, a heartbeat). `work` finishes before the next
+/// tick is awaited, so runs never overlap.
+pub async fn every<F, Fut>(interval: std::time::Duration, shutdown: &tokio_util::sync::CancellationToken, mut work: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        work().await;
+    }
+}

@@ -237,15 +237,7 @@ impl ServiceEndpoint {
     /// Posts the catalog manifest of each active component of `service` now and every heartbeat: the same
     /// content is a heartbeat (only `last_seen_at` moves).
     async fn run_heartbeat(self, service: String, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(self.heartbeat);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            self.post_manifests(&service).await;
-        }
+        flowhost_core::clock::every(self.heartbeat, &shutdown, || self.post_manifests(&service)).await;
     }
 
     async fn post_manifests(&self, service: &str) {

@@ -60,13 +60,8 @@ pub async fn sweep_once(ports: &Ports, storage: &RunStorage, now_ms: i64) -> Res
 /// Sweeps every `storage.sweep_interval_ms` until `shutdown`; a failed sweep is logged and tried again at the
 /// next tick.
 pub async fn run_sweep(ports: Ports, storage: RunStorage, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(Duration::from_millis(storage.sweep_interval_ms));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
+    let interval = Duration::from_millis(storage.sweep_interval_ms);
+    flowhost_core::clock::every(interval, &shutdown, || async {
         match sweep_once(&ports, &storage, ports.clock.now_ms()).await {
             Ok(swept) if swept != Swept::default() => {
                 info!(runs = swept.runs, dead_letters = swept.dead_letters, "run retention sweep removed expired runs")
@@ -74,5 +69,6 @@ pub async fn run_sweep(ports: Ports, storage: RunStorage, shutdown: Cancellation
             Ok(_) => debug!("run retention sweep found nothing to remove"),
             Err(error) => warn!(%error, "run retention sweep failed; retried on the next tick"),
         }
-    }
+    })
+    .await;
 }

@@ -30,14 +30,8 @@ pub async fn sweep_once(ports: &Ports) -> u64 {
 
 /// Sweeps at start and then every `interval` until `shutdown`.
 pub async fn run_retention(ports: Ports, interval: Duration, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {
-                sweep_once(&ports).await;
-            }
-        }
-    }
+    flowhost_core::clock::every(interval, &shutdown, || async {
+        sweep_once(&ports).await;
+    })
+    .await;
 }
