@@ -8,7 +8,7 @@ use std::sync::Arc;
 use flowhost_core::ports::{Cache, DocumentStore, Subjects, Topics, WorkQueue};
 use flowhost_core::{Clock, ManualClock, SystemClock};
 use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
-use flowhost_tests::contract::{cache, documents, queue, subjects, topics};
+use flowhost_tests::contract::{cache, documents, queue, source, subjects, topics};
 use flowhost_tests::unique;
 
 /// An embedded store in a fresh directory, removed when the check ends.
@@ -153,6 +153,24 @@ async fn documents_expiry_survives_reopen() {
 }
 
 // Topics.
+
+#[tokio::test]
+async fn source_commits_only_the_durable_prefix_in_order() {
+    let embedded = Embedded::open();
+    source::commits_only_the_durable_prefix_in_order(embedded.topics()).await;
+}
+
+#[tokio::test]
+async fn source_per_partition_holds_back_only_the_busy_partition() {
+    let embedded = Embedded::open();
+    source::per_partition_holds_back_only_the_busy_partition(embedded.topics()).await;
+}
+
+#[tokio::test]
+async fn source_commits_when_idle_and_follows_the_topic_set() {
+    let embedded = Embedded::open();
+    source::commits_when_idle_and_follows_the_topic_set(embedded.topics()).await;
+}
 
 #[tokio::test]
 async fn topics_publish_and_consume_round_trip() {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use flowhost_core::ports::{Namespace, Topics};
 use flowhost_kafka::KafkaTopics;
-use flowhost_tests::contract::{namespaces, topics};
+use flowhost_tests::contract::{namespaces, source, topics};
 use flowhost_tests::servers;
 
 fn kafka() -> Arc<dyn Topics> {
@@ -102,4 +102,19 @@ async fn deployments_under_their_own_topic_prefixes_never_meet() {
     let ours = kafka_in(&flowhost_tests::host::deployment_name());
     namespaces::topics_stay_in_their_deployment(ours.clone(), kafka_in(&flowhost_tests::host::deployment_name())).await;
     namespaces::topics_stay_in_their_deployment(kafka(), ours).await;
+}
+
+#[tokio::test]
+async fn source_commits_only_the_durable_prefix_in_order() {
+    source::commits_only_the_durable_prefix_in_order(kafka()).await;
+}
+
+#[tokio::test]
+async fn source_commits_when_idle_and_follows_the_topic_set() {
+    source::commits_when_idle_and_follows_the_topic_set(kafka()).await;
+}
+
+#[tokio::test]
+async fn source_per_partition_holds_back_only_the_busy_partition() {
+    source::per_partition_holds_back_only_the_busy_partition(kafka()).await;
 }

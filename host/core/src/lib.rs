@@ -14,6 +14,7 @@ pub mod notify;
 pub mod placeholders;
 pub mod ports;
 pub mod signing;
+pub mod source;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use ports::{Cache, DocumentStore, PortError, Ports, Subjects, Topics};

@@ -17,12 +17,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::process::{dead_letter, Destinations, RetryRecord};
-use crate::{process_batch_with, sleep_or_shutdown, BatchOutcome, EngineMetrics, NodeFailure, NodeKinds, RuleSet};
+use flowhost_core::source::sleep_or_shutdown;
+
+use crate::{process_batch_with, BatchOutcome, EngineMetrics, NodeFailure, NodeKinds, RuleSet};
 
 /// Everything processing and delivering a batch needs, shared by the consume loop and its delivery tasks.
 pub(crate) struct Delivery {
     pub(crate) topics: Arc<dyn Topics>,
-    pub(crate) known: KnownTopics,
+    pub(crate) known: Arc<KnownTopics>,
     pub(crate) nodes: Arc<dyn NodeKinds>,
     pub(crate) metrics: Arc<EngineMetrics>,
     pub(crate) invalid_topic: String,
@@ -43,7 +45,7 @@ impl Delivery {
     ) -> Delivery {
         Delivery {
             topics,
-            known: KnownTopics::new(partitions),
+            known: Arc::new(KnownTopics::new(partitions)),
             nodes,
             metrics,
             invalid_topic: config.invalid_events_topic.clone(),

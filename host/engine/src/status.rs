@@ -1,16 +1,17 @@
-//! [`EngineStatus`]: what the engine's readiness checks read, written by its loops: whether a rule set has been
-//! loaded, and whether consuming the source topics currently fails (joining the group, creating the topics or
-//! polling), with the last error for the log.
+//! [`EngineStatus`]: what the engine's readiness checks read: whether a rule set has been loaded (written by
+//! the reloader), and whether consuming the source topics currently fails (the source consumer's
+//! [`SourceHealth`]: joining the group, creating the topics or polling), with the last error.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, OnceLock};
+
+use flowhost_core::source::SourceHealth;
 
 /// Shared between the engine's loops (writers) and its readiness checks (readers).
 #[derive(Debug, Default)]
 pub struct EngineStatus {
     rules_loaded: AtomicBool,
-    source_failing: AtomicBool,
-    last_error: Mutex<Option<String>>,
+    sources: OnceLock<Arc<SourceHealth>>,
 }
 
 impl EngineStatus {
@@ -18,13 +19,8 @@ impl EngineStatus {
         self.rules_loaded.store(true, Ordering::Release);
     }
 
-    pub(crate) fn source_failed(&self, error: &dyn std::fmt::Display) {
-        self.source_failing.store(true, Ordering::Release);
-        *self.last_error.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(error.to_string());
-    }
-
-    pub(crate) fn source_ok(&self) {
-        self.source_failing.store(false, Ordering::Release);
+    pub(crate) fn watch_sources(&self, health: Arc<SourceHealth>) {
+        let _ = self.sources.set(health);
     }
 
     /// Ok once the first rule set loaded.
@@ -38,10 +34,9 @@ impl EngineStatus {
 
     /// Ok unless the last attempt to consume the source topics failed.
     pub fn check_sources(&self) -> Result<(), String> {
-        if !self.source_failing.load(Ordering::Acquire) {
-            return Ok(());
+        match self.sources.get().and_then(|health| health.error()) {
+            None => Ok(()),
+            Some(error) => Err(format!("consuming the source topics fails: {error}")),
         }
-        let last = self.last_error.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
-        Err(last.unwrap_or_else(|| "consuming the source topics fails".to_owned()))
     }
 }

@@ -1,24 +1,27 @@
 //! The consumer (spec 002 part B, rules 1-5): group `presence.player-state.v1` on the input topic, starting at
-//! the latest offset when the group has none committed, auto-commit off. Records are processed in order per
-//! partition; each is marked only after its projection is written (or was a no-op) or its dead letter is
-//! acknowledged; marks are committed synchronously every [`COMMIT_EVERY`] records, every [`COMMIT_INTERVAL`]
-//! and when a partition is revoked or the consumer closes. A crash replays the uncommitted suffix, and a replayed
+//! the latest offset when the group has none committed, auto-commit off, on the one consume/commit loop
+//! (`flowhost_core::source`) in its per-partition mode. Records are processed in order per partition; a
+//! partition's offsets are committed only past records whose projection is written (or was a no-op) or whose
+//! dead letter is acknowledged, and committed (and marked, for a revoke) as soon as a partition's batch is
+//! done, on an idle poll, and when the consumer closes. A crash replays the uncommitted suffix, and a replayed
 //! record already reflected is a no-op (the projector's duplicate guards).
 //!
-//! A document-store failure blocks only its partition: the partition is paused, its head record is retried with
-//! capped exponential backoff and jitter, and the other partitions keep flowing; `/ready` answers 503 while any
-//! partition is blocked. A failed dead-letter publish blocks the same way and is never committed past, and so
-//! does any failure of the projector that is not a validator's rejection (a trap, fuel or memory exhaustion, a
-//! stored document the projector refuses): only invalid records are permanent, so a bad plugin version stalls
-//! its partitions until a good one is active instead of dead-lettering valid events.
+//! A document-store failure blocks only its partition: its head record is retried with capped exponential
+//! backoff and jitter while the other partitions keep flowing (the source consumer pauses the partition once its
+//! window of batches is full); `/ready` answers 503 while any partition is blocked. A failed dead-letter
+//! publish blocks the same way and is never committed past, and so does any failure of the projector that is
+//! not a validator's rejection (a trap, fuel or memory exhaustion, a stored document the projector refuses):
+//! only invalid records are permanent, so a bad plugin version stalls its partitions until a good one is active
+//! instead of dead-lettering valid events.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use flowhost_core::ports::{ConsumerConfig, OutRecord, Position, Record, StartFrom, TopicConsumer, Topics};
+use flowhost_core::ports::{OutRecord, Record, StartFrom, Topics};
+use flowhost_core::source::{sleep_or_shutdown, SourceConsumer, SourceHealth};
 use rand::Rng;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -26,12 +29,10 @@ use crate::dead_letter::{dead_letter, dead_letter_topic};
 use crate::metrics::PresenceMetrics;
 use crate::project::{Projected, Projection, Transient};
 
-/// Commit after this many marked records.
-pub const COMMIT_EVERY: usize = 100;
-/// Records of one partition projected together (one read, one batch of writes).
+/// Records of one partition projected together (one read, one batch of writes), and records per poll.
 pub const BATCH: usize = 500;
-/// Commit at least this often while records are marked.
-pub const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
+/// Batches of one partition in flight before the partition is paused.
+const PARTITION_WINDOW: usize = 2;
 /// The event type the metrics name (the only registered one).
 const EVENT_TYPE: &str = "player.casino-presence.v1";
 
@@ -45,12 +46,11 @@ pub struct ConsumerSettings {
     pub dlq_replication_factor: i16,
 }
 
-/// What `/ready` reads: whether the consumer is in its group, whether the group assigned it, and which
-/// partitions are blocked.
+/// What `/ready` reads: whether the consumer is in its group, whether the group assigned it (the source
+/// consumer's health), and which partitions are blocked.
 #[derive(Debug, Default)]
 pub struct ConsumerStatus {
-    active: AtomicBool,
-    assigned: AtomicBool,
+    source: OnceLock<Arc<SourceHealth>>,
     blocked: Mutex<BTreeMap<i32, String>>,
 }
 
@@ -58,34 +58,30 @@ impl ConsumerStatus {
     /// `Ok` when the consumer is active, assigned by its group and no partition is blocked; else why not
     /// (spec 002: `/ready` needs an active, unblocked consumer group).
     pub fn check(&self) -> Result<(), String> {
-        if !self.active.load(Ordering::Relaxed) {
-            return Err("the consumer is not in its group".to_owned());
-        }
-        if !self.assigned.load(Ordering::Relaxed) {
-            return Err("the consumer group has not assigned this member yet".to_owned());
-        }
+        let (joined, assigned) =
+            self.source.get().map_or((false, false), |health| (health.joined(), health.assigned()));
         let blocked = self.blocked.lock().unwrap_or_else(|p| p.into_inner());
-        match blocked.iter().next() {
-            None => Ok(()),
-            Some((partition, reason)) => Err(format!("partition {partition} is blocked: {reason}")),
-        }
+        verdict(joined, assigned, &blocked)
     }
 }
 
-/// What draining a lane did: the positions done, and a pause (`true`) or resume (`false`) of its partition.
-struct Drained {
-    done: Vec<Position>,
-    flow: Option<(String, i32, bool)>,
+fn verdict(joined: bool, assigned: bool, blocked: &BTreeMap<i32, String>) -> Result<(), String> {
+    if !joined {
+        return Err("the consumer is not in its group".to_owned());
+    }
+    if !assigned {
+        return Err("the consumer group has not assigned this member yet".to_owned());
+    }
+    match blocked.iter().next() {
+        None => Ok(()),
+        Some((partition, reason)) => Err(format!("partition {partition} is blocked: {reason}")),
+    }
 }
 
-/// One partition's records waiting to be marked, and when its head may be tried again. A record is settled once
-/// its projection is written (or was a no-op) or its dead letter acknowledged; records are marked in order, so a
-/// settled record waits behind an unsettled one of another player (it is never processed twice).
-#[derive(Default)]
+/// One partition's batch: each record and whether it is settled (written or a no-op, or dead-lettered). A
+/// settled record after an unsettled one of another player is not processed again when the head is retried.
 struct Lane {
-    records: VecDeque<(Record, bool)>,
-    retry_at: Option<Instant>,
-    delay: Option<Duration>,
+    records: Vec<(Record, bool)>,
 }
 
 pub struct Consumer {
@@ -99,33 +95,29 @@ pub struct Consumer {
 impl Consumer {
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let dlq = dead_letter_topic(&self.settings.input_topic);
-        let mut consumer = loop {
-            match self.start(&dlq).await {
-                Ok(consumer) => break consumer,
-                Err(error) => {
-                    warn!(%error, "the presence consumer cannot start yet; retrying");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return Ok(()),
-                        _ = tokio::time::sleep(self.settings.retry_initial.max(Duration::from_secs(1))) => {}
-                    }
-                }
+        while let Err(error) = self.create_dead_letter_topic(&dlq).await {
+            warn!(%error, "the presence consumer cannot start yet; retrying");
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(self.settings.retry_initial.max(Duration::from_secs(1))) => {}
             }
-        };
-        self.status.active.store(true, Ordering::Relaxed);
-        info!(group = %self.settings.group, topic = %self.settings.input_topic, "presence consumer running");
-        let result = self.consume(consumer.as_mut(), &shutdown).await;
-        self.status.active.store(false, Ordering::Relaxed);
-        self.status.assigned.store(false, Ordering::Relaxed);
-        // Commits what was marked and leaves the group, so the next owner resumes right after it.
-        if let Err(error) = consumer.close().await {
-            warn!(%error, "closing the presence consumer failed");
         }
-        result
+        let source = SourceConsumer::new("presence", self.topics.clone(), self.settings.group.clone())
+            .start_from(StartFrom::Latest)
+            .batch_size(BATCH)
+            .window(PARTITION_WINDOW)
+            .per_partition();
+        let _ = self.status.source.set(source.health());
+        info!(group = %self.settings.group, topic = %self.settings.input_topic, "presence consumer running");
+        let (_keep, topics) = watch::channel(BTreeSet::from([self.settings.input_topic.clone()]));
+        let consumer = Arc::new(self);
+        let handle = |records| consumer.clone().project_partition(records, shutdown.clone());
+        source.run(topics, handle, &shutdown).await;
+        Ok(())
     }
 
-    /// Creates the dead-letter topic when it is missing (the input topic belongs to the gateway) and joins the
-    /// group.
-    async fn start(&self, dlq: &str) -> anyhow::Result<Box<dyn TopicConsumer>> {
+    /// Creates the dead-letter topic when it is missing (the input topic belongs to the gateway).
+    async fn create_dead_letter_topic(&self, dlq: &str) -> anyhow::Result<()> {
         if !self.topics.exists(dlq).await? {
             let replication = Some(self.settings.dlq_replication_factor);
             match self.topics.create_topic_replicated(dlq, self.settings.dlq_partitions, replication).await {
@@ -133,118 +125,38 @@ impl Consumer {
                 Err(error) => return Err(error.into()),
             }
         }
-        let config = ConsumerConfig {
-            group: self.settings.group.clone(),
-            topics: vec![self.settings.input_topic.clone()],
-            start: StartFrom::Latest,
-        };
-        Ok(self.topics.consumer(config).await?)
-    }
-
-    /// Polls, processes each partition's lane, commits; what is marked but not committed at the end is
-    /// committed by `close`.
-    async fn consume(&self, consumer: &mut dyn TopicConsumer, shutdown: &CancellationToken) -> anyhow::Result<()> {
-        let mut lanes: HashMap<i32, Lane> = HashMap::new();
-        let mut marked: Vec<Position> = Vec::new();
-        let mut since_commit = 0usize;
-        let mut last_commit = Instant::now();
-        while !shutdown.is_cancelled() {
-            // Wait no longer than the next retry of a blocked partition.
-            let now = Instant::now();
-            let next_retry = lanes.values().filter_map(|lane| lane.retry_at).min();
-            let wait = next_retry
-                .map_or(Duration::from_millis(200), |at| at.saturating_duration_since(now))
-                .min(Duration::from_millis(200));
-            let polled = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                polled = consumer.poll(500, wait) => polled,
-            };
-            // A rebalance happens inside a poll: what `/ready` reads is fresh after each one.
-            self.status.assigned.store(consumer.assigned(), Ordering::Relaxed);
-            match polled {
-                Ok(records) => {
-                    for record in records {
-                        lanes.entry(record.partition).or_default().records.push_back((record, false));
-                    }
-                }
-                Err(error) => {
-                    warn!(%error, "polling the presence topic failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
-            // Partitions are independent (a player's records share one): their lanes run concurrently.
-            let drained =
-                futures::future::join_all(lanes.iter_mut().map(|(partition, lane)| self.drain_lane(*partition, lane)))
-                    .await;
-            for drained in drained {
-                // Marked at once, so a revoke of the partition commits them even before the next commit.
-                consumer.mark(&drained.done);
-                since_commit += drained.done.len();
-                marked.extend(drained.done);
-                if let Some((topic, partition, pause)) = drained.flow {
-                    let result = if pause {
-                        consumer.pause(&topic, partition).await
-                    } else {
-                        consumer.resume(&topic, partition).await
-                    };
-                    if let Err(error) = result {
-                        warn!(%error, partition, pause, "pausing or resuming a presence partition failed");
-                    }
-                }
-            }
-            lanes.retain(|_, lane| !lane.records.is_empty());
-            if !marked.is_empty() && (since_commit >= COMMIT_EVERY || last_commit.elapsed() >= COMMIT_INTERVAL) {
-                let positions = flowhost_core::ports::merge_positions(std::mem::take(&mut marked));
-                if let Err(error) = consumer.commit(&positions).await {
-                    // The marks stay: they are committed on the next success, on revoke or on close.
-                    warn!(%error, "committing presence offsets failed; retrying with the next commit");
-                }
-                since_commit = 0;
-                last_commit = Instant::now();
-            }
-        }
         Ok(())
     }
 
-    /// Processes one partition's records in batches until one cannot be processed now: the positions done, and
-    /// whether the partition is to be paused (it just blocked) or resumed (it just recovered).
-    async fn drain_lane(&self, partition: i32, lane: &mut Lane) -> Drained {
-        let mut drained = Drained { done: Vec::new(), flow: None };
-        if lane.retry_at.is_some_and(|at| Instant::now() < at) {
-            return drained;
-        }
+    /// Projects one partition's records in order, in batches, retrying from the first that cannot be processed
+    /// now (the partition blocked) until all are settled; false when shut down first.
+    async fn project_partition(self: Arc<Self>, records: Vec<Record>, shutdown: CancellationToken) -> bool {
+        let Some(partition) = records.first().map(|record| record.partition) else { return true };
+        let mut lane = Lane { records: records.into_iter().map(|record| (record, false)).collect() };
+        let mut delay = None;
         loop {
-            let batch: Vec<usize> =
-                (0..lane.records.len().min(BATCH)).filter(|index| !lane.records[*index].1).collect();
-            let failure = match batch.is_empty() {
-                true => None,
-                false => self.process(lane, &batch).await,
-            };
-            while lane.records.front().is_some_and(|(_, settled)| *settled) {
-                let (record, _) = lane.records.pop_front().expect("a settled head");
-                drained.done.push(Position { topic: record.topic, partition, next_offset: record.offset + 1 });
-            }
-            if let Some(reason) = failure {
-                let topic = lane.records.front().map_or_else(String::new, |(record, _)| record.topic.clone());
-                let delay = self.next_delay(lane.delay);
-                lane.delay = Some(delay);
-                if lane.retry_at.replace(Instant::now() + delay).is_none() {
-                    drained.flow = Some((topic, partition, true));
+            let mut failure = None;
+            let unsettled: Vec<usize> = (0..lane.records.len()).filter(|index| !lane.records[*index].1).collect();
+            for batch in unsettled.chunks(BATCH) {
+                failure = self.process(&mut lane, batch).await;
+                if failure.is_some() {
+                    break;
                 }
-                self.metrics.retry_delay.observe(delay.as_secs_f64());
-                warn!(partition, %reason, retry_in_ms = delay.as_millis() as u64, "presence partition blocked");
-                self.block(partition, reason);
-                return drained;
             }
-            if lane.retry_at.take().is_some() {
-                lane.delay = None;
-                self.unblock(partition);
-                let topic = drained.done.last().map_or_else(String::new, |position| position.topic.clone());
-                drained.flow = Some((topic, partition, false));
-                info!(partition, "presence partition unblocked");
-            }
-            if lane.records.is_empty() {
-                return drained;
+            let Some(reason) = failure else {
+                if delay.is_some() {
+                    self.unblock(partition);
+                    info!(partition, "presence partition unblocked");
+                }
+                return true;
+            };
+            let next = self.next_delay(delay);
+            delay = Some(next);
+            self.metrics.retry_delay.observe(next.as_secs_f64());
+            warn!(partition, %reason, retry_in_ms = next.as_millis() as u64, "presence partition blocked");
+            self.block(partition, reason);
+            if !sleep_or_shutdown(next, &shutdown).await {
+                return false;
             }
         }
     }
@@ -344,15 +256,12 @@ mod tests {
 
     #[test]
     fn ready_needs_an_active_assigned_unblocked_consumer() {
-        let status = ConsumerStatus::default();
-        assert!(status.check().unwrap_err().contains("not in its group"));
-        status.active.store(true, Ordering::Relaxed);
-        assert!(status.check().unwrap_err().contains("not assigned"), "joined but still waiting for partitions");
-        status.assigned.store(true, Ordering::Relaxed);
-        assert_eq!(status.check(), Ok(()));
-        status.blocked.lock().unwrap().insert(3, "projector: trap: unreachable".to_owned());
-        assert!(status.check().unwrap_err().contains("partition 3 is blocked"));
-        status.blocked.lock().unwrap().remove(&3);
-        assert_eq!(status.check(), Ok(()));
+        let mut blocked = BTreeMap::new();
+        assert!(verdict(false, false, &blocked).unwrap_err().contains("not in its group"));
+        assert!(verdict(true, false, &blocked).unwrap_err().contains("not assigned"), "joined, waiting for partitions");
+        assert_eq!(verdict(true, true, &blocked), Ok(()));
+        blocked.insert(3, "projector: trap: unreachable".to_owned());
+        assert!(verdict(true, true, &blocked).unwrap_err().contains("partition 3 is blocked"));
+        assert!(ConsumerStatus::default().check().unwrap_err().contains("not in its group"), "before it starts");
     }
 }

@@ -36,7 +36,9 @@ use std::time::Duration;
 
 use flowhost_catalog::Catalog;
 use flowhost_components::{catalog_manifest, ComponentStore};
-use flowhost_core::ports::{ConsumerConfig, OutRecord, Ports, Position, StartFrom, SubjectMessage, TopicConsumer};
+use flowhost_core::backoff::Backoff;
+use flowhost_core::ports::{OutRecord, Ports, Record, SubjectMessage};
+use flowhost_core::source::{replace_if_changed, sleep_or_shutdown, SourceConsumer};
 use flowhost_flows::broadcast::{self, FlowBroadcast};
 use flowhost_runtime::{InvocationContext, Outcome, Plugin};
 use futures::StreamExt;
@@ -417,12 +419,12 @@ impl ServiceEndpoint {
         }
     }
 
-    /// Consumes the canonical inbound topic and the retarget topics in `retargets` (those that exist), taking
-    /// the consumer down and up again with the new list whenever the broadcast changes it.
+    /// Consumes the canonical inbound topic and the retarget topics in `retargets` that exist (see
+    /// `flowhost_core::source`: the member is replaced whenever that set changes).
     async fn run_kafka(
         self,
         service: String,
-        mut retargets: watch::Receiver<BTreeSet<String>>,
+        retargets: watch::Receiver<BTreeSet<String>>,
         shutdown: CancellationToken,
     ) {
         let canonical = inbound_topic(&service);
@@ -432,13 +434,33 @@ impl ServiceEndpoint {
                 warn!(topic = canonical, %error, "cannot create the inbound topic");
             }
         }
-        while !shutdown.is_cancelled() {
+        let (existing, consumed) = watch::channel(BTreeSet::from([canonical.clone()]));
+        let follow = self.follow_existing(&service, canonical, retargets, existing, &shutdown);
+        let source =
+            SourceConsumer::new("service inbound", topics, self.group(&service)).batch_size(KAFKA_BATCH).window(1);
+        let handle = |batch| self.clone().take_envelopes(batch, shutdown.clone());
+        tokio::join!(follow, source.run(consumed, handle, &shutdown));
+    }
+
+    /// Keeps `existing` to the canonical topic plus those of `retargets` that exist: checked again on every
+    /// change of `retargets` and, while one is missing, every [`BROADCAST_REFRESH`].
+    async fn follow_existing(
+        &self,
+        service: &str,
+        canonical: String,
+        mut retargets: watch::Receiver<BTreeSet<String>>,
+        existing: watch::Sender<BTreeSet<String>>,
+        shutdown: &CancellationToken,
+    ) {
+        loop {
             let wanted = retargets.borrow_and_update().clone();
-            let mut names = vec![canonical.clone()];
+            let mut names = BTreeSet::from([canonical.clone()]);
             let mut missing = false;
             for topic in wanted.into_iter().filter(|topic| *topic != canonical) {
-                match topics.exists(&topic).await {
-                    Ok(true) => names.push(topic),
+                match self.ports.topics.exists(&topic).await {
+                    Ok(true) => {
+                        names.insert(topic);
+                    }
                     Ok(false) => {
                         // Never created here: the flow's author names an existing topic, and it fails closed.
                         warn!(topic, service, "a retarget topic does not exist; it is consumed once it does");
@@ -450,93 +472,65 @@ impl ServiceEndpoint {
                     }
                 }
             }
-            let config =
-                ConsumerConfig { group: self.group(&service), topics: names.clone(), start: StartFrom::Earliest };
-            let consumer = match topics.consumer(config).await {
-                Ok(consumer) => consumer,
-                Err(error) => {
-                    warn!(?names, %error, "cannot take inbound envelopes over Kafka; retrying");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
-                    }
+            debug!(service, ?names, "inbound topics to consume");
+            existing.send_if_modified(|current| replace_if_changed(current, names));
+            let recheck = async {
+                match missing {
+                    true => tokio::time::sleep(BROADCAST_REFRESH).await,
+                    false => std::future::pending().await,
                 }
             };
-            debug!(service, ?names, "consuming inbound envelopes");
-            let recheck = missing.then(|| tokio::time::Instant::now() + BROADCAST_REFRESH);
-            self.consume(consumer, &mut retargets, recheck, &shutdown).await;
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = recheck => {}
+                changed = retargets.changed() => {
+                    if changed.is_err() {
+                        // No more broadcasts: the set stays as it is.
+                        shutdown.cancelled().await;
+                        return;
+                    }
+                }
+            }
         }
     }
 
-    /// Runs the envelopes `consumer` takes until `shutdown`, a change of `retargets` or `recheck`; then closes it
-    /// (committing its marks).
-    async fn consume(
-        &self,
-        mut consumer: Box<dyn TopicConsumer>,
-        retargets: &mut watch::Receiver<BTreeSet<String>>,
-        recheck: Option<tokio::time::Instant>,
-        shutdown: &CancellationToken,
-    ) {
-        let topics = self.ports.topics.clone();
-        while !shutdown.is_cancelled()
-            && !retargets.has_changed().unwrap_or(false)
-            && recheck.is_none_or(|at| tokio::time::Instant::now() < at)
-        {
-            let records = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = retargets.changed() => break,
-                records = consumer.poll(KAFKA_BATCH, Duration::from_millis(500)) => records,
+    /// Runs the envelopes of a batch and publishes their replies; true once the replies are acknowledged (the
+    /// batch may be committed), false when shut down first (it is taken again: the same steps, so nothing is
+    /// done twice).
+    async fn take_envelopes(self, batch: Vec<Record>, shutdown: CancellationToken) -> bool {
+        let mut replies = Vec::new();
+        for record in &batch {
+            let topic = &record.topic;
+            let signature = record.header(SIGNATURE_HEADER).and_then(|value| std::str::from_utf8(value).ok());
+            if let Err(error) = self.ports.signing.verify(signature, &record.value) {
+                warn!(topic, offset = record.offset, %error, "an inbound envelope was refused");
+                continue;
+            }
+            let Ok(envelope) = serde_json::from_slice::<InboundEnvelope>(&record.value) else {
+                warn!(topic, offset = record.offset, "an inbound envelope that does not parse was skipped");
+                continue;
             };
-            let records = match records {
-                Ok(records) => records,
+            let reply = self.handle(&envelope).await;
+            let value = serde_json::to_vec(&reply).unwrap_or_default();
+            let mut record = OutRecord::new(crate::execute::REPLY_TOPIC, value);
+            if let Some((name, signature)) = self.ports.signing.header(&record.value) {
+                record = record.with_header(name, signature.into_bytes());
+            }
+            replies.push(record);
+        }
+        let mut backoff = Backoff::for_backend();
+        while !replies.is_empty() {
+            match self.ports.topics.publish(&replies).await {
+                Ok(_) => break,
                 Err(error) => {
-                    warn!(%error, "polling the inbound topics failed; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
-            };
-            let mut replies = Vec::new();
-            let mut positions = Vec::new();
-            for record in &records {
-                let topic = &record.topic;
-                positions.push(Position {
-                    topic: record.topic.clone(),
-                    partition: record.partition,
-                    next_offset: record.offset + 1,
-                });
-                let signature = record.header(SIGNATURE_HEADER).and_then(|value| std::str::from_utf8(value).ok());
-                if let Err(error) = self.ports.signing.verify(signature, &record.value) {
-                    warn!(topic, offset = record.offset, %error, "an inbound envelope was refused");
-                    continue;
-                }
-                let Ok(envelope) = serde_json::from_slice::<InboundEnvelope>(&record.value) else {
-                    warn!(topic, offset = record.offset, "an inbound envelope that does not parse was skipped");
-                    continue;
-                };
-                let reply = self.handle(&envelope).await;
-                let value = serde_json::to_vec(&reply).unwrap_or_default();
-                let mut record = OutRecord::new(crate::execute::REPLY_TOPIC, value);
-                if let Some((name, signature)) = self.ports.signing.header(&record.value) {
-                    record = record.with_header(name, signature.into_bytes());
-                }
-                replies.push(record);
-            }
-            if !replies.is_empty() {
-                if let Err(error) = topics.publish(&replies).await {
-                    // Not committed: the envelopes are taken again (the same steps, so nothing is done twice).
-                    warn!(%error, "service replies over Kafka failed; taking the envelopes again");
-                    continue;
-                }
-            }
-            if !positions.is_empty() {
-                if let Err(error) = consumer.commit(&positions).await {
-                    warn!(%error, "committing the inbound topics failed");
+                    warn!(%error, "publishing service replies over Kafka failed; retrying");
+                    if !sleep_or_shutdown(backoff.next_delay(), &shutdown).await {
+                        return false;
+                    }
                 }
             }
         }
-        if let Err(error) = consumer.close().await {
-            debug!(%error, "closing the inbound consumer failed");
-        }
+        true
     }
 }
 

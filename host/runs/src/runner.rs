@@ -14,7 +14,7 @@
 //! closed: nothing is consumed, so nothing is lost); `/ready` names the topic and
 //! `flowhost_flow_retarget_topics_missing` counts it until it exists.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,9 +23,8 @@ use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
 use flowhost_core::config::EngineConfig;
 use flowhost_core::digest::iso_utc;
 use flowhost_core::envelope::Event;
-use flowhost_core::ports::{
-    merge_positions, next_positions, ConsumerConfig, KnownTopics, Ports, Record, StartFrom, TopicConsumer, Wakeups,
-};
+use flowhost_core::ports::{KnownTopics, Ports, Record, Wakeups};
+use flowhost_core::source::{replace_if_changed, sleep_or_shutdown, SourceConsumer, SourceHealth};
 use flowhost_flows::{Dependencies, Flows};
 use futures::StreamExt;
 use tokio::sync::watch;
@@ -48,9 +47,6 @@ const CONCURRENCY: usize = 16;
 /// Batches whose runs may be advancing or becoming durable at once; offsets are still committed in order, each
 /// only after its batch and every earlier one is durable.
 const PIPELINE_DEPTH: usize = 3;
-
-/// A batch being processed: its task (true once durable) and the offsets to commit after it.
-type InFlight = (tokio::task::JoinHandle<bool>, Vec<flowhost_core::ports::Position>);
 /// How long a node holds a run it advances from its pending steps.
 const LEASE: Duration = Duration::from_secs(60);
 /// Runs the scheduler takes per round.
@@ -61,7 +57,7 @@ const DUE_PER_ROUND: u64 = 64;
 pub struct RunnerStatus {
     loaded: std::sync::atomic::AtomicBool,
     missing: Mutex<Vec<(String, String)>>,
-    source_error: Mutex<Option<String>>,
+    sources: std::sync::OnceLock<Arc<SourceHealth>>,
 }
 
 impl RunnerStatus {
@@ -76,7 +72,7 @@ impl RunnerStatus {
                 "flow {flow:?}: Kafka retarget topic {topic:?} does not exist; its source topic is not consumed"
             ));
         }
-        if let Some(error) = self.source_error.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        if let Some(error) = self.sources.get().and_then(|health| health.error()) {
             return Err(format!("consuming flow sources fails: {error}"));
         }
         Ok(())
@@ -158,11 +154,12 @@ impl Runner {
             runs,
             older: Mutex::new(HashMap::new()),
         });
-        let reloader = tokio::spawn(shared.clone().reload_loop(plans_tx, shutdown.clone()));
+        let (topics_tx, topics_rx) = watch::channel(BTreeSet::new());
+        let reloader = tokio::spawn(shared.clone().reload_loop(plans_tx, topics_tx, shutdown.clone()));
         let scheduler = tokio::spawn(shared.clone().schedule_loop(plans_rx.clone(), shutdown.clone()));
         let nats_replies = tokio::spawn(shared.clone().subject_replies(shutdown.clone()));
         let kafka_replies = tokio::spawn(shared.clone().topic_replies(shutdown.clone()));
-        shared.source_loop(plans_rx, &shutdown).await;
+        shared.source_loop(plans_rx, topics_rx, &shutdown).await;
         let _ = reloader.await;
         let _ = scheduler.await;
         let _ = nats_replies.await;
@@ -195,7 +192,12 @@ impl Shared {
         }
     }
 
-    async fn reload_loop(self: Arc<Self>, plans: watch::Sender<Arc<Plans>>, shutdown: CancellationToken) {
+    async fn reload_loop(
+        self: Arc<Self>,
+        plans: watch::Sender<Arc<Plans>>,
+        topics: watch::Sender<BTreeSet<String>>,
+        shutdown: CancellationToken,
+    ) {
         let interval = Duration::from_millis(self.config.engine.reload_interval_ms);
         let mut wakeups = Wakeups::new(self.ports.subjects.as_ref(), CONFIG_CHANGED_SUBJECT, interval).await;
         while wakeups.next(&shutdown).await {
@@ -215,7 +217,9 @@ impl Shared {
                     *self.status.missing.lock().unwrap_or_else(|p| p.into_inner()) = loaded.missing_topics.clone();
                     self.status.loaded.store(true, std::sync::atomic::Ordering::Relaxed);
                     self.older.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                    let sources = loaded.source_topics();
                     plans.send_replace(Arc::new(loaded));
+                    topics.send_if_modified(|current| replace_if_changed(current, sources));
                 }
                 Err(error) => {
                     self.metrics.errors.with_label_values(&["reload"]).inc();
@@ -253,158 +257,27 @@ impl Shared {
         }
     }
 
-    async fn source_loop(self: &Arc<Self>, mut plans: watch::Receiver<Arc<Plans>>, shutdown: &CancellationToken) {
-        let group = format!("{}.flows", self.config.engine.group_id);
-        let mut backoff = Backoff::for_backend();
-        let mut consumer: Option<(BTreeSet<String>, Box<dyn TopicConsumer>)> = None;
-        let mut in_flight: VecDeque<InFlight> = VecDeque::new();
-        loop {
-            if shutdown.is_cancelled() {
-                break;
-            }
-            let current = plans.borrow_and_update().clone();
-            let topics = current.source_topics();
-            if consumer.as_ref().is_some_and(|(subscribed, _)| *subscribed != topics) {
-                if let Some((_, mut old)) = consumer.take() {
-                    // Commit what the member made durable before it leaves the group.
-                    if !self.settle(&mut in_flight, 0, old.as_mut(), shutdown).await {
-                        break;
-                    }
-                    let _ = old.close().await;
-                }
-            }
-            if topics.is_empty() {
-                tokio::select! {
-                    () = shutdown.cancelled() => break,
-                    _ = plans.changed() => continue,
-                }
-            }
-            if consumer.is_none() {
-                let request = ConsumerConfig {
-                    group: group.clone(),
-                    topics: topics.iter().cloned().collect(),
-                    start: StartFrom::Earliest,
-                };
-                let joined = async {
-                    self.durability.known.ensure(self.ports.topics.as_ref(), &topics).await?;
-                    self.ports.topics.consumer(request).await
-                };
-                match joined.await {
-                    Ok(joined) => {
-                        info!(topics = ?topics, %group, "consuming flow source topics");
-                        consumer = Some((topics, joined));
-                    }
-                    Err(error) => {
-                        self.source_failed("subscribe", &error.to_string());
-                        if !sleep_or_shutdown(backoff.next_delay(), shutdown).await {
-                            break;
-                        }
-                        continue;
-                    }
-                }
-            }
-            let Some((subscribed, active)) = consumer.as_mut() else { continue };
-            let polled = tokio::select! {
-                () = shutdown.cancelled() => break,
-                polled = active.poll(self.config.engine.batch_size, Duration::from_millis(200)) => polled,
-            };
-            let batch = match polled {
-                Ok(batch) => batch,
-                Err(error) => {
-                    self.source_failed("poll", &error.to_string());
-                    if !sleep_or_shutdown(backoff.next_delay(), shutdown).await {
-                        break;
-                    }
-                    continue;
-                }
-            };
-            backoff.reset();
-            *self.status.source_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            debug!(records = batch.len(), "polled flow sources");
-            if batch.is_empty() {
-                continue;
-            }
-            let current = plans.borrow().clone();
-            if current.source_topics() != *subscribed {
-                // The flows changed while this batch was read (a source blocked by a missing retarget topic, a
-                // flow released or turned off): it is left uncommitted, so the member that subscribes next reads
-                // it again under the new flows, instead of it being passed over.
-                continue;
-            }
-            let positions = next_positions(&batch);
-            let task = tokio::spawn(self.clone().process(current, batch, shutdown.clone()));
-            in_flight.push_back((task, positions));
-            if !self.settle(&mut in_flight, PIPELINE_DEPTH - 1, active.as_mut(), shutdown).await {
-                break; // Shut down before a batch was durable: it and the later ones are consumed again.
-            }
-        }
-        if let Some((_, mut active)) = consumer {
-            let never = CancellationToken::new();
-            let drain = self.settle(&mut in_flight, 0, active.as_mut(), &never);
-            if tokio::time::timeout(Duration::from_secs(5), drain).await.is_err() {
-                warn!("could not commit the last durable batches in time; they will be consumed again");
-            }
-            let _ = active.close().await;
-        }
-    }
-
-    /// Waits for the oldest batches until at most `keep` are in flight (and takes later ones already done), then
-    /// commits their offsets at once. False when a batch was not made durable (shutdown): nothing from it on is
-    /// committed.
-    async fn settle(
-        &self,
-        in_flight: &mut VecDeque<InFlight>,
-        keep: usize,
-        consumer: &mut dyn TopicConsumer,
+    /// Consumes the source topics of the loaded flows in `<engine.group_id>.flows` (see
+    /// `flowhost_core::source`); each batch's runs are started and made durable by [`Shared::process`].
+    async fn source_loop(
+        self: &Arc<Self>,
+        plans: watch::Receiver<Arc<Plans>>,
+        topics: watch::Receiver<BTreeSet<String>>,
         shutdown: &CancellationToken,
-    ) -> bool {
-        let mut done = Vec::new();
-        let mut durable = true;
-        while let Some((task, _)) = in_flight.front() {
-            if in_flight.len() <= keep && !task.is_finished() {
-                break;
-            }
-            let (task, positions) = in_flight.pop_front().expect("front exists");
-            match task.await {
-                Ok(true) => done.extend(positions),
-                Ok(false) => {
-                    durable = false;
-                    break;
-                }
-                Err(error) => {
-                    warn!(%error, "a batch task failed; stopping so the batch is consumed again");
-                    shutdown.cancel();
-                    durable = false;
-                    break;
-                }
-            }
-        }
-        if !durable {
-            in_flight.clear();
-        }
-        if !done.is_empty() {
-            let positions = merge_positions(done);
-            let mut backoff = Backoff::for_backend();
-            loop {
-                match consumer.commit(&positions).await {
-                    Ok(()) => break,
-                    Err(error) => {
-                        self.metrics.errors.with_label_values(&["commit"]).inc();
-                        warn!(%error, "commit failed; retrying (the batch may be consumed again)");
-                        if !sleep_or_shutdown(backoff.next_delay(), shutdown).await {
-                            return false;
-                        }
-                    }
-                }
-            }
-        }
-        durable
-    }
-
-    fn source_failed(&self, kind: &str, error: &str) {
-        self.metrics.errors.with_label_values(&[kind]).inc();
-        warn!(%error, kind, "consuming flow sources failed; retrying");
-        *self.status.source_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_owned());
+    ) {
+        let metrics = self.metrics.clone();
+        let source = SourceConsumer::new(
+            "flow runs",
+            self.ports.topics.clone(),
+            format!("{}.flows", self.config.engine.group_id),
+        )
+        .batch_size(self.config.engine.batch_size)
+        .window(PIPELINE_DEPTH)
+        .creating_missing(self.durability.known.clone())
+        .counting_errors(Arc::new(move |kind| metrics.errors.with_label_values(&[kind]).inc()));
+        let _ = self.status.sources.set(source.health());
+        let handle = |batch| self.clone().process(plans.borrow().clone(), batch, shutdown.clone());
+        source.run(topics, handle, shutdown).await;
     }
 
     /// Starts and advances the runs of a batch and makes them durable; false when shut down first. The runs
@@ -668,63 +541,30 @@ impl Shared {
     /// Accepts replies on the topic `triggers_v2_replies` (consumer group `<engine.group_id>.replies`),
     /// committing each batch once its replies are recorded.
     async fn topic_replies(self: Arc<Self>, shutdown: CancellationToken) {
-        let group = format!("{}.replies", self.config.engine.group_id);
-        let topics = BTreeSet::from([REPLY_TOPIC.to_owned()]);
-        let mut backoff = Backoff::for_backend();
-        let mut consumer: Option<Box<dyn TopicConsumer>> = None;
-        while !shutdown.is_cancelled() {
-            let Some(active) = consumer.as_mut() else {
-                let joined = async {
-                    self.durability.known.ensure(self.ports.topics.as_ref(), &topics).await?;
-                    let request = ConsumerConfig {
-                        group: group.clone(),
-                        topics: vec![REPLY_TOPIC.to_owned()],
-                        start: StartFrom::Earliest,
-                    };
-                    self.ports.topics.consumer(request).await
-                };
-                match joined.await {
-                    Ok(joined) => consumer = Some(joined),
-                    Err(error) => {
-                        self.metrics.errors.with_label_values(&["replies"]).inc();
-                        warn!(%error, "cannot consume service replies; retrying");
-                        if !sleep_or_shutdown(backoff.next_delay(), &shutdown).await {
-                            return;
-                        }
-                    }
+        let metrics = self.metrics.clone();
+        let source = SourceConsumer::new(
+            "service replies",
+            self.ports.topics.clone(),
+            format!("{}.replies", self.config.engine.group_id),
+        )
+        .batch_size(100)
+        .window(1)
+        .creating_missing(self.durability.known.clone())
+        .counting_errors(Arc::new(move |_| metrics.errors.with_label_values(&["replies"]).inc()));
+        let (_keep, topics) = watch::channel(BTreeSet::from([REPLY_TOPIC.to_owned()]));
+        let handle = |batch: Vec<Record>| {
+            let shared = self.clone();
+            async move {
+                for record in &batch {
+                    let signature = record
+                        .header(flowhost_core::signing::SIGNATURE_HEADER)
+                        .and_then(|value| std::str::from_utf8(value).ok());
+                    shared.take_signed_reply("kafka", signature, &record.value).await;
                 }
-                continue;
-            };
-            let polled = tokio::select! {
-                () = shutdown.cancelled() => break,
-                polled = active.poll(100, Duration::from_millis(200)) => polled,
-            };
-            match polled {
-                Ok(batch) if batch.is_empty() => {}
-                Ok(batch) => {
-                    for record in &batch {
-                        let signature = record
-                            .header(flowhost_core::signing::SIGNATURE_HEADER)
-                            .and_then(|value| std::str::from_utf8(value).ok());
-                        self.take_signed_reply("kafka", signature, &record.value).await;
-                    }
-                    if let Err(error) = active.commit(&merge_positions(next_positions(&batch))).await {
-                        warn!(%error, "committing service replies failed; they may be taken again (harmless)");
-                    }
-                    backoff.reset();
-                }
-                Err(error) => {
-                    self.metrics.errors.with_label_values(&["replies"]).inc();
-                    warn!(%error, "polling service replies failed; retrying");
-                    if !sleep_or_shutdown(backoff.next_delay(), &shutdown).await {
-                        break;
-                    }
-                }
+                true
             }
-        }
-        if let Some(mut active) = consumer {
-            let _ = active.close().await;
-        }
+        };
+        source.run(topics, handle, &shutdown).await;
     }
 
     /// [`Shared::take_reply`] once the reply's `signature` verifies (see `flowhost_core::signing`); a reply
@@ -759,12 +599,5 @@ impl Shared {
                 serde_json::json!({ "error": error.to_string() })
             }
         }
-    }
-}
-
-async fn sleep_or_shutdown(delay: Duration, shutdown: &CancellationToken) -> bool {
-    tokio::select! {
-        () = shutdown.cancelled() => false,
-        () = tokio::time::sleep(delay) => true,
     }
 }
