@@ -74,7 +74,7 @@ async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
         .collect();
     let bundled = [
         ("condition", "0.2.0"),
-        ("mapping", "0.2.0"),
+        ("mapping", "0.3.0"),
         ("noop", "0.1.0"),
         ("notifications", "0.2.0"),
         ("presence", "0.2.0"),
@@ -116,7 +116,7 @@ async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
     let host = TestHost::start_with(config).await;
     let (_, mut again) = host.call("GET", "/api/v1/plugins", None).await;
     let replaced = again.as_array().unwrap().iter().find(|p| p["id"] == "mapping").unwrap().clone();
-    assert_eq!(replaced["active_version"], "0.2.0", "the bundle replaced what an earlier bundle activated: {replaced}");
+    assert_eq!(replaced["active_version"], "0.3.0", "the bundle replaced what an earlier bundle activated: {replaced}");
     // Apart from that activation's time, nothing changed.
     let mut plugins = plugins;
     for list in [&mut plugins, &mut again] {
@@ -383,8 +383,8 @@ async fn the_engine_waits_for_a_missing_node_kind_and_loses_nothing(backends: Ba
     }
     assert_eq!(host.metric("flowhost_engine_published_total").await, 0.0);
 
-    for name in ["condition", "mapping"] {
-        let (status, body) = upload(&host, name, "0.2.0", fixtures::bytes(name)).await;
+    for (name, version) in [("condition", "0.2.0"), ("mapping", "0.3.0")] {
+        let (status, body) = upload(&host, name, version, fixtures::bytes(name)).await;
         assert_eq!(status, 201, "{name}: {body}");
     }
     let records = host.read(&out, 1, Duration::from_secs(45)).await;

@@ -4,7 +4,9 @@
 //! retries on the spec's backoff, checked on an injected clock; a permanent failure on its dead-letter subject
 //! and in the store, replayed to the run's version (failing again) and to the latest release (succeeding); a
 //! source record consumed again starting no second run and no second action record; runs and dead letters
-//! removed past their retention, the embedded file shrinking. Every case runs on the embedded backends and on the
+//! removed past their retention, the embedded file shrinking; with `engine.node_kinds = wasm` conditions and
+//! mappings run in the `condition` and `mapping` components, and a newly activated `condition` version decides
+//! the next runs without a restart. Every case runs on the embedded backends and on the
 //! real servers.
 
 use std::sync::Arc;
@@ -21,7 +23,8 @@ on_both_backends!(
     a_permanent_failure_is_dead_lettered_and_replayed,
     a_record_consumed_again_starts_no_second_run,
     runs_and_dead_letters_expire_and_the_store_shrinks,
-    finished_runs_keep_node_payloads_as_configured
+    finished_runs_keep_node_payloads_as_configured,
+    conditions_and_mappings_run_as_components_of_the_active_version
 );
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
@@ -433,5 +436,46 @@ async fn finished_runs_keep_node_payloads_as_configured(backends: Backends) {
     let failed = run(&host, by_status("dead_lettered").as_str().unwrap()).await;
     assert!(failed.get("node_payloads_dropped").is_none(), "{failed:#}");
     assert_eq!(node_of(&failed, "act")["input"]["amount"], 5000.0, "a dead-lettered run keeps every payload");
+    host.stop().await;
+}
+
+/// `engine.node_kinds = wasm`: the flow's condition and mapping run in the bundled components (counted as their
+/// invocations) with the same results; an operator's new `condition` version (the `condition_always` fixture,
+/// holding for every event) decides the runs after its activation, without a restart.
+async fn conditions_and_mappings_run_as_components_of_the_active_version(backends: Backends) {
+    let host = TestHost::start_configured(backends, None, |config| {
+        configure(config);
+        config.engine.node_kinds = flowhost_core::config::NodeKindsMode::Wasm;
+        config.plugins.bundled = true;
+    })
+    .await;
+    prepare(&host).await;
+    let (source, out) = (unique("deposits"), unique("rewarded"));
+    let id = host.release_flow(flow(&source, &out, "record", json!({"amount": "{{amount}}"}))).await;
+    host.publish(&source, &[deposit(250.0, "big-one"), deposit(5.0, "small-one")]).await;
+    let outputs = host.read(&out, 1, Duration::from_secs(60)).await;
+    let value: Value = serde_json::from_slice(&outputs[0].value).unwrap();
+    assert_eq!((value["player"].as_str(), value["player_id"].as_str()), (Some("big-one"), Some("big-one")), "{value}");
+    let runs = runs_until(&host, &id, 2, |r| r["status"] == "completed").await;
+    assert!(
+        runs.iter().any(|r| r["path"]
+            == json!([{"node_id": "src", "outcome": "passed"}, {"node_id": "big", "outcome": "not_matched"}])),
+        "the small deposit does not match: {runs:#?}"
+    );
+    for plugin in ["condition", "mapping"] {
+        let calls =
+            host.metric(&format!("flowhost_plugin_invocations_total{{plugin=\"{plugin}\",result=\"ok\"}}")).await;
+        assert!(calls > 0.0, "{plugin} was never invoked");
+    }
+
+    let url = host.url("/api/v1/plugins/condition/versions/0.9.0");
+    let wasm = flowhost_runtime_fixtures::bytes("condition_always");
+    let response = host.http.put(url).header("content-type", "application/wasm").body(wasm).send().await.unwrap();
+    assert!(response.status().is_success(), "upload condition 0.9.0: {}", response.text().await.unwrap());
+    host.publish(&source, &[deposit(5.0, "small-after-the-swap")]).await;
+    let outputs = host.read(&out, 2, Duration::from_secs(60)).await;
+    let players: Vec<Value> =
+        outputs.iter().map(|r| serde_json::from_slice::<Value>(&r.value).unwrap()["player"].clone()).collect();
+    assert_eq!(players, vec![json!("big-one"), json!("small-after-the-swap")], "the new version holds for it");
     host.stop().await;
 }

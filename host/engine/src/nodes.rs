@@ -12,16 +12,14 @@ use std::sync::Arc;
 
 use flowhost_components::ComponentStore;
 use flowhost_core::model::OutputMapping;
+use flowhost_runs::nodes::evaluate_active;
 use flowhost_runtime::{BatchContext, InvokeError, NodeEvent, Outcome};
 use serde_json::{json, Value};
 
 use crate::process::{NodeFailure, NodeInput, NodeKinds};
 use crate::CompiledRule;
 
-/// The plugin id (and action) of the condition node kind.
-pub const CONDITION_PLUGIN: &str = "condition";
-/// The plugin id (and action) of the mapping node kind.
-pub const MAPPING_PLUGIN: &str = "mapping";
+pub use flowhost_runs::nodes::{CONDITION_PLUGIN, MAPPING_PLUGIN};
 
 /// Node kinds run by components (see the module documentation).
 pub struct WasmNodes {
@@ -48,24 +46,12 @@ impl WasmNodes {
         config: &Value,
         events: &[NodeInput<'_>],
     ) -> Vec<Result<String, NodeFailure>> {
-        let Some(plugin) = self.store.active(kind) else {
-            let failure = NodeFailure::Unavailable(format!("the {kind} node kind has no active component"));
-            return events.iter().map(|_| Err(failure.clone())).collect();
-        };
         let batch = BatchContext { flow_id: rule.rule.flow_id.clone(), node_id: Some(rule.rule.id.clone()) };
         let node_events: Vec<NodeEvent> = events.iter().map(|input| node_event(rule, input)).collect();
-        // On a task of its own: the rules of a batch evaluate in parallel on the runtime's worker threads.
-        let (kind_name, config) = (kind.to_owned(), config.to_string());
-        let evaluation = tokio::spawn(async move { plugin.evaluate(&kind_name, &config, &batch, node_events).await });
-        let results = match evaluation.await {
-            Ok(results) => results,
-            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-            Err(_) => {
-                let failure = NodeFailure::Unavailable(format!("the {kind} evaluation was cancelled"));
-                return events.iter().map(|_| Err(failure.clone())).collect();
-            }
-        };
-        results.into_iter().map(|result| result.map_err(|error| failure(kind, &error))).collect()
+        match evaluate_active(&self.store, kind, &config.to_string(), batch, node_events).await {
+            Ok(results) => results.into_iter().map(|result| result.map_err(|error| failure(kind, &error))).collect(),
+            Err(unavailable) => events.iter().map(|_| Err(NodeFailure::Unavailable(unavailable.clone()))).collect(),
+        }
     }
 }
 

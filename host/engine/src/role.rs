@@ -2,9 +2,9 @@
 //! background tasks run the rule engine and the flow runner (`flowhost-runs`) until shutdown, and three
 //! readiness checks (`engine_rules`: a rule set is loaded; `engine_sources`: consuming the source topics does
 //! not fail; `flow_runs`: released flows loaded, no Kafka retarget topic missing, their sources consumed) join
-//! `/ready` on every listener of the process. With `engine.node_kinds = wasm` rule conditions and mappings run
-//! through the component store's `condition` and `mapping` components; flow actions always run in the
-//! components of their services.
+//! `/ready` on every listener of the process. With `engine.node_kinds = wasm` the conditions and mappings of
+//! rules and of flows run through the component store's `condition` and `mapping` components; flow actions
+//! always run in the components of their services.
 
 use std::sync::Arc;
 
@@ -31,7 +31,7 @@ impl Role for EngineRole {
         if let (NodeKindsMode::Wasm, Some(store)) =
             (config.engine.node_kinds, context.service::<Arc<flowhost_components::ComponentStore>>())
         {
-            info!("the engine runs conditions and mappings through the condition and mapping components");
+            info!("rules and flows run conditions and mappings through the condition and mapping components");
             engine = engine.with_nodes(Arc::new(WasmNodes::new(store)));
         }
         let status = engine.status();
@@ -54,7 +54,12 @@ impl Role for EngineRole {
             admin_token: config.api.admin_token.clone(),
             egress,
         };
-        let runner = flowhost_runs::Runner::new(context.ports.clone(), runner_config, services, run_metrics);
+        let mut runner = flowhost_runs::Runner::new(context.ports.clone(), runner_config, services, run_metrics);
+        if let (NodeKindsMode::Wasm, Some(store)) =
+            (config.engine.node_kinds, context.service::<Arc<flowhost_components::ComponentStore>>())
+        {
+            runner = runner.with_nodes(Arc::new(flowhost_runs::ComponentNodes::new(store)));
+        }
         let runs = runner.status();
         let runner_shutdown = context.shutdown.clone();
         Ok(RoleParts::default()

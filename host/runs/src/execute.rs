@@ -5,7 +5,9 @@
 //!
 //! Semantics of the node kinds:
 //! - a condition passes the payload on when its expression holds; an **else** branch when none of its sibling
-//!   conditions with an expression held (an evaluation error, such as a missing field, counts as not holding);
+//!   conditions with an expression held (an evaluation error, such as a missing field, counts as not holding).
+//!   Conditions and mappings evaluate through the node-kinds port (`nodes.rs`: natively or as components, by
+//!   `engine.node_kinds`); a node kind that fails retries or dead-letters the step like a call out;
 //! - a **rate limit** counts per flow, node and value of `key` (the whole node without a key) in fixed windows
 //!   of `window_seconds` aligned to the epoch, in the cache port; the first `limit` of a window pass;
 //! - a mapping `select`s (keeps only its targets) or `merge`s (adds them) fields of the payload;
@@ -35,6 +37,7 @@ use crate::model::{
     Attempt, CompletionEvent, DeadLetter, DeadLetterStatus, InboundEnvelope, NodeOutcome, NodeRecord, Pending, ReplyTo,
     Run, ServiceReply, WaitReason,
 };
+use crate::nodes::{ConditionNode, NodeCall, NodeKinds, NodeRef};
 use crate::plan::{FlowPlan, LookupVia, Op, Via};
 
 /// Header names on published outputs.
@@ -157,6 +160,8 @@ impl Effects {
 pub struct Executor<'a> {
     pub ports: &'a Ports,
     pub services: &'a dyn ServiceCalls,
+    /// How condition and mapping nodes evaluate (`engine.node_kinds`).
+    pub nodes: &'a dyn NodeKinds,
     pub retry: &'a RetryPolicy,
     pub metrics: &'a crate::RunMetrics,
     pub outbound: &'a Outbound,
@@ -215,7 +220,7 @@ impl Executor<'_> {
                         started_ms,
                         elapsed,
                     );
-                    let children = self.children(plan, &node.children, run, output);
+                    let children = self.children(plan, &node.children, run, output).await;
                     stack.extend(children.into_iter().rev());
                 }
             }
@@ -224,32 +229,85 @@ impl Executor<'_> {
     }
 
     /// The steps of `children` for `payload`: each condition's answer is computed here, with its siblings, so
-    /// an else branch knows whether one of them held.
-    fn children(&self, plan: &FlowPlan, children: &[String], run: &Run, payload_index: usize) -> Vec<Step> {
-        let payload = &run.payloads[payload_index];
+    /// an else branch knows whether one of them held. A condition whose node kind failed is left undecided (its
+    /// visit evaluates it again and retries or dead-letters it), and so is an else branch beside it.
+    async fn children(&self, plan: &FlowPlan, children: &[String], run: &Run, payload_index: usize) -> Vec<Step> {
         let mut any_held = false;
-        children
-            .iter()
-            .filter_map(|id| plan.node(id))
-            .map(|child| {
-                let decided = match &child.op {
-                    Op::Condition(Some(expression)) => {
-                        let held = match expression.evaluate(payload) {
-                            Ok(held) => held,
-                            Err(error) => {
-                                debug!(node = %child.id, %error, "condition does not hold");
-                                false
-                            }
-                        };
-                        any_held |= held;
-                        Some(held)
+        let mut undecided = false;
+        let mut steps = Vec::with_capacity(children.len());
+        for child in children.iter().filter_map(|id| plan.node(id)) {
+            let decided = match &child.op {
+                Op::Condition(Some(condition)) => {
+                    match self.condition(plan, &child.id, condition, run, payload_index, 1).await {
+                        Ok(held) => {
+                            any_held |= held;
+                            Some(held)
+                        }
+                        Err(_) => {
+                            undecided = true;
+                            None
+                        }
                     }
-                    Op::Condition(None) => Some(!any_held),
-                    _ => None,
-                };
-                Step { node_id: child.id.clone(), payload: payload_index, attempt: 1, decided, wait: None, reply: None }
-            })
-            .collect()
+                }
+                Op::Condition(None) => (!undecided).then_some(!any_held),
+                _ => None,
+            };
+            steps.push(Step {
+                node_id: child.id.clone(),
+                payload: payload_index,
+                attempt: 1,
+                decided,
+                wait: None,
+                reply: None,
+            });
+        }
+        steps
+    }
+
+    /// Whether `condition` (node `node_id`) holds for the run's payload `at`, through the node-kinds port.
+    async fn condition(
+        &self,
+        plan: &FlowPlan,
+        node_id: &str,
+        condition: &ConditionNode,
+        run: &Run,
+        at: usize,
+        attempt: u32,
+    ) -> Result<bool, CallError> {
+        let node = NodeRef { flow_id: &plan.flow_id, node_id };
+        let call =
+            NodeCall { tenant_id: run.tenant_id.as_deref(), run_id: &run.run_id, attempt, payload: &run.payloads[at] };
+        let answer = self.nodes.conditions(node, condition, &[call]).await.pop();
+        let held = answer.unwrap_or_else(|| Err(CallError::permanent("condition: the node kind gave no answer")));
+        if let Ok(false) = held {
+            debug!(node = node_id, "condition does not hold");
+        }
+        held
+    }
+
+    /// Whether the else branch `node_id` holds: none of its sibling conditions with an expression holds (one
+    /// that skips forward does not hold; any other failure is the else branch's).
+    async fn else_holds(
+        &self,
+        plan: &FlowPlan,
+        node_id: &str,
+        run: &Run,
+        at: usize,
+        attempt: u32,
+    ) -> Result<bool, CallError> {
+        let siblings =
+            plan.nodes.values().find(|n| n.children.iter().any(|c| c == node_id)).map(|parent| &parent.children);
+        for sibling in siblings.into_iter().flatten().filter_map(|id| plan.node(id)) {
+            if let Op::Condition(Some(condition)) = &sibling.op {
+                match self.condition(plan, &sibling.id, condition, run, at, attempt).await {
+                    Ok(true) => return Ok(false),
+                    Ok(false) => {}
+                    Err(failure) if failure.outcome == Outcome::SkipForward => {}
+                    Err(failure) => return Err(failure),
+                }
+            }
+        }
+        Ok(true)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -298,19 +356,45 @@ impl Executor<'_> {
         let Step { payload: at, attempt, decided, wait, reply, .. } = step;
         match op {
             Op::Source | Op::Segment { .. } => Some(Visit::Continue(at)),
-            Op::Condition(_) => Some(match decided {
-                Some(true) => Visit::Continue(at),
-                _ => Visit::Stop(NodeOutcome::NotMatched),
-            }),
-            Op::Mapping { merge, fields } => {
-                let payload = &run.payloads[at];
-                let mut out = if *merge { payload.clone() } else { Map::new() };
-                for (source, target) in fields {
-                    if let Some(value) = payload.get(source) {
-                        out.insert(target.clone(), value.clone());
+            Op::Condition(condition) => {
+                let held = match (decided, condition) {
+                    (Some(held), _) => Ok(held),
+                    (None, Some(condition)) => self.condition(plan, node_id, condition, run, at, attempt).await,
+                    (None, None) => self.else_holds(plan, node_id, run, at, attempt).await,
+                };
+                match held {
+                    Ok(true) => Some(Visit::Continue(at)),
+                    Ok(false) => Some(Visit::Stop(NodeOutcome::NotMatched)),
+                    Err(failure) if failure.outcome == Outcome::SkipForward => {
+                        Some(Visit::Stop(NodeOutcome::SkipForward))
+                    }
+                    Err(failure) => {
+                        self.failed(plan, run, node_id, "condition", at, attempt, 0, failure, None, effects);
+                        None
                     }
                 }
-                Some(Visit::Continue(run.push_payload(out)))
+            }
+            Op::Mapping(mapping) => {
+                let node = NodeRef { flow_id: &plan.flow_id, node_id };
+                let answer = {
+                    let call = NodeCall {
+                        tenant_id: run.tenant_id.as_deref(),
+                        run_id: &run.run_id,
+                        attempt,
+                        payload: &run.payloads[at],
+                    };
+                    self.nodes.mappings(node, mapping, &[call]).await.pop()
+                };
+                match answer.unwrap_or_else(|| Err(CallError::permanent("mapping: the node kind gave no answer"))) {
+                    Ok(out) => Some(Visit::Continue(run.push_payload(out))),
+                    Err(failure) if failure.outcome == Outcome::SkipForward => {
+                        Some(Visit::Stop(NodeOutcome::SkipForward))
+                    }
+                    Err(failure) => {
+                        self.failed(plan, run, node_id, "mapping", at, attempt, 0, failure, None, effects);
+                        None
+                    }
+                }
             }
             Op::Output { topic } => {
                 let value = serde_json::to_vec(&run.payloads[at]).unwrap_or_default();

@@ -7,6 +7,7 @@
 //! - [`ids`]: run ids, the idempotency key `sha256(run_id + node_id)`, trace ids;
 //! - [`plan`]: a released version compiled for running, and every runnable flow indexed by source;
 //! - [`execute`]: advancing a run through its plan, and what that must make durable;
+//! - [`nodes`]: the node-kinds port: conditions and mappings natively or as components (`engine.node_kinds`);
 //! - [`services`]: calls into services: in-process components, external data sources;
 //! - [`effects`]: publishing, mirroring and storing in the order that keeps delivery at-least-once;
 //! - [`store`]: runs and dead letters in the documents port;
@@ -21,6 +22,7 @@ pub mod execute;
 pub mod ids;
 pub mod metrics;
 pub mod model;
+pub mod nodes;
 pub mod plan;
 pub mod replay;
 pub mod reply;
@@ -36,6 +38,7 @@ pub use model::{
     CompletionEvent, DeadLetter, DeadLetterStatus, InboundEnvelope, ReplayTarget, ReplyEnvelope, Run, RunStatus,
     RunSummary,
 };
+pub use nodes::{ComponentNodes, NativeNodes, NodeKinds};
 pub use runner::{Runner, RunnerConfig, RunnerStatus};
 pub use services::Services;
 pub use store::{RunPage, Runs, RunsError};

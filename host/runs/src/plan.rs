@@ -14,21 +14,20 @@ use flowhost_flows::{node_fields, Dependencies, FlowRecord, FlowStatus, Flows, N
 use serde_json::{json, Map, Value};
 use tracing::warn;
 
+use crate::nodes::{ConditionNode, MappingNode};
+
 /// What one node does when a run reaches it.
 #[derive(Debug, Clone)]
 pub enum Op {
     Source,
     /// `None`: an else branch.
-    Condition(Option<Arc<Expression>>),
+    Condition(Option<Arc<ConditionNode>>),
     RateLimit {
         limit: i64,
         window_ms: u64,
         key: Option<String>,
     },
-    Mapping {
-        merge: bool,
-        fields: Vec<(String, String)>,
-    },
+    Mapping(Arc<MappingNode>),
     Lookup {
         service: String,
         data_source: String,
@@ -103,7 +102,7 @@ impl Op {
             Op::Source => NodeKind::Source,
             Op::Condition(_) => NodeKind::Condition,
             Op::RateLimit { .. } => NodeKind::RateLimit,
-            Op::Mapping { .. } => NodeKind::Mapping,
+            Op::Mapping(_) => NodeKind::Mapping,
             Op::Lookup { .. } => NodeKind::Lookup,
             Op::Output { .. } => NodeKind::OutputTopic,
             Op::Segment { .. } => NodeKind::ServiceIn,
@@ -171,7 +170,7 @@ impl FlowPlan {
                             None => Expression::compile(&expression, None),
                         }
                         .map_err(|errors| format!("node {:?}: {}", node.id, errors.join("; ")))?;
-                        Op::Condition(Some(Arc::new(compiled)))
+                        Op::Condition(Some(Arc::new(ConditionNode::new(&expression, compiled))))
                     }
                 }
                 NodeKind::RateLimit => Op::RateLimit {
@@ -179,9 +178,9 @@ impl FlowPlan {
                     window_ms: config.get("window_seconds").and_then(Value::as_u64).unwrap_or(1).saturating_mul(1000),
                     key: text("key"),
                 },
-                NodeKind::Mapping => Op::Mapping {
-                    merge: text("mode").as_deref() == Some("merge"),
-                    fields: config
+                NodeKind::Mapping => Op::Mapping(Arc::new(MappingNode::new(
+                    text("mode").as_deref() == Some("merge"),
+                    config
                         .get("fields")
                         .and_then(Value::as_array)
                         .into_iter()
@@ -190,7 +189,7 @@ impl FlowPlan {
                             Some((f.get("source")?.as_str()?.to_owned(), f.get("target")?.as_str()?.to_owned()))
                         })
                         .collect(),
-                },
+                ))),
                 NodeKind::Lookup => {
                     let service = text("service").unwrap_or_default();
                     let data_source = text("data_source").unwrap_or_default();

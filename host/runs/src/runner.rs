@@ -37,6 +37,7 @@ use crate::execute::{
 };
 use crate::ids;
 use crate::model::{Run, RunStatus, SourceRef};
+use crate::nodes::{NativeNodes, NodeKinds};
 use crate::plan::{FlowPlan, Plans};
 use crate::reply::{accept, DUE_SUBJECT};
 use crate::store::Runs;
@@ -102,6 +103,7 @@ pub struct Runner {
     ports: Ports,
     config: RunnerConfig,
     services: Arc<dyn ServiceCalls>,
+    nodes: Arc<dyn NodeKinds>,
     metrics: Arc<RunMetrics>,
     status: Arc<RunnerStatus>,
 }
@@ -113,7 +115,13 @@ impl Runner {
         services: Arc<dyn ServiceCalls>,
         metrics: Arc<RunMetrics>,
     ) -> Runner {
-        Runner { ports, config, services, metrics, status: Arc::default() }
+        Runner { ports, config, services, nodes: Arc::new(NativeNodes), metrics, status: Arc::default() }
+    }
+
+    /// Evaluates condition and mapping nodes with `nodes` instead of natively (`engine.node_kinds = wasm`).
+    pub fn with_nodes(mut self, nodes: Arc<dyn NodeKinds>) -> Runner {
+        self.nodes = nodes;
+        self
     }
 
     pub fn status(&self) -> Arc<RunnerStatus> {
@@ -149,6 +157,7 @@ impl Runner {
             ports: self.ports,
             config: self.config,
             services: self.services,
+            nodes: self.nodes,
             metrics: self.metrics,
             status: self.status,
             runs,
@@ -172,6 +181,7 @@ struct Shared {
     ports: Ports,
     config: RunnerConfig,
     services: Arc<dyn ServiceCalls>,
+    nodes: Arc<dyn NodeKinds>,
     metrics: Arc<RunMetrics>,
     status: Arc<RunnerStatus>,
     runs: Runs,
@@ -186,6 +196,7 @@ impl Shared {
         Executor {
             ports: &self.ports,
             services: self.services.as_ref(),
+            nodes: self.nodes.as_ref(),
             retry: &self.config.engine.retry,
             metrics: &self.metrics,
             outbound: &self.outbound,

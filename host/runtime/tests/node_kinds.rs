@@ -1,7 +1,7 @@
 //! The first-party node-kind components `condition` and `mapping` (`plugins/condition`, `plugins/mapping`) run by
 //! the runtime: `condition` decides exactly as the host's native `flowhost_expr::Expression` (same result, same
 //! error message) over a table of expressions and events; `mapping` maps as the engine's `select` output mapping
-//! (`flowhost_engine::process::map_fields`, its expectations written out here); bad configuration is a permanent
+//! (`flowhost_engine::process::map_fields`) and a v2 mapping node's `merge` (its expectations written out here); bad configuration is a permanent
 //! failure naming the problem; and each manifest's `config_schema` is a usable JSON Schema that agrees with what
 //! the component accepts.
 
@@ -22,79 +22,11 @@ async fn invoke(plugin: &Plugin, action: &str, input: &Value) -> Result<Value, I
     Ok(serde_json::from_str(&output).expect("the runtime checked the output is JSON"))
 }
 
-/// Expressions over the fields of [`EVENTS`]: operators, macros, conversions, regexes, time zones, the extension
-/// libraries (strings, math, lists and sets, optionals, encoders, two-variable macros, well-known types, network
-/// addresses),
-/// missing fields, mistyped fields, non-boolean results and evaluation errors.
-const EXPRESSIONS: &[&str] = &[
-    "amount > 100.0 && count >= 2 && game == 'slots' && !vip",
-    "amount > 100",
-    "count == 3",
-    "count == 3.0",
-    "amount >= 100.0 ? game == 'slots' : vip",
-    "game.startsWith('slot') && size(game) > 4",
-    "game in ['slots', 'poker']",
-    "matches(game, '^sl.ts')",
-    "vip",
-    "!vip || amount < 10.0",
-    "missing > 1",
-    "missing || true",
-    "missing && false",
-    "has(meta.level) && meta.level >= 3",
-    "meta.level >= 3",
-    "tags.exists(t, t == 'new')",
-    "size(tags) == 0",
-    "nothing == null",
-    "big > 1.0",
-    "string(count) == '3' && int(amount) == 250 && double(count) > 2.5",
-    "timestamp('2024-01-01T00:00:00Z').getHours('Europe/Berlin') == 1",
-    "game == 1",
-    "amount",
-    "count + 1",
-    "1 / 0 == 1",
-    "count / 0 > 1",
-    "true",
-    "game.lowerAscii().upperAscii() == 'SLOTS'",
-    "'%s:%d'.format([game, count]) == 'slots:3'",
-    "game.split('-').size() == 2 && game.indexOf('-') == 5",
-    "game.replace('s', 'z').trim().substring(0, 2) == 'zl'",
-    "math.greatest(count, 2) == 3 && math.least([count, 7]) == count",
-    "math.round(amount) >= 100.0 && math.bitAnd(count, 1) == 1",
-    "sets.contains(['slots', 'poker'], [game]) || sets.intersects(tags, ['new'])",
-    "lists.range(count).map(i, i * 2) == [0, 2, 4]",
-    "tags.sort().first().orValue('') == 'new'",
-    "tags.all(i, t, i >= 0 && t != '')",
-    "meta[?'level'].orValue(0) >= 3",
-    "optional.of(count).optMap(c, c + 1).value() == 4",
-    "base64.encode(bytes(game)) == 'c2xvdHM='",
-    "google.protobuf.Int64Value{value: count} == 3",
-    "cel.bind(twice, count * 2, twice > 5)",
-    "tags.all(a, tags.exists(b, a == b))",
-    "cidr('10.0.0.0/8').containsIP(addr)",
-    "isIP(addr) && ip(addr).isLoopback()",
-    "ip(addr).family() == 6 || string(ip(addr)) == '10.1.2.3'",
-    "cidr(addr + '/24').masked() == cidr('10.1.2.0/24') && type(ip(addr)) == net.IP",
-    "ip.isCanonical(addr)",
-];
+/// The table both ways of running a condition are held to (`flowhost_runtime_fixtures::conformance`).
+const EXPRESSIONS: &[&str] = fixtures::conformance::EXPRESSIONS;
 
-/// Events: the benchmark's, one with nested and list fields, an empty one, one with every field mistyped.
 fn events() -> Vec<Map<String, Value>> {
-    [
-        json!({"amount": 250.0, "count": 3, "game": "slots", "vip": false, "addr": "10.1.2.3"}),
-        json!({"amount": 50, "count": 1, "game": "poker", "vip": true, "tags": ["new"], "meta": {"level": 4},
-               "addr": "::1"}),
-        json!({}),
-        json!({"amount": "250", "count": null, "game": 7, "vip": "no", "big": 18446744073709551615u64,
-               "nothing": null, "tags": "new", "meta": [], "addr": 10}),
-        json!({"amount": 100.5, "count": 2, "game": "slots-2", "vip": false, "meta": {}, "tags": [], "big": 2,
-               "addr": "fe80::1%eth0"}),
-        // Longer than a list under nested comprehensions may be (flowhost_cel::MAX_LIST_UNDER_NESTED_LOOPS).
-        json!({"amount": 1.5, "count": 2, "game": "bingo", "vip": false, "meta": {},
-               "tags": (0..=flowhost_cel::MAX_LIST_UNDER_NESTED_LOOPS).map(|i| format!("t{i}")).collect::<Vec<_>>()}),
-    ]
-    .into_iter()
-    .map(|event| event.as_object().expect("an object").clone())
-    .collect()
+    fixtures::conformance::events()
 }
 
 #[tokio::test]
@@ -206,6 +138,21 @@ async fn mapping_selects_and_renames_like_the_engine() {
     }
     let input = json!({"config": {"mode": "select", "fields": [field("a", "b")]}, "event": {}});
     assert_eq!(invoke(&mapping, "mapping", &input).await, Ok(json!({"event": {}})));
+    // `merge` keeps the event's fields and adds (or overwrites) the targets, as a v2 mapping node does.
+    let merged = [
+        (
+            vec![field("player", "who")],
+            json!({"player": "p-1", "amount": 12.5, "tags": ["a"], "meta": {"level": 2}, "note": null, "who": "p-1"}),
+        ),
+        (
+            vec![field("missing", "x"), field("amount", "player")],
+            json!({"player": 12.5, "amount": 12.5, "tags": ["a"], "meta": {"level": 2}, "note": null}),
+        ),
+    ];
+    for (fields, expected) in merged {
+        let input = json!({"config": {"mode": "merge", "fields": fields}, "event": event});
+        assert_eq!(invoke(&mapping, "mapping", &input).await, Ok(json!({ "event": expected })), "{fields:?}");
+    }
 }
 
 /// Configs the mapping refuses, with the start of its message; `true` where the manifest's schema refuses it too
@@ -213,8 +160,8 @@ async fn mapping_selects_and_renames_like_the_engine() {
 fn bad_mapping_configs() -> Vec<(Value, &'static str, bool)> {
     vec![
         (
-            json!({"mode": "merge", "fields": [{"source": "a", "target": "b"}]}),
-            "invalid config: unknown variant `merge`",
+            json!({"mode": "upsert", "fields": [{"source": "a", "target": "b"}]}),
+            "invalid config: unknown variant `upsert`",
             true,
         ),
         (json!({"fields": [{"source": "a", "target": "b"}]}), "invalid config: missing field `mode`", true),
@@ -270,9 +217,9 @@ async fn bad_mapping_config_is_permanent_and_named() {
 
 /// The action's `config_schema`, checked as the component catalog checks it at registration (meta-schema, then
 /// compiled), and compiled to validate configs.
-fn config_validator(plugin: &Plugin, id: &str) -> jsonschema::Validator {
+fn config_validator(plugin: &Plugin, id: &str, version: &str) -> jsonschema::Validator {
     let manifest = plugin.manifest();
-    assert_eq!((manifest.id.as_str(), manifest.version.as_str()), (id, "0.2.0"));
+    assert_eq!((manifest.id.as_str(), manifest.version.as_str()), (id, version));
     assert_eq!(manifest.actions.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), [id]);
     assert!(plugin.capabilities().is_empty(), "{id} needs no capability");
     let schema = manifest.actions[0].config_schema.as_ref().unwrap_or_else(|| panic!("{id}: no config_schema"));
@@ -282,7 +229,7 @@ fn config_validator(plugin: &Plugin, id: &str) -> jsonschema::Validator {
 
 #[tokio::test]
 async fn config_schemas_are_valid_and_agree_with_the_components() {
-    let condition = config_validator(&load("condition").await, "condition");
+    let condition = config_validator(&load("condition").await, "condition", "0.2.0");
     assert!(condition.is_valid(&json!({"expression": "amount > 100.0"})));
     for bad in [
         json!({}),
@@ -294,8 +241,9 @@ async fn config_schemas_are_valid_and_agree_with_the_components() {
         assert!(!condition.is_valid(&bad), "the condition schema accepts {bad}");
     }
 
-    let mapping = config_validator(&load("mapping").await, "mapping");
+    let mapping = config_validator(&load("mapping").await, "mapping", "0.3.0");
     assert!(mapping.is_valid(&json!({"mode": "select", "fields": [{"source": "a", "target": "b"}]})));
+    assert!(mapping.is_valid(&json!({"mode": "merge", "fields": [{"source": "a", "target": "b"}]})));
     for (config, _, schema_refuses) in bad_mapping_configs() {
         assert_eq!(!mapping.is_valid(&config), schema_refuses, "the mapping schema on {config}");
     }

@@ -1,14 +1,17 @@
-//! `mapping`: the flow node kind that reshapes an event, with the rule engine's `select` output mapping.
+//! `mapping`: the flow node kind that reshapes an event: the rule engine's `select` output mapping and the v2
+//! mapping node's `select` and `merge` modes.
 //!
 //! A batch node kind (`flowhost:plugin@0.2.0`): `prepare` checks the config
-//! `{"mode": "select", "fields": [{"source": "a", "target": "b"}, ...]}` once, `evaluate` answers
-//! `{"event": {<mapped fields>}}` for each event: only the listed fields, each copied from `source` to `target`;
-//! a source the event lacks is left out (host/engine's `process::map_fields`). Called as an action, the input is
-//! `{"config": ..., "event": {<fields>}}`.
+//! `{"mode": "select" | "merge", "fields": [{"source": "a", "target": "b"}, ...]}` once, `evaluate` answers
+//! `{"event": {<mapped fields>}}` for each event: with `select` only the listed fields, with `merge` the event's
+//! fields and the listed ones added over them, each copied from `source` to `target`; a source the event lacks is
+//! left out (host/engine's `process::map_fields`, host/runs' `MappingNode::apply`). Called as an action, the input
+//! is `{"config": ..., "event": {<fields>}}`.
 //!
-//! The config is valid when the admin API would accept it as a rule's `output_mapping` (host/api's `check_rule`):
-//! mode `select`, at least one field, non-blank `source` and `target`, no target twice. Anything else is a
-//! permanent error naming the problem: the same config fails on every event.
+//! The config is valid when the admin API would accept it as a rule's `output_mapping` (host/api's `check_rule`)
+//! or a v2 mapping node (host/flows' validation): mode `select` or `merge`, at least one field, non-blank `source`
+//! and `target`, no target twice. Anything else is a permanent error naming the problem: the same config fails on
+//! every event.
 
 use std::collections::BTreeSet;
 
@@ -29,6 +32,7 @@ struct Config {
 #[serde(rename_all = "lowercase")]
 enum Mode {
     Select,
+    Merge,
 }
 
 #[derive(Deserialize)]
@@ -45,15 +49,18 @@ struct Mapped {
 
 impl Plugin for Mapping {
     fn manifest() -> Manifest {
-        Manifest::new("mapping", "0.2.0")
+        Manifest::new("mapping", "0.3.0")
             .node_kind("mapping")
             // A node kind is small and quick: a bug in it fails fast instead of holding a slot for the defaults.
             .timeout_ms(500)
             .memory_bytes(32 << 20)
-            .description("Reshapes an event: selected fields, renamed.")
+            .description("Reshapes an event: selected fields, renamed, or added to it.")
             .action(
                 Action::new("mapping")
-                    .description("Copies the listed fields from source to target; outputs {\"event\": {...}}.")
+                    .description(
+                        "Copies the listed fields from source to target, alone (select) or over the event (merge); \
+                         outputs {\"event\": {...}}.",
+                    )
                     .config_schema(config_schema()),
             )
     }
@@ -83,7 +90,10 @@ fn config_schema() -> Json {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
         "properties": {
-            "mode": { "const": "select", "description": "`select`: only the listed fields are kept." },
+            "mode": {
+                "enum": ["select", "merge"],
+                "description": "`select`: only the listed fields are kept; `merge`: they are added to the event's."
+            },
             "fields": {
                 "type": "array",
                 "minItems": 1,
@@ -125,13 +135,18 @@ fn check(config: &Config) -> Result<(), Vec<String>> {
     }
 }
 
-/// host/engine's `process::map_fields`.
+/// host/engine's `process::map_fields`, host/runs' `MappingNode::apply`.
 fn map_fields(config: &Config, fields: &Map<String, Json>) -> Map<String, Json> {
-    match config.mode {
-        Mode::Select => {
-            config.fields.iter().filter_map(|f| fields.get(&f.source).map(|v| (f.target.clone(), v.clone()))).collect()
+    let mut out = match config.mode {
+        Mode::Select => Map::new(),
+        Mode::Merge => fields.clone(),
+    };
+    for field in &config.fields {
+        if let Some(value) = fields.get(&field.source) {
+            out.insert(field.target.clone(), value.clone());
         }
     }
+    out
 }
 
 export_plugin!(Mapping);

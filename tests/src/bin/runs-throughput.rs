@@ -6,7 +6,8 @@
 //! 2. Latency at half load: events published at half the measured rate for a few seconds, each stamped with
 //!    its send time; the output records' timestamps minus that, p50 / p99.
 //!
-//! On the embedded store, log and subjects; and, when the test servers' environment is set
+//! On the embedded store, log and subjects, with the conditions and mappings native and as components
+//! (`engine.node_kinds = wasm`) in the same run; and, when the test servers' environment is set
 //! (`FLOWHOST_TEST_KAFKA_BROKERS`, `FLOWHOST_TEST_NATS_URL`; see tests/scripts/servers.sh), with topics on Kafka
 //! and subjects on NATS (documents stay embedded: the MongoDB-protocol test server is no performance reference).
 //!
@@ -14,16 +15,17 @@
 
 use std::time::{Duration, Instant};
 
-use flowhost_core::config::Config;
+use flowhost_core::config::{Config, NodeKindsMode};
 use flowhost_core::ports::OutRecord;
 use flowhost_tests::{unique, Backends, TestHost};
 use serde_json::{json, Value};
 
 const LATENCY_SECONDS: u64 = 5;
 
-async fn host(kafka: bool, dir: &std::path::Path) -> TestHost {
+async fn host(kafka: bool, node_kinds: NodeKindsMode, dir: &std::path::Path) -> TestHost {
     let mut config: Config = TestHost::config(Backends::Embedded, dir);
     config.plugins.bundled = true;
+    config.engine.node_kinds = node_kinds;
     config.engine.reload_interval_ms = 1000;
     if kafka {
         config.kafka.brokers = Some(flowhost_tests::servers::kafka_brokers());
@@ -95,9 +97,9 @@ struct Figures {
     latency_events: usize,
 }
 
-async fn measure(label: &'static str, kafka: bool, events: usize) -> Figures {
+async fn measure(label: &'static str, kafka: bool, node_kinds: NodeKindsMode, events: usize) -> Figures {
     let dir = tempfile::tempdir().expect("data directory");
-    let host = host(kafka, dir.path()).await;
+    let host = host(kafka, node_kinds, dir.path()).await;
     let schema = json!({"fields": [{"name": "amount", "type": "double"}, {"name": "player_id", "type": "string"}, {"name": "sent_ms", "type": "int"}]});
     assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
     let (source, out) = (unique("bench-deposits"), unique("bench-out"));
@@ -162,10 +164,14 @@ async fn measure(label: &'static str, kafka: bool, events: usize) -> Figures {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let events: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(20_000);
-    let mut rows = vec![measure("embedded (SQLite documents and log, in-process subjects)", false, events).await];
+    let mut rows = vec![
+        measure("embedded (SQLite documents and log, in-process subjects)", false, NodeKindsMode::Native, events).await,
+        measure("embedded, `engine.node_kinds = wasm`", false, NodeKindsMode::Wasm, events).await,
+    ];
     if std::env::var_os("FLOWHOST_TEST_KAFKA_BROKERS").is_some() && std::env::var_os("FLOWHOST_TEST_NATS_URL").is_some()
     {
-        rows.push(measure("Kafka (tansu) topics, NATS subjects, SQLite documents", true, events).await);
+        let label = "Kafka (tansu) topics, NATS subjects, SQLite documents";
+        rows.push(measure(label, true, NodeKindsMode::Native, events).await);
     }
     println!("Flow runs: source -> condition -> mapping -> noop wasm action -> output, {events} runs");
     println!();
