@@ -225,6 +225,13 @@ async fn restart_resumes_from_committed_offsets_without_loss() {
             outputs.iter().map(|r| json_value(r)["player"].as_str().unwrap().to_owned()).collect();
         players.sort();
         players.dedup();
+        if players.len() != 5 {
+            // What the restarted engine did, for the failure's message.
+            let consumed = host.metric("flowhost_engine_events_consumed_total").await;
+            let lag = host.ports.topics.lag(&host.config.engine.group_id, &source).await;
+            let ready = host.call("GET", "/ready", None).await;
+            eprintln!("{backends:?}: the restarted engine consumed {consumed}; group lag {lag:?}; ready {ready:?}");
+        }
         assert_eq!(players, vec!["p1", "p2", "p3", "p4", "p5"], "{backends:?}: every event came out");
         // Committed offsets mean no replay of the first three.
         assert_eq!(read_topic(&host.ports, &out, 6, host.quiet_period()).await.len(), 5, "{backends:?}");
