@@ -53,9 +53,8 @@ where
             Err(error) => {
                 let delay = backoff.next_delay();
                 tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "{what} failed; retrying");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return false,
-                    _ = tokio::time::sleep(delay) => {}
+                if !crate::clock::sleep_or_shutdown(delay, shutdown).await {
+                    return false;
                 }
             }
         }

@@ -40,6 +40,14 @@ impl Clock for ManualClock {
     }
 }
 
+/// Sleeps `delay` unless `shutdown` fires first; answers whether to go on (false: shut down).
+pub async fn sleep_or_shutdown(delay: std::time::Duration, shutdown: &tokio_util::sync::CancellationToken) -> bool {
+    tokio::select! {
+        () = shutdown.cancelled() => false,
+        () = tokio::time::sleep(delay) => true,
+    }
+}
+
 /// Runs `work` at once and then every `interval` (a late tick waits a whole interval, never bursts) until
 /// `shutdown`: the loop of a periodic task (a retention sweep, a heartbeat). `work` finishes before the next
 /// tick is awaited, so runs never overlap.

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::backoff::Backoff;
+use crate::clock::sleep_or_shutdown;
 use crate::ports::{
     merge_positions, next_positions, ConsumerConfig, KnownTopics, Position, Record, StartFrom, TopicConsumer, Topics,
 };
@@ -454,14 +455,6 @@ where
         durable
     });
     InFlight { task, positions, durable: durable_rx.shared() }
-}
-
-/// Sleeps unless shut down first; answers whether to go on.
-pub async fn sleep_or_shutdown(delay: Duration, shutdown: &CancellationToken) -> bool {
-    tokio::select! {
-        () = shutdown.cancelled() => false,
-        () = tokio::time::sleep(delay) => true,
-    }
 }
 
 /// For [`watch::Sender::send_if_modified`]: replaces `current` by `next` when they differ; answers whether it

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::process::{dead_letter, Destinations, RetryRecord};
-use flowhost_core::source::sleep_or_shutdown;
+use flowhost_core::clock::sleep_or_shutdown;
 
 use crate::{process_batch_with, BatchOutcome, EngineMetrics, NodeFailure, NodeKinds, RuleSet};
 

@@ -30,10 +30,11 @@ use std::time::Duration;
 
 use delivery::Delivery;
 use flowhost_core::backoff::Backoff;
+use flowhost_core::clock::sleep_or_shutdown;
 use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
 use flowhost_core::config::EngineConfig;
 use flowhost_core::ports::{Ports, Record, Wakeups};
-use flowhost_core::source::{replace_if_changed, sleep_or_shutdown, SourceConsumer};
+use flowhost_core::source::{replace_if_changed, SourceConsumer};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};

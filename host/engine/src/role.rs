@@ -28,11 +28,11 @@ impl Role for EngineRole {
         let config = &context.config;
         let metrics = Arc::new(EngineMetrics::register(&context.registry)?);
         let mut engine = Engine::new(context.ports.clone(), config.engine.clone(), config.topics.partitions, metrics);
-        if let (NodeKindsMode::Wasm, Some(store)) =
-            (config.engine.node_kinds, context.service::<Arc<flowhost_components::ComponentStore>>())
-        {
+        let components = context.service::<Arc<flowhost_components::ComponentStore>>();
+        let node_kinds = components.clone().filter(|_| config.engine.node_kinds == NodeKindsMode::Wasm);
+        if let Some(store) = &node_kinds {
             info!("rules and flows run conditions and mappings through the condition and mapping components");
-            engine = engine.with_nodes(Arc::new(WasmNodes::new(store)));
+            engine = engine.with_nodes(Arc::new(WasmNodes::new(store.clone())));
         }
         let status = engine.status();
         let sources = status.clone();
@@ -40,7 +40,7 @@ impl Role for EngineRole {
         let run_metrics = Arc::new(flowhost_runs::RunMetrics::register(&context.registry)?);
         let egress = flowhost_egress::EgressPolicy::of(&config.egress)?;
         let services = Arc::new(flowhost_runs::Services::new(
-            context.service::<Arc<flowhost_components::ComponentStore>>(),
+            components,
             context.ports.subjects.clone(),
             egress.clone(),
             context.ports.signing.clone(),
@@ -55,9 +55,7 @@ impl Role for EngineRole {
             egress,
         };
         let mut runner = flowhost_runs::Runner::new(context.ports.clone(), runner_config, services, run_metrics);
-        if let (NodeKindsMode::Wasm, Some(store)) =
-            (config.engine.node_kinds, context.service::<Arc<flowhost_components::ComponentStore>>())
-        {
+        if let Some(store) = node_kinds {
             runner = runner.with_nodes(Arc::new(flowhost_runs::ComponentNodes::new(store)));
         }
         let runs = runner.status();

@@ -18,8 +18,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use flowhost_core::backoff::{until_done, Backoff};
+use flowhost_core::clock::sleep_or_shutdown;
 use flowhost_core::ports::{OutRecord, Record, StartFrom, Topics};
-use flowhost_core::source::{sleep_or_shutdown, SourceConsumer, SourceHealth};
+use flowhost_core::source::{SourceConsumer, SourceHealth};
 use rand::Rng;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -95,12 +97,14 @@ pub struct Consumer {
 impl Consumer {
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let dlq = dead_letter_topic(&self.settings.input_topic);
-        while let Err(error) = self.create_dead_letter_topic(&dlq).await {
-            warn!(%error, "the presence consumer cannot start yet; retrying");
-            tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
-                _ = tokio::time::sleep(self.settings.retry_initial.max(Duration::from_secs(1))) => {}
-            }
+        let every = self.settings.retry_initial.max(Duration::from_secs(1));
+        let backoff = Backoff::new(every, 1.0, every);
+        if !until_done("creating the presence dead-letter topic", backoff, &shutdown, || {
+            self.create_dead_letter_topic(&dlq)
+        })
+        .await
+        {
+            return Ok(());
         }
         let source = SourceConsumer::new("presence", self.topics.clone(), self.settings.group.clone())
             .start_from(StartFrom::Latest)

@@ -36,9 +36,9 @@ use std::time::Duration;
 
 use flowhost_catalog::Catalog;
 use flowhost_components::{catalog_manifest, ComponentStore};
-use flowhost_core::backoff::Backoff;
+use flowhost_core::backoff::{until_done, Backoff};
 use flowhost_core::ports::{OutRecord, Ports, Record, SubjectMessage};
-use flowhost_core::source::{replace_if_changed, sleep_or_shutdown, SourceConsumer};
+use flowhost_core::source::{replace_if_changed, SourceConsumer};
 use flowhost_flows::broadcast::{self, FlowBroadcast};
 use flowhost_runtime::{InvocationContext, Outcome, Plugin};
 use futures::StreamExt;
@@ -518,19 +518,11 @@ impl ServiceEndpoint {
             }
             replies.push(record);
         }
-        let mut backoff = Backoff::for_backend();
-        while !replies.is_empty() {
-            match self.ports.topics.publish(&replies).await {
-                Ok(_) => break,
-                Err(error) => {
-                    warn!(%error, "publishing service replies over Kafka failed; retrying");
-                    if !sleep_or_shutdown(backoff.next_delay(), &shutdown).await {
-                        return false;
-                    }
-                }
-            }
-        }
-        true
+        replies.is_empty()
+            || until_done("publishing service replies over Kafka", Backoff::for_backend(), &shutdown, || {
+                self.ports.topics.publish(&replies)
+            })
+            .await
     }
 }
 

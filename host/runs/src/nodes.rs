@@ -278,7 +278,8 @@ fn node_event(node: NodeRef<'_>, call: &NodeCall<'_>) -> NodeEvent {
         run_id: Some(call.run_id.to_owned()),
         idempotency_key: crate::ids::idempotency_key(call.run_id, node.node_id),
         attempt: call.attempt,
-        event: Value::Object(call.payload.clone()).to_string(),
+        // A map of JSON values always serializes.
+        event: serde_json::to_string(call.payload).unwrap_or_default(),
     }
 }
 

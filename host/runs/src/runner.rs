@@ -19,12 +19,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flowhost_core::backoff::Backoff;
+use flowhost_core::clock::sleep_or_shutdown;
 use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
 use flowhost_core::config::EngineConfig;
 use flowhost_core::digest::iso_utc;
 use flowhost_core::envelope::Event;
 use flowhost_core::ports::{KnownTopics, Ports, Record, Wakeups};
-use flowhost_core::source::{replace_if_changed, sleep_or_shutdown, SourceConsumer, SourceHealth};
+use flowhost_core::source::{replace_if_changed, SourceConsumer, SourceHealth};
 use flowhost_flows::{Dependencies, Flows};
 use futures::StreamExt;
 use tokio::sync::watch;
