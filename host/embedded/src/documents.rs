@@ -13,7 +13,7 @@
 //! Reads go to the reader pool (see `sqlite.rs`) and do not wait for writers; logical databases are separate
 //! SQLite files beside the main one, so their writes do not contend for the same write lock either.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -263,6 +263,28 @@ impl DocumentStore for SqliteDocuments {
 
     async fn get(&self, collection: &str, id: &str) -> Result<Option<Value>, PortError> {
         Ok(self.get_versioned(collection, id).await?.map(|versioned| versioned.body))
+    }
+
+    async fn existing(&self, collection: &str, ids: &[String]) -> Result<HashSet<String>, PortError> {
+        let collection = collection.to_owned();
+        let ids = ids.to_vec();
+        self.db
+            .read(move |c| {
+                let mut found = HashSet::new();
+                // Answered from the `(collection, id)` index alone; chunks well under SQLite's parameter limit.
+                for chunk in ids.chunks(500) {
+                    let marks = vec!["?"; chunk.len()].join(", ");
+                    let sql = format!("SELECT id FROM documents WHERE collection = ? AND id IN ({marks})");
+                    let mut statement = c.prepare_cached(&sql)?;
+                    let parameters = std::iter::once(&collection).chain(chunk.iter());
+                    let rows = statement.query_map(params_from_iter(parameters), |row| row.get::<_, String>(0))?;
+                    for id in rows {
+                        found.insert(id?);
+                    }
+                }
+                Ok(found)
+            })
+            .await
     }
 
     async fn get_many_versioned(

@@ -22,8 +22,8 @@ CREATE TABLE IF NOT EXISTS documents (
     id TEXT NOT NULL,
     body TEXT NOT NULL,
     expires_at_ms INTEGER,
-    PRIMARY KEY (collection, id)
-) WITHOUT ROWID;
+    version INTEGER NOT NULL DEFAULT 1
+);
 CREATE TABLE IF NOT EXISTS topics (
     name TEXT PRIMARY KEY,
     partitions INTEGER NOT NULL
@@ -84,10 +84,71 @@ fn migrate(connection: &Connection) -> Result<(), rusqlite::Error> {
             Err(error) => return Err(error),
         }
     }
+    rebuild_with_rowids(connection)?;
     connection.execute_batch(
-        "CREATE INDEX IF NOT EXISTS documents_expiry ON documents (collection, expires_at_ms)
+        "CREATE UNIQUE INDEX IF NOT EXISTS documents_key ON documents (collection, id);
+         CREATE INDEX IF NOT EXISTS documents_expiry ON documents (collection, expires_at_ms)
          WHERE expires_at_ms IS NOT NULL",
     )
+}
+
+/// Moves the documents of a file written by an older build out of a `WITHOUT ROWID` table (keyed by
+/// `(collection, id)`, bodies inline) into a rowid table with a unique `(collection, id)` index, once.
+///
+/// Why: a `WITHOUT ROWID` table is a B-tree whose interior pages carry whole rows, so with bodies of a few
+/// KiB each interior page holds a handful of keys, the tree is deep, and every write of a document with a
+/// random id (a flow run's is a hash) descends through pages read with a system call and dirties pages all over
+/// the file. In a rowid table a new document is appended at the end and only its small key entry lands at a
+/// random place (measured on flow runs: the store's write of a batch went from a third of the runner's CPU to
+/// see `docs/benchmarks` in the README). The copy runs in one immediate transaction, so a second process
+/// opening the same file waits and then finds it done; it needs free disk space about the size of the table.
+fn rebuild_with_rowids(connection: &Connection) -> Result<(), rusqlite::Error> {
+    let is_old = |c: &Connection| -> Result<bool, rusqlite::Error> {
+        let sql: String =
+            c.query_row("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'documents'", [], |r| r.get(0))?;
+        Ok(sql.to_ascii_uppercase().contains("WITHOUT ROWID"))
+    };
+    if !is_old(connection)? {
+        return Ok(());
+    }
+    connection.execute_batch("BEGIN IMMEDIATE")?;
+    let rebuilt = (|| {
+        if !is_old(connection)? {
+            return Ok(0);
+        }
+        let indexes: Vec<String> = connection
+            .prepare(
+                "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'documents' AND sql IS NOT NULL",
+            )?
+            .query_map([], |row| row.get(0))?
+            .collect::<Result<_, _>>()?;
+        connection.execute_batch(
+            "CREATE TABLE documents_rowid (
+                 collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL, expires_at_ms INTEGER,
+                 version INTEGER NOT NULL DEFAULT 1);
+             INSERT INTO documents_rowid (collection, id, body, expires_at_ms, version)
+                 SELECT collection, id, body, expires_at_ms, version FROM documents;
+             DROP TABLE documents;
+             ALTER TABLE documents_rowid RENAME TO documents;",
+        )?;
+        for index in &indexes {
+            connection.execute_batch(index)?;
+        }
+        connection.query_row("SELECT COUNT(*) FROM documents", [], |row| row.get::<_, i64>(0))
+    })();
+    match rebuilt {
+        Ok(rows) => {
+            connection.execute_batch("COMMIT")?;
+            if rows > 0 {
+                tracing::info!(rows, "moved the embedded documents into the rowid layout (once per file)");
+            }
+            Ok(())
+        }
+        Err(error) => {
+            let _ = connection.execute_batch("ROLLBACK");
+            Err(error)
+        }
+    }
 }
 
 /// Pages one [`vacuum_some`] gives back to the file system at most (16 MiB of 4 KiB pages), so one call never holds
@@ -270,5 +331,79 @@ mod tests {
             assert_eq!((body.as_str(), expiry), ("{\"a\":1}", None));
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A file whose documents sit in the old `WITHOUT ROWID` table is moved to the rowid layout on open, once:
+    /// its rows, versions and expression indexes are kept, the key stays unique, and an upsert updates in place.
+    #[test]
+    fn old_files_move_to_the_rowid_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            let old = Connection::open(&path).unwrap();
+            old.execute_batch(
+                "CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL,
+                 expires_at_ms INTEGER, version INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (collection, id)) WITHOUT ROWID;
+                 CREATE INDEX \"doc_by_a\" ON documents (json_extract(body, '$.a')) WHERE collection = 'rules';
+                 INSERT INTO documents VALUES ('rules', 'r1', '{\"a\":1}', NULL, 3);
+                 INSERT INTO documents VALUES ('rules', 'r2', '{\"a\":2}', 99, 1);",
+            )
+            .unwrap();
+        }
+        for _ in 0..2 {
+            let db = Db::open(&path).unwrap();
+            let connection = db.writer.lock().unwrap();
+            let table: String = connection
+                .query_row("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'documents'", [], |r| {
+                    r.get(0)
+                })
+                .unwrap();
+            assert!(!table.to_ascii_uppercase().contains("WITHOUT ROWID"), "{table}");
+            let rows: Vec<(String, String, Option<i64>, i64)> = connection
+                .prepare("SELECT id, body, expires_at_ms, version FROM documents ORDER BY id")
+                .unwrap()
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(
+                rows,
+                vec![("r1".into(), "{\"a\":1}".into(), None, 3), ("r2".into(), "{\"a\":2}".into(), Some(99), 1)]
+            );
+            let indexes: Vec<String> = connection
+                .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'documents' ORDER BY name")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(indexes, vec!["doc_by_a", "documents_expiry", "documents_key"]);
+            let plan: String = connection
+                .query_row(
+                    "EXPLAIN QUERY PLAN SELECT id FROM documents WHERE collection = 'rules' AND json_extract(body, '$.a') = 2",
+                    [],
+                    |r| r.get(3),
+                )
+                .unwrap();
+            assert!(plan.contains("doc_by_a"), "{plan}");
+            let duplicate =
+                connection.execute("INSERT INTO documents (collection, id, body) VALUES ('rules', 'r1', '{}')", []);
+            assert!(duplicate.is_err(), "the key stays unique");
+        }
+        let db = Db::open(&path).unwrap();
+        let connection = db.writer.lock().unwrap();
+        connection
+            .execute(
+                "INSERT INTO documents (collection, id, body) VALUES ('rules', 'r1', '{\"a\":5}')
+                 ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body, version = version + 1",
+                [],
+            )
+            .unwrap();
+        let (count, version): (i64, i64) = connection
+            .query_row("SELECT COUNT(*), MAX(version) FROM documents WHERE id = 'r1'", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((count, version), (1, 4));
     }
 }

@@ -246,6 +246,30 @@ impl DocumentStore for MongoDocuments {
         .await
     }
 
+    async fn existing(&self, collection: &str, ids: &[String]) -> Result<std::collections::HashSet<String>, PortError> {
+        bounded("existing", async {
+            let mut found = std::collections::HashSet::new();
+            if ids.is_empty() {
+                return Ok(found);
+            }
+            let mut cursor = self
+                .collection(collection)?
+                .find(doc! { "_id": { "$in": ids } })
+                .projection(doc! { "_id": 1 })
+                .await
+                .map_err(|error| map_error(error, "reading document ids"))?;
+            while let Some(document) =
+                cursor.try_next().await.map_err(|error| map_error(error, "reading document ids"))?
+            {
+                if let Ok(id) = document.get_str("_id") {
+                    found.insert(id.to_owned());
+                }
+            }
+            Ok(found)
+        })
+        .await
+    }
+
     async fn get_many_versioned(
         &self,
         collection: &str,

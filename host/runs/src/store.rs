@@ -107,7 +107,7 @@ impl Runs {
 
     /// Which of `run_ids` are stored already.
     pub async fn existing(&self, run_ids: &[String]) -> Result<HashSet<String>, RunsError> {
-        Ok(self.documents.get_many(FLOW_RUNS, run_ids).await?.into_keys().collect())
+        Ok(self.documents.existing(FLOW_RUNS, run_ids).await?)
     }
 
     /// Stores runs (new or advanced), in one write where the backend allows.

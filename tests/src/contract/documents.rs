@@ -97,6 +97,12 @@ pub async fn replace_and_upsert(store: Arc<dyn DocumentStore>) {
     assert_eq!(found.len(), 2, "{found:?}");
     assert_eq!((found["m1"].clone(), found["u"].clone()), (json!({ "v": 1 }), json!({ "v": "batch" })));
     assert!(store.get_many(&collection, &[]).await.expect("get_many of nothing").is_empty());
+    // Which exist, without their bodies.
+    let existing = store.existing(&collection, &ids).await.expect("existing");
+    assert_eq!(existing, ["m1", "u"].iter().map(|s| (*s).to_owned()).collect());
+    assert!(store.existing(&collection, &[]).await.expect("existing of nothing").is_empty());
+    let many: Vec<String> = (0..1200).map(|i| format!("x{i}")).chain(["m2".to_owned()]).collect();
+    assert_eq!(store.existing(&collection, &many).await.expect("existing of many"), ["m2".to_owned()].into());
 }
 
 /// `find` matches one top-level field by string, integer, float and boolean, sorted by id, and never matches

@@ -2,7 +2,7 @@
 //! ([`Query`]: filters on dotted field paths, sort, limit/offset, a total count), store-managed versions for
 //! compare-and-replace, secondary indexes ([`IndexSpec`]) and logical databases.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -216,6 +216,12 @@ pub trait DocumentStore: Send + Sync + 'static {
     async fn get_many(&self, collection: &str, ids: &[String]) -> Result<HashMap<String, Value>, PortError> {
         let found = self.get_many_versioned(collection, ids).await?;
         Ok(found.into_iter().map(|(id, versioned)| (id, versioned.body)).collect())
+    }
+
+    /// Which of `ids` exist, without reading their bodies (one round trip where the backend allows): the
+    /// redelivery check of a hot path that only needs to know.
+    async fn existing(&self, collection: &str, ids: &[String]) -> Result<HashSet<String>, PortError> {
+        Ok(self.get_many_versioned(collection, ids).await?.into_keys().collect())
     }
 
     /// The bodies and versions of those of `ids` that exist, by id (one round trip where the backend allows).
