@@ -63,6 +63,30 @@ impl SqliteDocuments {
     pub(crate) fn new(db: Db, databases: Arc<Databases>) -> Self {
         Self { db, databases }
     }
+
+    /// Upserts `(id, JSON text)` rows in one transaction: one commit (and one WAL sync) for the whole batch.
+    async fn write_rows(&self, collection: &str, rows: Vec<(String, String)>) -> Result<(), PortError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let collection = collection.to_owned();
+        self.db
+            .call(move |c| {
+                let transaction = c.transaction()?;
+                {
+                    let mut statement = transaction.prepare_cached(
+                        "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, NULL, 1)
+                         ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body,
+                             expires_at_ms = NULL, version = version + 1",
+                    )?;
+                    for (id, body) in &rows {
+                        statement.execute(params![collection, id, body])?;
+                    }
+                }
+                transaction.commit()
+            })
+            .await
+    }
 }
 
 fn parse(body: String) -> Result<Value, rusqlite::Error> {
@@ -469,29 +493,15 @@ impl DocumentStore for SqliteDocuments {
     }
 
     async fn upsert_many(&self, collection: &str, docs: Vec<(String, Value)>) -> Result<(), PortError> {
-        if docs.is_empty() {
-            return Ok(());
+        self.write_rows(collection, docs.into_iter().map(|(id, doc)| (id, doc.to_string())).collect()).await
+    }
+
+    async fn upsert_many_json(&self, collection: &str, docs: Vec<(String, String)>) -> Result<(), PortError> {
+        // A cheap guard that the text is an object; the writer serialized it from a typed value.
+        if let Some((id, _)) = docs.iter().find(|(_, body)| !(body.starts_with('{') && body.ends_with('}'))) {
+            return Err(PortError::Invalid(format!("the body of {id:?} is not a JSON object")));
         }
-        let collection = collection.to_owned();
-        let rows: Vec<(String, String)> = docs.into_iter().map(|(id, doc)| (id, doc.to_string())).collect();
-        self.db
-            .call(move |c| {
-                // One transaction: one commit (and one WAL sync) for the whole batch.
-                let transaction = c.transaction()?;
-                {
-                    let mut statement = transaction.prepare_cached(
-                        "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, NULL, 1)
-                         ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body,
-                             expires_at_ms = NULL, version = version + 1",
-                    )?;
-                    for (id, body) in &rows {
-                        statement.execute(params![collection, id, body])?;
-                    }
-                }
-                transaction.commit()
-            })
-            .await?;
-        Ok(())
+        self.write_rows(collection, docs).await
     }
 
     async fn upsert_expiring(

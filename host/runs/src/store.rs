@@ -80,6 +80,15 @@ impl Runs {
         self
     }
 
+    /// `run` as this store writes it: JSON text, serialized once (see `DocumentStore::upsert_many_json`).
+    fn stored_json(&self, run: &Run) -> Result<String, RunsError> {
+        let text = match run.stored_as(self.keep) {
+            Some(trimmed) => serde_json::to_string(&trimmed),
+            None => serde_json::to_string(run),
+        };
+        text.map_err(|error| RunsError::Storage(PortError::Invalid(format!("run {}: {error}", run.run_id))))
+    }
+
     /// `run` as this store writes it.
     fn stored(&self, run: &Run) -> Value {
         match run.stored_as(self.keep) {
@@ -112,8 +121,11 @@ impl Runs {
 
     /// Stores runs (new or advanced), in one write where the backend allows.
     pub async fn save_all(&self, runs: &[Run]) -> Result<(), RunsError> {
-        let docs: Vec<(String, Value)> = runs.iter().map(|run| (run.run_id.clone(), self.stored(run))).collect();
-        self.documents.upsert_many(FLOW_RUNS, docs).await?;
+        let docs = runs
+            .iter()
+            .map(|run| Ok((run.run_id.clone(), self.stored_json(run)?)))
+            .collect::<Result<_, RunsError>>()?;
+        self.documents.upsert_many_json(FLOW_RUNS, docs).await?;
         Ok(())
     }
 
