@@ -22,7 +22,8 @@ on_both_backends!(
     external_data_sources_answer_lookups_over_http_and_nats,
     a_missing_retarget_topic_fails_closed,
     a_service_that_never_replies_is_asked_again_then_dead_lettered,
-    a_signing_key_guards_the_service_transports
+    a_signing_key_guards_the_service_transports,
+    a_kafka_reply_the_store_cannot_take_yet_is_not_lost
 );
 
 async fn start(backends: Backends, configure: impl FnOnce(&mut flowhost_core::config::Config)) -> TestHost {
@@ -414,5 +415,65 @@ async fn a_signing_key_guards_the_service_transports(backends: Backends) {
     assert_eq!(value["result"]["via"], "nats", "{value}");
     let (_, page) = host.call("GET", &format!("/api/v2/flows/{id}/runs"), None).await;
     assert_eq!(page["runs"][0]["run_id"], run_id.as_str());
+    host.stop().await;
+}
+
+/// A reply on the Kafka reply topic that arrives while the run store refuses writes is taken once the store is
+/// back: its offset is not committed past it, and the run goes on without asking the service again (one
+/// `sent` attempt, well inside the 30 s reply timeout that would otherwise resend).
+async fn a_kafka_reply_the_store_cannot_take_yet_is_not_lost(backends: Backends) {
+    use flowhost_core::collections::FLOW_RUNS;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TestHost::config(backends, dir.path());
+    config.engine.flows_poll_interval_ms = 50;
+    let mut ports = flowhost::connect(&config).await.unwrap();
+    let faulty = flowhost_tests::faulty::FaultyDocuments::new(ports.documents.clone());
+    ports.documents = faulty.clone();
+    let host = TestHost::start_on(config, ports).await;
+    let schema = json!({"fields": [{"name": "amount", "type": "double"}, {"name": "player_id", "type": "string"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    register(&host, "crm", &["kafka"], "http://127.0.0.1:9").await;
+    host.ports.topics.create_topic("triggers_v2_crm_inbound", 1).await.unwrap();
+    let config = ConsumerConfig {
+        group: unique("crm-service"),
+        topics: vec!["triggers_v2_crm_inbound".into()],
+        start: StartFrom::Earliest,
+    };
+    let mut inbound = host.ports.topics.consumer(config).await.unwrap();
+    let (source, out) = (unique("deposits"), unique("tagged"));
+    host.release_flow(flow(&source, &out, "crm", "kafka", None)).await;
+    host.publish(&source, &[deposit("p-later")]).await;
+
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    let envelope: Value = loop {
+        assert!(tokio::time::Instant::now() < until, "no envelope reached the service");
+        if let Some(record) = inbound.poll(1, Duration::from_millis(200)).await.unwrap().into_iter().next() {
+            break serde_json::from_slice(&record.value).unwrap();
+        }
+    };
+    let run_id = envelope["run_id"].as_str().unwrap().to_owned();
+    loop {
+        let (_, run) = host.call("GET", &format!("/api/v2/runs/{run_id}"), None).await;
+        if run["status"] == "waiting" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "the run was never stored waiting: {run}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    faulty.fail_writes(FLOW_RUNS, 3);
+    let reply = OutRecord::new(envelope["reply_to"]["topic"].as_str().unwrap(), answer(&envelope, "kafka").to_string());
+    host.ports.topics.publish(&[reply]).await.unwrap();
+
+    let records = host.read(&out, 1, Duration::from_secs(20)).await;
+    assert_eq!(records.len(), 1, "the reply taken while the store failed was lost");
+    assert!(
+        host.metric("flowhost_flow_errors_total{kind=\"replies\"}").await >= 1.0,
+        "the store's refusals are counted"
+    );
+    let (_, run) = host.call("GET", &format!("/api/v2/runs/{run_id}"), None).await;
+    let tag = run["nodes"].as_array().unwrap().iter().find(|n| n["node_id"] == "tag").unwrap();
+    let outcomes: Vec<&str> =
+        tag["attempts"].as_array().unwrap().iter().map(|a| a["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, ["sent", "success"], "{tag}");
     host.stop().await;
 }

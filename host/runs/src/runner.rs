@@ -18,7 +18,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flowhost_core::backoff::Backoff;
+use flowhost_core::backoff::{until_done, Backoff};
 use flowhost_core::clock::sleep_or_shutdown;
 use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
 use flowhost_core::config::EngineConfig;
@@ -539,7 +539,12 @@ impl Shared {
                 };
                 let Some(message) = message else { break };
                 let signature = message.header(flowhost_core::signing::SIGNATURE_HEADER);
-                let answer = self.take_signed_reply("nats", signature, &message.payload).await;
+                // A core NATS message is not redelivered: a reply the store could not take is answered with
+                // the error, and a request-reply caller sends it again.
+                let answer = self
+                    .take_signed_reply("nats", signature, &message.payload)
+                    .await
+                    .unwrap_or_else(|error| serde_json::json!({ "error": error.to_string() }));
                 if let Some(reply_to) = message.reply {
                     let answer = answer.to_string().into_bytes();
                     let signed = self.ports.signing.headers(&answer);
@@ -551,7 +556,8 @@ impl Shared {
     }
 
     /// Accepts replies on the topic `triggers_v2_replies` (consumer group `<engine.group_id>.replies`),
-    /// committing each batch once its replies are recorded.
+    /// committing each batch once its replies are recorded: a reply the store cannot take right now is tried
+    /// again with backoff (the batch is not committed past it), never dropped.
     async fn topic_replies(self: Arc<Self>, shutdown: CancellationToken) {
         let metrics = self.metrics.clone();
         let source = SourceConsumer::new(
@@ -565,13 +571,19 @@ impl Shared {
         .counting_errors(Arc::new(move |_| metrics.errors.with_label_values(&["replies"]).inc()));
         let (_keep, topics) = watch::channel(BTreeSet::from([REPLY_TOPIC.to_owned()]));
         let handle = |batch: Vec<Record>| {
-            let shared = self.clone();
+            let (shared, shutdown) = (self.clone(), shutdown.clone());
             async move {
                 for record in &batch {
                     let signature = record
                         .header(flowhost_core::signing::SIGNATURE_HEADER)
                         .and_then(|value| std::str::from_utf8(value).ok());
-                    shared.take_signed_reply("kafka", signature, &record.value).await;
+                    let taken = until_done("recording a service reply", Backoff::for_backend(), &shutdown, || async {
+                        shared.take_signed_reply("kafka", signature, &record.value).await.map(drop)
+                    })
+                    .await;
+                    if !taken {
+                        return false;
+                    }
                 }
                 true
             }
@@ -581,34 +593,44 @@ impl Shared {
 
     /// [`Shared::take_reply`] once the reply's `signature` verifies (see `flowhost_core::signing`); a reply
     /// without a valid one is refused (counted, logged) and changes nothing.
-    async fn take_signed_reply(&self, channel: &str, signature: Option<&str>, payload: &[u8]) -> serde_json::Value {
+    async fn take_signed_reply(
+        &self,
+        channel: &str,
+        signature: Option<&str>,
+        payload: &[u8],
+    ) -> Result<serde_json::Value, crate::RunsError> {
         if let Err(error) = self.ports.signing.verify(signature, payload) {
             self.metrics.replies.with_label_values(&[channel, "refused"]).inc();
             warn!(channel, %error, "a service reply was refused");
-            return serde_json::json!({ "error": error.to_string() });
+            return Ok(serde_json::json!({ "error": error.to_string() }));
         }
         self.take_reply(channel, payload).await
     }
 
-    /// Parses and accepts one reply; answers what a request-reply caller is told.
-    async fn take_reply(&self, channel: &str, payload: &[u8]) -> serde_json::Value {
+    /// Parses and accepts one reply: what a request-reply caller is told, or the store's failure (the reply may
+    /// be taken later; refusals are answers, not errors).
+    async fn take_reply(&self, channel: &str, payload: &[u8]) -> Result<serde_json::Value, crate::RunsError> {
         let reply: crate::ReplyEnvelope = match serde_json::from_slice(payload) {
             Ok(reply) => reply,
             Err(error) => {
                 self.metrics.replies.with_label_values(&[channel, "refused"]).inc();
                 warn!(channel, %error, "a service reply does not parse");
-                return serde_json::json!({ "error": format!("invalid reply: {error}") });
+                return Ok(serde_json::json!({ "error": format!("invalid reply: {error}") }));
             }
         };
         match accept(&self.ports, reply, self.config.reply_dedup).await {
             Ok(accepted) => {
                 self.metrics.replies.with_label_values(&[channel, accepted.as_str()]).inc();
-                serde_json::json!({ "status": accepted.as_str() })
+                Ok(serde_json::json!({ "status": accepted.as_str() }))
+            }
+            Err(error @ crate::RunsError::Storage(_)) => {
+                self.metrics.errors.with_label_values(&["replies"]).inc();
+                Err(error)
             }
             Err(error) => {
                 self.metrics.replies.with_label_values(&[channel, "refused"]).inc();
                 warn!(channel, %error, "a service reply was refused");
-                serde_json::json!({ "error": error.to_string() })
+                Ok(serde_json::json!({ "error": error.to_string() }))
             }
         }
     }
