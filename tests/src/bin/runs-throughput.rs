@@ -184,7 +184,7 @@ async fn measure(label: &'static str, kafka: bool, node_kinds: NodeKindsMode, ev
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let events: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(20_000);
+    let events: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(40_000);
     let mut rows = vec![
         measure("embedded (SQLite documents and log, in-process subjects)", false, NodeKindsMode::Native, events).await,
         measure("embedded, `engine.node_kinds = wasm`", false, NodeKindsMode::Wasm, events).await,
