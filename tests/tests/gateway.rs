@@ -91,8 +91,14 @@ impl Gateway {
 
 /// Reads `topic` until the records of every id in `event_ids` arrived; returns them in arrival order.
 async fn read_events(ports: &Ports, topic: &str, event_ids: &HashSet<String>, deadline: Duration) -> Vec<Record> {
-    let mut consumer = reader(ports, topic).await;
     let until = tokio::time::Instant::now() + deadline;
+    // Subscribe once the producer created the topic: a Kafka consumer that subscribed to a missing topic may not
+    // look for it again before the deadline (librdkafka refreshes its metadata every few minutes).
+    while !ports.topics.exists(topic).await.unwrap_or(false) {
+        assert!(tokio::time::Instant::now() < until, "nothing ever created {topic}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut consumer = reader(ports, topic).await;
     let mut found = Vec::new();
     let mut seen = HashSet::new();
     while seen.len() < event_ids.len() && tokio::time::Instant::now() < until {
