@@ -64,6 +64,38 @@ impl SqliteDocuments {
         Self { db, databases }
     }
 
+    /// `columns` of the documents of `collection` among `ids`, each row read by `row`: one query per chunk of
+    /// ids, well under SQLite's limit of bound parameters, on a reader connection.
+    async fn select_by_ids<T, R>(
+        &self,
+        columns: &'static str,
+        collection: &str,
+        ids: &[String],
+        row: R,
+    ) -> Result<Vec<T>, PortError>
+    where
+        T: Send + 'static,
+        R: Fn(&rusqlite::Row<'_>) -> Result<T, rusqlite::Error> + Send + 'static,
+    {
+        let collection = collection.to_owned();
+        let ids = ids.to_vec();
+        self.db
+            .read(move |c| {
+                let mut found = Vec::new();
+                for chunk in ids.chunks(500) {
+                    let marks = vec!["?"; chunk.len()].join(", ");
+                    let sql = format!("SELECT {columns} FROM documents WHERE collection = ? AND id IN ({marks})");
+                    let mut statement = c.prepare_cached(&sql)?;
+                    let parameters = std::iter::once(&collection).chain(chunk.iter());
+                    for value in statement.query_map(params_from_iter(parameters), &row)? {
+                        found.push(value?);
+                    }
+                }
+                Ok(found)
+            })
+            .await
+    }
+
     /// Upserts `(id, JSON text)` rows in one transaction: one commit (and one WAL sync) for the whole batch.
     async fn write_rows(&self, collection: &str, rows: Vec<(String, String)>) -> Result<(), PortError> {
         if rows.is_empty() {
@@ -290,25 +322,9 @@ impl DocumentStore for SqliteDocuments {
     }
 
     async fn existing(&self, collection: &str, ids: &[String]) -> Result<HashSet<String>, PortError> {
-        let collection = collection.to_owned();
-        let ids = ids.to_vec();
-        self.db
-            .read(move |c| {
-                let mut found = HashSet::new();
-                // Answered from the `(collection, id)` index alone; chunks well under SQLite's parameter limit.
-                for chunk in ids.chunks(500) {
-                    let marks = vec!["?"; chunk.len()].join(", ");
-                    let sql = format!("SELECT id FROM documents WHERE collection = ? AND id IN ({marks})");
-                    let mut statement = c.prepare_cached(&sql)?;
-                    let parameters = std::iter::once(&collection).chain(chunk.iter());
-                    let rows = statement.query_map(params_from_iter(parameters), |row| row.get::<_, String>(0))?;
-                    for id in rows {
-                        found.insert(id?);
-                    }
-                }
-                Ok(found)
-            })
-            .await
+        // Answered from the `(collection, id)` index alone.
+        let rows = self.select_by_ids("id", collection, ids, |row| row.get::<_, String>(0)).await?;
+        Ok(rows.into_iter().collect())
     }
 
     async fn get_many_versioned(
@@ -316,29 +332,13 @@ impl DocumentStore for SqliteDocuments {
         collection: &str,
         ids: &[String],
     ) -> Result<HashMap<String, Versioned>, PortError> {
-        let collection = collection.to_owned();
-        let ids = ids.to_vec();
-        self.db
-            .read(move |c| {
-                let mut found = HashMap::new();
-                // Chunks well under SQLite's limit of bound parameters.
-                for chunk in ids.chunks(500) {
-                    let marks = vec!["?"; chunk.len()].join(", ");
-                    let sql =
-                        format!("SELECT id, body, version FROM documents WHERE collection = ? AND id IN ({marks})");
-                    let mut statement = c.prepare_cached(&sql)?;
-                    let parameters = std::iter::once(&collection).chain(chunk.iter());
-                    let rows = statement.query_map(params_from_iter(parameters), |row| {
-                        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, i64>(2)?))
-                    })?;
-                    for row in rows {
-                        let (id, body, version) = row?;
-                        found.insert(id, Versioned { version: version as u64, body: parse(body)? });
-                    }
-                }
-                Ok(found)
+        let rows = self
+            .select_by_ids("id, body, version", collection, ids, |row| {
+                let body = parse(row.get::<_, String>(1)?)?;
+                Ok((row.get::<_, String>(0)?, Versioned { version: row.get::<_, i64>(2)? as u64, body }))
             })
-            .await
+            .await?;
+        Ok(rows.into_iter().collect())
     }
 
     async fn get_versioned(&self, collection: &str, id: &str) -> Result<Option<Versioned>, PortError> {

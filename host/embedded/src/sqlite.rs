@@ -100,8 +100,8 @@ fn migrate(connection: &Connection) -> Result<(), rusqlite::Error> {
 /// random id (a flow run's is a hash) descends through pages read with a system call and dirties pages all over
 /// the file. In a rowid table a new document is appended at the end and only its small key entry lands at a
 /// random place (measured with `runs-throughput`: 8.1k -> 12.3k flow runs/s, each run one document). The copy
-/// runs in one immediate transaction, so a second process
-/// opening the same file waits and then finds it done; it needs free disk space about the size of the table.
+/// runs in one immediate transaction, so a second process opening the same file waits and then finds it done;
+/// it needs free disk space about the size of the table.
 fn rebuild_with_rowids(connection: &Connection) -> Result<(), rusqlite::Error> {
     let is_old = |c: &Connection| -> Result<bool, rusqlite::Error> {
         let sql: String =

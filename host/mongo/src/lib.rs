@@ -157,6 +157,31 @@ impl MongoDocuments {
         }
     }
 
+    /// The documents of `collection` among `ids`, by id, with only the `projection`'s fields when given (one
+    /// `$in` query).
+    async fn find_by_ids(
+        &self,
+        collection: &str,
+        ids: &[String],
+        projection: Option<Document>,
+    ) -> Result<Vec<(String, Document)>, PortError> {
+        let mut found = Vec::new();
+        if ids.is_empty() {
+            return Ok(found);
+        }
+        let mut cursor = self
+            .collection(collection)?
+            .find(doc! { "_id": { "$in": ids } })
+            .with_options(mongodb::options::FindOptions::builder().projection(projection).build())
+            .await
+            .map_err(|error| map_error(error, "reading documents"))?;
+        while let Some(document) = cursor.try_next().await.map_err(|error| map_error(error, "reading documents"))? {
+            let id = document.get_str("_id").map(str::to_owned).unwrap_or_default();
+            found.push((id, document));
+        }
+        Ok(found)
+    }
+
     fn collection(&self, name: &str) -> Result<Collection<Document>, PortError> {
         if name.is_empty() || name.contains('$') || name.contains('\0') {
             return Err(PortError::Invalid(format!("invalid collection name {name:?}")));
@@ -248,24 +273,8 @@ impl DocumentStore for MongoDocuments {
 
     async fn existing(&self, collection: &str, ids: &[String]) -> Result<std::collections::HashSet<String>, PortError> {
         bounded("existing", async {
-            let mut found = std::collections::HashSet::new();
-            if ids.is_empty() {
-                return Ok(found);
-            }
-            let mut cursor = self
-                .collection(collection)?
-                .find(doc! { "_id": { "$in": ids } })
-                .projection(doc! { "_id": 1 })
-                .await
-                .map_err(|error| map_error(error, "reading document ids"))?;
-            while let Some(document) =
-                cursor.try_next().await.map_err(|error| map_error(error, "reading document ids"))?
-            {
-                if let Ok(id) = document.get_str("_id") {
-                    found.insert(id.to_owned());
-                }
-            }
-            Ok(found)
+            let found = self.find_by_ids(collection, ids, Some(doc! { "_id": 1 })).await?;
+            Ok(found.into_iter().map(|(id, _)| id).collect())
         })
         .await
     }
@@ -276,20 +285,11 @@ impl DocumentStore for MongoDocuments {
         ids: &[String],
     ) -> Result<std::collections::HashMap<String, Versioned>, PortError> {
         bounded("get_many", async {
-            let mut found = std::collections::HashMap::new();
-            if ids.is_empty() {
-                return Ok(found);
-            }
-            let mut cursor = self
-                .collection(collection)?
-                .find(doc! { "_id": { "$in": ids } })
-                .await
-                .map_err(|error| map_error(error, "reading documents"))?;
-            while let Some(document) = cursor.try_next().await.map_err(|error| map_error(error, "reading documents"))? {
-                let id = document.get_str("_id").map(str::to_owned).unwrap_or_default();
-                found.insert(id, Versioned { version: version_of(&document), body: to_json(document) });
-            }
-            Ok(found)
+            let found = self.find_by_ids(collection, ids, None).await?;
+            Ok(found
+                .into_iter()
+                .map(|(id, document)| (id, Versioned { version: version_of(&document), body: to_json(document) }))
+                .collect())
         })
         .await
     }

@@ -80,21 +80,15 @@ impl Runs {
         self
     }
 
-    /// `run` as this store writes it: JSON text, serialized once (see `DocumentStore::upsert_many_json`).
-    fn stored_json(&self, run: &Run) -> Result<String, RunsError> {
-        let text = match run.stored_as(self.keep) {
-            Some(trimmed) => serde_json::to_string(&trimmed),
-            None => serde_json::to_string(run),
-        };
-        text.map_err(|error| RunsError::Storage(PortError::Invalid(format!("run {}: {error}", run.run_id))))
+    /// `run` as this store keeps it: trimmed of its nodes' payloads when [`Run::stored_as`] says so.
+    fn stored_form<'a>(&self, run: &'a Run) -> std::borrow::Cow<'a, Run> {
+        run.stored_as(self.keep).map_or(std::borrow::Cow::Borrowed(run), std::borrow::Cow::Owned)
     }
 
-    /// `run` as this store writes it.
-    fn stored(&self, run: &Run) -> Value {
-        match run.stored_as(self.keep) {
-            Some(trimmed) => encode(&trimmed),
-            None => encode(run),
-        }
+    /// `run` as this store writes it, as JSON text serialized once (see `DocumentStore::upsert_many_json`).
+    fn stored_json(&self, run: &Run) -> Result<String, RunsError> {
+        serde_json::to_string(&*self.stored_form(run))
+            .map_err(|error| RunsError::Storage(PortError::Invalid(format!("run {}: {error}", run.run_id))))
     }
 
     /// Creates the indexes the run queries use (idempotent).
@@ -145,7 +139,7 @@ impl Runs {
 
     /// Replaces a run read at `version`; `false` when another writer changed it meanwhile.
     pub async fn replace(&self, run: &Run, version: u64) -> Result<Option<u64>, RunsError> {
-        Ok(self.documents.replace_if_version(FLOW_RUNS, &run.run_id, version, self.stored(run)).await?)
+        Ok(self.documents.replace_if_version(FLOW_RUNS, &run.run_id, version, encode(&*self.stored_form(run))).await?)
     }
 
     /// The runs of a flow, newest first, `page` (1-based) of `page_size`, optionally only those in `status`.
