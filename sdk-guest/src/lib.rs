@@ -5,7 +5,8 @@
 //! world): a plugin declares a [`Manifest`] (actions with their `config_schema`, the node kinds it implements,
 //! its data sources, tighter limits), handles [`Call`]s with typed (serde) input and output and the
 //! [`Context`] of the invocation, answers data sources with [`Plugin::data_source`], implements node kinds with
-//! [`Plugin::prepare`] (the configuration once, then [`Prepared::evaluate`] for every event of a batch), uses
+//! [`Plugin::prepare`] (the configuration once, then [`Prepared::evaluate`] for every event of a batch; a
+//! [`NodeKind`] declared with [`Manifest::declare_node_kind`] is one flows can place), uses
 //! the host capabilities in [`log`], [`clock`] and [`documents`], and reports failures as an [`Error`] carrying
 //! the spec's [`Outcome`] class. One macro, [`export_plugin!`], exports it.
 //!
@@ -39,6 +40,8 @@
 //! A component imports only the capabilities it calls, and the host must grant each of them (declare them in
 //! [`Manifest::capability`]). Secrets never enter a plugin: capabilities that need one do the work in the host.
 #![deny(missing_docs)]
+
+use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -143,6 +146,121 @@ impl Action {
     }
 }
 
+/// A node kind flows can place (a `"kind": "node-kind"` node whose `config` names the plugin and the kind),
+/// declared with [`Manifest::declare_node_kind`] and implemented by [`Plugin::prepare`].
+///
+/// The host validates a node's configuration (its `config` without `plugin` and `kind`) against
+/// [`config_schema`](NodeKind::new), renders its `{{placeholders}}` per event, and calls
+/// `prepare(name, config)` once per batch, then [`Prepared::evaluate`] for each event. The kind answers with
+/// one of its declared [`Answer`]s:
+///
+/// - [`Answer::Continue`]: [`Output::continue_with`] (`{"event": {...}}`, the run goes on with this payload) or
+///   [`Output::pass`] (`{"pass": true}`, it goes on with the payload unchanged);
+/// - [`Answer::Stop`]: [`Output::stop`] (`{"pass": false}`, the branch ends here, outcome `not_matched`);
+/// - [`Answer::SkipForward`], [`Answer::Permanent`], [`Answer::Retryable`]: an [`Error`] of that [`Outcome`].
+///
+/// An answer the declaration does not list fails the step permanently (dead letter).
+///
+/// ```
+/// use flowhost_sdk_guest::{Answer, FieldType, Manifest, NodeKind};
+///
+/// let manifest = Manifest::new("score", "0.1.0").declare_node_kind(
+///     NodeKind::new("score", serde_json::json!({
+///         "type": "object",
+///         "properties": { "min": { "type": "number" } },
+///         "required": ["min"],
+///     }))
+///     .description("Scores a deposit; drops low scores.")
+///     .answers(&[Answer::Continue, Answer::Stop, Answer::Permanent])
+///     .adds_field("score", FieldType::Double),
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeKind {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    config_schema: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answers: Option<Vec<Answer>>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    adds_fields: BTreeMap<String, FieldType>,
+}
+
+impl NodeKind {
+    /// A node kind called `name` (what [`Plugin::prepare`] receives as `kind`) whose configuration is described
+    /// by the JSON Schema `config_schema` (required: the host validates every node's configuration with it).
+    pub fn new(name: impl Into<String>, config_schema: serde_json::Value) -> Self {
+        Self { name: name.into(), description: None, config_schema, answers: None, adds_fields: BTreeMap::new() }
+    }
+    /// A one-line description shown to flow authors.
+    pub fn description(mut self, text: impl Into<String>) -> Self {
+        self.description = Some(text.into());
+        self
+    }
+    /// The answers the kind may give (replacing any declared before). Without this call, all five.
+    pub fn answers(mut self, answers: &[Answer]) -> Self {
+        self.answers = Some(answers.to_vec());
+        self
+    }
+    /// Declares a payload field the kind adds when it continues: the nodes after it may use `name` as a field
+    /// of type `field_type`. A second call with the same name replaces its type.
+    pub fn adds_field(mut self, name: impl Into<String>, field_type: FieldType) -> Self {
+        self.adds_fields.insert(name.into(), field_type);
+        self
+    }
+}
+
+/// What a [`NodeKind`] may answer for an event (the contract's `answers`; serialized as `continue`, `stop`,
+/// `skip-forward`, `permanent`, `retryable`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Answer {
+    /// Go on: [`Output::continue_with`] (`{"event": {...}}`) or [`Output::pass`] (`{"pass": true}`).
+    Continue,
+    /// End the branch here (outcome `not_matched`): [`Output::stop`] (`{"pass": false}`).
+    Stop,
+    /// Fail with [`Outcome::SkipForward`].
+    SkipForward,
+    /// Fail with [`Outcome::Permanent`].
+    Permanent,
+    /// Fail with [`Outcome::Retryable`].
+    Retryable,
+}
+
+/// The type of a payload field a [`NodeKind`] adds (the event-schema field types; serialized as `int`,
+/// `double`, `string`, `bool`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FieldType {
+    /// A 64-bit integer.
+    Int,
+    /// A 64-bit floating-point number.
+    Double,
+    /// A string.
+    String,
+    /// A boolean.
+    Bool,
+}
+
+/// One entry of a manifest's `node_kinds`: a bare name (a kind the host itself evaluates through the component,
+/// not offered to flows) or a declaration flows can place.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+enum NodeKindEntry {
+    Name(String),
+    Declared(NodeKind),
+}
+
+impl NodeKindEntry {
+    fn name(&self) -> &str {
+        match self {
+            NodeKindEntry::Name(name) => name,
+            NodeKindEntry::Declared(kind) => &kind.name,
+        }
+    }
+}
+
 /// What a plugin declares about itself; the host reads it from the component when loading it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Manifest {
@@ -155,7 +273,7 @@ pub struct Manifest {
     capabilities: Vec<String>,
     actions: Vec<Action>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    node_kinds: Vec<String>,
+    node_kinds: Vec<NodeKindEntry>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     data_sources: Vec<DataSource>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -230,10 +348,21 @@ impl Manifest {
         self
     }
     /// Declares that the plugin implements node kind `kind` (`condition`, `mapping`, ...) through the action of
-    /// the same name.
+    /// the same name: a bare name in `node_kinds`, a kind the host itself evaluates through the component, not
+    /// offered to flows as a plugin node kind (for that, use [`Manifest::declare_node_kind`]).
     pub fn node_kind(mut self, kind: impl Into<String>) -> Self {
-        self.node_kinds.push(kind.into());
+        self.node_kinds.push(NodeKindEntry::Name(kind.into()));
         self
+    }
+    /// Declares a node kind flows can place (a declaration object in `node_kinds`), implemented by
+    /// [`Plugin::prepare`]; see [`NodeKind`] for the answers it gives.
+    pub fn declare_node_kind(mut self, kind: NodeKind) -> Self {
+        self.node_kinds.push(NodeKindEntry::Declared(kind));
+        self
+    }
+    /// Whether `node_kinds` lists `name`, bare or declared.
+    fn implements_node_kind(&self, name: &str) -> bool {
+        self.node_kinds.iter().any(|kind| kind.name() == name)
     }
     /// Declares a data source answered by [`Plugin::data_source`]; the host passes on only the listed `params`.
     pub fn data_source(mut self, name: impl Into<String>, params: &[&str]) -> Self {
@@ -283,9 +412,15 @@ impl Manifest {
     }
 }
 
-/// A JSON output of an action.
+/// A JSON output of an action, a data source or a node kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Output(String);
+
+/// `{"event": ...}`, serialized without copying the payload.
+#[derive(Serialize)]
+struct Continue<'a, T> {
+    event: &'a T,
+}
 
 impl Output {
     /// Serializes `value` as the output.
@@ -293,6 +428,18 @@ impl Output {
         serde_json::to_string(value)
             .map(Output)
             .map_err(|error| Error::permanent(format!("output is not serializable: {error}")))
+    }
+    /// A node kind's [`Answer::Continue`] with a new payload: `{"event": payload}` (`payload` a JSON object).
+    pub fn continue_with<T: Serialize>(payload: &T) -> Result<Self, Error> {
+        Self::json(&Continue { event: payload })
+    }
+    /// A node kind's [`Answer::Continue`] with the payload unchanged: `{"pass": true}`.
+    pub fn pass() -> Self {
+        Output(String::from(r#"{"pass":true}"#))
+    }
+    /// A node kind's [`Answer::Stop`]: `{"pass": false}`, the branch ends here (outcome `not_matched`).
+    pub fn stop() -> Self {
+        Output(String::from(r#"{"pass":false}"#))
     }
     /// Uses `text` as the output as is. The host rejects text that is not JSON; prefer [`Output::json`].
     pub fn raw(text: impl Into<String>) -> Self {
@@ -390,8 +537,15 @@ impl Call {
 
 /// A node's configuration prepared by [`Plugin::prepare`]: evaluates the events of a batch one by one.
 pub trait Prepared {
-    /// Evaluates one event (its fields as JSON text) for `context`: the node kind's JSON output (`condition`:
-    /// `{"pass": bool}`, `mapping`: `{"event": {...}}`) or a classified error of this event alone.
+    /// Evaluates one event (its fields as JSON text) for `context`: the node kind's JSON output or a classified
+    /// error of this event alone. The outputs a flow understands:
+    ///
+    /// - `{"event": {...}}` ([`Output::continue_with`]): continue with this payload;
+    /// - `{"pass": true}` ([`Output::pass`]): continue with the payload unchanged;
+    /// - `{"pass": false}` ([`Output::stop`]): stop, the branch ends here (outcome `not_matched`).
+    ///
+    /// The bundled kinds answer `condition`: `{"pass": bool}`, `mapping`: `{"event": {...}}`. A declared
+    /// [`NodeKind`] must give only the [`Answer`]s it lists (an error's [`Outcome`] is an answer too).
     fn evaluate(&self, context: &Context, event: &str) -> Result<Output, Error>;
 }
 
@@ -404,8 +558,9 @@ pub trait Plugin {
     fn invoke(call: Call) -> Result<Output, Error> {
         Err(call.unknown_action())
     }
-    /// Prepares node kind `kind` (declared with [`Manifest::node_kind`]) with its JSON `config`, once per batch
-    /// of events; an error fails every event of the batch. By default a plugin implements no node kind.
+    /// Prepares node kind `kind` (declared with [`Manifest::declare_node_kind`] or [`Manifest::node_kind`]) with
+    /// its JSON `config`, once per batch of events; an error fails every event of the batch. By default a plugin
+    /// implements no node kind.
     ///
     /// A node kind is also callable as an action named after it, with the input `{"config": ..., "event": ...}`
     /// (the SDK prepares and evaluates it), so operators can try one with the invoke route.
@@ -568,7 +723,7 @@ pub mod __private {
         input: String,
     ) -> Result<String, wit::PluginError> {
         let context = Context::from(context);
-        if P::manifest().node_kinds.contains(&action) {
+        if P::manifest().implements_node_kind(&action) {
             return invoke_node_kind::<P>(&context, &action, &input).map(Output::into_string).map_err(to_wit);
         }
         P::invoke(Call { action, input, context }).map(Output::into_string).map_err(to_wit)
@@ -727,6 +882,102 @@ mod tests {
         assert_eq!(json["limits"], serde_json::json!({ "timeout_ms": 200, "memory_bytes": 8388608 }));
         let plain: serde_json::Value = serde_json::from_str(&Manifest::new("x", "1").to_json()).unwrap();
         assert!(plain.get("limits").is_none() && plain.get("node_kinds").is_none(), "{plain}");
+    }
+
+    #[test]
+    fn declared_node_kinds_serialize_beside_bare_names() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": { "min": { "type": "number" }, "field": { "type": "string" } },
+            "required": ["min"],
+            "additionalProperties": false
+        });
+        let manifest = Manifest::new("score", "0.1.0")
+            .node_kind("condition")
+            .declare_node_kind(
+                NodeKind::new("score", schema.clone())
+                    .description("Scores a deposit; drops low scores")
+                    .answers(&[Answer::Continue, Answer::Stop])
+                    .adds_field("score", FieldType::Double),
+            )
+            .declare_node_kind(NodeKind::new("bare", serde_json::json!({"type": "object"})));
+        let json: serde_json::Value = serde_json::from_str(&manifest.to_json()).unwrap();
+        assert_eq!(
+            json["node_kinds"],
+            serde_json::json!([
+                "condition",
+                {
+                    "name": "score",
+                    "description": "Scores a deposit; drops low scores",
+                    "config_schema": schema,
+                    "answers": ["continue", "stop"],
+                    "adds_fields": { "score": "double" }
+                },
+                // Optional fields are left out: the host's defaults (all five answers, no added field) apply.
+                { "name": "bare", "config_schema": { "type": "object" } }
+            ])
+        );
+        assert!(manifest.implements_node_kind("condition") && manifest.implements_node_kind("score"));
+        assert!(manifest.implements_node_kind("bare") && !manifest.implements_node_kind("rank"));
+    }
+
+    #[test]
+    fn answers_and_field_types_serialize_to_the_contract_strings() {
+        let kind = NodeKind::new("k", serde_json::json!({}))
+            .answers(&[Answer::Continue, Answer::Stop, Answer::SkipForward, Answer::Permanent, Answer::Retryable])
+            .adds_field("i", FieldType::Int)
+            .adds_field("d", FieldType::Double)
+            .adds_field("s", FieldType::String)
+            .adds_field("b", FieldType::Bool)
+            .adds_field("d", FieldType::Int);
+        let json = serde_json::to_value(&kind).unwrap();
+        assert_eq!(json["answers"], serde_json::json!(["continue", "stop", "skip-forward", "permanent", "retryable"]));
+        assert_eq!(json["adds_fields"], serde_json::json!({ "i": "int", "d": "int", "s": "string", "b": "bool" }));
+    }
+
+    #[test]
+    fn node_kind_answers_as_outputs() {
+        assert_eq!(Output::pass().into_string(), r#"{"pass":true}"#);
+        assert_eq!(Output::stop().into_string(), r#"{"pass":false}"#);
+        let payload = serde_json::json!({ "amount": 50, "score": 5.0 });
+        assert_eq!(Output::continue_with(&payload).unwrap().into_string(), r#"{"event":{"amount":50,"score":5.0}}"#);
+    }
+
+    #[test]
+    fn a_declared_node_kind_is_callable_as_an_action() {
+        struct Doubler;
+        struct Double;
+        impl Prepared for Double {
+            fn evaluate(&self, _context: &Context, event: &str) -> Result<Output, Error> {
+                let event: serde_json::Value = serde_json::from_str(event).unwrap();
+                Output::continue_with(&serde_json::json!({ "n": event["n"].as_i64().unwrap() * 2 }))
+            }
+        }
+        impl Plugin for Doubler {
+            fn manifest() -> Manifest {
+                Manifest::new("doubler", "1").declare_node_kind(NodeKind::new("double", serde_json::json!({})))
+            }
+            fn prepare(kind: &str, _config: &str) -> Result<Box<dyn Prepared>, Error> {
+                match kind {
+                    "double" => Ok(Box::new(Double)),
+                    _ => Err(Error::permanent("no such kind")),
+                }
+            }
+        }
+        let context = || wit::InvocationContext {
+            tenant_id: None,
+            flow_id: None,
+            run_id: None,
+            node_id: None,
+            idempotency_key: "k".into(),
+            attempt: 1,
+            deadline_ms: 0,
+        };
+        let output =
+            __private::invoke::<Doubler>(context(), "double".into(), r#"{"config":{},"event":{"n":21}}"#.into());
+        assert_eq!(output.unwrap(), r#"{"event":{"n":42}}"#);
+        let refused = __private::invoke::<Doubler>(context(), "triple".into(), "{}".into()).unwrap_err();
+        assert_eq!(refused.message, "unknown action \"triple\"");
     }
 
     #[test]

@@ -30,7 +30,18 @@ pub fn compatibility(previous: &ComponentManifestRow, current: &ComponentManifes
         let Some(old) = before.get(name) else { continue };
         if old.config_schema != action.config_schema {
             changed_actions.push(name.to_string());
-            schema_breaks(name, old.config_schema.as_ref(), action.config_schema.as_ref(), &mut breaking_changes);
+            let what = format!("action {name:?}");
+            schema_breaks(&what, old.config_schema.as_ref(), action.config_schema.as_ref(), &mut breaking_changes);
+        }
+    }
+    // A node kind a flow places breaks it when it goes away or its configuration narrows, as an action does.
+    for kind in &previous.node_kinds {
+        let what = format!("node kind {:?}", kind.name);
+        match current.node_kind(&kind.name) {
+            None => breaking_changes.push(format!("{what} was removed")),
+            Some(now) => {
+                schema_breaks(&what, Some(&kind.config_schema), Some(&now.config_schema), &mut breaking_changes)
+            }
         }
     }
     Compatibility {
@@ -44,7 +55,7 @@ pub fn compatibility(previous: &ComponentManifestRow, current: &ComponentManifes
 }
 
 /// Top-level object-schema changes that reject configurations the old schema accepted.
-fn schema_breaks(action: &str, old: Option<&Value>, new: Option<&Value>, breaks: &mut Vec<String>) {
+fn schema_breaks(what: &str, old: Option<&Value>, new: Option<&Value>, breaks: &mut Vec<String>) {
     let properties = |schema: Option<&Value>| -> Map<String, Value> {
         schema.and_then(|s| s.get("properties")).and_then(Value::as_object).cloned().unwrap_or_default()
     };
@@ -57,19 +68,19 @@ fn schema_breaks(action: &str, old: Option<&Value>, new: Option<&Value>, breaks:
     };
     let (old_props, new_props) = (properties(old), properties(new));
     for name in required(new).difference(&required(old)) {
-        breaks.push(format!("action {action:?}: config property {name:?} became required"));
+        breaks.push(format!("{what}: config property {name:?} became required"));
     }
     for (name, schema) in &old_props {
         match new_props.get(name) {
-            None => breaks.push(format!("action {action:?}: config property {name:?} was removed")),
+            None => breaks.push(format!("{what}: config property {name:?} was removed")),
             Some(new_schema) if schema.get("type") != new_schema.get("type") => {
-                breaks.push(format!("action {action:?}: config property {name:?} changed type"))
+                breaks.push(format!("{what}: config property {name:?} changed type"))
             }
             Some(_) => {}
         }
     }
     if old.is_some() && new.is_some() && old.and_then(|s| s.get("type")) != new.and_then(|s| s.get("type")) {
-        breaks.push(format!("action {action:?}: config schema changed type"));
+        breaks.push(format!("{what}: config schema changed type"));
     }
 }
 
@@ -88,6 +99,7 @@ mod tests {
             data_sources: vec![],
             service_sources: vec![],
             supports_nodes: vec![],
+            node_kinds: vec![],
             transports: None,
             extra: Map::new(),
             content_hash: String::new(),
@@ -126,6 +138,26 @@ mod tests {
         );
         let same = compatibility(&old, &old);
         assert!(same.compatible && same.changed_actions.is_empty());
+    }
+
+    #[test]
+    fn a_dropped_or_narrowed_node_kind_breaks() {
+        let kinds = |value: Value| serde_json::from_value::<Vec<crate::NodeKindDecl>>(value).unwrap();
+        let mut old = row(json!([]));
+        old.node_kinds = kinds(json!([
+            {"name": "score", "config_schema": {"type": "object", "properties": {"min": {"type": "number"}}}},
+            {"name": "rank", "config_schema": {"type": "object"}}
+        ]));
+        let mut new = row(json!([]));
+        new.node_kinds = kinds(json!([
+            {"name": "score", "config_schema": {"type": "object", "properties": {"min": {"type": "string"}}}}
+        ]));
+        let report = compatibility(&old, &new);
+        assert_eq!(
+            report.breaking_changes,
+            vec!["node kind \"score\": config property \"min\" changed type", "node kind \"rank\" was removed"]
+        );
+        assert!(compatibility(&old, &old).compatible);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! through the component store. The admin API's routes (`host/api`) are thin handlers over [`Catalog`].
 //!
 //! A manifest names a `service` and its `components` (each an `id` and a `version`). Service-level `actions`,
-//! `data_sources`, `service_sources`, `supports_nodes` and `transports` apply to every component that does not
+//! `data_sources`, `service_sources`, `supports_nodes`, `node_kinds` and `transports` apply to every component that does not
 //! declare its own. Each component version is stored as one row with id `{service}/{component_id}/{version}`
 //! and a SHA-256 content hash: **the same identity with the same content is a heartbeat** (only `last_seen_at`
 //! moves), with different content a conflict, and a conflict on one component registers none of the manifest.
@@ -17,7 +17,8 @@ mod model;
 pub use compat::{compare_versions, compatibility};
 pub use model::{
     problems_of, ActionDecl, Compatibility, ComponentEntry, ComponentManifestRow, DataSourceDecl, Declarations,
-    ServiceManifest, NODE_KINDS, SERVICE_SOURCES,
+    NodeKindDecl, ServiceManifest, ANSWER_CONTINUE, ANSWER_STOP, FIELD_TYPES, NODE_KINDS, NODE_KIND_ANSWERS,
+    SERVICE_SOURCES,
 };
 
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! The catalog's data model: service manifests as registered, component rows as stored and listed, the
 //! compatibility report, and the checks a manifest must pass.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use flowhost_core::digest::{iso_utc, sha256_hex};
 use serde::{Deserialize, Serialize};
@@ -11,8 +11,17 @@ use serde_json::{json, Map, Value};
 pub const SERVICE_SOURCES: [&str; 3] = ["nats", "kafka", "http"];
 /// The node kinds a service may support (`supports_nodes`): every v2 node kind (`flowhost_flows::NodeKind`
 /// names the same, a test there holds the two lists equal).
-pub const NODE_KINDS: [&str; 8] =
-    ["source", "condition", "rate-limit", "mapping", "lookup", "output-topic", "service-in", "action"];
+pub const NODE_KINDS: [&str; 9] =
+    ["source", "condition", "rate-limit", "mapping", "lookup", "output-topic", "service-in", "action", "node-kind"];
+/// What a plugin node kind may answer (`NodeKindDecl::answers`): go on (`continue`), end the branch (`stop`), or
+/// one of the failure classes a guest reports.
+pub const NODE_KIND_ANSWERS: [&str; 5] = ["continue", "stop", "skip-forward", "permanent", "retryable"];
+/// The answer that goes on with a payload.
+pub const ANSWER_CONTINUE: &str = "continue";
+/// The answer that ends the branch.
+pub const ANSWER_STOP: &str = "stop";
+/// The payload field types a plugin node kind may add (`NodeKindDecl::adds_fields`): the event-schema types.
+pub const FIELD_TYPES: [&str; 4] = ["int", "double", "string", "bool"];
 
 /// One action a component offers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,6 +32,35 @@ pub struct ActionDecl {
     /// JSON Schema of the action's node configuration, checked by Studio.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_schema: Option<Value>,
+}
+
+/// A node kind a component declares for flows to place (`{"kind": "node-kind", "config": {"plugin", "kind", ...}}`
+/// in a v2 graph): its configuration's schema, what it answers and the fields it adds to the payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeKindDecl {
+    /// What the node's `config.kind` names, and what the component's `prepare` receives.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// JSON Schema of the node's configuration (without `plugin` and `kind`), checked by validation and Studio.
+    pub config_schema: Value,
+    /// What the kind answers ([`NODE_KIND_ANSWERS`]); absent: all of them.
+    #[serde(default = "all_answers")]
+    pub answers: Vec<String>,
+    /// Payload fields the kind adds when it goes on, by type ([`FIELD_TYPES`]): what later nodes may read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub adds_fields: BTreeMap<String, String>,
+}
+
+fn all_answers() -> Vec<String> {
+    NODE_KIND_ANSWERS.iter().map(|a| a.to_string()).collect()
+}
+
+impl NodeKindDecl {
+    /// Whether the kind declares `answer` (one of [`NODE_KIND_ANSWERS`]).
+    pub fn answers(&self, answer: &str) -> bool {
+        self.answers.iter().any(|a| a == answer)
+    }
 }
 
 /// A read-only query the service answers for forms (`GET {endpoint}{path}?{params}`).
@@ -45,6 +83,8 @@ pub struct Declarations {
     pub service_sources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supports_nodes: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_kinds: Option<Vec<NodeKindDecl>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transports: Option<Value>,
 }
@@ -81,6 +121,9 @@ pub struct ComponentManifestRow {
     pub data_sources: Vec<DataSourceDecl>,
     pub service_sources: Vec<String>,
     pub supports_nodes: Vec<String>,
+    /// Node kinds the component declares for flows to place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_kinds: Vec<NodeKindDecl>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transports: Option<Value>,
     /// Fields of the component entry this version of the catalog does not model, kept as given.
@@ -118,11 +161,21 @@ impl ComponentManifestRow {
 
     /// The identity and content that immutability compares (timestamps and the report excluded).
     fn content(&self) -> Value {
-        json!({
+        let mut content = json!({
             "service": self.service, "component_id": self.component_id, "version": self.version,
             "actions": self.actions, "data_sources": self.data_sources, "service_sources": self.service_sources,
             "supports_nodes": self.supports_nodes, "transports": self.transports, "extra": self.extra,
-        })
+        });
+        // Only when declared, so the hash of a row without node kinds is what it was before they existed.
+        if !self.node_kinds.is_empty() {
+            content["node_kinds"] = json!(self.node_kinds);
+        }
+        content
+    }
+
+    /// The node kind `name` the component declares for flows.
+    pub fn node_kind(&self, name: &str) -> Option<&NodeKindDecl> {
+        self.node_kinds.iter().find(|k| k.name == name)
     }
 
     /// `transports.http.endpoint`, where the service answers data-source queries.
@@ -197,6 +250,30 @@ fn check_declarations(declared: &Declarations, at: &str, problems: &mut Vec<Stri
             ));
         }
     }
+    let mut kinds = BTreeSet::new();
+    for kind in declared.node_kinds.iter().flatten() {
+        let named = format!("{at}: node kind {:?}", kind.name);
+        if kind.name.trim().is_empty() || !kinds.insert(kind.name.as_str()) {
+            problems.push(format!("{at}: node kind names must be non-empty and unique ({:?})", kind.name));
+        }
+        if let Err(error) = jsonschema::meta::validate(&kind.config_schema) {
+            problems.push(format!("{named} has an invalid config_schema: {error}"));
+        } else if let Err(error) = jsonschema::validator_for(&kind.config_schema) {
+            problems.push(format!("{named} has an unusable config_schema: {error}"));
+        }
+        for answer in kind.answers.iter().filter(|a| !NODE_KIND_ANSWERS.contains(&a.as_str())) {
+            problems.push(format!("{named}: unknown answer {answer:?} (known: {})", NODE_KIND_ANSWERS.join(", ")));
+        }
+        if !kind.answers(ANSWER_CONTINUE) && !kind.answers(ANSWER_STOP) {
+            problems.push(format!("{named}: answers must include \"continue\" or \"stop\""));
+        }
+        for (field, kind_type) in kind.adds_fields.iter().filter(|(_, t)| !FIELD_TYPES.contains(&t.as_str())) {
+            problems.push(format!(
+                "{named}: field {field:?} has unknown type {kind_type:?} (known: {})",
+                FIELD_TYPES.join(", ")
+            ));
+        }
+    }
     if let Some(transports) = &declared.transports {
         match transports.get("http").map(|http| http.get("endpoint")) {
             None => {}
@@ -230,6 +307,7 @@ pub(crate) fn rows_of(manifest: ServiceManifest, now_ms: i64) -> Vec<ComponentMa
                     .supports_nodes
                     .or_else(|| service.supports_nodes.clone())
                     .unwrap_or_default(),
+                node_kinds: c.declared.node_kinds.or_else(|| service.node_kinds.clone()).unwrap_or_default(),
                 transports: c.declared.transports.or_else(|| service.transports.clone()),
                 extra: c.extra,
                 content_hash: String::new(),
@@ -242,4 +320,47 @@ pub(crate) fn rows_of(manifest: ServiceManifest, now_ms: i64) -> Vec<ComponentMa
             row
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(node_kinds: Value) -> ServiceManifest {
+        serde_json::from_value(
+            json!({"service": "s", "components": [{"id": "c", "version": "1", "node_kinds": node_kinds}]}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn node_kind_declarations_are_checked() {
+        let good = manifest(
+            json!([{"name": "score", "config_schema": {"type": "object"}, "adds_fields": {"score": "double"}}]),
+        );
+        assert_eq!(problems_of(&good), Vec::<String>::new());
+        let row = &rows_of(good, 0)[0];
+        assert_eq!(row.node_kinds[0].answers, NODE_KIND_ANSWERS, "answers default to all of them");
+
+        let bad = manifest(json!([
+            {"name": "score", "config_schema": {"type": 7}, "answers": ["maybe", "permanent"], "adds_fields": {"x": "float"}},
+            {"name": "score", "config_schema": {"type": "object"}}
+        ]));
+        assert_eq!(
+            problems_of(&bad),
+            vec![
+                "components[0]: node kind \"score\" has an invalid config_schema: 7 is not valid under any of the schemas listed in the 'anyOf' keyword".to_owned(),
+                "components[0]: node kind \"score\": unknown answer \"maybe\" (known: continue, stop, skip-forward, permanent, retryable)".to_owned(),
+                "components[0]: node kind \"score\": answers must include \"continue\" or \"stop\"".to_owned(),
+                "components[0]: node kind \"score\": field \"x\" has unknown type \"float\" (known: int, double, string, bool)".to_owned(),
+                "components[0]: node kind names must be non-empty and unique (\"score\")".to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_row_without_node_kinds_hashes_as_before() {
+        let row = &rows_of(manifest(json!([])), 0)[0];
+        assert!(row.content().get("node_kinds").is_none(), "old rows keep their content hash");
+    }
 }

@@ -48,7 +48,7 @@ impl WasmNodes {
     ) -> Vec<Result<String, NodeFailure>> {
         let batch = BatchContext { flow_id: rule.rule.flow_id.clone(), node_id: Some(rule.rule.id.clone()) };
         let node_events: Vec<NodeEvent> = events.iter().map(|input| node_event(rule, input)).collect();
-        match evaluate_active(&self.store, kind, &config.to_string(), batch, node_events).await {
+        match evaluate_active(&self.store, kind, kind, &config.to_string(), batch, node_events).await {
             Ok(results) => results.into_iter().map(|result| result.map_err(|error| failure(kind, &error))).collect(),
             Err(unavailable) => events.iter().map(|_| Err(NodeFailure::Unavailable(unavailable.clone()))).collect(),
         }

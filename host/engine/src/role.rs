@@ -4,7 +4,7 @@
 //! not fail; `flow_runs`: released flows loaded, no Kafka retarget topic missing, their sources consumed) join
 //! `/ready` on every listener of the process. With `engine.node_kinds = wasm` the conditions and mappings of
 //! rules and of flows run through the component store's `condition` and `mapping` components; flow actions
-//! always run in the components of their services.
+//! and plugin node kinds always run in their components.
 
 use std::sync::Arc;
 
@@ -55,8 +55,14 @@ impl Role for EngineRole {
             egress,
         };
         let mut runner = flowhost_runs::Runner::new(context.ports.clone(), runner_config, services, run_metrics);
-        if let Some(store) = node_kinds {
-            runner = runner.with_nodes(Arc::new(flowhost_runs::ComponentNodes::new(store)));
+        // Plugin node kinds always run in their components; conditions and mappings by `engine.node_kinds`.
+        let flow_nodes = match (node_kinds, context.service::<Arc<flowhost_components::ComponentStore>>()) {
+            (Some(store), _) => Some(flowhost_runs::ComponentNodes::new(store)),
+            (None, Some(store)) => Some(flowhost_runs::ComponentNodes::with_native_bundled(store)),
+            (None, None) => None,
+        };
+        if let Some(nodes) = flow_nodes {
+            runner = runner.with_nodes(Arc::new(nodes));
         }
         let runs = runner.status();
         let runner_shutdown = context.shutdown.clone();

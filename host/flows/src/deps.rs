@@ -10,7 +10,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use flowhost_catalog::{ActionDecl, Catalog, ComponentManifestRow, DataSourceDecl, RUNTIME_FIELD, WASM_RUNTIME};
+use flowhost_catalog::{
+    ActionDecl, Catalog, ComponentManifestRow, DataSourceDecl, NodeKindDecl, RUNTIME_FIELD, WASM_RUNTIME,
+};
 use flowhost_core::collections::{COMPONENT_ACTIVE, EVENT_SOURCES, SCHEMAS};
 use flowhost_core::digest::sha256_hex;
 use flowhost_core::model::{EventSchema, EventSource};
@@ -90,6 +92,84 @@ pub struct Dependencies {
     /// missing, so a retarget fails closed.
     pub topics: HashMap<String, bool>,
     validators: ValidatorCache,
+}
+
+/// Why a flow cannot place a plugin's node kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeKindMissing {
+    /// Whether the plugin has an active version (then the kind is what is missing).
+    pub plugin_known: bool,
+    pub message: String,
+}
+
+/// A node kind a flow can place, as `GET /api/v2/node-kinds` lists it: the declaring component's active version
+/// and the declaration.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PlaceableNodeKind {
+    pub plugin: String,
+    pub service: String,
+    pub version: String,
+    #[serde(flatten)]
+    pub declaration: NodeKindDecl,
+}
+
+/// Every node kind the active component versions declare, by plugin then name.
+pub async fn placeable_node_kinds(ports: &Ports) -> Result<Vec<PlaceableNodeKind>, FlowError> {
+    Ok(Dependencies::load(ports).await?.placeable_node_kinds())
+}
+
+impl Dependencies {
+    /// Every node kind the active component versions declare, by plugin then name.
+    pub fn placeable_node_kinds(&self) -> Vec<PlaceableNodeKind> {
+        let mut kinds: Vec<PlaceableNodeKind> = self
+            .services
+            .values()
+            .flat_map(|service| &service.components)
+            .flat_map(|component| {
+                component.node_kinds.iter().map(|declaration| PlaceableNodeKind {
+                    plugin: component.component_id.clone(),
+                    service: component.service.clone(),
+                    version: component.version.clone(),
+                    declaration: declaration.clone(),
+                })
+            })
+            .collect();
+        kinds.sort_by(|a, b| (&a.plugin, &a.declaration.name).cmp(&(&b.plugin, &b.declaration.name)));
+        kinds
+    }
+
+    /// The active version of component `plugin` (the service it belongs to) and its declaration of node kind
+    /// `kind`.
+    pub fn node_kind(&self, plugin: &str, kind: &str) -> Result<(&ActiveService, &NodeKindDecl), NodeKindMissing> {
+        let active = self
+            .services
+            .values()
+            .find_map(|service| service.components.iter().find(|c| c.component_id == plugin).map(|c| (service, c)));
+        let Some((service, component)) = active else {
+            return Err(NodeKindMissing {
+                plugin_known: false,
+                message: format!("plugin {plugin:?} has no registered version"),
+            });
+        };
+        match component.node_kind(kind) {
+            Some(declaration) => Ok((service, declaration)),
+            None => {
+                let declared: Vec<&str> = component.node_kinds.iter().map(|k| k.name.as_str()).collect();
+                let offered = match declared.as_slice() {
+                    [] => "it declares no node kinds".to_owned(),
+                    names => format!("it declares {}", names.join(", ")),
+                };
+                Err(NodeKindMissing {
+                    plugin_known: true,
+                    message: format!(
+                        "node kind {kind:?} is not declared by the active manifest of plugin {plugin:?} (version {}); \
+                         {offered}",
+                        component.version
+                    ),
+                })
+            }
+        }
+    }
 }
 
 /// Compiled `config_schema`s by (service hash, action): a drift pass over many flows compiles each once.
@@ -221,6 +301,7 @@ mod tests {
             data_sources: vec![],
             service_sources: vec![],
             supports_nodes: vec![],
+            node_kinds: vec![],
             transports: None,
             extra: Default::default(),
             content_hash: format!("h{version}"),

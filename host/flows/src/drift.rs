@@ -1,5 +1,6 @@
 //! Manifest drift: when a service's active manifest hash changes (a new registration, an upload, an operator's
-//! activation or rollback), every released flow referencing the service is re-validated with fresh
+//! activation or rollback), every released flow referencing the service (or placing a node kind of one of its
+//! components) is re-validated with fresh
 //! dependencies against its normalized released body, and its `status` (`valid`/`invalid`) and
 //! `broken_reasons` (the blocking issues) are persisted.
 //!
@@ -55,6 +56,12 @@ pub async fn pass(flows: &Flows) -> Result<DriftSummary, FlowError> {
     let mut flow_ids = BTreeSet::new();
     for (service, _) in &changed {
         flow_ids.extend(flows.flows_referencing(service).await?);
+        // Flows placing a node kind of one of the service's components reference the component by id.
+        for component in deps.services.get(service).into_iter().flat_map(|s| &s.components) {
+            if component.component_id != *service {
+                flow_ids.extend(flows.flows_referencing(&component.component_id).await?);
+            }
+        }
     }
     let ids: Vec<String> = flow_ids.into_iter().collect();
     let (touched, notify) = revalidate(flows, &mut deps, &ids).await?;

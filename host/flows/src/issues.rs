@@ -77,6 +77,9 @@ codes! {
     ActionNeedsSegment => Blocking, "An action follows another action without a service segment of its own.";
     ActionNotDeclared => Blocking, "The active manifest of the action's parent service does not declare the action.";
     ActionConfigInvalid => Blocking, "An action's config does not satisfy the action's `config_schema`.";
+    NodeKindRefMissing => Blocking, "A plugin node kind (`node-kind`) has no `config.plugin` or `config.kind`.";
+    NodeKindNotDeclared => Blocking, "A plugin node kind's plugin has no active version, or its active manifest does not declare the kind.";
+    NodeKindConfigInvalid => Blocking, "A plugin node kind's config does not satisfy the kind's `config_schema`.";
     PlaceholderInvalid => Blocking, "A `{{placeholder}}` is malformed.";
     PlaceholderUnknownField => Blocking, "A `{{placeholder}}` names a field that does not reach the node.";
     PlaceholderTypeMismatch => Blocking, "A whole-value `{{placeholder}}` has a type the config field does not accept.";

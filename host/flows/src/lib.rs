@@ -21,7 +21,9 @@ mod schema;
 mod store;
 mod validate;
 
-pub use deps::{active_service, ActiveService, Dependencies, IN_PROCESS};
+pub use deps::{
+    active_service, placeable_node_kinds, ActiveService, Dependencies, NodeKindMissing, PlaceableNodeKind, IN_PROCESS,
+};
 pub use issues::{Code, Issue, Report, Severity};
 pub use model::{
     CampaignMeta, EditLock, FlowBody, FlowRecord, FlowStatus, FlowSummary, FlowVersion, Node, NodeKind, ReleaseAttempt,

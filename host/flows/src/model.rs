@@ -25,10 +25,13 @@ pub enum NodeKind {
     ServiceIn,
     /// Runs `config.action_ref` of the segment's service.
     Action,
+    /// A node kind a plugin declares: `config.kind` of the component `config.plugin`, configured by the rest of
+    /// `config` (checked against the declaration's `config_schema`).
+    PluginNode,
 }
 
 impl NodeKind {
-    pub const ALL: [NodeKind; 8] = [
+    pub const ALL: [NodeKind; 9] = [
         NodeKind::Source,
         NodeKind::Condition,
         NodeKind::RateLimit,
@@ -37,6 +40,7 @@ impl NodeKind {
         NodeKind::OutputTopic,
         NodeKind::ServiceIn,
         NodeKind::Action,
+        NodeKind::PluginNode,
     ];
 
     /// The name written in a node's `kind`.
@@ -50,6 +54,7 @@ impl NodeKind {
             NodeKind::OutputTopic => "output-topic",
             NodeKind::ServiceIn => "service-in",
             NodeKind::Action => "action",
+            NodeKind::PluginNode => "node-kind",
         }
     }
 

@@ -88,6 +88,17 @@ pub fn normalize(body: &FlowBody, deps: &Dependencies) -> FlowBody {
                     fill_defaults(config, schema);
                 }
             }
+            NodeKind::PluginNode => {
+                let declared = config
+                    .get("plugin")
+                    .and_then(Value::as_str)
+                    .zip(config.get("kind").and_then(Value::as_str))
+                    .and_then(|(plugin, kind)| deps.node_kind(plugin, kind).ok())
+                    .map(|(_, declaration)| declaration.config_schema.clone());
+                if let Some(schema) = declared {
+                    fill_defaults(config, &schema);
+                }
+            }
             NodeKind::Source | NodeKind::RateLimit | NodeKind::Lookup => {}
         }
     }

@@ -67,6 +67,12 @@ fn config_schema(kind: NodeKind) -> Value {
             "properties": { "action_ref": string },
             "required": ["action_ref"],
         }),
+        NodeKind::PluginNode => json!({
+            "type": "object",
+            "description": "A node kind a plugin declares: `kind` of the component `plugin` (`GET /api/v2/node-kinds` lists them); every other property is the kind's configuration, checked against its `config_schema`. Strings may hold {{placeholders}}, rendered per event.",
+            "properties": { "plugin": string, "kind": string },
+            "required": ["plugin", "kind"],
+        }),
     }
 }
 

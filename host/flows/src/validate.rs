@@ -55,13 +55,18 @@ pub fn retarget_topics(body: &FlowBody) -> Vec<String> {
         .collect()
 }
 
-/// The services a body references (service segments, lookups and service sources), sorted and distinct.
+/// The services a body references (service segments, lookups and service sources) and the plugins whose node
+/// kinds it places (by component id: the drift pass looks flows up by both), sorted and distinct.
 pub fn referenced_services(body: &FlowBody) -> Vec<String> {
     let mut services: Vec<String> = body
         .nodes
         .iter()
-        .filter(|n| matches!(NodeKind::parse(&n.kind), Some(NodeKind::ServiceIn | NodeKind::Lookup | NodeKind::Source)))
-        .filter_map(|n| config_str(&n.config, "service").map(str::to_owned))
+        .filter_map(|n| match NodeKind::parse(&n.kind)? {
+            NodeKind::ServiceIn | NodeKind::Lookup | NodeKind::Source => config_str(&n.config, "service"),
+            NodeKind::PluginNode => config_str(&n.config, "plugin"),
+            _ => None,
+        })
+        .map(str::to_owned)
         .collect();
     services.sort();
     services.dedup();
@@ -267,7 +272,16 @@ impl<'a> Check<'a> {
         };
         let kids = children.get(node.id.as_str()).cloned().unwrap_or_default();
         if kids.is_empty()
-            && matches!(kind, Some(NodeKind::Condition | NodeKind::RateLimit | NodeKind::Mapping | NodeKind::Lookup))
+            && matches!(
+                kind,
+                Some(
+                    NodeKind::Condition
+                        | NodeKind::RateLimit
+                        | NodeKind::Mapping
+                        | NodeKind::Lookup
+                        | NodeKind::PluginNode
+                )
+            )
         {
             self.push(node, Code::DeadEnd, None, "leads nowhere: connect it to a further node or remove it");
         }
@@ -365,8 +379,61 @@ impl<'a> Check<'a> {
                     set_field(fields, ACTION_RESULT_FIELD, FieldKind::Dyn);
                 }
             }
+            NodeKind::PluginNode => self.plugin_node(node, &mut state),
         }
         state
+    }
+
+    /// A plugin's node kind: declared by the plugin's active manifest, its configuration (the rest of `config`)
+    /// satisfying the declaration's `config_schema` with the placeholder rules of actions; the fields it adds
+    /// reach the nodes after it.
+    fn plugin_node(&mut self, node: &Node, state: &mut PathState<'a>) {
+        let config = &node.config;
+        let (Some(plugin), Some(kind)) = (config_str(config, "plugin"), config_str(config, "kind")) else {
+            for key in ["plugin", "kind"].into_iter().filter(|key| config_str(config, key).is_none()) {
+                self.push(
+                    node,
+                    Code::NodeKindRefMissing,
+                    Some(&format!("/config/{key}")),
+                    format!("missing config.{key}"),
+                );
+            }
+            // What the node adds is unknown: the nodes after it are not type-checked rather than reported for it.
+            state.fields = None;
+            return;
+        };
+        let (service, declaration) = match self.deps.node_kind(plugin, kind) {
+            Ok(found) => found,
+            Err(problem) => {
+                let pointer = if problem.plugin_known { "/config/kind" } else { "/config/plugin" };
+                self.push(node, Code::NodeKindNotDeclared, Some(pointer), problem.message);
+                state.fields = None;
+                return;
+            }
+        };
+        let mut settings = config.as_object().cloned().unwrap_or_default();
+        settings.remove("plugin");
+        settings.remove("kind");
+        let settings = Value::Object(settings);
+        let mut whole: HashSet<String> = HashSet::new();
+        let schema = &declaration.config_schema;
+        self.placeholders(node, &settings, "/config", state, Some((Some(schema), &mut whole)));
+        let validator = self.deps.validator(&service.hash, &format!("node-kind {plugin}/{kind}"), schema);
+        for error in validator.iter().flat_map(|validator| validator.iter_errors(&settings)) {
+            let path = error.instance_path().as_str().to_owned();
+            if whole.contains(&path) {
+                continue; // A whole-value placeholder: its type is checked against the field's.
+            }
+            let at = if path.is_empty() { "config".to_owned() } else { format!("config field {path}") };
+            self.push(node, Code::NodeKindConfigInvalid, Some(&format!("/config{path}")), format!("{at}: {error}"));
+        }
+        if let Some(fields) = &mut state.fields {
+            for (name, type_name) in &declaration.adds_fields {
+                let kind =
+                    serde_json::from_value(Value::String(type_name.clone())).map_or(FieldKind::Dyn, FieldKind::Typed);
+                set_field(fields, name, kind);
+            }
+        }
     }
 
     fn source(&mut self, node: &Node, state: &mut PathState<'a>) {

@@ -37,8 +37,9 @@ use crate::model::{
     Attempt, CompletionEvent, DeadLetter, DeadLetterStatus, InboundEnvelope, NodeOutcome, NodeRecord, Pending, ReplyTo,
     Run, ServiceReply, WaitReason,
 };
-use crate::nodes::{ConditionNode, NodeCall, NodeKinds, NodeRef};
+use crate::nodes::{ConditionNode, NodeAnswer, NodeCall, NodeKinds, NodeRef};
 use crate::plan::{FlowPlan, LookupVia, Op, Via};
+use flowhost_flows::NodeKind;
 
 /// Header names on published outputs.
 pub const HEADER_FLOW_ID: &str = "flowhost-flow-id";
@@ -392,6 +393,41 @@ impl Executor<'_> {
                     }
                     Err(failure) => {
                         self.failed(plan, run, node_id, "mapping", at, attempt, 0, failure, None, effects);
+                        None
+                    }
+                }
+            }
+            Op::PluginNode(plugin_node) => {
+                let node = NodeRef { flow_id: &plan.flow_id, node_id };
+                let started = Instant::now();
+                let answer = match plugin_node.config_for(&run.payloads[at]) {
+                    Err(message) => Err(CallError::permanent(message)),
+                    Ok(config) => {
+                        let call = NodeCall {
+                            tenant_id: run.tenant_id.as_deref(),
+                            run_id: &run.run_id,
+                            attempt,
+                            payload: &run.payloads[at],
+                        };
+                        let answer = self.nodes.plugin_nodes(node, plugin_node, &config, &[call]).await.pop();
+                        answer.unwrap_or_else(|| Err(CallError::permanent("node-kind: the node kind gave no answer")))
+                    }
+                };
+                let elapsed = started.elapsed();
+                let kind = NodeKind::PluginNode.as_str();
+                match answer {
+                    Ok(NodeAnswer::Continue(None)) => Some(Visit::Continue(at)),
+                    Ok(NodeAnswer::Continue(Some(out))) => Some(Visit::Continue(run.push_payload(out))),
+                    Ok(NodeAnswer::Stop) => Some(Visit::Stop(NodeOutcome::NotMatched)),
+                    Err(failure) if failure.outcome == Outcome::SkipForward => {
+                        let message = Some(failure.message.as_str());
+                        self.attempt(run, node_id, kind, at, attempt, elapsed, "skip-forward", message);
+                        Some(Visit::Stop(NodeOutcome::SkipForward))
+                    }
+                    Err(failure) => {
+                        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+                        let target = Some((&plugin_node.plugin, &plugin_node.kind));
+                        self.failed(plan, run, node_id, kind, at, attempt, micros, failure, target, effects);
                         None
                     }
                 }

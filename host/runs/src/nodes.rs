@@ -1,9 +1,11 @@
-//! The node-kinds port: how the executor evaluates condition and mapping nodes, by `engine.node_kinds`.
-//! [`NativeNodes`] evaluates them in process (the compiled CEL expression, the field copy); [`ComponentNodes`]
-//! runs them through the active `condition` and `mapping` components of the component store by the batch
-//! contract (`flowhost:plugin@0.2.0`: the node's configuration prepared once per instance, then every event of
-//! the batch evaluated in it). Each call takes the kind's active version at that moment, so activating a new
-//! version changes what released flows run from the next call on, on every node that loaded it.
+//! The node-kinds port: how the executor evaluates condition, mapping and plugin node-kind nodes. Conditions and
+//! mappings go by `engine.node_kinds`: [`NativeNodes`] evaluates them in process (the compiled CEL expression,
+//! the field copy); [`ComponentNodes`] runs them through the active `condition` and `mapping` components of the
+//! component store by the batch contract (`flowhost:plugin@0.2.0`: the node's configuration prepared once per
+//! instance, then every event of the batch evaluated in it), or natively too
+//! ([`ComponentNodes::with_native_bundled`]). A plugin's node kind always runs in its plugin's active component.
+//! Each call takes the active version at that moment, so activating a new version changes what released flows
+//! run from the next call on, on every node that loaded it.
 //!
 //! The runs of a consumed batch advance concurrently, each reaching its nodes on its own; [`ComponentNodes`]
 //! gathers the calls of one node that arrive together (the runs advancing on one task, and any other task's
@@ -11,22 +13,27 @@
 //! CEL compilation) and instance serve many runs.
 //!
 //! Answers: a condition answers whether it holds; an expression that cannot be evaluated on a payload (a
-//! missing field, a guest's own permanent failure) does not hold, as natively. An error is the node failing:
+//! missing field, a guest's own permanent failure) does not hold, as natively. A plugin's node kind answers
+//! `{"event": {...}}` (go on with this payload), `{"pass": true}` (go on unchanged) or `{"pass": false}` (the
+//! branch ends), or fails with an outcome class; an answer its manifest does not declare fails the step
+//! permanently. An error is the node failing:
 //! skip-forward ends the branch, retryable (no active component, no free instance, a deadline, the guest's
 //! retryable failure) retries the step with the engine's retry policy, permanent (a trap, fuel or memory, an
 //! output of another shape) dead-letters it.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use flowhost_components::ComponentStore;
 use flowhost_expr::Expression;
-use flowhost_runtime::{BatchContext, InvokeError, NodeEvent};
+use flowhost_runtime::{BatchContext, InvokeError, NodeEvent, Outcome};
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
 use crate::execute::CallError;
+use flowhost_catalog::{ANSWER_CONTINUE, ANSWER_STOP};
 
 /// The plugin id (and action) of the condition node kind.
 pub const CONDITION_PLUGIN: &str = "condition";
@@ -78,6 +85,86 @@ impl MappingNode {
     }
 }
 
+/// A node kind a plugin declares, as placed in a flow: which component and kind, its configuration, and the
+/// answers its manifest declares.
+#[derive(Debug)]
+pub struct PluginNode {
+    pub plugin: String,
+    pub kind: String,
+    /// The configuration as placed (without `plugin` and `kind`), `{{placeholders}}` not rendered yet.
+    pub config: Value,
+    /// The configuration's JSON text when it holds no placeholder: the same for every payload.
+    fixed: Option<String>,
+    answers: Vec<String>,
+}
+
+impl PluginNode {
+    pub fn new(plugin: String, kind: String, config: Value, answers: Vec<String>) -> PluginNode {
+        let text = config.to_string();
+        let fixed = (!text.contains("{{")).then_some(text);
+        PluginNode { plugin, kind, config, fixed, answers }
+    }
+
+    /// The configuration the kind is prepared with for `payload`: placeholders rendered from its fields.
+    pub fn config_for(&self, payload: &Map<String, Value>) -> Result<Cow<'_, str>, String> {
+        if let Some(fixed) = &self.fixed {
+            return Ok(Cow::Borrowed(fixed));
+        }
+        flowhost_core::placeholders::render_value(&self.config, &|name| payload.get(name))
+            .map(|rendered| Cow::Owned(rendered.to_string()))
+            .map_err(|error| format!("config: {error}"))
+    }
+
+    /// `answer` when the manifest declares it, else the permanent failure of answering outside the declaration.
+    fn declared(&self, answer: &str) -> Result<(), CallError> {
+        if self.answers.iter().any(|declared| declared == answer) {
+            return Ok(());
+        }
+        Err(CallError::permanent(format!(
+            "node kind {}/{} answered {answer:?}, which its manifest does not declare (it declares {})",
+            self.plugin,
+            self.kind,
+            self.answers.join(", ")
+        )))
+    }
+
+    /// What the component's raw output for one event means.
+    fn answer(&self, output: Result<String, Failed>) -> Result<NodeAnswer, CallError> {
+        let text = match output {
+            Ok(text) => text,
+            Err(Failed::Guest { outcome, message }) => {
+                self.declared(outcome.as_str())?;
+                return Err(CallError { outcome, message });
+            }
+            Err(Failed::Call(failure)) => return Err(failure),
+        };
+        let shape = || {
+            CallError::permanent(format!(
+                "node kind {}/{}: expected {{\"event\": {{...}}}} or {{\"pass\": bool}}, got {text}",
+                self.plugin, self.kind
+            ))
+        };
+        let Ok(Value::Object(mut output)) = serde_json::from_str::<Value>(&text) else { return Err(shape()) };
+        match (output.remove("event"), output.get("pass").and_then(Value::as_bool)) {
+            (Some(Value::Object(event)), _) => {
+                self.declared(ANSWER_CONTINUE).map(|()| NodeAnswer::Continue(Some(event)))
+            }
+            (None, Some(true)) => self.declared(ANSWER_CONTINUE).map(|()| NodeAnswer::Continue(None)),
+            (None, Some(false)) => self.declared(ANSWER_STOP).map(|()| NodeAnswer::Stop),
+            _ => Err(shape()),
+        }
+    }
+}
+
+/// What a plugin's node kind answered for one payload.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeAnswer {
+    /// Go on, with this payload (`None`: the payload unchanged).
+    Continue(Option<Map<String, Value>>),
+    /// The branch ends here.
+    Stop,
+}
+
 /// Which node of which flow is evaluated.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeRef<'a> {
@@ -110,6 +197,15 @@ pub trait NodeKinds: Send + Sync {
         mapping: &MappingNode,
         calls: &[NodeCall<'_>],
     ) -> Vec<Result<Map<String, Value>, CallError>>;
+
+    /// `plugin_node` prepared with `config` (rendered for these calls' payloads) over `calls`.
+    async fn plugin_nodes(
+        &self,
+        node: NodeRef<'_>,
+        plugin_node: &PluginNode,
+        config: &str,
+        calls: &[NodeCall<'_>],
+    ) -> Vec<Result<NodeAnswer, CallError>>;
 }
 
 /// Conditions by the compiled expression, mappings by [`MappingNode::apply`]: no I/O, never failing.
@@ -135,6 +231,22 @@ impl NodeKinds for NativeNodes {
     ) -> Vec<Result<Map<String, Value>, CallError>> {
         calls.iter().map(|call| Ok(mapping.apply(call.payload))).collect()
     }
+
+    /// A plugin's node kind needs its component: without a component store it waits (retryable) until a
+    /// runner that has one takes the run.
+    async fn plugin_nodes(
+        &self,
+        _node: NodeRef<'_>,
+        plugin_node: &PluginNode,
+        _config: &str,
+        calls: &[NodeCall<'_>],
+    ) -> Vec<Result<NodeAnswer, CallError>> {
+        let message = format!(
+            "node kind {}/{} runs in its plugin's component, and this runner has no component store",
+            plugin_node.plugin, plugin_node.kind
+        );
+        calls.iter().map(|_| Err(CallError::retryable(message.clone()))).collect()
+    }
 }
 
 /// What one gathered call waits for: its raw output per event.
@@ -143,9 +255,11 @@ type Answers = Vec<Result<String, Failed>>;
 /// Why a component gave no output for an event.
 #[derive(Debug, Clone)]
 enum Failed {
-    /// The guest's own permanent failure: a condition that cannot be evaluated on the payload does not hold.
-    Guest(String),
-    /// Anything else, classified for the executor.
+    /// The guest's own failure, with the class it chose (a condition the guest cannot evaluate on the payload,
+    /// a permanent failure, does not hold).
+    Guest { outcome: Outcome, message: String },
+    /// Anything else (no component, no free instance, a deadline, a trap, fuel, memory, a bad output),
+    /// classified by the host.
     Call(CallError),
 }
 
@@ -157,7 +271,7 @@ impl Failed {
     /// The failure as the node failing (a mapping's answer).
     fn into_call(self) -> CallError {
         match self {
-            Failed::Guest(message) => CallError::permanent(message),
+            Failed::Guest { outcome, message } => CallError { outcome, message },
             Failed::Call(failure) => failure,
         }
     }
@@ -170,12 +284,29 @@ struct Gathering {
     waiting: Vec<(usize, oneshot::Sender<Answers>)>,
 }
 
-/// Node kinds run by the component store's `condition` and `mapping` components, gathered into batches (see
-/// the module documentation).
+/// Node kinds run by components of the component store, gathered into batches (see the module documentation).
 pub struct ComponentNodes {
     store: Arc<ComponentStore>,
-    /// Batches being gathered, by kind, flow, node and configuration.
-    gathering: Mutex<HashMap<(String, String, String, String), Gathering>>,
+    /// Whether conditions and mappings evaluate natively (plugin node kinds always run in components).
+    native_bundled: bool,
+    /// Batches being gathered, by plugin, kind, flow, node and configuration.
+    gathering: Mutex<HashMap<GatherKey, Gathering>>,
+}
+
+/// (plugin, kind, flow, node, configuration).
+type GatherKey = (String, String, String, String, String);
+
+/// A node kind of a component: the plugin id and the kind (the bundled kinds are plugins of their own name).
+#[derive(Clone, Copy)]
+struct KindRef<'a> {
+    plugin: &'a str,
+    kind: &'a str,
+}
+
+impl<'a> KindRef<'a> {
+    fn bundled(kind: &'a str) -> KindRef<'a> {
+        KindRef { plugin: kind, kind }
+    }
 }
 
 impl std::fmt::Debug for ComponentNodes {
@@ -189,15 +320,28 @@ impl std::fmt::Debug for ComponentNodes {
 const GATHER_YIELDS: usize = 2;
 
 impl ComponentNodes {
+    /// Every node kind through components (`engine.node_kinds = wasm`).
     pub fn new(store: Arc<ComponentStore>) -> ComponentNodes {
-        ComponentNodes { store, gathering: Mutex::new(HashMap::new()) }
+        ComponentNodes { store, native_bundled: false, gathering: Mutex::new(HashMap::new()) }
+    }
+
+    /// Conditions and mappings natively, plugin node kinds through their components (`engine.node_kinds =
+    /// native`).
+    pub fn with_native_bundled(store: Arc<ComponentStore>) -> ComponentNodes {
+        ComponentNodes { native_bundled: true, ..ComponentNodes::new(store) }
     }
 
     /// Evaluates `kind` configured with `config` at `node` for `calls`, in a batch with the other calls of the
     /// same node that arrive meanwhile: the raw JSON output per call.
-    async fn evaluate(&self, kind: &str, config: &str, node: NodeRef<'_>, calls: &[NodeCall<'_>]) -> Answers {
+    async fn evaluate(&self, kind: KindRef<'_>, config: &str, node: NodeRef<'_>, calls: &[NodeCall<'_>]) -> Answers {
         let events: Vec<NodeEvent> = calls.iter().map(|call| node_event(node, call)).collect();
-        let key = (kind.to_owned(), node.flow_id.to_owned(), node.node_id.to_owned(), config.to_owned());
+        let key = (
+            kind.plugin.to_owned(),
+            kind.kind.to_owned(),
+            node.flow_id.to_owned(),
+            node.node_id.to_owned(),
+            config.to_owned(),
+        );
         let (sender, answers) = oneshot::channel();
         let opened = {
             let mut gathering = self.gathering.lock().unwrap_or_else(|p| p.into_inner());
@@ -229,18 +373,20 @@ impl ComponentNodes {
         match answers.await {
             Ok(answers) => answers,
             Err(_) => {
-                let failure = Failed::retryable(format!("the {kind} evaluation was cancelled"));
+                let failure = Failed::retryable(format!("the {} evaluation was cancelled", kind.kind));
                 calls.iter().map(|_| Err(failure.clone())).collect()
             }
         }
     }
 
     /// One component batch of `kind` over `events`.
-    async fn run(&self, kind: &str, config: &str, node: NodeRef<'_>, events: Vec<NodeEvent>) -> Answers {
+    async fn run(&self, kind: KindRef<'_>, config: &str, node: NodeRef<'_>, events: Vec<NodeEvent>) -> Answers {
         let batch = BatchContext { flow_id: Some(node.flow_id.to_owned()), node_id: Some(node.node_id.to_owned()) };
         let count = events.len();
-        match evaluate_active(&self.store, kind, config, batch, events).await {
-            Ok(results) => results.into_iter().map(|result| result.map_err(|error| failure(kind, &error))).collect(),
+        match evaluate_active(&self.store, kind.plugin, kind.kind, config, batch, events).await {
+            Ok(results) => {
+                results.into_iter().map(|result| result.map_err(|error| failure(kind.kind, &error))).collect()
+            }
             Err(unavailable) => {
                 let failure = Failed::retryable(unavailable);
                 (0..count).map(|_| Err(failure.clone())).collect()
@@ -249,17 +395,19 @@ impl ComponentNodes {
     }
 }
 
-/// Evaluates node kind `kind` configured with `config` over `events` in the kind's active component, on a task of
-/// its own (the nodes of other runs and rules evaluate in parallel on the runtime's worker threads): one output
-/// per event; `Err` with the reason when the kind cannot run at all now (no active component, cancelled).
+/// Evaluates node kind `kind` of component `plugin` configured with `config` over `events` in the plugin's active
+/// version, on a task of its own (the nodes of other runs and rules evaluate in parallel on the runtime's worker
+/// threads): one output per event; `Err` with the reason when the kind cannot run at all now (no active
+/// component, cancelled).
 pub async fn evaluate_active(
     store: &ComponentStore,
+    plugin: &str,
     kind: &str,
     config: &str,
     batch: BatchContext,
     events: Vec<NodeEvent>,
 ) -> Result<Vec<Result<String, InvokeError>>, String> {
-    let Some(plugin) = store.active(kind) else {
+    let Some(plugin) = store.active(plugin) else {
         return Err(format!("the {kind} node kind has no active component"));
     };
     let (kind_name, config) = (kind.to_owned(), config.to_owned());
@@ -290,7 +438,9 @@ fn node_event(node: NodeRef<'_>, call: &NodeCall<'_>) -> NodeEvent {
 fn failure(kind: &str, error: &InvokeError) -> Failed {
     let message = format!("{kind}: {error}");
     match error {
-        InvokeError::Permanent(_) => Failed::Guest(message),
+        InvokeError::Permanent(_) | InvokeError::SkipForward(_) | InvokeError::Retryable(_) => {
+            Failed::Guest { outcome: error.outcome(), message }
+        }
         _ => Failed::Call(CallError { outcome: error.outcome(), message }),
     }
 }
@@ -303,7 +453,10 @@ impl NodeKinds for ComponentNodes {
         condition: &ConditionNode,
         calls: &[NodeCall<'_>],
     ) -> Vec<Result<bool, CallError>> {
-        let outputs = self.evaluate(CONDITION_PLUGIN, &condition.config, node, calls).await;
+        if self.native_bundled {
+            return NativeNodes.conditions(node, condition, calls).await;
+        }
+        let outputs = self.evaluate(KindRef::bundled(CONDITION_PLUGIN), &condition.config, node, calls).await;
         outputs
             .into_iter()
             .map(|output| match output {
@@ -315,8 +468,8 @@ impl NodeKinds for ComponentNodes {
                     .and_then(|value| value.get("pass").and_then(Value::as_bool))
                     .ok_or_else(|| CallError::permanent(format!("condition: expected {{\"pass\": bool}}, got {text}"))),
                 // The guest could not evaluate the expression on this payload: it does not hold.
-                Err(Failed::Guest(_)) => Ok(false),
-                Err(Failed::Call(failure)) => Err(failure),
+                Err(Failed::Guest { outcome: Outcome::Permanent, .. }) => Ok(false),
+                Err(failed) => Err(failed.into_call()),
             })
             .collect()
     }
@@ -327,7 +480,10 @@ impl NodeKinds for ComponentNodes {
         mapping: &MappingNode,
         calls: &[NodeCall<'_>],
     ) -> Vec<Result<Map<String, Value>, CallError>> {
-        let outputs = self.evaluate(MAPPING_PLUGIN, &mapping.config, node, calls).await;
+        if self.native_bundled {
+            return NativeNodes.mappings(node, mapping, calls).await;
+        }
+        let outputs = self.evaluate(KindRef::bundled(MAPPING_PLUGIN), &mapping.config, node, calls).await;
         outputs
             .into_iter()
             .map(|output| {
@@ -341,5 +497,17 @@ impl NodeKinds for ComponentNodes {
                 }
             })
             .collect()
+    }
+
+    async fn plugin_nodes(
+        &self,
+        node: NodeRef<'_>,
+        plugin_node: &PluginNode,
+        config: &str,
+        calls: &[NodeCall<'_>],
+    ) -> Vec<Result<NodeAnswer, CallError>> {
+        let kind = KindRef { plugin: &plugin_node.plugin, kind: &plugin_node.kind };
+        let outputs = self.evaluate(kind, config, node, calls).await;
+        outputs.into_iter().map(|output| plugin_node.answer(output)).collect()
     }
 }

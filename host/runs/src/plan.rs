@@ -14,7 +14,7 @@ use flowhost_flows::{node_fields, Dependencies, FlowRecord, FlowStatus, Flows, N
 use serde_json::{json, Map, Value};
 use tracing::warn;
 
-use crate::nodes::{ConditionNode, MappingNode};
+use crate::nodes::{ConditionNode, MappingNode, PluginNode};
 
 /// What one node does when a run reaches it.
 #[derive(Debug, Clone)]
@@ -53,6 +53,8 @@ pub enum Op {
         /// The parent segment's node id.
         segment: String,
     },
+    /// A node kind a plugin declares, evaluated by its component.
+    PluginNode(Arc<PluginNode>),
 }
 
 /// Where a lookup asks: the service's component in this process, its HTTP endpoint (the data source's
@@ -107,6 +109,7 @@ impl Op {
             Op::Output { .. } => NodeKind::OutputTopic,
             Op::Segment { .. } => NodeKind::ServiceIn,
             Op::Action { .. } => NodeKind::Action,
+            Op::PluginNode(_) => NodeKind::PluginNode,
         }
     }
 }
@@ -227,6 +230,21 @@ impl FlowPlan {
                         transport,
                         kafka_topic: text("kafka_topic"),
                     }
+                }
+                NodeKind::PluginNode => {
+                    let (plugin, kind) = (text("plugin").unwrap_or_default(), text("kind").unwrap_or_default());
+                    let (_, declaration) = deps
+                        .node_kind(&plugin, &kind)
+                        .map_err(|missing| format!("node {:?}: {}", node.id, missing.message))?;
+                    let mut settings = config.as_object().cloned().unwrap_or_default();
+                    settings.remove("plugin");
+                    settings.remove("kind");
+                    Op::PluginNode(Arc::new(PluginNode::new(
+                        plugin,
+                        kind,
+                        Value::Object(settings),
+                        declaration.answers.clone(),
+                    )))
                 }
                 NodeKind::Action => {
                     let segment = segment_of(body, &parents, &node.id)

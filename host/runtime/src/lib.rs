@@ -44,7 +44,7 @@ mod wasi;
 
 pub use error::{InvokeError, LoadError, Outcome, RuntimeError};
 pub use limits::{Limits, PoolConfig, RuntimeConfig};
-pub use manifest::{Manifest, ManifestAction, ManifestDataSource, ManifestLimits};
+pub use manifest::{Manifest, ManifestAction, ManifestDataSource, ManifestLimits, NodeKindEntry};
 pub use metrics::RuntimeMetrics;
 pub use plugin::{BatchContext, BatchResults, InvocationContext, NodeEvent, Plugin};
 pub use projector::Projector;

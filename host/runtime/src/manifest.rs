@@ -25,9 +25,11 @@ pub struct Manifest {
     /// The service the component belongs to in the component catalog (default: its `id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
-    /// Node kinds it implements (`condition`, `mapping`, ...): each is an action of the same name.
+    /// Node kinds it implements, each evaluated by the batch contract (or as an action of the same name by a
+    /// `flowhost:plugin@0.1.0` component): a bare name is a kind the host itself uses (the bundled `condition`
+    /// and `mapping`), a declaration (`name`, `config_schema`, `answers`, `adds_fields`) a kind flows place.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub node_kinds: Vec<String>,
+    pub node_kinds: Vec<NodeKindEntry>,
     /// The node kinds a flow may place inside the service's segment (`supports_nodes` in the component catalog:
     /// `condition`, `lookup`, `mapping`, ...); absent: the kinds it implements (`node_kinds`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -45,6 +47,29 @@ pub struct Manifest {
     /// Fields this version of the host does not interpret.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// One entry of a manifest's `node_kinds`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum NodeKindEntry {
+    /// A kind the host evaluates through the component itself (`condition`, `mapping`).
+    Name(String),
+    /// A kind flows may place (`{"kind": "node-kind", "config": {"plugin", "kind", ...}}`); the component catalog
+    /// checks the declaration's fields (`flowhost_catalog::NodeKindDecl`).
+    Declared {
+        name: String,
+        #[serde(flatten)]
+        declaration: serde_json::Map<String, serde_json::Value>,
+    },
+}
+
+impl NodeKindEntry {
+    pub fn name(&self) -> &str {
+        match self {
+            NodeKindEntry::Name(name) | NodeKindEntry::Declared { name, .. } => name,
+        }
+    }
 }
 
 /// One action of a manifest.
@@ -119,5 +144,32 @@ impl Manifest {
     /// Whether the manifest declares `action`.
     pub fn has_action(&self, action: &str) -> bool {
         self.actions.iter().any(|a| a.name == action)
+    }
+
+    /// Whether the manifest lists node kind `kind` (bare or declared).
+    pub fn has_node_kind(&self, kind: &str) -> bool {
+        self.node_kinds.iter().any(|entry| entry.name() == kind)
+    }
+
+    /// The bare names of `node_kinds`: the kinds the host itself evaluates through the component.
+    pub fn host_node_kinds(&self) -> Vec<String> {
+        let bare = self.node_kinds.iter().filter_map(|entry| match entry {
+            NodeKindEntry::Name(name) => Some(name.clone()),
+            NodeKindEntry::Declared { .. } => None,
+        });
+        bare.collect()
+    }
+
+    /// The declarations of `node_kinds`: the kinds flows place, as declared.
+    pub fn declared_node_kinds(&self) -> Vec<serde_json::Value> {
+        let declared = self.node_kinds.iter().filter_map(|entry| match entry {
+            NodeKindEntry::Name(_) => None,
+            NodeKindEntry::Declared { name, declaration } => {
+                let mut object = declaration.clone();
+                object.insert("name".to_owned(), serde_json::Value::String(name.clone()));
+                Some(serde_json::Value::Object(object))
+            }
+        });
+        declared.collect()
     }
 }

@@ -351,7 +351,7 @@ impl Plugin {
         limits: &Limits,
     ) -> Result<String, InvokeError> {
         let manifest = &self.inner.manifest;
-        let is_node_kind = manifest.node_kinds.iter().any(|kind| kind == action);
+        let is_node_kind = manifest.has_node_kind(action);
         if !manifest.has_action(action) && !is_node_kind {
             return Err(InvokeError::UnknownAction(action.to_string()));
         }
@@ -473,7 +473,7 @@ impl Plugin {
         batch: &BatchContext,
         events: Vec<NodeEvent>,
     ) -> BatchResults {
-        if !self.inner.manifest.node_kinds.iter().any(|declared| declared == kind) {
+        if !self.inner.manifest.has_node_kind(kind) {
             return events.iter().map(|_| Err(InvokeError::UnknownAction(kind.to_string()))).collect();
         }
         if events.is_empty() {

@@ -269,6 +269,16 @@ pub(crate) async fn service(
     Ok(Json(ServiceView { service, registered: true, last_seen_at, components: active.components }))
 }
 
+/// `GET /api/v2/node-kinds`: every node kind a flow can place (`{"kind": "node-kind", "config": {"plugin",
+/// "kind", ...}}`): per declaring component's active version, the declaration (`config_schema`, `answers`,
+/// `adds_fields`), sorted by plugin then name. Studio's palette offers these.
+#[utoipa::path(get, path = "/api/v2/node-kinds", tag = "v2 flows", responses((status = 200, description = "The node kinds the active plugins declare: `[{plugin, service, version, name, description?, config_schema, answers, adds_fields?}]`", body = Value)))]
+pub(crate) async fn node_kinds(
+    State(state): State<SharedState>,
+) -> Result<Json<Vec<flowhost_flows::PlaceableNodeKind>>, V2Error> {
+    Ok(Json(flowhost_flows::placeable_node_kinds(&state.ports).await?))
+}
+
 /// `GET /api/v2/services/{service}/flows`: the service's current flow broadcast.
 #[utoipa::path(get, path = "/api/v2/services/{service}/flows", tag = "v2 flows", responses((status = 200, description = "The flows broadcast to the service", body = Value)))]
 pub(crate) async fn service_flows(

@@ -1,6 +1,7 @@
 //! Administration API v2: flows as graphs (drafts, validation, releases, versions, release attempts, edit
 //! locks) over `flowhost-flows`; their runs and dead letters over `flowhost-runs`; the CEL environment's catalog
-//! (`cel.rs`); a service's active manifest as validation sees it (`GET /api/v2/services/{service}`).
+//! (`cel.rs`); a service's active manifest as validation sees it (`GET /api/v2/services/{service}`) and the node
+//! kinds plugins declare for flows (`GET /api/v2/node-kinds`).
 //!
 //! The v2 error envelope is `{ "error": { "code": "FLOW_NOT_FOUND", "message": "...", "details": {...} } }`
 //! (`details` only where there is more to say, such as the issues that blocked a release or the field of a
@@ -41,6 +42,7 @@ pub(crate) fn routes() -> ApiRouter<SharedState> {
         .routes(routes!(flows::lock, flows::take_lock, flows::give_up_lock))
         .routes(routes!(flows::service))
         .routes(routes!(flows::service_flows))
+        .routes(routes!(flows::node_kinds))
         .routes(routes!(runs::list))
         .routes(routes!(runs::read))
         .routes(routes!(runs::reply))
