@@ -22,6 +22,15 @@
 //   through the wasm action (its path and the action's output shown), one over it is dead-lettered. The dead
 //   letter is replayed to the run's version (failing again), the limit raised in a second release, the letter
 //   replayed to the latest release (a new run completes), and the two versions compared on the canvas.
+// - `plugin-node-kind`: the `score` plugin (uploaded and active, declaring the node kind `score`) is listed in
+//   the palette; on the flow `scored` (a source only) its node is placed and wired between the source and an
+//   output topic placed too, its `min` is filled in the form made from its `config_schema` (a wrong value first,
+//   the server's error shown under the field), the added field and the answers are listed, and with the draft
+//   valid the flow is saved and released.
+// - `plugin-node-kind-drift`: after `score` 0.3.0 (declaring `rank` instead of `score`) was activated, the
+//   released flow `scored` is invalid: the canvas says so, its `score/score` node carries the broken reason,
+//   its inspector says the kind is no longer declared and names what the plugin declares now, and the palette
+//   offers `rank`.
 // - `admin`: with an admin token configured, Studio asks for it and signs in; a schema, an event source and a
 //   v1 rule (its CEL type error shown and fixed) are created with the server's refusals shown on their forms;
 //   two versions of the `greeter` plugin are uploaded, another plugin's component refused as a third, and the
@@ -32,7 +41,8 @@
 //   node studio.mjs BASE_URL ARTIFACTS_DIR SCENARIO
 //
 // The environment gives what a scenario needs beyond the seeded flows: STUDIO_WASM_DIR (the components to
-// upload), STUDIO_SOURCE_TOPIC and STUDIO_OUTPUT_TOPIC (the `plugin` flow's topics), STUDIO_TOKEN (the admin
+// upload), STUDIO_SOURCE_TOPIC and STUDIO_OUTPUT_TOPIC (the `plugin` flow's topics; the output topic also
+// for `plugin-node-kind`), STUDIO_TOKEN (the admin
 // token the `admin` scenario signs in with; also sent by the script's own API checks).
 //
 // Prints `OK <step>` per step, then DONE; a failed step prints `FAIL <step>: <why>` and exits 1.
@@ -420,6 +430,91 @@ async function pluginScenario() {
   });
 }
 
+async function pluginNodeKindScenario() {
+  const palette = page.getByRole("navigation", { name: "Add a node" });
+  const form = page.getByRole("group", { name: "Node kind score/score" });
+  const field = (name) => form.locator(".field", { has: page.getByText(name, { exact: true }) });
+  const min = field("min *").locator("input");
+  await check("open a flow", () => openFlow("scored", 1));
+  await check("the palette lists the plugin node kind with its plugin and description", async () => {
+    await palette.getByRole("heading", { name: "Plugin node kinds" }).waitFor();
+    const button = palette.getByRole("button", { name: "score (score 0.1.0)", exact: true });
+    await button.waitFor();
+    const declared = (await api("/api/v2/node-kinds")).find((kind) => kind.plugin === "score" && kind.name === "score");
+    expect(declared !== undefined, "GET /api/v2/node-kinds lists score/score");
+    expect((await button.getAttribute("title")) === (declared.description ?? null), `the description as title: ${await button.getAttribute("title")}`);
+  });
+  await check("place it and an output topic from the palette, wired after the source", async () => {
+    await palette.getByRole("button", { name: "score (score 0.1.0)", exact: true }).click();
+    await waitFor(async () => (await status()).includes("Added score/score score-1"), "the node added");
+    await waitFor(async () => (await canvasNode("score-1").locator(".node-kind").innerText()).toLowerCase() === "score/score", "labelled plugin/kind");
+    await palette.getByRole("button", { name: "Output topic", exact: true }).click();
+    await waitFor(async () => (await page.locator(".react-flow__node").count()) === 3, "three nodes");
+    await setConfig("output-topic-1", { topic: outputTopic });
+    await connectNodes("src", "score-1");
+    await connectNodes("score-1", "output-topic-1");
+  });
+  await check("its form comes from the declaration's config_schema, with its answers and added field", async () => {
+    await selectNode("score-1");
+    await form.waitFor();
+    await field("min *").waitFor();
+    await field("field").waitFor();
+    expect((await form.getByRole("textbox").count()) === 2, "plugin and kind are not editable fields");
+    const answers = page.getByRole("list", { name: "Answers of score" });
+    await waitFor(async () => /continue[\s\S]*stop/.test(await answers.innerText()), async () => `the answers: ${await answers.innerText()}`);
+    expect((await answers.locator("li").count()) === 2, "only the declared answers");
+    const adds = page.getByRole("list", { name: "Fields score adds" });
+    expect((await adds.innerText()).includes("score double"), `the added field: ${await adds.innerText()}`);
+    // `min` is required: the server's validation blocks the release until it is set.
+    await waitFor(async () => (await page.locator(".problems li.problem-blocking", { hasText: "NODE_KIND_CONFIG_INVALID" }).count()) > 0, "min missing is blocking");
+    await waitFor(async () => (await form.getByRole("alert").filter({ hasText: "min" }).count()) > 0, "the form says min is missing");
+    await waitFor(async () => !(await page.getByRole("button", { name: "Release", exact: true }).isEnabled()), "Release blocked");
+  });
+  await check("a wrong min gets the server's error under its field", async () => {
+    await min.fill("many");
+    await min.press("Tab");
+    await waitFor(async () => (await field("min *").getByRole("alert").count()) > 0, "an error under min");
+    await waitFor(async () => (await min.getAttribute("aria-invalid")) === "true", "aria-invalid");
+  });
+  await check("filling min makes the draft valid", async () => {
+    await min.fill("5");
+    await min.press("Tab");
+    await waitFor(async () => (await field("min *").getByRole("alert").count()) === 0, "the error cleared");
+    await waitFor(async () => (await page.locator(".problems li.problem-blocking").count()) === 0, async () => `nothing blocks: ${await page.locator(".problems").innerText()}`);
+    await waitFor(() => page.getByRole("button", { name: "Release", exact: true }).isEnabled(), "Release enabled");
+    await page.screenshot({ path: `${artifacts}/studio-node-kind-form.png` });
+  });
+  await check("save and release", async () => {
+    await saveDraft();
+    const flow = await api("/api/v2/flows/scored");
+    const node = flow.draft.nodes.find((n) => n.id === "score-1");
+    const config = node?.config ?? {};
+    expect(node?.kind === "node-kind" && Object.keys(config).length === 3 && config.plugin === "score" && config.kind === "score" && config.min === 5, `the node: ${JSON.stringify(node)}`);
+    expect(flow.validation === undefined || flow.validation.valid !== false, `draft validation: ${JSON.stringify(flow.validation)}`);
+    await release(1);
+  });
+}
+
+async function pluginNodeKindDriftScenario() {
+  const palette = page.getByRole("navigation", { name: "Add a node" });
+  await check("open a flow", () => openFlow("scored", 3));
+  await check("the drift is shown with its broken reason on the node", async () => {
+    await page.getByRole("alert").filter({ hasText: "invalid after a plugin change" }).waitFor();
+    await canvasNode("score-1").locator(".badge-blocking").waitFor();
+    await waitFor(async () => (await page.locator(".problems li.problem-blocking", { hasText: "NODE_KIND_NOT_DECLARED" }).count()) > 0, "in the problems panel");
+  });
+  await check("the inspector says the kind is no longer declared", async () => {
+    await selectNode("score-1");
+    const drift = page.getByRole("group", { name: "Node kind score/score" }).locator(".node-kind-drift");
+    await waitFor(async () => /score\/score is not declared[\s\S]*0\.3\.0 declares rank/.test(await drift.innerText().catch(() => "")), async () => `the message: ${await drift.innerText()}`);
+    expect((await page.locator(".node-kind-form input").count()) === 0, "no form for an undeclared kind");
+  });
+  await check("the palette offers what the plugin declares now", async () => {
+    await palette.getByRole("button", { name: "rank (score 0.3.0)", exact: true }).waitFor();
+    expect((await palette.getByRole("button", { name: "score (score 0.1.0)", exact: true }).count()) === 0, "score/score no longer offered");
+  });
+}
+
 async function adminScenario() {
   const form = (name) => page.getByRole("form", { name });
   const formError = (name) => form(name).getByRole("alert");
@@ -542,7 +637,7 @@ try {
     await page.getByRole("heading", { name: "Flowhost Studio" }).waitFor();
   });
 
-  const scenarios = { wiring: wiringScenario, config: configScenario, cel: celScenario, drift: driftScenario, runs: runsScenario, plugin: pluginScenario, admin: adminScenario };
+  const scenarios = { wiring: wiringScenario, config: configScenario, cel: celScenario, drift: driftScenario, runs: runsScenario, plugin: pluginScenario, "plugin-node-kind": pluginNodeKindScenario, "plugin-node-kind-drift": pluginNodeKindDriftScenario, admin: adminScenario };
   await scenarios[scenario]();
 
   await check("no serious or critical accessibility finding", async () => {

@@ -149,6 +149,12 @@ struct Row {
     expected: &'static [(&'static str, Option<&'static str>, Option<&'static str>)],
 }
 
+/// Places the `score` plugin's node kind (`sc`, configured with `config`) after `out2`, leading to an output.
+fn scored(body: &mut Value, config: Value) {
+    let out = node("out3", "output-topic", json!({"topic": "scored"}));
+    add(body, &[node("sc", "node-kind", config), out], &[edge("out2", "sc"), edge("sc", "out3")]);
+}
+
 /// The table: one row per issue code. `retarget` (the mutation's second argument) is a Kafka topic that exists.
 fn rows() -> Vec<Row> {
     vec![
@@ -397,6 +403,22 @@ fn rows() -> Vec<Row> {
             expected: &[("ACTION_CONFIG_INVALID", Some("push"), Some("/config/urgency"))],
         },
         Row {
+            code: "NODE_KIND_REF_MISSING",
+            mutate: |b, _| scored(b, json!({"plugin": "score"})),
+            expected: &[("NODE_KIND_REF_MISSING", Some("sc"), Some("/config/kind"))],
+        },
+        Row {
+            code: "NODE_KIND_NOT_DECLARED",
+            mutate: |b, _| scored(b, json!({"plugin": "score", "kind": "rank", "min": 1})),
+            expected: &[("NODE_KIND_NOT_DECLARED", Some("sc"), Some("/config/kind"))],
+        },
+        Row {
+            // A missing required property points at the property, where an editor shows it.
+            code: "NODE_KIND_CONFIG_INVALID",
+            mutate: |b, _| scored(b, json!({"plugin": "score", "kind": "score"})),
+            expected: &[("NODE_KIND_CONFIG_INVALID", Some("sc"), Some("/config/min"))],
+        },
+        Row {
             code: "PLACEHOLDER_INVALID",
             mutate: |b, _| config(b, "push")["title"] = json!("Hi {{player"),
             expected: &[("PLACEHOLDER_INVALID", Some("push"), Some("/config/title"))],
@@ -478,6 +500,11 @@ async fn every_issue_code_through_the_route_and_the_drift_pass(backends: Backend
     let flows = Flows::new(host.ports.clone());
     let retarget = unique("crm-inbound");
     host.ports.topics.create_topic(&retarget, 1).await.expect("create the retarget topic");
+    // A plugin declaring a node kind (`score`) for the node-kind rows.
+    let url = host.url("/api/v1/plugins/score/versions/0.1.0");
+    let wasm = flowhost_runtime_fixtures::bytes("score");
+    let response = host.http.put(url).header("content-type", "application/wasm").body(wasm).send().await.unwrap();
+    assert!(response.status().is_success(), "upload score: {}", response.text().await.unwrap());
 
     // The base flow is clean, also with its CRM segment retargeted to an existing topic.
     let mut clean = base();
@@ -810,7 +837,7 @@ async fn bad_requests_answer_the_v2_envelope(backends: Backends) {
     // The body schema is served and describes every node kind.
     let (status, schema) = host.call("GET", "/api/v2/flows/schema", None).await;
     assert_eq!(status, 200);
-    assert_eq!(schema["properties"]["nodes"]["items"]["properties"]["kind"]["enum"].as_array().unwrap().len(), 8);
+    assert_eq!(schema["properties"]["nodes"]["items"]["properties"]["kind"]["enum"].as_array().unwrap().len(), 9);
     host.stop().await;
 }
 

@@ -6,7 +6,9 @@
 //! server's error on the right field; a condition's CEL type error shown and fixed as it is typed; a released
 //! flow turned `invalid` by its service's new manifest, shown with its broken reason and fixed; a run shown on
 //! the graph; a flow built from nothing around an uploaded wasm plugin, released, run, dead-lettered, replayed
-//! to both targets and diffed between its versions; and, behind an admin token, the sign-in and the editing of
+//! to both targets and diffed between its versions; a plugin's node kind placed from the palette, configured in
+//! the form made from its declared `config_schema`, released, and shown drifted once a new version drops the
+//! kind; and, behind an admin token, the sign-in and the editing of
 //! schemas, event sources, v1 rules and plugin versions (upload, refusal, rollback). Each session ends with an
 //! axe-core check (no serious or critical finding). Screenshots are kept in `target/test-artifacts/browser/`.
 
@@ -407,6 +409,81 @@ async fn a_wasm_flow_is_built_run_replayed_and_diffed_in_chromium() {
         })
         .collect();
     assert_eq!(accepted, [50.0, 150.0], "the first run, then the replay on version 2");
+    host.stop().await;
+}
+
+/// A plugin node kind in Studio: the `score` fixture (component `score` 0.1.0, declaring the node kind `score`:
+/// a required number `min`, answers `continue` and `stop`, adds the double `score`) uploaded and active is listed
+/// in the palette; Studio places it between the flow's source and an output topic, fills `min` in the form made
+/// from its `config_schema` (after the server's error on a wrong value), and releases the flow. Then `score`
+/// 0.3.0, which declares `rank` instead, is activated: the flow turns `invalid`, and Studio shows the drift on
+/// the node and in its inspector.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_node_kind_is_placed_from_the_palette_in_chromium() {
+    let host = TestHost::start(Backends::Embedded).await;
+    let schema = json!({"fields": [{"name": "amount", "type": "double"}, {"name": "player_id", "type": "string"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    // Stored, then activated: the palette lists the node kinds of active versions only.
+    let url = host.url("/api/v1/plugins/score/versions/0.1.0?activate=false");
+    let wasm = flowhost_runtime_fixtures::bytes("score");
+    let response = host.http.put(url).header("content-type", "application/wasm").body(wasm).send().await.unwrap();
+    assert!(response.status().is_success(), "upload score: {}", response.text().await.unwrap());
+    let (status, body) = host.call("POST", "/api/v1/plugins/score/activate", Some(json!({"version": "0.1.0"}))).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, kinds) = host.call("GET", "/api/v2/node-kinds", None).await;
+    assert_eq!(status, 200, "{kinds}");
+    let listed: Vec<(&str, &str, &str)> = kinds
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|kind| {
+            (kind["plugin"].as_str().unwrap(), kind["name"].as_str().unwrap(), kind["version"].as_str().unwrap())
+        })
+        .collect();
+    assert!(listed.contains(&("score", "score", "0.1.0")), "{kinds}");
+    let flow = json!({
+        "id": "scored", "name": "Scored",
+        "nodes": [
+            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": unique("deposits")},
+                "position": {"x": 40, "y": 80}},
+        ],
+        "edges": [],
+    });
+    create_flow(&host, flow).await;
+    let out = unique("scored");
+    browser_session(&host, "plugin-node-kind", &[("STUDIO_OUTPUT_TOPIC", out.as_str())]).await;
+
+    let released = assert_released(&host, "scored", 1).await;
+    let (_, version) = host.call("GET", "/api/v2/flows/scored/versions/1", None).await;
+    for body in [&released["draft"], &version["body"]] {
+        let nodes = body["nodes"].as_array().unwrap_or_else(|| panic!("{body}"));
+        let scored = nodes.iter().find(|node| node["kind"] == "node-kind").unwrap_or_else(|| panic!("{body}"));
+        assert_eq!(scored["config"], json!({"plugin": "score", "kind": "score", "min": 5}), "{body}");
+        let edges: Vec<(&str, &str)> = body["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["from"].as_str().unwrap(), e["to"].as_str().unwrap()))
+            .collect();
+        let id = scored["id"].as_str().unwrap();
+        assert!(edges.contains(&("src", id)) && edges.iter().any(|(from, _)| *from == id), "{body}");
+    }
+
+    let url = host.url("/api/v1/plugins/score/versions/0.3.0");
+    let wasm = flowhost_runtime_fixtures::bytes("score_v3");
+    let response = host.http.put(url).header("content-type", "application/wasm").body(wasm).send().await.unwrap();
+    assert!(response.status().is_success(), "upload score 0.3.0: {}", response.text().await.unwrap());
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, flow) = host.call("GET", "/api/v2/flows/scored", None).await;
+        if flow["status"] == "invalid" {
+            assert_eq!(flow["broken_reasons"][0]["code"], "NODE_KIND_NOT_DECLARED", "{flow}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "the flow never turned invalid: {flow}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    browser_session(&host, "plugin-node-kind-drift", &[]).await;
     host.stop().await;
 }
 

@@ -418,14 +418,8 @@ impl<'a> Check<'a> {
         let mut whole: HashSet<String> = HashSet::new();
         let schema = &declaration.config_schema;
         self.placeholders(node, &settings, "/config", state, Some((Some(schema), &mut whole)));
-        let validator = self.deps.validator(&service.hash, &format!("node-kind {plugin}/{kind}"), schema);
-        for error in validator.iter().flat_map(|validator| validator.iter_errors(&settings)) {
-            let path = error.instance_path().as_str().to_owned();
-            if whole.contains(&path) {
-                continue; // A whole-value placeholder: its type is checked against the field's.
-            }
-            let at = if path.is_empty() { "config".to_owned() } else { format!("config field {path}") };
-            self.push(node, Code::NodeKindConfigInvalid, Some(&format!("/config{path}")), format!("{at}: {error}"));
+        if let Some(validator) = self.deps.validator(&service.hash, &format!("node-kind {plugin}/{kind}"), schema) {
+            self.schema_issues(node, &validator, &settings, &whole, Code::NodeKindConfigInvalid);
         }
         if let Some(fields) = &mut state.fields {
             for (name, type_name) in &declaration.adds_fields {
@@ -802,13 +796,37 @@ impl<'a> Check<'a> {
         self.placeholders(node, &settings, "/config", state, Some((action.config_schema.as_ref(), &mut whole)));
         let Some(schema) = &action.config_schema else { return };
         let Some(validator) = self.deps.validator(&service.hash, action_ref, schema) else { return };
-        for error in validator.iter_errors(&settings) {
+        self.schema_issues(node, &validator, &settings, &whole, Code::ActionConfigInvalid);
+    }
+
+    /// One `code` issue per error of `settings` against a `config_schema`, pointing at the config field it is
+    /// about (a missing required property or an unexpected one at that property, so an editor shows it under
+    /// its field); values that are whole placeholders (`whole`) are left to the placeholder type check.
+    fn schema_issues(
+        &mut self,
+        node: &Node,
+        validator: &jsonschema::Validator,
+        settings: &Value,
+        whole: &HashSet<String>,
+        code: Code,
+    ) {
+        use jsonschema::error::ValidationErrorKind;
+        for error in validator.iter_errors(settings) {
             let path = error.instance_path().as_str().to_owned();
             if whole.contains(&path) {
                 continue; // A whole-value placeholder: its type is checked against the field's.
             }
-            let at = if path.is_empty() { "config".to_owned() } else { format!("config field {path}") };
-            self.push(node, Code::ActionConfigInvalid, Some(&format!("/config{path}")), format!("{at}: {error}"));
+            let property = match error.kind() {
+                ValidationErrorKind::Required { property } => property.as_str().map(str::to_owned),
+                ValidationErrorKind::AdditionalProperties { unexpected } => unexpected.first().cloned(),
+                _ => None,
+            };
+            let at = match &property {
+                Some(name) => format!("{path}/{}", escape_pointer(name)),
+                None => path,
+            };
+            let named = if at.is_empty() { "config".to_owned() } else { format!("config field {at}") };
+            self.push(node, code, Some(&format!("/config{at}")), format!("{named}: {error}"));
         }
     }
 

@@ -1,14 +1,14 @@
-// An action node's configuration as a form generated from its action's `config_schema` (see schema.ts): the
-// action is picked among those of its parent segment's service, each field gets the input its type asks for,
-// pickers are filled from the service's data sources through the catalog's proxy
-// (`GET /api/v1/components/:id/data/:source`), and the server's problems land under the field their JSON
-// Pointer names. Text fields commit when they lose focus (one undo step per field edit).
+// An action node's configuration as a form generated from its action's `config_schema` (the fields are
+// SchemaForm.tsx's): the action is picked among those of its parent segment's service (`GET
+// /api/v2/services/:service`), the pickers are filled from the data sources of the component declaring the
+// action, and the server's problems land under the field their JSON Pointer names.
 
-import { useEffect, useId, useState, type ReactNode } from "react";
+import { useEffect, useState } from "react";
 
 import { call } from "./api";
 import type { Problem } from "./graph";
-import { fields, fromInput, getAt, options, setAt, sourceQuery, toInput, type DataSourceRef, type Field } from "./schema";
+import { setAt } from "./schema";
+import { FieldRow, SchemaFields, problemsAt, type DataSourceOwner } from "./SchemaForm";
 
 interface ActionDecl {
   name: string;
@@ -16,10 +16,8 @@ interface ActionDecl {
   config_schema?: unknown;
 }
 
-interface ComponentRow {
-  component_id: string;
+interface ComponentRow extends DataSourceOwner {
   actions: ActionDecl[];
-  data_sources: { name: string; params?: string[] }[];
 }
 
 export interface ServiceView {
@@ -62,13 +60,11 @@ export function ActionForm(props: {
   const actions = view.components.flatMap((component) => component.actions);
   const actionRef = typeof config.action_ref === "string" ? config.action_ref : "";
   const declared = actionRef ? declaration(view, actionRef) : null;
-  const errorsAt = (pointer: string) =>
-    problems.filter((problem) => problem.pointer === pointer || problem.pointer?.startsWith(`${pointer}/`));
 
   return (
     <fieldset className="action-form">
       <legend>Action of {service}</legend>
-      <FieldRow label="Action" errors={errorsAt("/config/action_ref")}>
+      <FieldRow label="Action" errors={problemsAt(problems, "/config/action_ref")}>
         {(id, describedBy) => (
           <select
             id={id}
@@ -86,182 +82,16 @@ export function ActionForm(props: {
         )}
       </FieldRow>
       {declared?.action.description && <p className="hint">{declared.action.description}</p>}
-      {declared &&
-        fields(declared.action.config_schema).map((field) => (
-          <SchemaField
-            key={field.pointer}
-            field={field}
-            config={config}
-            component={declared.component}
-            errorsAt={errorsAt}
-            onChange={onChange}
-          />
-        ))}
+      {declared && (
+        <SchemaFields
+          schema={declared.action.config_schema}
+          skip={["action_ref"]}
+          config={config}
+          problems={problems}
+          owner={declared.component}
+          onChange={onChange}
+        />
+      )}
     </fieldset>
-  );
-}
-
-function FieldRow(props: {
-  label: string;
-  required?: boolean;
-  description?: string;
-  errors: Problem[];
-  children: (id: string, describedBy: string) => ReactNode;
-}) {
-  const id = useId();
-  const describedBy = `${id}-help`;
-  return (
-    <div className={`field${props.errors.length ? " field-invalid" : ""}`}>
-      <label htmlFor={id}>
-        {props.label}
-        {props.required ? " *" : ""}
-      </label>
-      {props.children(id, describedBy)}
-      <div id={describedBy}>
-        {props.description && <span className="hint">{props.description}</span>}
-        {props.errors.map((problem, at) => (
-          <span key={at} className={`field-error problem-${problem.severity}`} role="alert">
-            {problem.message}
-          </span>
-        ))}
-      </div>
-    </div>
-  );
-}
-
-function SchemaField(props: {
-  field: Field;
-  config: Record<string, unknown>;
-  component: ComponentRow;
-  errorsAt: (pointer: string) => Problem[];
-  onChange: (config: Record<string, unknown>) => void;
-}) {
-  const { field, config, component, errorsAt, onChange } = props;
-  const value = getAt(config, field.pointer);
-  const set = (next: unknown) => onChange(setAt(config, field.pointer, next));
-  if (field.kind === "object" && field.fields) {
-    return (
-      <fieldset className="nested">
-        <legend>{field.title}</legend>
-        {field.fields.map((inner) => (
-          <SchemaField key={inner.pointer} field={inner} config={config} component={component} errorsAt={errorsAt} onChange={onChange} />
-        ))}
-      </fieldset>
-    );
-  }
-  return (
-    <FieldRow label={field.title} required={field.required} description={field.description} errors={errorsAt(field.pointer)}>
-      {(id, describedBy) => {
-        const common = { id, "aria-describedby": describedBy, "aria-invalid": errorsAt(field.pointer).length > 0 };
-        if (field.dataSource) {
-          return <Picker {...common} field={field} component={component} config={config} value={value} onChange={set} />;
-        }
-        if (field.kind === "boolean") {
-          return <input {...common} type="checkbox" checked={value === true} onChange={(event) => set(event.target.checked)} />;
-        }
-        if (field.kind === "enum") {
-          return (
-            <select {...common} value={typeof value === "string" ? value : ""} onChange={(event) => set(event.target.value || undefined)}>
-              <option value="">{field.required ? "Choose…" : "(none)"}</option>
-              {field.options!.map((option) => (
-                <option key={option} value={option}>
-                  {option}
-                </option>
-              ))}
-            </select>
-          );
-        }
-        return <TextInput {...common} kind={field.kind} value={value} onCommit={set} />;
-      }}
-    </FieldRow>
-  );
-}
-
-/// A text field that commits on blur or Enter.
-function TextInput(props: {
-  id: string;
-  "aria-describedby": string;
-  "aria-invalid": boolean;
-  kind: Field["kind"];
-  value: unknown;
-  onCommit: (value: unknown) => void;
-}) {
-  const { kind, value, onCommit, ...attributes } = props;
-  const [text, setText] = useState(toInput(kind, value));
-  useEffect(() => setText(toInput(kind, value)), [kind, value]);
-  const commit = () => {
-    const next = fromInput(kind, text);
-    if (JSON.stringify(next) !== JSON.stringify(value)) onCommit(next);
-  };
-  return (
-    <input
-      {...attributes}
-      type="text"
-      inputMode={kind === "number" || kind === "integer" ? "decimal" : undefined}
-      value={text}
-      onChange={(event) => setText(event.target.value)}
-      onBlur={commit}
-      onKeyDown={(event) => event.key === "Enter" && commit()}
-    />
-  );
-}
-
-/// A choice among a data source's items, fetched through the catalog's proxy; a failure says so and offers a
-/// retry, and the current value stays editable as text meanwhile.
-function Picker(props: {
-  id: string;
-  "aria-describedby": string;
-  "aria-invalid": boolean;
-  field: Field;
-  component: ComponentRow;
-  config: Record<string, unknown>;
-  value: unknown;
-  onChange: (value: unknown) => void;
-}) {
-  const { field, component, config, value, onChange, ...attributes } = props;
-  const ref = field.dataSource!;
-  const declared = component.data_sources.find((source) => source.name === ref.source)?.params ?? [];
-  const query = sourceQuery(declared, config);
-  const refKey = JSON.stringify(ref);
-  const path = `/api/v1/components/${encodeURIComponent(component.component_id)}/data/${encodeURIComponent(ref.source)}${query}`;
-  const [items, setItems] = useState<{ value: string; label: string }[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const [attempt, setAttempt] = useState(0);
-  useEffect(() => {
-    setError(null);
-    const chosen: DataSourceRef = JSON.parse(refKey);
-    call<unknown>("GET", path)
-      .then((answer) => setItems(options(answer, chosen)))
-      .catch((failure: Error) => setError(failure.message));
-  }, [path, refKey, attempt]);
-  const current = value === undefined || value === null ? "" : String(value);
-  if (error) {
-    return (
-      <span className="picker-error">
-        <TextInput {...attributes} kind={field.kind} value={value} onCommit={onChange} />
-        <span className="problem-blocking">Could not load {ref.source}: {error}</span>
-        <button type="button" onClick={() => setAttempt((n) => n + 1)}>
-          Retry
-        </button>
-      </span>
-    );
-  }
-  return (
-    <select
-      {...attributes}
-      value={current}
-      onChange={(event) => {
-        const chosen = event.target.value;
-        onChange(chosen === "" ? undefined : field.kind === "integer" || field.kind === "number" ? Number(chosen) : chosen);
-      }}
-    >
-      <option value="">{items ? "Choose…" : "Loading…"}</option>
-      {current && !items?.some((item) => item.value === current) && <option value={current}>{current}</option>}
-      {(items ?? []).map((item) => (
-        <option key={item.value} value={item.value}>
-          {item.label}
-        </option>
-      ))}
-    </select>
   );
 }

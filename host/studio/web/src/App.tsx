@@ -1,8 +1,9 @@
 // Studio's screen: the sections (flows, rules, schemas, event sources, plugins), the status line and the
-// sign-in. The flows section is the editor: the flow list, the palette, the canvas, the inspector of the
-// selected node, and the panels below it (problems merging the client's wiring rules with the server's draft
-// validation, runs, dead letters, released versions and their diff). Every graph edit goes through `edit` (one
-// undo step each); the server validates the draft shortly after each edit.
+// sign-in. The flows section is the editor: the flow list, the palette (the built-in node kinds and the plugin
+// node kinds of `GET /api/v2/node-kinds`), the canvas, the inspector of the selected node, and the panels below
+// it (problems merging the client's wiring rules with the server's draft validation, runs, dead letters,
+// released versions and their diff). Every graph edit goes through `edit` (one undo step each); the server
+// validates the draft shortly after each edit.
 
 import {
   Background,
@@ -29,6 +30,7 @@ import { DeadLettersPanel } from "./DeadLetters";
 import { diffBody, type ChangeKind } from "./diff";
 import { EventSourcesView } from "./EventSources";
 import { FeedbackContext, useFeedback, type Feedback } from "./feedback";
+import { NodeKindForm } from "./NodeKindForm";
 import { NodeTest } from "./NodeTest";
 import { PluginsView } from "./Plugins";
 import { toggled } from "./Resources";
@@ -44,6 +46,7 @@ import {
   connectionRefusal,
   fieldsAt,
   freshId,
+  kindLabel,
   mergeProblems,
   parentService,
   releaseGate,
@@ -56,6 +59,7 @@ import {
 } from "./graph";
 import * as history from "./history";
 import { NODE_HEIGHT, NODE_WIDTH, layout } from "./layout";
+import { idStem, newNodeConfig, paletteLabel, type NodeKindCatalog, type NodeKindDeclaration } from "./nodeKinds";
 
 interface FlowSummary {
   id: string;
@@ -80,15 +84,18 @@ interface Report {
 
 type NodeData = { node: FlowNode; problems: Problem[]; change?: ChangeKind };
 
-/// A node on the canvas: its kind, id, a badge with its problems, and in the diff view what changed.
+/// A node on the canvas: its kind (a plugin node kind's `plugin/kind`), id, a badge with its problems, and in
+/// the diff view what changed.
 function FlowNodeView({ data, selected }: NodeProps<Node<NodeData>>) {
   const { node, problems, change } = data;
   const blocking = problems.filter((problem) => problem.severity === "blocking").length;
-  const label = KIND_LABELS[node.kind as NodeKind] ?? node.kind;
+  const label = kindLabel(node);
   return (
     <div className={`node node-${node.kind}${selected ? " selected" : ""}`} style={{ width: NODE_WIDTH, minHeight: NODE_HEIGHT }}>
       {node.kind !== "source" && <Handle type="target" position={Position.Left} />}
-      <div className="node-kind">{label}</div>
+      <div className="node-kind" title={label}>
+        {label}
+      </div>
       <div className="node-id">{node.name || node.id}</div>
       {change && change !== "same" && <div className="node-change">{change}</div>}
       {problems.length > 0 && (
@@ -112,7 +119,9 @@ function stepOf(run: RunDetail, id: string) {
   return run.nodes.find((step) => step.node_id === id);
 }
 
-function FlowsView() {
+/// The flows section; `visible`: whether it is the section shown (showing it again refreshes the plugin node
+/// kinds, which an upload in the Plugins section may have changed).
+function FlowsView({ visible }: { visible: boolean }) {
   const { say, failed, session } = useFeedback();
   const [flows, setFlows] = useState<FlowSummary[]>([]);
   const [flow, setFlow] = useState<FlowRecord | null>(null);
@@ -140,6 +149,25 @@ function FlowsView() {
   useEffect(() => {
     void loadFlows();
   }, [loadFlows]);
+
+  // The plugin node kinds the palette offers and the inspector's forms are made from. A failure is shown in the
+  // palette; the last list fetched stays.
+  const [nodeKinds, setNodeKinds] = useState<NodeKindCatalog>({ declarations: null, error: null });
+  const loadNodeKinds = useCallback(async () => {
+    try {
+      const declarations = await call<NodeKindDeclaration[]>("GET", "/api/v2/node-kinds");
+      setNodeKinds({ declarations: Array.isArray(declarations) ? declarations : [], error: null });
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      setNodeKinds((current) => ({ declarations: current.declarations, error: message }));
+    }
+    // `session`: signing in loads them again.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [session]);
+
+  useEffect(() => {
+    if (visible) void loadNodeKinds();
+  }, [visible, loadNodeKinds]);
 
   const open = useCallback(
     async (id: string) => {
@@ -240,7 +268,7 @@ function FlowsView() {
         selected: selected.has(node.id),
         measured: measured.get(node.id),
         className: nodeClass(node.id),
-        ariaLabel: `${KIND_LABELS[node.kind as NodeKind] ?? node.kind} ${node.id}${comparing ? ` (${changeOf.get(node.id) ?? "same"})` : ""}`,
+        ariaLabel: `${kindLabel(node)} ${node.id}${comparing ? ` (${changeOf.get(node.id) ?? "same"})` : ""}`,
       })),
     [shown.nodes, measured, problemsOf, selected, nodeClass, comparing, changeOf],
   );
@@ -343,6 +371,19 @@ function FlowsView() {
       edit((current) => ({ ...current, nodes: [...current.nodes, { id, kind, config: {}, position: { x: right, y: 80 } }] }));
       setSelected(new Set([id]));
       say(`Added ${KIND_LABELS[kind]} ${id}.`);
+    },
+    [body, edit, say],
+  );
+
+  /// Places a node of a plugin's node kind, its config naming the plugin and the kind.
+  const addPluginNode = useCallback(
+    (declaration: NodeKindDeclaration) => {
+      const id = freshId(body, idStem(declaration));
+      const right = Math.max(0, ...body.nodes.map((node) => (node.position?.x ?? 0) + NODE_WIDTH + 40));
+      const node: FlowNode = { id, kind: "node-kind", config: newNodeConfig(declaration), position: { x: right, y: 80 } };
+      edit((current) => ({ ...current, nodes: [...current.nodes, node] }));
+      setSelected(new Set([id]));
+      say(`Added ${declaration.plugin}/${declaration.name} ${id}.`);
     },
     [body, edit, say],
   );
@@ -496,6 +537,23 @@ function FlowsView() {
               {KIND_LABELS[kind]}
             </button>
           ))}
+          <h3>Plugin node kinds</h3>
+          {nodeKinds.error && <p className="palette-error">Could not load them: {nodeKinds.error}</p>}
+          {nodeKinds.declarations === null && !nodeKinds.error && <p className="hint">Loading…</p>}
+          {nodeKinds.declarations?.length === 0 && <p className="hint">No active plugin declares one.</p>}
+          {(nodeKinds.declarations ?? []).map((declaration) => (
+            <button
+              key={`${declaration.plugin}/${declaration.name}`}
+              title={declaration.description}
+              onClick={() => addPluginNode(declaration)}
+              disabled={!editable}
+            >
+              {paletteLabel(declaration)}
+            </button>
+          ))}
+          <button className="link" onClick={() => void loadNodeKinds()}>
+            Refresh node kinds
+          </button>
         </nav>
         <main className="canvas" aria-label="Flow canvas">
           {comparing ? (
@@ -532,7 +590,7 @@ function FlowsView() {
         </main>
         <aside className="inspector" aria-labelledby="inspector-heading">
           <h2 id="inspector-heading" tabIndex={-1}>
-            {only ? `${KIND_LABELS[only.kind as NodeKind] ?? only.kind} ${only.id}` : "Inspector"}
+            {only ? `${kindLabel(only)} ${only.id}` : "Inspector"}
           </h2>
           {only && comparing ? (
             <DiffStepView entry={comparing.diff.nodes.find((entry) => entry.id === only.id)!} />
@@ -545,6 +603,7 @@ function FlowsView() {
                 node={only}
                 body={body}
                 schemaFields={schemaFields}
+                nodeKinds={nodeKinds}
                 problems={problemsOf(only.id)}
                 onEdit={edit}
                 onConnect={connect}
@@ -623,18 +682,21 @@ function NewFlowForm({ onCreate }: { onCreate: (id: string) => Promise<boolean> 
   );
 }
 
-/// The selected node: its label, its config as JSON (applied as one undoable edit), its connections made by
-/// keyboard, and the problems placed on its fields.
+/// The selected node: its label, its form (a condition's CEL, an action's or a plugin node kind's schema form),
+/// its config as JSON (applied as one undoable edit), its connections made by keyboard, and the problems placed
+/// on its fields.
 function Inspector(props: {
   flowId: string;
   node: FlowNode;
   body: FlowBody;
   schemaFields: FieldInfo[];
+  nodeKinds: NodeKindCatalog;
   problems: Problem[];
   onEdit: (change: (body: FlowBody) => FlowBody) => void;
   onConnect: (from: string, to: string) => boolean;
 }) {
-  const { flowId, node, body, schemaFields, problems, onEdit, onConnect } = props;
+  const { flowId, node, body, schemaFields, nodeKinds, problems, onEdit, onConnect } = props;
+  const declarations = nodeKinds.declarations ?? [];
   const [config, setConfig] = useState(JSON.stringify(node.config, null, 2));
   const [configError, setConfigError] = useState<string | null>(null);
   // The JSON follows edits made elsewhere (the form, undo).
@@ -685,7 +747,7 @@ function Inspector(props: {
               <span id={`${node.id}-cel-label`}>Expression (CEL)</span>
               <CelEditor
                 value={typeof node.config.expression === "string" ? node.config.expression : ""}
-                fields={fieldsAt(body, node.id, schemaFields)}
+                fields={fieldsAt(body, node.id, schemaFields, declarations)}
                 problems={problems.filter((problem) => problem.pointer === "/config/expression")}
                 label={`Expression of condition ${node.id}`}
                 onChange={(text) => setNodeConfig({ ...node.config, expression: text })}
@@ -697,8 +759,9 @@ function Inspector(props: {
       {node.kind === "action" && (
         <ActionForm service={parentService(body, node.id)} config={node.config} problems={problems} onChange={setNodeConfig} />
       )}
+      {node.kind === "node-kind" && <NodeKindForm catalog={nodeKinds} config={node.config} problems={problems} onChange={setNodeConfig} />}
       {((node.kind === "condition" && node.config.else !== true) || node.kind === "action") && (
-        <NodeTest flowId={flowId} node={node} body={body} schemaFields={schemaFields} />
+        <NodeTest flowId={flowId} node={node} body={body} schemaFields={schemaFields} nodeKinds={declarations} />
       )}
       <label>
         Config (JSON)
@@ -814,7 +877,7 @@ export function App() {
         {/* The editor stays mounted while another section is shown: its unsaved draft survives. */}
         <div className="section" hidden={section !== "flows"}>
           <ReactFlowProvider>
-            <FlowsView />
+            <FlowsView visible={section === "flows"} />
           </ReactFlowProvider>
         </div>
         {section === "rules" && <RulesView />}

@@ -8,6 +8,7 @@ import { useEffect, useId, useState } from "react";
 import type { ServiceView } from "./ActionForm";
 import { ApiError, call } from "./api";
 import { fieldsAt, parentService, type FieldInfo, type FlowBody, type FlowNode } from "./graph";
+import type { NodeKindDeclaration } from "./nodeKinds";
 import { pin, pinned, render, sampleEvent } from "./sample";
 
 interface Invocation {
@@ -16,9 +17,16 @@ interface Invocation {
   version: string;
 }
 
-export function NodeTest(props: { flowId: string; node: FlowNode; body: FlowBody; schemaFields: FieldInfo[] }) {
-  const { flowId, node, body, schemaFields } = props;
-  const generated = JSON.stringify(sampleEvent(fieldsAt(body, node.id, schemaFields)), null, 2);
+export function NodeTest(props: {
+  flowId: string;
+  node: FlowNode;
+  body: FlowBody;
+  schemaFields: FieldInfo[];
+  /// The plugin node kinds, whose added fields reach the nodes after them.
+  nodeKinds: readonly NodeKindDeclaration[];
+}) {
+  const { flowId, node, body, schemaFields, nodeKinds } = props;
+  const generated = JSON.stringify(sampleEvent(fieldsAt(body, node.id, schemaFields, nodeKinds)), null, 2);
   const [sample, setSample] = useState(() => pinned(flowId, node.id) ?? generated);
   const [isPinned, setPinned] = useState(() => pinned(flowId, node.id) !== null);
   const [result, setResult] = useState<{ text: string; error: boolean } | null>(null);

@@ -1,7 +1,10 @@
 // The graph rules Studio checks as you edit, before the server's draft validation answers: which node kinds can
 // connect (typed connections), and the wiring problems of a whole graph (no source or two, an edge into the
 // source, a node fed twice, cycles, orphans, dead ends). Codes and severities are the server's
-// (host/flows/src/issues.rs), so a problem found here and there shows once. Pure functions, no DOM.
+// (host/flows/src/issues.rs), so a problem found here and there shows once. Also what each node is called and
+// the fields that reach a node. Pure functions, no DOM.
+
+import { findDeclaration, type NodeKindDeclaration } from "./nodeKinds";
 
 export type NodeKind =
   | "source"
@@ -11,8 +14,10 @@ export type NodeKind =
   | "lookup"
   | "output-topic"
   | "service-in"
-  | "action";
+  | "action"
+  | "node-kind";
 
+/// The built-in kinds the palette offers (a `node-kind` node is placed from one of the plugins' declarations).
 export const NODE_KINDS: readonly NodeKind[] = [
   "source",
   "condition",
@@ -34,7 +39,19 @@ export const KIND_LABELS: Record<NodeKind, string> = {
   "output-topic": "Output topic",
   "service-in": "Service segment",
   action: "Action",
+  "node-kind": "Plugin node kind",
 };
+
+/// What a node is called on the canvas and in messages about its kind: its kind's label, or for a plugin node
+/// kind the `plugin/kind` it names.
+export function kindLabel(node: Pick<FlowNode, "kind" | "config">): string {
+  if (node.kind === "node-kind") {
+    const plugin = typeof node.config.plugin === "string" && node.config.plugin ? node.config.plugin : "?";
+    const kind = typeof node.config.kind === "string" && node.config.kind ? node.config.kind : "?";
+    return plugin === "?" && kind === "?" ? KIND_LABELS["node-kind"] : `${plugin}/${kind}`;
+  }
+  return KIND_LABELS[node.kind as NodeKind] ?? node.kind;
+}
 
 export interface FlowNode {
   id: string;
@@ -129,7 +146,7 @@ export function connectionRefusal(body: FlowBody, from: string, to: string): str
 }
 
 function label(node: FlowNode): string {
-  return node.name?.trim() || `${KIND_LABELS[node.kind as NodeKind] ?? node.kind} "${node.id}"`;
+  return node.name?.trim() || `${kindLabel(node)} "${node.id}"`;
 }
 
 /// The wiring problems of a graph (the client rules).
@@ -173,7 +190,7 @@ export function clientProblems(body: FlowBody): Problem[] {
       });
     }
   }
-  const passing = new Set(["condition", "rate-limit", "mapping", "lookup"]);
+  const passing = new Set(["condition", "rate-limit", "mapping", "lookup", "node-kind"]);
   for (const node of body.nodes) {
     if (passing.has(node.kind) && !body.edges.some((edge) => edge.from === node.id)) {
       add("DEAD_END", "warning", `${label(node)} leads nowhere; its result is dropped.`, { node_id: node.id });
@@ -269,8 +286,14 @@ export interface FieldInfo {
 
 /// The fields that reach node `id`: the source event type's schema fields plus `event_type` and `tenant_id`, as
 /// changed on the way by mappings (`select` keeps only its targets, `merge` adds them), lookups (their
-/// `target`) and actions (`result`). The node's own change is not included (a condition reads what reaches it).
-export function fieldsAt(body: FlowBody, id: string, schema: readonly FieldInfo[]): FieldInfo[] {
+/// `target`), actions (`result`) and plugin node kinds (the `adds_fields` of their declaration among
+/// `nodeKinds`). The node's own change is not included (a condition reads what reaches it).
+export function fieldsAt(
+  body: FlowBody,
+  id: string,
+  schema: readonly FieldInfo[],
+  nodeKinds: readonly NodeKindDeclaration[] = [],
+): FieldInfo[] {
   const nodes = byId(body.nodes);
   const path: FlowNode[] = [];
   const seen = new Set<string>();
@@ -301,6 +324,9 @@ export function fieldsAt(body: FlowBody, id: string, schema: readonly FieldInfo[
       fields.set(config.target, "dyn");
     } else if (node.kind === "action") {
       fields.set("result", "dyn");
+    } else if (node.kind === "node-kind") {
+      const declaration = findDeclaration(nodeKinds, config.plugin, config.kind);
+      for (const [name, type] of Object.entries(declaration?.adds_fields ?? {})) fields.set(name, type);
     }
   }
   return [...fields].map(([name, type]) => ({ name, type })).sort((a, b) => a.name.localeCompare(b.name));

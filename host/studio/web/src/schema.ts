@@ -1,9 +1,10 @@
-// What an action's `config_schema` (JSON Schema) asks for, reduced to the fields a form can show: each with its
-// JSON Pointer under the node (`/config/<name>`), its kind, whether it is required, its enum values, and its
-// data source when the schema names one (`"x-data-source": "<source>"`, with `x-data-source-value` and
-// `x-data-source-label` naming the item fields of value and label; by default the value is the item's `id`, or
-// its field of the property's own name, or `value`, and the label its `name`, else the value). Also the
-// conversion of what a field holds back into the config (`{{placeholders}}` stay strings). Pure, no DOM.
+// What a `config_schema` (JSON Schema: an action's or a plugin node kind's) asks for, reduced to the fields a
+// form can show: each with its JSON Pointer under the node (`/config/<name>`), its kind, whether it is required,
+// its enum values, and its data source when the schema names one (`"x-data-source": "<source>"`, with
+// `x-data-source-value` and `x-data-source-label` naming the item fields of value and label; by default the
+// value is the item's `id`, or its field of the property's own name, or `value`, and the label its `name`, else
+// the value). Also the conversion of what a field holds back into the config (`{{placeholders}}` stay strings).
+// Pure, no DOM.
 
 export type FieldKind = "string" | "number" | "integer" | "boolean" | "enum" | "string-list" | "object" | "json";
 
