@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use flowhost_core::collections::FLOW_RUNS;
 use flowhost_core::ManualClock;
 use flowhost_tests::{eventually, on_both_backends, unique, Backends, TestHost};
 use futures::StreamExt;
@@ -315,13 +316,34 @@ async fn a_record_consumed_again_starts_no_second_run(backends: Backends) {
     runs_until(&host, &id, 2, |r| r["status"] == "completed").await;
     host.stop().await;
 
+    // The first run as a build before time-ordered run ids stored it: under its earlier id. The record is
+    // consumed again below, after the upgrade, and must still find it.
+    let ports = flowhost::connect(&config).await.unwrap();
+    let documents = ports.documents.as_ref();
+    let mut first = documents.list(FLOW_RUNS).await.unwrap().into_iter().find(|r| r["flow_id"] == id.as_str()).unwrap();
+    let place = &first["source"];
+    let record = flowhost_core::ports::Record {
+        topic: place["topic"].as_str().unwrap().to_owned(),
+        partition: place["partition"].as_i64().unwrap() as i32,
+        offset: place["offset"].as_i64().unwrap(),
+        key: None,
+        value: Vec::new(),
+        headers: Vec::new(),
+        timestamp_ms: 0,
+    };
+    let earlier = flowhost_runs::ids::legacy_run_id(&id, &record);
+    assert!(documents.delete(FLOW_RUNS, first["run_id"].as_str().unwrap()).await.unwrap());
+    first["run_id"] = json!(earlier);
+    documents.insert(FLOW_RUNS, &earlier, first).await.unwrap();
+    drop(ports);
+
     // The same store, another consumer group: every source record is consumed again from the start.
     config.engine.group_id = unique("engine");
     let host = TestHost::start_with(config).await;
     tokio::time::sleep(host.quiet_period()).await;
     host.publish(&source, &[deposit(500.0, "p3")]).await;
     let runs = runs_until(&host, &id, 3, |r| r["status"] == "completed").await;
-    assert_eq!(runs.len(), 3, "the two consumed again started nothing: {runs:#?}");
+    assert_eq!(runs.len(), 3, "the two consumed again started nothing (one found under its earlier id): {runs:#?}");
     // Each action ran once per run: one record per idempotency key, counted once.
     for summary in &runs {
         let detail = run(&host, summary["run_id"].as_str().unwrap()).await;

@@ -511,3 +511,46 @@ impl NodeKinds for ComponentNodes {
         outputs.into_iter().map(|output| plugin_node.answer(output)).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn score(answers: &[&str]) -> PluginNode {
+        let answers = answers.iter().map(|a| a.to_string()).collect();
+        PluginNode::new("score".into(), "score".into(), json!({"min": 10, "field": "{{field}}"}), answers)
+    }
+
+    #[test]
+    fn plugin_answers_are_read_and_held_to_the_declaration() {
+        let node = score(&["continue", "stop", "retryable"]);
+        let event = json!({"amount": 1.0}).as_object().unwrap().clone();
+        let answer = |text: &str| node.answer(Ok(text.to_owned()));
+        assert_eq!(answer(r#"{"event": {"amount": 1.0}}"#), Ok(NodeAnswer::Continue(Some(event))));
+        assert_eq!(answer(r#"{"pass": true}"#), Ok(NodeAnswer::Continue(None)));
+        assert_eq!(answer(r#"{"pass": false}"#), Ok(NodeAnswer::Stop));
+        let shape = answer(r#"{"score": 3}"#).unwrap_err();
+        assert_eq!(shape.outcome, Outcome::Permanent);
+        assert!(shape.message.contains(r#"expected {"event": {...}} or {"pass": bool}"#), "{}", shape.message);
+
+        let guest = |outcome| Err(Failed::Guest { outcome, message: "score: no amount".into() });
+        assert_eq!(node.answer(guest(Outcome::Retryable)), Err(CallError::retryable("score: no amount")));
+        let undeclared = node.answer(guest(Outcome::Permanent)).unwrap_err();
+        assert_eq!(undeclared.outcome, Outcome::Permanent);
+        assert!(undeclared.message.contains(r#"answered "permanent", which its manifest does not declare"#));
+        let only_stop = score(&["stop"]);
+        assert!(only_stop.answer(Ok(r#"{"pass": true}"#.into())).unwrap_err().message.contains("\"continue\""));
+        let host = Err(Failed::Call(CallError::retryable("no free instance")));
+        assert_eq!(only_stop.answer(host), Err(CallError::retryable("no free instance")), "the host's own class");
+    }
+
+    #[test]
+    fn a_plugin_config_is_rendered_per_payload_only_when_it_has_placeholders() {
+        let payload = json!({"field": "stake"}).as_object().unwrap().clone();
+        let templated = score(&[]);
+        assert_eq!(templated.config_for(&payload).unwrap(), r#"{"field":"stake","min":10}"#);
+        let fixed = PluginNode::new("score".into(), "score".into(), json!({"min": 10}), vec![]);
+        assert!(matches!(fixed.config_for(&payload), Ok(Cow::Borrowed(_))));
+    }
+}

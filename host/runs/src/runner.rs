@@ -20,11 +20,11 @@ use std::time::Duration;
 
 use flowhost_core::backoff::{until_done, Backoff};
 use flowhost_core::clock::sleep_or_shutdown;
-use flowhost_core::collections::CONFIG_CHANGED_SUBJECT;
+use flowhost_core::collections::{CONFIG_CHANGED_SUBJECT, FLOW_RUNS};
 use flowhost_core::config::EngineConfig;
 use flowhost_core::digest::iso_utc;
 use flowhost_core::envelope::Event;
-use flowhost_core::ports::{KnownTopics, Ports, Record, Wakeups};
+use flowhost_core::ports::{KnownTopics, Ports, Query, Record, Wakeups};
 use flowhost_core::source::{replace_if_changed, SourceConsumer, SourceHealth};
 use flowhost_flows::{Dependencies, Flows};
 use futures::StreamExt;
@@ -135,6 +135,7 @@ impl Runner {
         if let Err(error) = runs.ensure_indexes().await {
             warn!(%error, "could not create the run indexes; queries still work, more slowly");
         }
+        let legacy_ids_until_ms = legacy_ids_until(&self.ports).await;
         let (plans_tx, plans_rx) = watch::channel(Arc::new(Plans::default()));
         let shared = Arc::new(Shared {
             durability: Durability {
@@ -163,6 +164,7 @@ impl Runner {
             status: self.status,
             runs,
             older: Mutex::new(HashMap::new()),
+            legacy_ids_until_ms,
         });
         let (topics_tx, topics_rx) = watch::channel(BTreeSet::new());
         let reloader = tokio::spawn(shared.clone().reload_loop(plans_tx, topics_tx, shutdown.clone()));
@@ -178,6 +180,21 @@ impl Runner {
     }
 }
 
+/// How long after a start records are checked for runs under their earlier ids: the uncommitted records of an
+/// upgrade (including one node after another) are consumed again well within it.
+const LEGACY_ID_WINDOW_MS: i64 = 60 * 60 * 1000;
+
+/// Until when (record timestamps) the redelivery check also looks for earlier-build run ids: an hour past now
+/// when the store holds runs, none for an empty store (a fresh deployment has no earlier runs), and an hour past
+/// now when the store cannot be asked (erring towards the check, which costs only lookups).
+async fn legacy_ids_until(ports: &Ports) -> i64 {
+    let one = Query::new().limit(1);
+    match ports.documents.query(FLOW_RUNS, &one).await {
+        Ok(page) if page.items.is_empty() => i64::MIN,
+        _ => ports.clock.now_ms().saturating_add(LEGACY_ID_WINDOW_MS),
+    }
+}
+
 struct Shared {
     ports: Ports,
     config: RunnerConfig,
@@ -190,6 +207,9 @@ struct Shared {
     outbound: Outbound,
     /// Plans of versions other than the loaded ones (runs that started before a re-release), by flow and version.
     older: Mutex<HashMap<(String, u64), Arc<FlowPlan>>>,
+    /// Records stamped before this time may have started runs under the ids of builds before time-ordered run
+    /// ids ([`ids::legacy_run_id`]); the redelivery check looks for those too (see [`legacy_ids_until`]).
+    legacy_ids_until_ms: i64,
 }
 
 impl Shared {
@@ -303,14 +323,23 @@ impl Shared {
                 continue;
             };
             for plan in plans.matching(&record.topic, &event.event_type) {
-                let run_id = ids::run_id(&plan.flow_id, &record.topic, record.partition, record.offset);
+                let run_id = ids::run_id(&plan.flow_id, record);
                 starts.push((index, event.clone(), plan.clone(), run_id));
             }
         }
         if starts.is_empty() {
             return true;
         }
-        let ids: Vec<String> = starts.iter().map(|(_, _, _, id)| id.clone()).collect();
+        let mut ids: Vec<String> = starts.iter().map(|(_, _, _, id)| id.clone()).collect();
+        // A record an earlier build may have started runs for: its runs under their earlier ids count too.
+        let legacy: Vec<Option<String>> = starts
+            .iter()
+            .map(|(index, _, plan, _)| {
+                let record = &batch[*index];
+                (record.timestamp_ms < self.legacy_ids_until_ms).then(|| ids::legacy_run_id(&plan.flow_id, record))
+            })
+            .collect();
+        ids.extend(legacy.iter().flatten().cloned());
         let existing = loop {
             match self.runs.existing(&ids).await {
                 Ok(existing) => break existing,
@@ -323,7 +352,11 @@ impl Shared {
                 }
             }
         };
-        starts.retain(|(_, _, _, id)| !existing.contains(id));
+        let mut legacy = legacy.into_iter();
+        starts.retain(|(_, _, _, id)| {
+            let earlier = legacy.next().flatten();
+            !existing.contains(id) && !earlier.is_some_and(|earlier| existing.contains(&earlier))
+        });
         let workers = tokio::runtime::Handle::current().metrics().num_workers().max(1);
         let per_task = starts.len().div_ceil(workers).max(1);
         let mut tasks = Vec::new();
