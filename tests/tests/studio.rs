@@ -18,7 +18,7 @@ use std::time::Duration;
 use flowhost_core::config::Secret;
 use flowhost_tests::cli::repository_root;
 use flowhost_tests::{unique, Backends, TestHost};
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// `npm run <script>` in Studio's web app (its packages were installed by the build).
 fn npm(script: &str) -> std::process::Output {
@@ -441,10 +441,11 @@ async fn a_plugin_node_kind_is_placed_from_the_palette_in_chromium() {
         })
         .collect();
     assert!(listed.contains(&("score", "score", "0.1.0")), "{kinds}");
+    let source = unique("deposits");
     let flow = json!({
         "id": "scored", "name": "Scored",
         "nodes": [
-            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": unique("deposits")},
+            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": source},
                 "position": {"x": 40, "y": 80}},
         ],
         "edges": [],
@@ -468,6 +469,15 @@ async fn a_plugin_node_kind_is_placed_from_the_palette_in_chromium() {
         let id = scored["id"].as_str().unwrap();
         assert!(edges.contains(&("src", id)) && edges.iter().any(|(from, _)| *from == id), "{body}");
     }
+    // The released flow runs the kind: 100 scores 10 (at least the 5 set in the form) and goes on with its
+    // score; 20 scores 2 and stops at the node.
+    let deposit = |amount: f64| json!({"event_type": "deposit", "tenant_id": "t1", "amount": amount, "player_id": "p"});
+    host.publish(&source, &[deposit(20.0), deposit(100.0)]).await;
+    host.read(&out, 1, Duration::from_secs(60)).await;
+    let outputs = host.read(&out, 2, host.quiet_period()).await;
+    let scores: Vec<Value> =
+        outputs.iter().map(|r| serde_json::from_slice::<Value>(&r.value).unwrap()["score"].clone()).collect();
+    assert_eq!(scores, vec![json!(10.0)], "only the high score reaches the output");
 
     let url = host.url("/api/v1/plugins/score/versions/0.3.0");
     let wasm = flowhost_runtime_fixtures::bytes("score_v3");
