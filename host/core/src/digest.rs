@@ -50,8 +50,9 @@ pub fn sha256_bytes_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
+/// Lowercase hex in one allocation (run ids, idempotency and trace keys are made for every run and node).
 fn hex(digest: &[u8]) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(digest)
 }
 
 /// An instant (epoch milliseconds) as ISO 8601 UTC with milliseconds: `2026-01-31T12:00:00.000Z`.
