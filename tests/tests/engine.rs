@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flowhost_core::config::{NodeKindsMode, Role};
-use flowhost_core::model::OutputMapping;
 use flowhost_core::ports::Record;
 use flowhost_engine::{CompiledRule, Engine, EngineMetrics, NodeFailure, NodeInput, NodeKinds};
 use flowhost_tests::host::{json_value, read_topic};
@@ -278,7 +277,7 @@ impl NodeKinds for ScriptedCondition {
     async fn mappings(
         &self,
         _rule: &CompiledRule,
-        _mapping: &OutputMapping,
+        _mapping: &flowhost_runs::nodes::MappingNode,
         events: &[NodeInput<'_>],
     ) -> Vec<Result<Value, NodeFailure>> {
         events.iter().map(|input| Ok(Value::Object(input.event.fields.clone()))).collect()

@@ -11,10 +11,9 @@
 use std::sync::Arc;
 
 use flowhost_components::ComponentStore;
-use flowhost_core::model::OutputMapping;
-use flowhost_runs::nodes::evaluate_active;
+use flowhost_runs::nodes::{evaluate_active, MappingNode};
 use flowhost_runtime::{BatchContext, InvokeError, NodeEvent, Outcome};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::process::{NodeFailure, NodeInput, NodeKinds};
 use crate::CompiledRule;
@@ -43,12 +42,12 @@ impl WasmNodes {
         &self,
         kind: &str,
         rule: &CompiledRule,
-        config: &Value,
+        config: &str,
         events: &[NodeInput<'_>],
     ) -> Vec<Result<String, NodeFailure>> {
         let batch = BatchContext { flow_id: rule.rule.flow_id.clone(), node_id: Some(rule.rule.id.clone()) };
         let node_events: Vec<NodeEvent> = events.iter().map(|input| node_event(rule, input)).collect();
-        match evaluate_active(&self.store, kind, kind, &config.to_string(), batch, node_events).await {
+        match evaluate_active(&self.store, kind, kind, config, batch, node_events).await {
             Ok(results) => results.into_iter().map(|result| result.map_err(|error| failure(kind, &error))).collect(),
             Err(unavailable) => events.iter().map(|_| Err(NodeFailure::Unavailable(unavailable.clone()))).collect(),
         }
@@ -103,8 +102,7 @@ fn failure(kind: &str, error: &InvokeError) -> NodeFailure {
 #[async_trait::async_trait]
 impl NodeKinds for WasmNodes {
     async fn conditions(&self, rule: &CompiledRule, events: &[NodeInput<'_>]) -> Vec<Result<bool, NodeFailure>> {
-        let config = json!({ "expression": rule.rule.conditions.expression });
-        let outputs = self.evaluate(CONDITION_PLUGIN, rule, &config, events).await;
+        let outputs = self.evaluate(CONDITION_PLUGIN, rule, &rule.condition.config, events).await;
         outputs
             .into_iter()
             .map(|output| match output?.as_str() {
@@ -121,11 +119,10 @@ impl NodeKinds for WasmNodes {
     async fn mappings(
         &self,
         rule: &CompiledRule,
-        mapping: &OutputMapping,
+        mapping: &MappingNode,
         events: &[NodeInput<'_>],
     ) -> Vec<Result<Value, NodeFailure>> {
-        let config = serde_json::to_value(mapping).unwrap_or(Value::Null);
-        let outputs = self.evaluate(MAPPING_PLUGIN, rule, &config, events).await;
+        let outputs = self.evaluate(MAPPING_PLUGIN, rule, &mapping.config, events).await;
         outputs
             .into_iter()
             .map(|output| {

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use flowhost_core::envelope::Event;
-use flowhost_core::model::{MappingMode, OutputMapping};
 use flowhost_core::ports::{OutRecord, Record};
-use serde_json::{Map, Value};
+use flowhost_runs::nodes::MappingNode;
+use serde_json::Value;
 use tracing::{debug, warn};
 
 use crate::{CompiledRule, EngineMetrics, RuleSet};
@@ -33,7 +33,7 @@ pub trait NodeKinds: Send + Sync {
     async fn mappings(
         &self,
         rule: &CompiledRule,
-        mapping: &OutputMapping,
+        mapping: &MappingNode,
         events: &[NodeInput<'_>],
     ) -> Vec<Result<Value, NodeFailure>>;
 }
@@ -57,7 +57,8 @@ pub enum NodeFailure {
     Unavailable(String),
 }
 
-/// Conditions by the rule's compiled CEL expression, mappings by [`map_fields`]: no I/O, never retryable.
+/// Conditions by the rule's compiled CEL expression, mappings by [`MappingNode::apply`] (`select`): no I/O, never
+/// retryable.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NativeNodes;
 
@@ -67,7 +68,8 @@ impl NodeKinds for NativeNodes {
         events
             .iter()
             .map(|input| {
-                rule.expression.evaluate(&input.event.fields).map_err(|error| NodeFailure::NoMatch(error.to_string()))
+                let evaluation = rule.condition.expression.evaluate(&input.event.fields);
+                evaluation.map_err(|error| NodeFailure::NoMatch(error.to_string()))
             })
             .collect()
     }
@@ -75,10 +77,10 @@ impl NodeKinds for NativeNodes {
     async fn mappings(
         &self,
         _rule: &CompiledRule,
-        mapping: &OutputMapping,
+        mapping: &MappingNode,
         events: &[NodeInput<'_>],
     ) -> Vec<Result<Value, NodeFailure>> {
-        events.iter().map(|input| Ok(map_fields(mapping, &input.event.fields))).collect()
+        events.iter().map(|input| Ok(Value::Object(mapping.apply(&input.event.fields)))).collect()
     }
 }
 
@@ -214,7 +216,7 @@ pub async fn process_batch_with(
     for (index, (group, answers)) in groups.iter_mut().zip(conditions).enumerate() {
         group.conditions = answers;
         group.mapped = vec![None; group.members.len()];
-        let (Some(mapping), Some(_)) = (&group.rule.rule.output_mapping, &group.rule.output_topic) else { continue };
+        let (Some(mapping), Some(_)) = (&group.rule.mapping, &group.rule.output_topic) else { continue };
         let passed: Vec<usize> =
             (0..group.members.len()).filter(|&position| matches!(group.conditions[position], Ok(true))).collect();
         if !passed.is_empty() {
@@ -350,19 +352,6 @@ pub fn dead_letter(record: &Record, topic: &str, rule_id: &str, reason: &str, ca
         .with_header(ATTEMPTS_HEADER, attempts.to_string())
 }
 
-/// `select` mode: only the listed fields, each copied from `source` to `target`; absent sources are omitted.
-pub fn map_fields(mapping: &OutputMapping, fields: &Map<String, Value>) -> Value {
-    match mapping.mode {
-        MappingMode::Select => Value::Object(
-            mapping
-                .fields
-                .iter()
-                .filter_map(|f| fields.get(&f.source).map(|v| (f.target.clone(), v.clone())))
-                .collect(),
-        ),
-    }
-}
-
 fn invalid_record(record: &Record, topic: &str, reason: &str) -> OutRecord {
     OutRecord::new(topic, record.value.clone())
         .with_header(SOURCE_TOPIC_HEADER, record.topic.as_bytes())
@@ -468,12 +457,49 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_is_a_flow_plan_of_source_condition_mapping_output() {
+        use flowhost_runs::plan::{rule_nodes, Op};
+        let mut mapped = rule("mapped", "amount > 1.0", "out");
+        mapped.output_mapping = Some(OutputMapping {
+            mode: MappingMode::Select,
+            fields: vec![FieldMapping { source: "player".into(), target: "who".into() }],
+        });
+        let set = RuleSet::build(vec![mapped], vec![], vec![], vec![schema()], &mut ExpressionMemo::default());
+        let compiled = &set.matching("in", "deposit")[0];
+        let plan = &compiled.plan;
+        assert_eq!((plan.flow_id.as_str(), plan.topic.as_str(), plan.event_type.as_str()), ("mapped", "in", "deposit"));
+        let walk: Vec<(&str, &[String])> =
+            [rule_nodes::SOURCE, rule_nodes::CONDITION, rule_nodes::MAPPING, rule_nodes::OUTPUT]
+                .iter()
+                .map(|id| (*id, plan.node(id).unwrap().children.as_slice()))
+                .collect();
+        assert_eq!(
+            walk,
+            vec![
+                ("source", &["condition".to_owned()][..]),
+                ("condition", &["mapping".to_owned()][..]),
+                ("mapping", &["output".to_owned()][..]),
+                ("output", &[][..]),
+            ]
+        );
+        match &plan.node(rule_nodes::CONDITION).unwrap().op {
+            Op::Condition(Some(condition)) => assert!(Arc::ptr_eq(condition, &compiled.condition)),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(&plan.node(rule_nodes::OUTPUT).unwrap().op, Op::Output { topic } if topic == "out"));
+        let unmapped =
+            RuleSet::build(vec![rule("r", "true", "")], vec![], vec![], vec![], &mut ExpressionMemo::default());
+        let plan = &unmapped.matching("in", "deposit")[0].plan;
+        assert_eq!(plan.nodes.len(), 2, "no mapping, and no output topic anywhere: {plan:?}");
+    }
+
+    #[test]
     fn expressions_are_compiled_once_across_reloads() {
         let mut memo = ExpressionMemo::default();
         let first = RuleSet::build(vec![rule("r", "amount > 1.0", "o")], vec![], vec![], vec![schema()], &mut memo);
         let second = RuleSet::build(vec![rule("r", "amount > 1.0", "o")], vec![], vec![], vec![schema()], &mut memo);
-        let a = &first.matching("in", "deposit")[0].expression;
-        let b = &second.matching("in", "deposit")[0].expression;
+        let a = &first.matching("in", "deposit")[0].condition;
+        let b = &second.matching("in", "deposit")[0].condition;
         assert!(std::sync::Arc::ptr_eq(a, b));
         let bad = RuleSet::build(vec![rule("r", "nope > 1.0", "o")], vec![], vec![], vec![schema()], &mut memo);
         assert!(bad.is_empty());

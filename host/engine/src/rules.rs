@@ -1,22 +1,30 @@
-//! The engine's rule cache: every enabled rule with its compiled expression, its resolved output topic and
-//! its tenant overrides, indexed by source topic and `event_type`. Built whole from the documents port and
-//! swapped atomically; expressions are compiled once per (expression, schema) and reused across reloads.
+//! The engine's rule cache: every enabled rule compiled to a flow plan (`source -> condition -> mapping? ->
+//! output?`, the plan type v2 flows compile to: `flowhost_runs::plan::FlowPlan::for_rule`), with its resolved
+//! output topic and its tenant overrides, indexed by source topic and `event_type`. Built whole from the
+//! documents port and swapped atomically; conditions are compiled once per (expression, schema) and reused
+//! across reloads.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use flowhost_core::collections::{EVENT_SOURCES, RULES, SCHEMAS, TENANT_OVERRIDES};
-use flowhost_core::model::{EventSchema, EventSource, Rule, TenantOverride};
+use flowhost_core::model::{EventSchema, EventSource, MappingMode, Rule, TenantOverride};
 use flowhost_core::ports::{DocumentStore, PortError};
 use flowhost_expr::Expression;
+use flowhost_runs::nodes::{ConditionNode, MappingNode};
+use flowhost_runs::plan::FlowPlan;
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
-/// One rule ready to run.
+/// One rule ready to run: its plan, and the plan's condition and mapping at hand.
 #[derive(Debug)]
 pub struct CompiledRule {
     pub rule: Rule,
-    pub expression: Arc<Expression>,
+    pub plan: Arc<FlowPlan>,
+    /// The plan's condition node.
+    pub condition: Arc<ConditionNode>,
+    /// The plan's mapping node, when the rule maps its output.
+    pub mapping: Option<Arc<MappingNode>>,
     /// The rule's `output_topic`, else its source topic's default; `None` when neither exists.
     pub output_topic: Option<String>,
     /// Per-tenant switches; a tenant without an entry follows the rule.
@@ -31,30 +39,30 @@ impl CompiledRule {
     }
 }
 
-/// Compiled expressions kept across reloads, keyed by event type, schema and source text, so an unchanged
+/// Compiled conditions kept across reloads, keyed by event type, schema and source text, so an unchanged
 /// rule is never recompiled.
 #[derive(Default)]
 pub struct ExpressionMemo {
-    compiled: HashMap<MemoKey, Arc<Expression>>,
+    compiled: HashMap<MemoKey, Arc<ConditionNode>>,
 }
 
 /// (event type, the schema's (field, type) list when one exists, expression source).
 type MemoKey = (String, Option<Vec<(String, String)>>, String);
 
 impl ExpressionMemo {
-    fn get(&mut self, source: &str, schema: Option<&EventSchema>) -> Result<Arc<Expression>, Vec<String>> {
+    fn get(&mut self, source: &str, schema: Option<&EventSchema>) -> Result<Arc<ConditionNode>, Vec<String>> {
         let schema_key = schema.map(|s| s.fields.iter().map(|f| (f.name.clone(), format!("{:?}", f.kind))).collect());
         let key = (schema.map(|s| s.event_type.clone()).unwrap_or_default(), schema_key, source.to_owned());
-        if let Some(expression) = self.compiled.get(&key) {
-            return Ok(expression.clone());
+        if let Some(condition) = self.compiled.get(&key) {
+            return Ok(condition.clone());
         }
-        let expression = Arc::new(Expression::compile(source, schema)?);
-        self.compiled.insert(key, expression.clone());
-        Ok(expression)
+        let condition = Arc::new(ConditionNode::new(source, Expression::compile(source, schema)?));
+        self.compiled.insert(key, condition.clone());
+        Ok(condition)
     }
 
     /// Drops entries no rule used in the last load.
-    fn retain_used(&mut self, used: &[Arc<Expression>]) {
+    fn retain_used(&mut self, used: &[Arc<ConditionNode>]) {
         self.compiled.retain(|_, e| used.iter().any(|u| Arc::ptr_eq(u, e)));
     }
 }
@@ -109,22 +117,31 @@ impl RuleSet {
         let mut used = Vec::new();
         for rule in rules.into_iter().filter(|r| r.enabled) {
             let schema = schemas.get(&rule.conditions.event_type);
-            let expression = match memo.get(&rule.conditions.expression, schema) {
-                Ok(expression) => expression,
+            let condition = match memo.get(&rule.conditions.expression, schema) {
+                Ok(condition) => condition,
                 Err(errors) => {
                     set.problems.push((rule.id.clone(), errors.join("; ")));
                     continue;
                 }
             };
-            used.push(expression.clone());
+            used.push(condition.clone());
             let output_topic = if rule.output_topic.is_empty() {
                 defaults.get(&rule.source.topic).cloned()
             } else {
                 Some(rule.output_topic.clone())
             };
+            let mapping = rule.output_mapping.as_ref().map(|mapping| {
+                let fields = mapping.fields.iter().map(|f| (f.source.clone(), f.target.clone())).collect();
+                // `select` is v1's only mode: the targets alone.
+                let MappingMode::Select = mapping.mode;
+                Arc::new(MappingNode::new(false, fields))
+            });
+            let plan = FlowPlan::for_rule(&rule, condition.clone(), mapping.clone(), output_topic.as_deref());
             let compiled = CompiledRule {
                 tenant_enabled: tenant_enabled.remove(&rule.id).unwrap_or_default(),
-                expression,
+                plan: Arc::new(plan),
+                condition,
+                mapping,
                 output_topic,
                 rule,
             };

@@ -319,6 +319,52 @@ impl FlowPlan {
     }
 }
 
+/// The node ids of a v1 rule's plan ([`FlowPlan::for_rule`]).
+pub mod rule_nodes {
+    pub const SOURCE: &str = "source";
+    pub const CONDITION: &str = "condition";
+    pub const MAPPING: &str = "mapping";
+    pub const OUTPUT: &str = "output";
+}
+
+impl FlowPlan {
+    /// A v1 rule as a flow plan: `source -> condition -> mapping? -> output?` (the mapping when the rule maps
+    /// its output, the output when it or its source topic names one). The condition is compiled by the caller
+    /// (the rule engine keeps compiled expressions across reloads); the plan is named by the rule's flow when it
+    /// has one, else by the rule.
+    pub fn for_rule(
+        rule: &flowhost_core::model::Rule,
+        condition: Arc<ConditionNode>,
+        mapping: Option<Arc<MappingNode>>,
+        output_topic: Option<&str>,
+    ) -> FlowPlan {
+        use rule_nodes::{CONDITION, MAPPING, OUTPUT, SOURCE};
+        let mut order: Vec<(&str, Op)> = vec![(SOURCE, Op::Source), (CONDITION, Op::Condition(Some(condition)))];
+        if let Some(mapping) = mapping {
+            order.push((MAPPING, Op::Mapping(mapping)));
+        }
+        if let Some(topic) = output_topic {
+            order.push((OUTPUT, Op::Output { topic: topic.to_owned() }));
+        }
+        let next: Vec<Vec<String>> = (0..order.len())
+            .map(|i| order.get(i + 1).map(|(id, _)| vec![(*id).to_owned()]).unwrap_or_default())
+            .collect();
+        let nodes = order
+            .into_iter()
+            .zip(next)
+            .map(|((id, op), children)| (id.to_owned(), PlanNode { id: id.to_owned(), op, children }))
+            .collect();
+        FlowPlan {
+            flow_id: rule.flow_id.clone().unwrap_or_else(|| rule.id.clone()),
+            version: 0,
+            topic: rule.source.topic.clone(),
+            event_type: rule.conditions.event_type.clone(),
+            source: SOURCE.to_owned(),
+            nodes,
+        }
+    }
+}
+
 /// The nearest segment before `node_id`.
 fn segment_of<'a>(
     body: &'a flowhost_flows::FlowBody,

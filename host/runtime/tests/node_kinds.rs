@@ -1,7 +1,7 @@
 //! The first-party node-kind components `condition` and `mapping` (`plugins/condition`, `plugins/mapping`) run by
 //! the runtime: `condition` decides exactly as the host's native `flowhost_expr::Expression` (same result, same
 //! error message) over a table of expressions and events; `mapping` maps as the engine's `select` output mapping
-//! (`flowhost_engine::process::map_fields`) and a v2 mapping node's `merge` (its expectations written out here); bad configuration is a permanent
+//! (`flowhost_runs::nodes::MappingNode::apply`, which v1 rules and v2 flows share) and a v2 mapping node's `merge` (its expectations written out here); bad configuration is a permanent
 //! failure naming the problem; and each manifest's `config_schema` is a usable JSON Schema that agrees with what
 //! the component accepts.
 
