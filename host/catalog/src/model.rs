@@ -58,7 +58,7 @@ fn all_answers() -> Vec<String> {
 
 impl NodeKindDecl {
     /// Whether the kind declares `answer` (one of [`NODE_KIND_ANSWERS`]).
-    pub fn answers(&self, answer: &str) -> bool {
+    pub fn declares(&self, answer: &str) -> bool {
         self.answers.iter().any(|a| a == answer)
     }
 }
@@ -264,7 +264,7 @@ fn check_declarations(declared: &Declarations, at: &str, problems: &mut Vec<Stri
         for answer in kind.answers.iter().filter(|a| !NODE_KIND_ANSWERS.contains(&a.as_str())) {
             problems.push(format!("{named}: unknown answer {answer:?} (known: {})", NODE_KIND_ANSWERS.join(", ")));
         }
-        if !kind.answers(ANSWER_CONTINUE) && !kind.answers(ANSWER_STOP) {
+        if !kind.declares(ANSWER_CONTINUE) && !kind.declares(ANSWER_STOP) {
             problems.push(format!("{named}: answers must include \"continue\" or \"stop\""));
         }
         for (field, kind_type) in kind.adds_fields.iter().filter(|(_, t)| !FIELD_TYPES.contains(&t.as_str())) {

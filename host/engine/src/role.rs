@@ -29,11 +29,16 @@ impl Role for EngineRole {
         let metrics = Arc::new(EngineMetrics::register(&context.registry)?);
         let mut engine = Engine::new(context.ports.clone(), config.engine.clone(), config.topics.partitions, metrics);
         let components = context.service::<Arc<flowhost_components::ComponentStore>>();
-        let node_kinds = components.clone().filter(|_| config.engine.node_kinds == NodeKindsMode::Wasm);
-        if let Some(store) = &node_kinds {
+        let wasm_nodes = config.engine.node_kinds == NodeKindsMode::Wasm;
+        if let (true, Some(store)) = (wasm_nodes, &components) {
             info!("rules and flows run conditions and mappings through the condition and mapping components");
             engine = engine.with_nodes(Arc::new(WasmNodes::new(store.clone())));
         }
+        // Plugin node kinds always run in their components; conditions and mappings by `engine.node_kinds`.
+        let flow_nodes = components.clone().map(|store| match wasm_nodes {
+            true => flowhost_runs::ComponentNodes::new(store),
+            false => flowhost_runs::ComponentNodes::with_native_bundled(store),
+        });
         let status = engine.status();
         let sources = status.clone();
         let shutdown = context.shutdown.clone();
@@ -55,12 +60,6 @@ impl Role for EngineRole {
             egress,
         };
         let mut runner = flowhost_runs::Runner::new(context.ports.clone(), runner_config, services, run_metrics);
-        // Plugin node kinds always run in their components; conditions and mappings by `engine.node_kinds`.
-        let flow_nodes = match (node_kinds, context.service::<Arc<flowhost_components::ComponentStore>>()) {
-            (Some(store), _) => Some(flowhost_runs::ComponentNodes::new(store)),
-            (None, Some(store)) => Some(flowhost_runs::ComponentNodes::with_native_bundled(store)),
-            (None, None) => None,
-        };
         if let Some(nodes) = flow_nodes {
             runner = runner.with_nodes(Arc::new(nodes));
         }
