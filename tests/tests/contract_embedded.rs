@@ -191,6 +191,12 @@ async fn topics_commit_then_resume() {
 }
 
 #[tokio::test]
+async fn topics_seeded_group_resumes_there_and_a_joined_one_refuses() {
+    let embedded = Embedded::open();
+    topics::seeded_group_resumes_there_and_a_joined_one_refuses(embedded.topics()).await;
+}
+
+#[tokio::test]
 async fn topics_uncommitted_records_are_redelivered() {
     let embedded = Embedded::open();
     topics::uncommitted_records_are_redelivered(embedded.topics()).await;

@@ -39,6 +39,11 @@ async fn commit_then_resume() {
 }
 
 #[tokio::test]
+async fn seeded_group_resumes_there_and_a_joined_one_refuses() {
+    topics::seeded_group_resumes_there_and_a_joined_one_refuses(kafka()).await;
+}
+
+#[tokio::test]
 async fn uncommitted_records_are_redelivered() {
     topics::uncommitted_records_are_redelivered(kafka()).await;
 }
@@ -90,6 +95,7 @@ async fn the_suite_holds_under_a_topic_prefix() {
     let prefixed = || kafka_in(&flowhost_tests::host::deployment_name());
     topics::publish_and_consume_round_trip(prefixed()).await;
     topics::commit_then_resume(prefixed()).await;
+    topics::seeded_group_resumes_there_and_a_joined_one_refuses(prefixed()).await;
     topics::lag_before_and_after_commit(prefixed()).await;
     topics::paused_partition_while_another_flows(prefixed()).await;
     topics::marked_positions_committed_on_close(prefixed()).await;

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use flowhost_core::config::{NodeKindsMode, Role};
 use flowhost_core::ports::Record;
-use flowhost_engine::{CompiledRule, Engine, EngineMetrics, NodeFailure, NodeInput, NodeKinds};
+use flowhost_runs::nodes::{ConditionNode, MappingNode, NodeAnswer, NodeCall, NodeRef, PluginNode};
+use flowhost_runs::{CallError, NodeFailure, NodeKinds, Runner};
 use flowhost_tests::host::{json_value, read_topic};
 use flowhost_tests::{on_both_backends, unique, Backends, TestHost};
 use serde_json::Map;
@@ -270,17 +271,32 @@ impl ScriptedCondition {
 
 #[async_trait::async_trait]
 impl NodeKinds for ScriptedCondition {
-    async fn conditions(&self, _rule: &CompiledRule, events: &[NodeInput<'_>]) -> Vec<Result<bool, NodeFailure>> {
-        events.iter().map(|input| self.condition(&input.event.fields)).collect()
+    async fn conditions(
+        &self,
+        _node: NodeRef<'_>,
+        _condition: &ConditionNode,
+        calls: &[NodeCall<'_>],
+    ) -> Vec<Result<bool, NodeFailure>> {
+        calls.iter().map(|call| self.condition(call.payload)).collect()
     }
 
     async fn mappings(
         &self,
-        _rule: &CompiledRule,
-        _mapping: &flowhost_runs::nodes::MappingNode,
-        events: &[NodeInput<'_>],
-    ) -> Vec<Result<Value, NodeFailure>> {
-        events.iter().map(|input| Ok(Value::Object(input.event.fields.clone()))).collect()
+        _node: NodeRef<'_>,
+        _mapping: &MappingNode,
+        calls: &[NodeCall<'_>],
+    ) -> Vec<Result<Map<String, Value>, NodeFailure>> {
+        calls.iter().map(|call| Ok(call.payload.clone())).collect()
+    }
+
+    async fn plugin_nodes(
+        &self,
+        _node: NodeRef<'_>,
+        _plugin_node: &PluginNode,
+        _config: &str,
+        calls: &[NodeCall<'_>],
+    ) -> Vec<Result<NodeAnswer, CallError>> {
+        calls.iter().map(|_| Err(CallError::permanent("no plugin node kinds here"))).collect()
     }
 }
 
@@ -299,11 +315,11 @@ async fn one_records_failures_are_retried_alone_and_dead_lettered(backends: Back
     config.retry.initial_backoff_ms = 1000;
     config.retry.backoff_factor = 2.0;
     config.retry.max_backoff_ms = 2000;
-    let metrics = Arc::new(EngineMetrics::unregistered());
-    let engine = Engine::new(host.ports.clone(), config, host.config.topics.partitions, metrics.clone())
+    let executor = Runner::standalone(host.ports.clone(), config, host.config.topics.partitions)
         .with_nodes(Arc::new(ScriptedCondition::default()));
+    let metrics = executor.rule_metrics();
     let shutdown = CancellationToken::new();
-    let running = tokio::spawn(engine.run(shutdown.clone()));
+    let running = tokio::spawn(executor.run(shutdown.clone()));
 
     let event =
         |player: &str, fail: &str| json!({"event_type": "deposit", "amount": 1.0, "player": player, "fail": fail});

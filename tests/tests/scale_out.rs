@@ -1,8 +1,10 @@
-//! Flow runs on `flowhost serve` processes killed with SIGKILL mid-stream (issue: delivery you can trust, scale
-//! out): on the embedded store one node is killed and started again on the same data directory; on the real
-//! servers two nodes share the work through the consumer group and one of them is killed while the other goes
-//! on. Either way every source record ends with exactly one completed run, and every action record is written
-//! under its run's idempotency key (a step redone after the kill reuses its key, never a new one).
+//! The one executor on `flowhost serve` processes killed with SIGKILL mid-stream (issue: delivery you can trust,
+//! scale out; one flow runtime): a v1 rule and a v2 flow read the same source topic through the one consumer. On
+//! the embedded store one node is killed and started again on the same data directory; on the real servers two
+//! nodes share the work through the consumer group and one of them is killed while the other goes on. Either way
+//! every source record ends with exactly one completed run, every action record is written under its run's
+//! idempotency key (a step redone after the kill reuses its key, never a new one, so no run was executed twice
+//! at once), and every record has the rule's output (at least once: a record consumed again may add one).
 //! Needs `target/<profile>/flowhost` (built by `tests/run.sh`).
 
 use std::io::Write;
@@ -120,7 +122,20 @@ async fn prepare(node: &Node, source: &str, out: &str) -> String {
     let id = created["id"].as_str().unwrap().to_owned();
     let (status, released) = node.call("POST", &format!("/api/v2/flows/{id}/release"), Some(json!({}))).await;
     assert_eq!(status, 200, "{released}");
+    let rule = json!({
+        "id": "every-deposit", "name": "every deposit",
+        "source": {"type": "kafka", "topic": source},
+        "conditions": {"event_type": "deposit", "expression": "amount >= 0.0"},
+        "output_topic": rule_output(out)
+    });
+    let (status, created) = node.call("POST", "/api/v1/triggers", Some(rule)).await;
+    assert_eq!(status, 201, "{created}");
     id
+}
+
+/// Where the rule publishes, beside the flow's output.
+fn rule_output(out: &str) -> String {
+    format!("{out}-rule")
 }
 
 async fn completed_runs(node: &Node, flow_id: &str) -> u64 {
@@ -138,8 +153,9 @@ async fn publish(ports: &Ports, source: &str, range: std::ops::Range<usize>) {
     ports.topics.publish(&records).await.expect("publish");
 }
 
-/// Every record has one completed run, and the action recorded each run once under its idempotency key.
-async fn check(node: &Node, ports: &Ports, flow_id: &str) {
+/// Every record has one completed run, the action recorded each run once under its idempotency key, and the rule
+/// published every record at least once.
+async fn check(node: &Node, ports: &Ports, flow_id: &str, out: &str) {
     let deadline = Instant::now() + Duration::from_secs(180);
     while completed_runs(node, flow_id).await < EVENTS as u64 {
         assert!(Instant::now() < deadline, "only {} of {EVENTS} runs completed", completed_runs(node, flow_id).await);
@@ -152,6 +168,10 @@ async fn check(node: &Node, ports: &Ports, flow_id: &str) {
     assert!(ledger >= EVENTS, "one action record per run at least: {ledger}");
     // Each record is keyed by the idempotency key of a run's action step: no run wrote under two keys.
     assert_eq!(ledger, EVENTS, "an action redone after the kill reused its key");
+    let outputs = flowhost_tests::host::read_topic(ports, &rule_output(out), 2 * EVENTS, Duration::from_secs(10)).await;
+    let players: std::collections::BTreeSet<String> =
+        outputs.iter().map(|r| flowhost_tests::host::json_value(r)["player_id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(players.len(), EVENTS, "the rule published every record ({} outputs)", outputs.len());
 }
 
 async fn one_node_killed_and_started_again(backends: Backends) {
@@ -172,7 +192,7 @@ async fn one_node_killed_and_started_again(backends: Backends) {
     node.kill9();
     publish(&ports, &source, EVENTS / 2..EVENTS).await;
     let node = Node::start(&file, dir.path(), &config);
-    check(&node, &ports, &flow_id).await;
+    check(&node, &ports, &flow_id, &out).await;
 }
 
 async fn two_nodes_one_killed(backends: Backends) {
@@ -195,7 +215,7 @@ async fn two_nodes_one_killed(backends: Backends) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     first.kill9();
-    check(&second, &ports, &flow_id).await;
+    check(&second, &ports, &flow_id, &out).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -303,7 +303,7 @@ pub fn dependency_checks(ports: &Ports) -> Vec<Check> {
 fn role_entry(role: Role) -> RoleEntry {
     match role {
         Role::Admin => RoleEntry::of::<flowhost_api::AdminRole>(),
-        Role::Engine => RoleEntry::of::<flowhost_engine::EngineRole>(),
+        Role::Engine => RoleEntry::of::<flowhost_runs::EngineRole>(),
         Role::PushApi => RoleEntry::of::<flowhost_push::PushRole>(),
         Role::Sender => RoleEntry::of::<flowhost_push::SenderRole>(),
         Role::Gateway => RoleEntry::of::<flowhost_gateway::GatewayRole>(),

@@ -14,6 +14,8 @@ pub const FLOW_SERVICE_REFS: &str = "flow_service_refs";
 pub const FLOW_DRIFT_HASHES: &str = "flow_drift_hashes";
 /// Runs of released v2 flows (id: the run id).
 pub const FLOW_RUNS: &str = "flow_runs";
+/// One-time migrations of the executor, by id (e.g. `adopted-flow-group`: see `flowhost_runs::group`).
+pub const EXECUTOR_MIGRATIONS: &str = "executor_migrations";
 /// Terminal failures of run steps, for the API to list and replay (id: `dl-` and a hash of run and node).
 pub const FLOW_DEAD_LETTERS: &str = "flow_dead_letters";
 /// Registered component versions (the component catalog), one row per `(service, component, version)`.

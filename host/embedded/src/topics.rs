@@ -282,6 +282,18 @@ impl Topics for SqliteTopics {
             .await
     }
 
+    async fn seed_group(&self, group: &str, positions: &[Position]) -> Result<(), PortError> {
+        let has_members = {
+            let members = self.inner.members.lock().unwrap_or_else(|p| p.into_inner());
+            members.get(group).is_some_and(|members| !members.is_empty())
+        };
+        if has_members {
+            return Err(PortError::Conflict(format!("group {group:?} has members; its offsets are theirs to commit")));
+        }
+        let (group, positions) = (group.to_owned(), positions.to_vec());
+        self.inner.db.call(move |c| store_offsets(c, &group, &positions)).await
+    }
+
     async fn consumer(&self, config: ConsumerConfig) -> Result<Box<dyn TopicConsumer>, PortError> {
         for topic in &config.topics {
             check_topic_name(topic)?;

@@ -235,6 +235,46 @@ impl Topics for KafkaTopics {
 
     /// The end of each partition is its high watermark. A group that never committed is behind from the low
     /// watermark (the oldest record kept). The group's offsets are read by a member that never joins it.
+    async fn seed_group(&self, group: &str, positions: &[Position]) -> Result<(), PortError> {
+        if positions.is_empty() {
+            return Ok(());
+        }
+        let group = self.namespace.wire(group).into_owned();
+        let mut offsets = TopicPartitionList::new();
+        for position in positions {
+            let topic = self.namespace.wire(&position.topic);
+            offsets
+                .add_partition_offset(&topic, position.partition, Offset::Offset(position.next_offset))
+                .map_err(|error| PortError::Invalid(format!("seed position {position:?}: {error}")))?;
+        }
+        // A consumer that never joins: the broker takes its commit only while the group has no member.
+        let seeder: BaseConsumer = client_config(
+            &self.brokers,
+            &[("group.id", &group), ("enable.auto.commit", "false"), ("allow.auto.create.topics", "false")],
+            &self.properties,
+        )
+        .create()
+        .map_err(|error| config_error(error, "creating the Kafka offsets seeder"))?;
+        let has_members = format!("group {group:?} has members; its offsets are theirs to commit");
+        tokio::task::spawn_blocking(move || {
+            // The broker refuses a commit from outside the group's generation too; asking first also covers a
+            // broker that does not.
+            if let Ok(groups) = seeder.fetch_group_list(Some(&group), QUERY_TIMEOUT) {
+                if groups.groups().iter().any(|g| g.name() == group && !g.members().is_empty()) {
+                    return Err(PortError::Conflict(has_members));
+                }
+            }
+            seeder.commit(&offsets, CommitMode::Sync).map_err(|error| match error.rdkafka_error_code() {
+                Some(RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::IllegalGeneration) => {
+                    PortError::Conflict(has_members)
+                }
+                _ => map_error(&error, &format!("seeding the offsets of group {group:?}")),
+            })
+        })
+        .await
+        .map_err(|error| PortError::Backend(format!("Kafka seed task failed: {error}")))?
+    }
+
     async fn lag(&self, group: &str, topic: &str) -> Result<Vec<PartitionLag>, PortError> {
         if group.is_empty() || topic.is_empty() {
             return Err(PortError::Invalid("lag needs a group and a topic".into()));

@@ -37,7 +37,7 @@ use crate::model::{
     Attempt, CompletionEvent, DeadLetter, DeadLetterStatus, InboundEnvelope, NodeOutcome, NodeRecord, Pending, ReplyTo,
     Run, ServiceReply, WaitReason,
 };
-use crate::nodes::{ConditionNode, NodeAnswer, NodeCall, NodeKinds, NodeRef};
+use crate::nodes::{CallOrigin, ConditionNode, NodeAnswer, NodeCall, NodeFailure, NodeKinds, NodeRef};
 use crate::plan::{FlowPlan, LookupVia, Op, Via};
 use flowhost_flows::NodeKind;
 
@@ -45,6 +45,16 @@ use flowhost_flows::NodeKind;
 pub const HEADER_FLOW_ID: &str = "flowhost-flow-id";
 pub const HEADER_RUN_ID: &str = "flowhost-run-id";
 pub const HEADER_NODE_ID: &str = "flowhost-node-id";
+
+/// The node-kinds call of `run` at its payload `at`.
+fn run_call(run: &Run, at: usize, attempt: u32) -> NodeCall<'_> {
+    NodeCall {
+        tenant_id: run.tenant_id.as_deref(),
+        origin: CallOrigin::Run(&run.run_id),
+        attempt,
+        payload: &run.payloads[at],
+    }
+}
 
 /// A failed call to a service: its outcome class and what it said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -275,11 +285,16 @@ impl Executor<'_> {
         at: usize,
         attempt: u32,
     ) -> Result<bool, CallError> {
-        let node = NodeRef { flow_id: &plan.flow_id, node_id };
-        let call =
-            NodeCall { tenant_id: run.tenant_id.as_deref(), run_id: &run.run_id, attempt, payload: &run.payloads[at] };
+        let node = NodeRef { flow_id: Some(&plan.flow_id), node_id };
+        let call = run_call(run, at, attempt);
         let answer = self.nodes.conditions(node, condition, &[call]).await.pop();
-        let held = answer.unwrap_or_else(|| Err(CallError::permanent("condition: the node kind gave no answer")));
+        let held = match answer {
+            Some(Ok(held)) => Ok(held),
+            // The expression cannot be evaluated on this payload: it does not hold.
+            Some(Err(NodeFailure::NoMatch(_))) => Ok(false),
+            Some(Err(failure)) => Err(failure.into_call()),
+            None => Err(CallError::permanent("condition: the node kind gave no answer")),
+        };
         if let Ok(false) = held {
             debug!(node = node_id, "condition does not hold");
         }
@@ -376,17 +391,13 @@ impl Executor<'_> {
                 }
             }
             Op::Mapping(mapping) => {
-                let node = NodeRef { flow_id: &plan.flow_id, node_id };
-                let answer = {
-                    let call = NodeCall {
-                        tenant_id: run.tenant_id.as_deref(),
-                        run_id: &run.run_id,
-                        attempt,
-                        payload: &run.payloads[at],
-                    };
-                    self.nodes.mappings(node, mapping, &[call]).await.pop()
+                let node = NodeRef { flow_id: Some(&plan.flow_id), node_id };
+                let answer = self.nodes.mappings(node, mapping, &[run_call(run, at, attempt)]).await.pop();
+                let answer = match answer {
+                    Some(answer) => answer.map_err(NodeFailure::into_call),
+                    None => Err(CallError::permanent("mapping: the node kind gave no answer")),
                 };
-                match answer.unwrap_or_else(|| Err(CallError::permanent("mapping: the node kind gave no answer"))) {
+                match answer {
                     Ok(out) => Some(Visit::Continue(run.push_payload(out))),
                     Err(failure) if failure.outcome == Outcome::SkipForward => {
                         Some(Visit::Stop(NodeOutcome::SkipForward))
@@ -398,17 +409,12 @@ impl Executor<'_> {
                 }
             }
             Op::PluginNode(plugin_node) => {
-                let node = NodeRef { flow_id: &plan.flow_id, node_id };
+                let node = NodeRef { flow_id: Some(&plan.flow_id), node_id };
                 let started = Instant::now();
                 let answer = match plugin_node.config_for(&run.payloads[at]) {
                     Err(message) => Err(CallError::permanent(message)),
                     Ok(config) => {
-                        let call = NodeCall {
-                            tenant_id: run.tenant_id.as_deref(),
-                            run_id: &run.run_id,
-                            attempt,
-                            payload: &run.payloads[at],
-                        };
+                        let call = run_call(run, at, attempt);
                         let answer = self.nodes.plugin_nodes(node, plugin_node, &config, &[call]).await.pop();
                         answer.unwrap_or_else(|| Err(CallError::permanent("node-kind: the node kind gave no answer")))
                     }

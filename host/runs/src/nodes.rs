@@ -34,6 +34,7 @@ use tokio::sync::oneshot;
 
 use crate::execute::CallError;
 use flowhost_catalog::{ANSWER_CONTINUE, ANSWER_STOP};
+use flowhost_core::ports::Record;
 
 /// The plugin id (and action) of the condition node kind.
 pub const CONDITION_PLUGIN: &str = "condition";
@@ -136,7 +137,7 @@ impl PluginNode {
                 self.declared(outcome.as_str())?;
                 return Err(CallError { outcome, message });
             }
-            Err(Failed::Call(failure)) => return Err(failure),
+            Err(host) => return Err(host.into_call()),
         };
         let shape = || {
             CallError::permanent(format!(
@@ -165,23 +166,75 @@ pub enum NodeAnswer {
     Stop,
 }
 
-/// Which node of which flow is evaluated.
+/// Which node of which flow is evaluated (a rule's plan: the rule's flow, when it names one, and the rule as
+/// the node).
 #[derive(Debug, Clone, Copy)]
 pub struct NodeRef<'a> {
-    pub flow_id: &'a str,
+    pub flow_id: Option<&'a str>,
     pub node_id: &'a str,
 }
 
-/// One evaluation: a run's payload at the node and its part of the invocation context.
+/// What an evaluation belongs to, which makes its idempotency key.
+#[derive(Debug, Clone, Copy)]
+pub enum CallOrigin<'a> {
+    /// A run of a flow: the key is the run's at the node ([`crate::ids::idempotency_key`]).
+    Run(&'a str),
+    /// A rule's evaluation of a consumed record, recorded in no run: no run id; the key is
+    /// `topic/partition/offset/<rule>`, the same on every attempt, and the component sees the record's value as
+    /// the event (a rule's payload is the record's fields unchanged).
+    Record(&'a Record),
+}
+
+/// One evaluation: a payload at the node and its part of the invocation context.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeCall<'a> {
     pub tenant_id: Option<&'a str>,
-    pub run_id: &'a str,
+    pub origin: CallOrigin<'a>,
     pub attempt: u32,
     pub payload: &'a Map<String, Value>,
 }
 
-/// Evaluates condition and mapping nodes (see the module documentation); one answer per call, in order.
+/// Why a condition or mapping gave no answer. The port keeps every distinction; the executor reads them by
+/// the plan's dialect: a flow step by [`NodeFailure::into_call`], a rule as the v1 engine always did (see
+/// `crate::rule_batch`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeFailure {
+    /// A condition could not be evaluated on this payload (a field missing or of another type, the guest's own
+    /// permanent failure): it does not hold. The same payload always gives the same answer.
+    NoMatch(String),
+    /// The node asks to be skipped.
+    SkipForward(String),
+    /// The node fails on this payload for good.
+    Permanent(String),
+    /// The node may succeed on this payload later.
+    Retryable(String),
+    /// The node kind cannot run at all right now (no active component, no free instance, cancelled).
+    Unavailable(String),
+}
+
+impl NodeFailure {
+    /// The failure as a flow's step: skip-forward ends the branch, permanent dead-letters, the rest retries
+    /// (a condition's [`NodeFailure::NoMatch`] is read as "does not hold" before this).
+    pub fn into_call(self) -> CallError {
+        match self {
+            NodeFailure::SkipForward(message) => CallError { outcome: Outcome::SkipForward, message },
+            NodeFailure::NoMatch(message) | NodeFailure::Permanent(message) => CallError::permanent(message),
+            NodeFailure::Retryable(message) | NodeFailure::Unavailable(message) => CallError::retryable(message),
+        }
+    }
+
+    /// From a failure's outcome class.
+    fn of(outcome: Outcome, message: String) -> NodeFailure {
+        match outcome {
+            Outcome::SkipForward => NodeFailure::SkipForward(message),
+            Outcome::Permanent => NodeFailure::Permanent(message),
+            Outcome::Retryable => NodeFailure::Retryable(message),
+        }
+    }
+}
+
+/// Evaluates condition, mapping and plugin node-kind nodes (see the module documentation); one answer per call,
+/// in order.
 #[async_trait]
 pub trait NodeKinds: Send + Sync {
     async fn conditions(
@@ -189,14 +242,14 @@ pub trait NodeKinds: Send + Sync {
         node: NodeRef<'_>,
         condition: &ConditionNode,
         calls: &[NodeCall<'_>],
-    ) -> Vec<Result<bool, CallError>>;
+    ) -> Vec<Result<bool, NodeFailure>>;
 
     async fn mappings(
         &self,
         node: NodeRef<'_>,
         mapping: &MappingNode,
         calls: &[NodeCall<'_>],
-    ) -> Vec<Result<Map<String, Value>, CallError>>;
+    ) -> Vec<Result<Map<String, Value>, NodeFailure>>;
 
     /// `plugin_node` prepared with `config` (rendered for these calls' payloads) over `calls`.
     async fn plugin_nodes(
@@ -208,7 +261,8 @@ pub trait NodeKinds: Send + Sync {
     ) -> Vec<Result<NodeAnswer, CallError>>;
 }
 
-/// Conditions by the compiled expression, mappings by [`MappingNode::apply`]: no I/O, never failing.
+/// Conditions by the compiled expression (one that cannot be evaluated on a payload is
+/// [`NodeFailure::NoMatch`]), mappings by [`MappingNode::apply`]: no I/O, never waiting.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NativeNodes;
 
@@ -219,8 +273,11 @@ impl NodeKinds for NativeNodes {
         _node: NodeRef<'_>,
         condition: &ConditionNode,
         calls: &[NodeCall<'_>],
-    ) -> Vec<Result<bool, CallError>> {
-        calls.iter().map(|call| Ok(condition.expression.evaluate(call.payload).unwrap_or(false))).collect()
+    ) -> Vec<Result<bool, NodeFailure>> {
+        calls
+            .iter()
+            .map(|call| condition.expression.evaluate(call.payload).map_err(|e| NodeFailure::NoMatch(e.to_string())))
+            .collect()
     }
 
     async fn mappings(
@@ -228,7 +285,7 @@ impl NodeKinds for NativeNodes {
         _node: NodeRef<'_>,
         mapping: &MappingNode,
         calls: &[NodeCall<'_>],
-    ) -> Vec<Result<Map<String, Value>, CallError>> {
+    ) -> Vec<Result<Map<String, Value>, NodeFailure>> {
         calls.iter().map(|call| Ok(mapping.apply(call.payload))).collect()
     }
 
@@ -258,21 +315,30 @@ enum Failed {
     /// The guest's own failure, with the class it chose (a condition the guest cannot evaluate on the payload,
     /// a permanent failure, does not hold).
     Guest { outcome: Outcome, message: String },
-    /// Anything else (no component, no free instance, a deadline, a trap, fuel, memory, a bad output),
-    /// classified by the host.
+    /// The kind cannot run at all right now: no active component, no free instance, cancelled.
+    Unavailable(String),
+    /// Anything else (a deadline, a trap, fuel, memory, a bad output), classified by the host.
     Call(CallError),
 }
 
 impl Failed {
-    fn retryable(message: String) -> Failed {
-        Failed::Call(CallError::retryable(message))
-    }
-
-    /// The failure as the node failing (a mapping's answer).
+    /// The failure of a plugin's node kind: the host's unavailability retries the step.
     fn into_call(self) -> CallError {
         match self {
             Failed::Guest { outcome, message } => CallError { outcome, message },
+            Failed::Unavailable(message) => CallError::retryable(message),
             Failed::Call(failure) => failure,
+        }
+    }
+
+    /// The failure of a condition (`condition`: the guest's own permanent failure does not hold) or a mapping.
+    fn into_node_failure(self, condition: bool) -> NodeFailure {
+        match self {
+            Failed::Guest { outcome: Outcome::Permanent, message } if condition => NodeFailure::NoMatch(message),
+            Failed::Guest { outcome, message } | Failed::Call(CallError { outcome, message }) => {
+                NodeFailure::of(outcome, message)
+            }
+            Failed::Unavailable(message) => NodeFailure::Unavailable(message),
         }
     }
 }
@@ -293,7 +359,7 @@ pub struct ComponentNodes {
     gathering: Mutex<HashMap<GatherKey, Gathering>>,
 }
 
-/// (plugin, kind, flow, node, configuration).
+/// (plugin, kind, flow (empty for a rule without one), node, configuration).
 type GatherKey = (String, String, String, String, String);
 
 /// A node kind of a component: the plugin id and the kind (the bundled kinds are plugins of their own name).
@@ -338,7 +404,7 @@ impl ComponentNodes {
         let key = (
             kind.plugin.to_owned(),
             kind.kind.to_owned(),
-            node.flow_id.to_owned(),
+            node.flow_id.unwrap_or_default().to_owned(),
             node.node_id.to_owned(),
             config.to_owned(),
         );
@@ -373,7 +439,7 @@ impl ComponentNodes {
         match answers.await {
             Ok(answers) => answers,
             Err(_) => {
-                let failure = Failed::retryable(format!("the {} evaluation was cancelled", kind.kind));
+                let failure = Failed::Unavailable(format!("the {} evaluation was cancelled", kind.kind));
                 calls.iter().map(|_| Err(failure.clone())).collect()
             }
         }
@@ -381,14 +447,14 @@ impl ComponentNodes {
 
     /// One component batch of `kind` over `events`.
     async fn run(&self, kind: KindRef<'_>, config: &str, node: NodeRef<'_>, events: Vec<NodeEvent>) -> Answers {
-        let batch = BatchContext { flow_id: Some(node.flow_id.to_owned()), node_id: Some(node.node_id.to_owned()) };
+        let batch = BatchContext { flow_id: node.flow_id.map(str::to_owned), node_id: Some(node.node_id.to_owned()) };
         let count = events.len();
         match evaluate_active(&self.store, kind.plugin, kind.kind, config, batch, events).await {
             Ok(results) => {
                 results.into_iter().map(|result| result.map_err(|error| failure(kind.kind, &error))).collect()
             }
             Err(unavailable) => {
-                let failure = Failed::retryable(unavailable);
+                let failure = Failed::Unavailable(unavailable);
                 (0..count).map(|_| Err(failure.clone())).collect()
             }
         }
@@ -419,28 +485,44 @@ pub async fn evaluate_active(
     }
 }
 
-/// One call as an event of the node: the idempotency key is the run's at this node, the same on every attempt.
+/// One call as an event of the node, with its idempotency key (see [`CallOrigin`]), the same on every attempt.
 fn node_event(node: NodeRef<'_>, call: &NodeCall<'_>) -> NodeEvent {
-    NodeEvent {
-        tenant_id: call.tenant_id.map(str::to_owned),
-        run_id: Some(call.run_id.to_owned()),
-        idempotency_key: crate::ids::idempotency_key(call.run_id, node.node_id),
-        attempt: call.attempt,
-        // A map of JSON values always serializes.
-        event: serde_json::to_string(call.payload).unwrap_or_default(),
-    }
+    let (run_id, idempotency_key, event) = match call.origin {
+        CallOrigin::Run(run_id) => (
+            Some(run_id.to_owned()),
+            crate::ids::idempotency_key(run_id, node.node_id),
+            // A map of JSON values always serializes.
+            serde_json::to_string(call.payload).unwrap_or_default(),
+        ),
+        // The record's value is the event's fields: a JSON object (it parsed as one).
+        CallOrigin::Record(record) => {
+            (None, record_key(record, node.node_id), String::from_utf8_lossy(&record.value).into_owned())
+        }
+    };
+    NodeEvent { tenant_id: call.tenant_id.map(str::to_owned), run_id, idempotency_key, attempt: call.attempt, event }
 }
 
-/// A failed component call as the executor treats it: the guest's own permanent failure is told apart (a
-/// condition then does not hold, as a native evaluation error); a full instance pool, a deadline and the
-/// guest's retryable failure retry the step; skip-forward ends the branch; anything else the guest did (trap,
-/// fuel, memory, bad output) is permanent.
+/// `topic/partition/offset/<rule>`, written into one allocation (it is made for every event and rule of a batch).
+fn record_key(record: &Record, rule_id: &str) -> String {
+    use std::fmt::Write;
+    let mut key = String::with_capacity(record.topic.len() + rule_id.len() + 32);
+    key.push_str(&record.topic);
+    let _ = write!(key, "/{}/{}/", record.partition, record.offset);
+    key.push_str(rule_id);
+    key
+}
+
+/// A failed component call as the executor treats it: the guest's own failures are told apart (a condition's
+/// permanent one then does not hold, as a native evaluation error); a full instance pool is the kind being
+/// unavailable; anything else by its outcome class (a deadline retries; a trap, fuel, memory, a bad output are
+/// permanent).
 fn failure(kind: &str, error: &InvokeError) -> Failed {
     let message = format!("{kind}: {error}");
     match error {
         InvokeError::Permanent(_) | InvokeError::SkipForward(_) | InvokeError::Retryable(_) => {
             Failed::Guest { outcome: error.outcome(), message }
         }
+        InvokeError::Busy(_) => Failed::Unavailable(message),
         _ => Failed::Call(CallError { outcome: error.outcome(), message }),
     }
 }
@@ -452,7 +534,7 @@ impl NodeKinds for ComponentNodes {
         node: NodeRef<'_>,
         condition: &ConditionNode,
         calls: &[NodeCall<'_>],
-    ) -> Vec<Result<bool, CallError>> {
+    ) -> Vec<Result<bool, NodeFailure>> {
         if self.native_bundled {
             return NativeNodes.conditions(node, condition, calls).await;
         }
@@ -466,10 +548,10 @@ impl NodeKinds for ComponentNodes {
                 Ok(text) => serde_json::from_str::<Value>(&text)
                     .ok()
                     .and_then(|value| value.get("pass").and_then(Value::as_bool))
-                    .ok_or_else(|| CallError::permanent(format!("condition: expected {{\"pass\": bool}}, got {text}"))),
-                // The guest could not evaluate the expression on this payload: it does not hold.
-                Err(Failed::Guest { outcome: Outcome::Permanent, .. }) => Ok(false),
-                Err(failed) => Err(failed.into_call()),
+                    .ok_or_else(|| {
+                        NodeFailure::Permanent(format!("condition: expected {{\"pass\": bool}}, got {text}"))
+                    }),
+                Err(failed) => Err(failed.into_node_failure(true)),
             })
             .collect()
     }
@@ -479,7 +561,7 @@ impl NodeKinds for ComponentNodes {
         node: NodeRef<'_>,
         mapping: &MappingNode,
         calls: &[NodeCall<'_>],
-    ) -> Vec<Result<Map<String, Value>, CallError>> {
+    ) -> Vec<Result<Map<String, Value>, NodeFailure>> {
         if self.native_bundled {
             return NativeNodes.mappings(node, mapping, calls).await;
         }
@@ -487,13 +569,14 @@ impl NodeKinds for ComponentNodes {
         outputs
             .into_iter()
             .map(|output| {
-                let text = output.map_err(Failed::into_call)?;
+                let text = output.map_err(|failed| failed.into_node_failure(false))?;
+                let shape = || NodeFailure::Permanent(format!("mapping: expected {{\"event\": {{...}}}}, got {text}"));
                 match serde_json::from_str::<Value>(&text) {
                     Ok(Value::Object(mut output)) => match output.remove("event") {
                         Some(Value::Object(event)) => Ok(event),
-                        _ => Err(CallError::permanent(format!("mapping: expected {{\"event\": {{...}}}}, got {text}"))),
+                        _ => Err(shape()),
                     },
-                    _ => Err(CallError::permanent(format!("mapping: expected {{\"event\": {{...}}}}, got {text}"))),
+                    _ => Err(shape()),
                 }
             })
             .collect()

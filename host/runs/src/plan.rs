@@ -340,10 +340,11 @@ impl FlowPlan {
     ) -> FlowPlan {
         use rule_nodes::{CONDITION, MAPPING, OUTPUT, SOURCE};
         let mut order: Vec<(&str, Op)> = vec![(SOURCE, Op::Source), (CONDITION, Op::Condition(Some(condition)))];
-        if let Some(mapping) = mapping {
+        // A mapping only matters for an output.
+        if let (Some(mapping), Some(topic)) = (mapping, output_topic) {
             order.push((MAPPING, Op::Mapping(mapping)));
-        }
-        if let Some(topic) = output_topic {
+            order.push((OUTPUT, Op::Output { topic: topic.to_owned() }));
+        } else if let Some(topic) = output_topic {
             order.push((OUTPUT, Op::Output { topic: topic.to_owned() }));
         }
         let next: Vec<Vec<String>> = (0..order.len())
@@ -361,6 +362,25 @@ impl FlowPlan {
             event_type: rule.conditions.event_type.clone(),
             source: SOURCE.to_owned(),
             nodes,
+        }
+    }
+}
+
+impl FlowPlan {
+    /// The nodes after the source, in order, of a plan in which every node has at most one child (a rule's
+    /// plan); `None` for a plan that branches.
+    pub fn chain(&self) -> Option<Vec<&PlanNode>> {
+        let mut chain = Vec::new();
+        let mut at = self.node(&self.source)?;
+        loop {
+            match at.children.as_slice() {
+                [] => return Some(chain),
+                [next] if chain.len() < self.nodes.len() => {
+                    at = self.node(next)?;
+                    chain.push(at);
+                }
+                _ => return None,
+            }
         }
     }
 }
@@ -389,6 +409,10 @@ pub struct Plans {
     by_flow: HashMap<String, Arc<FlowPlan>>,
     /// Retarget topics that do not exist, with the flows that need them: their source topics are not consumed.
     pub missing_topics: Vec<(String, String)>,
+    /// The source topics of those flows: not consumed at all (for rules neither), so nothing is lost.
+    blocked: BTreeSet<String>,
+    /// The topics some runnable flow starts from.
+    sources: std::collections::HashSet<String>,
 }
 
 impl Plans {
@@ -433,6 +457,8 @@ impl Plans {
             .map(|p| p.topic.clone())
             .collect();
         plans.by_source.retain(|(topic, _), _| !blocked.contains(topic));
+        plans.blocked = blocked;
+        plans.sources = plans.by_source.keys().map(|(topic, _)| topic.clone()).collect();
         Ok(plans)
     }
 
@@ -449,7 +475,22 @@ impl Plans {
 
     /// The source topics to consume.
     pub fn source_topics(&self) -> BTreeSet<String> {
-        self.by_source.keys().map(|(topic, _)| topic.clone()).collect()
+        self.sources.iter().cloned().collect()
+    }
+
+    /// Whether some runnable flow starts from `topic`.
+    pub fn reads(&self, topic: &str) -> bool {
+        self.sources.contains(topic)
+    }
+
+    /// The source topics of every loaded flow, blocked ones included.
+    pub fn flow_topics(&self) -> BTreeSet<String> {
+        self.by_flow.values().map(|plan| plan.topic.clone()).collect()
+    }
+
+    /// The source topics of flows whose retarget topic is missing: no one may consume them.
+    pub fn blocked_topics(&self) -> BTreeSet<String> {
+        self.blocked.clone()
     }
 
     pub fn len(&self) -> usize {

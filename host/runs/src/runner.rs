@@ -1,17 +1,22 @@
-//! [`Runner`]: runs released flows. Three tasks share its state until shutdown:
+//! [`Runner`]: the executor. It runs v1 rules and released v2 flows, both compiled to flow plans, from one
+//! consumer. Its tasks share its state until shutdown:
 //!
-//! - the plan reloader: every runnable flow (released, enabled, `valid`) compiled, on the admin API's change
-//!   signal (`flowhost.config.changed`) and every `engine.reload_interval_ms`;
-//! - the source loop: consumes the source topics of those flows in the consumer group
-//!   `<engine.group_id>.flows`; for each record and each flow its topic and event type start, a run (its id
-//!   derived from the flow and the record, so a redelivered record finds its run and starts nothing again),
-//!   advanced as far as it goes in memory, then made durable (outputs, completion events, dead letters, the
-//!   run) before the batch's offsets are committed;
+//! - the reloaders: every runnable flow (released, enabled, `valid`) compiled, and every enabled rule compiled
+//!   ([`RuleSet`]), on the admin API's change signal (`flowhost.config.changed`) and every
+//!   `engine.reload_interval_ms`;
+//! - the source loop: one [`SourceConsumer`] in the consumer group `engine.group_id` over the source topics of
+//!   the rules and the flows (nothing is consumed until both are loaded once). Each batch goes through the
+//!   rules' plans, recorded in no run (their outputs published, as v1 always did: `crate::rules`) and starts,
+//!   for each record and each flow its topic and event type start, a run (its id derived from the flow and the
+//!   record, so a redelivered record finds its run and starts nothing again), advanced as far as it goes in
+//!   memory, then made durable (outputs, completion events, dead letters, the run). The batch's offsets are
+//!   committed once both are durable;
 //! - the scheduler: runs whose pending steps are due (retries after their backoff, replays), each claimed for
-//!   a lease so no two nodes advance it at once, advanced and made durable the same way.
+//!   a lease so no two nodes advance it at once, advanced and made durable the same way;
+//! - the service replies, on a subject and a topic.
 //!
-//! A missing Kafka retarget topic of a flow stops the consumption of that flow's source topic (it fails
-//! closed: nothing is consumed, so nothing is lost); `/ready` names the topic and
+//! A missing Kafka retarget topic of a flow stops the consumption of that flow's source topic, for rules too (it
+//! fails closed: nothing is consumed, so nothing is lost); `/ready` names the topic and
 //! `flowhost_flow_retarget_topics_missing` counts it until it exists.
 
 use std::collections::{BTreeSet, HashMap};
@@ -41,28 +46,53 @@ use crate::model::{Run, RunStatus, SourceRef};
 use crate::nodes::{NativeNodes, NodeKinds};
 use crate::plan::{FlowPlan, Plans};
 use crate::reply::{accept, DUE_SUBJECT};
+use crate::rules::delivery::Delivery;
+use crate::rules::{EngineMetrics, ExpressionMemo, RuleSet};
 use crate::store::Runs;
 use crate::RunMetrics;
 
 /// Runs advanced at once by one task (their actions run concurrently).
 const CONCURRENCY: usize = 16;
-/// Batches whose runs may be advancing or becoming durable at once; offsets are still committed in order, each
-/// only after its batch and every earlier one is durable.
-const PIPELINE_DEPTH: usize = 3;
+/// Batches whose rule outputs and runs may be in flight at once: processing the next batch overlaps the
+/// durability of the previous ones; offsets are still committed in order, each only after its batch and every
+/// earlier one is durable (see `flowhost_core::source`).
+const PIPELINE_DEPTH: usize = 4;
 /// How long a node holds a run it advances from its pending steps.
 const LEASE: Duration = Duration::from_secs(60);
 /// Runs the scheduler takes per round.
 const DUE_PER_ROUND: u64 = 64;
 
-/// What readiness reads: plans loaded, and which retarget topics are missing.
+/// What readiness reads: rules and plans loaded, which retarget topics are missing, whether consuming fails.
 #[derive(Debug, Default)]
 pub struct RunnerStatus {
     loaded: std::sync::atomic::AtomicBool,
+    rules_loaded: std::sync::atomic::AtomicBool,
     missing: Mutex<Vec<(String, String)>>,
     sources: std::sync::OnceLock<Arc<SourceHealth>>,
+    /// Why the flows' former offsets are not adopted yet (see [`crate::group`]).
+    adopting: Mutex<Option<String>>,
 }
 
 impl RunnerStatus {
+    /// `Err` until the first rule set loaded.
+    pub fn check_rules(&self) -> Result<(), String> {
+        match self.rules_loaded.load(std::sync::atomic::Ordering::Acquire) {
+            true => Ok(()),
+            false => Err("no rule set loaded yet".to_owned()),
+        }
+    }
+
+    /// `Err` while the last attempt to consume the source topics failed.
+    pub fn check_sources(&self) -> Result<(), String> {
+        if let Some(error) = self.adopting.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(error);
+        }
+        match self.sources.get().and_then(|health| health.error()) {
+            None => Ok(()),
+            Some(error) => Err(format!("consuming the source topics fails: {error}")),
+        }
+    }
+
     /// `Err` until the first plan load, while a retarget topic is missing, or while the source fails.
     pub fn check(&self) -> Result<(), String> {
         if !self.loaded.load(std::sync::atomic::Ordering::Relaxed) {
@@ -73,9 +103,6 @@ impl RunnerStatus {
             return Err(format!(
                 "flow {flow:?}: Kafka retarget topic {topic:?} does not exist; its source topic is not consumed"
             ));
-        }
-        if let Some(error) = self.sources.get().and_then(|health| health.error()) {
-            return Err(format!("consuming flow sources fails: {error}"));
         }
         Ok(())
     }
@@ -99,27 +126,56 @@ pub struct RunnerConfig {
     pub egress: flowhost_egress::EgressPolicy,
 }
 
-/// Runs released flows (see the module documentation).
+/// Runs rules and released flows (see the module documentation).
 pub struct Runner {
     ports: Ports,
     config: RunnerConfig,
     services: Arc<dyn ServiceCalls>,
     nodes: Arc<dyn NodeKinds>,
     metrics: Arc<RunMetrics>,
+    rule_metrics: Arc<EngineMetrics>,
     status: Arc<RunnerStatus>,
 }
 
 impl Runner {
+    /// `metrics`: the flows' (`flowhost_flow_*`); `rule_metrics`: the rules' (`flowhost_engine_*`).
     pub fn new(
         ports: Ports,
         config: RunnerConfig,
         services: Arc<dyn ServiceCalls>,
         metrics: Arc<RunMetrics>,
+        rule_metrics: Arc<EngineMetrics>,
     ) -> Runner {
-        Runner { ports, config, services, nodes: Arc::new(NativeNodes), metrics, status: Arc::default() }
+        let nodes = Arc::new(NativeNodes);
+        Runner { ports, config, services, nodes, metrics, rule_metrics, status: Arc::default() }
     }
 
-    /// Evaluates condition and mapping nodes with `nodes` instead of natively (`engine.node_kinds = wasm`).
+    /// A runner of its own: no component store, no reply endpoint, default egress, unregistered metrics (see
+    /// [`Runner::rule_metrics`]); what benchmarks and tests embed.
+    pub fn standalone(ports: Ports, engine: EngineConfig, topic_partitions: i32) -> Runner {
+        let egress = flowhost_egress::EgressPolicy::default();
+        let services =
+            Arc::new(crate::Services::new(None, ports.subjects.clone(), egress.clone(), ports.signing.clone()));
+        let config = RunnerConfig {
+            poll_interval: Duration::from_millis(engine.flows_poll_interval_ms),
+            engine,
+            topic_partitions,
+            reply_url_base: "http://127.0.0.1:0".to_owned(),
+            reply_dedup: None,
+            admin_token: None,
+            egress,
+        };
+        let metrics = Arc::new(RunMetrics::unregistered());
+        Runner::new(ports, config, services, metrics, Arc::new(EngineMetrics::unregistered()))
+    }
+
+    /// The rules' metrics (`flowhost_engine_*`).
+    pub fn rule_metrics(&self) -> Arc<EngineMetrics> {
+        self.rule_metrics.clone()
+    }
+
+    /// Evaluates the nodes of rules and flows with `nodes` instead of natively (the role's choice by
+    /// `engine.node_kinds`; plugin node kinds need a component store).
     pub fn with_nodes(mut self, nodes: Arc<dyn NodeKinds>) -> Runner {
         self.nodes = nodes;
         self
@@ -129,7 +185,7 @@ impl Runner {
         self.status.clone()
     }
 
-    /// Runs the three tasks until `shutdown`.
+    /// Runs the tasks until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         let runs = Runs::new(&self.ports).keeping(self.config.engine.runs.node_payloads);
         if let Err(error) = runs.ensure_indexes().await {
@@ -137,11 +193,22 @@ impl Runner {
         }
         let legacy_ids_until_ms = legacy_ids_until(&self.ports).await;
         let (plans_tx, plans_rx) = watch::channel(Arc::new(Plans::default()));
+        let (rules_tx, rules_rx) = watch::channel(Arc::new(RuleSet::default()));
+        let known = Arc::new(KnownTopics::new(self.config.topic_partitions));
+        let delivery = Arc::new(Delivery::new(
+            self.ports.topics.clone(),
+            known.clone(),
+            self.nodes.clone(),
+            self.rule_metrics.clone(),
+            &self.config.engine,
+            rules_rx,
+        ));
         let shared = Arc::new(Shared {
+            delivery,
             durability: Durability {
                 ports: self.ports.clone(),
                 runs: runs.clone(),
-                known: Arc::new(KnownTopics::new(self.config.topic_partitions)),
+                known,
                 completions_topic: self.config.engine.completions_topic.clone(),
                 metrics: self.metrics.clone(),
                 egress: flowhost_egress::Egress::new(self.config.egress.clone(), Duration::from_secs(10)),
@@ -161,22 +228,26 @@ impl Runner {
             services: self.services,
             nodes: self.nodes,
             metrics: self.metrics,
+            rule_metrics: self.rule_metrics,
             status: self.status,
             runs,
             older: Mutex::new(HashMap::new()),
             legacy_ids_until_ms,
         });
         let (topics_tx, topics_rx) = watch::channel(BTreeSet::new());
-        let reloader = tokio::spawn(shared.clone().reload_loop(plans_tx, topics_tx, shutdown.clone()));
+        let sources = Arc::new(SourceTopics { all: topics_tx, parts: Mutex::default() });
+        let reloader = tokio::spawn(shared.clone().reload_loop(plans_tx, sources.clone(), shutdown.clone()));
+        let rule_reloader = tokio::spawn(shared.clone().reload_rules(rules_tx, sources, shutdown.clone()));
         let scheduler = tokio::spawn(shared.clone().schedule_loop(plans_rx.clone(), shutdown.clone()));
         let nats_replies = tokio::spawn(shared.clone().subject_replies(shutdown.clone()));
         let kafka_replies = tokio::spawn(shared.clone().topic_replies(shutdown.clone()));
         shared.source_loop(plans_rx, topics_rx, &shutdown).await;
         let _ = reloader.await;
+        let _ = rule_reloader.await;
         let _ = scheduler.await;
         let _ = nats_replies.await;
         let _ = kafka_replies.await;
-        info!("flow runner stopped");
+        info!("executor stopped");
     }
 }
 
@@ -195,12 +266,49 @@ async fn legacy_ids_until(ports: &Ports) -> i64 {
     }
 }
 
+/// The source topics of the rules and of the flows, and their union to consume: published once both are loaded,
+/// without the topics a flow blocks (a missing retarget topic).
+struct SourceTopics {
+    all: watch::Sender<BTreeSet<String>>,
+    parts: Mutex<SourceParts>,
+}
+
+#[derive(Default)]
+struct SourceParts {
+    rules: Option<BTreeSet<String>>,
+    flows: Option<(BTreeSet<String>, BTreeSet<String>)>,
+}
+
+impl SourceTopics {
+    fn rules(&self, topics: BTreeSet<String>) {
+        let mut parts = self.parts.lock().unwrap_or_else(|p| p.into_inner());
+        parts.rules = Some(topics);
+        self.publish(&parts);
+    }
+
+    /// `topics`: what the flows read; `blocked`: what no one may read.
+    fn flows(&self, topics: BTreeSet<String>, blocked: BTreeSet<String>) {
+        let mut parts = self.parts.lock().unwrap_or_else(|p| p.into_inner());
+        parts.flows = Some((topics, blocked));
+        self.publish(&parts);
+    }
+
+    fn publish(&self, parts: &SourceParts) {
+        let (Some(rules), Some((flows, blocked))) = (&parts.rules, &parts.flows) else { return };
+        let union: BTreeSet<String> = rules.union(flows).filter(|topic| !blocked.contains(*topic)).cloned().collect();
+        self.all.send_if_modified(|current| replace_if_changed(current, union));
+    }
+}
+
 struct Shared {
     ports: Ports,
     config: RunnerConfig,
     services: Arc<dyn ServiceCalls>,
     nodes: Arc<dyn NodeKinds>,
     metrics: Arc<RunMetrics>,
+    rule_metrics: Arc<EngineMetrics>,
+    /// The rules' half of a batch: processing and publishing.
+    delivery: Arc<Delivery>,
     status: Arc<RunnerStatus>,
     runs: Runs,
     durability: Durability,
@@ -227,7 +335,7 @@ impl Shared {
     async fn reload_loop(
         self: Arc<Self>,
         plans: watch::Sender<Arc<Plans>>,
-        topics: watch::Sender<BTreeSet<String>>,
+        topics: Arc<SourceTopics>,
         shutdown: CancellationToken,
     ) {
         let interval = Duration::from_millis(self.config.engine.reload_interval_ms);
@@ -247,15 +355,48 @@ impl Shared {
                     self.metrics.plans_loaded.set(loaded.len() as i64);
                     self.metrics.retarget_topics_missing.set(loaded.missing_topics.len() as i64);
                     *self.status.missing.lock().unwrap_or_else(|p| p.into_inner()) = loaded.missing_topics.clone();
-                    self.status.loaded.store(true, std::sync::atomic::Ordering::Relaxed);
+                    self.status.loaded.store(true, std::sync::atomic::Ordering::Release);
                     self.older.lock().unwrap_or_else(|p| p.into_inner()).clear();
-                    let sources = loaded.source_topics();
+                    let (sources, blocked) = (loaded.source_topics(), loaded.blocked_topics());
                     plans.send_replace(Arc::new(loaded));
-                    topics.send_if_modified(|current| replace_if_changed(current, sources));
+                    topics.flows(sources, blocked);
                 }
                 Err(error) => {
                     self.metrics.errors.with_label_values(&["reload"]).inc();
                     warn!(%error, "loading released flows failed; keeping the previous ones");
+                }
+            }
+        }
+    }
+
+    /// Reloads the rule set on every tick and on every change signal; keeps the last good set on failure.
+    async fn reload_rules(
+        self: Arc<Self>,
+        rules: watch::Sender<Arc<RuleSet>>,
+        topics: Arc<SourceTopics>,
+        shutdown: CancellationToken,
+    ) {
+        let metrics = &self.rule_metrics;
+        let interval = Duration::from_millis(self.config.engine.reload_interval_ms);
+        let mut memo = ExpressionMemo::default();
+        let mut wakeups = Wakeups::new(self.ports.subjects.as_ref(), CONFIG_CHANGED_SUBJECT, interval).await;
+        while wakeups.next(&shutdown).await {
+            match RuleSet::load(self.ports.documents.as_ref(), &mut memo).await {
+                Ok(set) => {
+                    metrics.rule_cache_reloads.inc();
+                    metrics.rules_loaded.set(set.len() as i64);
+                    for (rule_id, problem) in set.problems() {
+                        metrics.errors.with_label_values(&["rule_compile"]).inc();
+                        warn!(rule_id, problem, "rule is inactive: its expression does not compile");
+                    }
+                    let sources = set.source_topics();
+                    rules.send_replace(Arc::new(set));
+                    topics.rules(sources);
+                    self.status.rules_loaded.store(true, std::sync::atomic::Ordering::Release);
+                }
+                Err(error) => {
+                    metrics.errors.with_label_values(&["reload"]).inc();
+                    warn!(%error, "rule reload failed; keeping the previous rules");
                 }
             }
         }
@@ -289,35 +430,66 @@ impl Shared {
         }
     }
 
-    /// Consumes the source topics of the loaded flows in `<engine.group_id>.flows` (see
-    /// `flowhost_core::source`); each batch's runs are started and made durable by [`Shared::process`].
+    /// Consumes the source topics of the rules and the flows in `engine.group_id` (see `flowhost_core::source`);
+    /// each batch goes through the rules ([`Delivery::handle`]) and starts its runs ([`Shared::start_batch`]) at
+    /// once, and is durable when both are.
     async fn source_loop(
         self: &Arc<Self>,
         plans: watch::Receiver<Arc<Plans>>,
         topics: watch::Receiver<BTreeSet<String>>,
         shutdown: &CancellationToken,
     ) {
-        let metrics = self.metrics.clone();
-        let source = SourceConsumer::new(
-            "flow runs",
-            self.ports.topics.clone(),
-            format!("{}.flows", self.config.engine.group_id),
-        )
-        .batch_size(self.config.engine.batch_size)
-        .window(PIPELINE_DEPTH)
-        .creating_missing(self.durability.known.clone())
-        .counting_errors(Arc::new(move |kind| metrics.errors.with_label_values(&[kind]).inc()));
+        let metrics = self.rule_metrics.clone();
+        let source = SourceConsumer::new("executor", self.ports.topics.clone(), self.config.engine.group_id.clone())
+            .batch_size(self.config.engine.batch_size)
+            .window(PIPELINE_DEPTH)
+            .creating_missing(self.durability.known.clone())
+            .counting_errors(Arc::new(move |kind| metrics.errors.with_label_values(&[kind]).inc()));
         let _ = self.status.sources.set(source.health());
-        let handle = |batch| self.clone().process(plans.borrow().clone(), batch, shutdown.clone());
+        if !self.adopt_flow_offsets(&plans, shutdown).await {
+            return;
+        }
+        let handle = |batch: Vec<Record>| {
+            let (shared, plans, shutdown) = (self.clone(), plans.borrow().clone(), shutdown.clone());
+            async move {
+                let batch = Arc::new(batch);
+                let rules = shared.delivery.clone().handle(&batch, shutdown.clone());
+                let runs = shared.clone().start_batch(plans, batch.clone(), shutdown.clone());
+                let (rules, runs) = tokio::join!(rules, runs);
+                rules && runs
+            }
+        };
         source.run(topics, handle, shutdown).await;
+    }
+
+    /// Once rules and flows are loaded, and before the first join: the flows' former offsets adopted (see
+    /// [`crate::group`]); false when shut down first.
+    async fn adopt_flow_offsets(&self, plans: &watch::Receiver<Arc<Plans>>, shutdown: &CancellationToken) -> bool {
+        let loaded = |status: &RunnerStatus| {
+            status.loaded.load(std::sync::atomic::Ordering::Acquire)
+                && status.rules_loaded.load(std::sync::atomic::Ordering::Acquire)
+        };
+        while !loaded(&self.status) {
+            if !sleep_or_shutdown(Duration::from_millis(20), shutdown).await {
+                return false;
+            }
+        }
+        let topics = plans.borrow().flow_topics();
+        let report = |error: Option<String>| *self.status.adopting.lock().unwrap_or_else(|p| p.into_inner()) = error;
+        crate::group::adopt_flow_offsets(&self.ports, &self.config.engine.group_id, &topics, &report, shutdown).await
     }
 
     /// Starts and advances the runs of a batch and makes them durable; false when shut down first. The runs
     /// are advanced on as many tasks as the runtime has workers.
-    async fn process(self: Arc<Self>, plans: Arc<Plans>, batch: Vec<Record>, shutdown: CancellationToken) -> bool {
-        let batch = Arc::new(batch);
+    async fn start_batch(
+        self: Arc<Self>,
+        plans: Arc<Plans>,
+        batch: Arc<Vec<Record>>,
+        shutdown: CancellationToken,
+    ) -> bool {
         let mut starts: Vec<(usize, Event, Arc<FlowPlan>, String)> = Vec::new();
-        for (index, record) in batch.iter().enumerate() {
+        // Records on topics only rules read are not the flows'.
+        for (index, record) in batch.iter().enumerate().filter(|(_, record)| plans.reads(&record.topic)) {
             let Ok(event) = Event::parse(&record.value) else {
                 debug!(topic = %record.topic, offset = record.offset, "a record that is not an event starts no run");
                 continue;

@@ -5,7 +5,7 @@
 //! `{"mode": "select" | "merge", "fields": [{"source": "a", "target": "b"}, ...]}` once, `evaluate` answers
 //! `{"event": {<mapped fields>}}` for each event: with `select` only the listed fields, with `merge` the event's
 //! fields and the listed ones added over them, each copied from `source` to `target`; a source the event lacks is
-//! left out (host/engine's `process::map_fields`, host/runs' `MappingNode::apply`). Called as an action, the input
+//! left out (as host/runs' `MappingNode::apply`, which rules and flows run natively). Called as an action, the input
 //! is `{"config": ..., "event": {<fields>}}`.
 //!
 //! The config is valid when the admin API would accept it as a rule's `output_mapping` (host/api's `check_rule`)
@@ -135,7 +135,7 @@ fn check(config: &Config) -> Result<(), Vec<String>> {
     }
 }
 
-/// host/engine's `process::map_fields`, host/runs' `MappingNode::apply`.
+/// As host/runs' `MappingNode::apply`.
 fn map_fields(config: &Config, fields: &Map<String, Json>) -> Map<String, Json> {
     let mut out = match config.mode {
         Mode::Select => Map::new(),

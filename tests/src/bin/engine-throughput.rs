@@ -1,4 +1,4 @@
-//! Engine throughput end to end: N events already on a source topic, 10 rules on their event type, the engine
+//! Rule throughput end to end: N events already on a source topic, 10 rules on their event type, the executor
 //! started cold; measures consume + evaluate + publish + commit until every event is consumed and every output
 //! acknowledged. Runs on the embedded log, and on Kafka when `FLOWHOST_TEST_KAFKA_BROKERS` is set (the test
 //! servers' environment, see tests/scripts/servers.sh). Also prints the pure processing rate (no I/O), natively
@@ -13,8 +13,8 @@ use flowhost_core::collections::{RULES, SCHEMAS};
 use flowhost_core::config::{Config, EngineConfig};
 use flowhost_core::model::{EventSchema, FieldType, Rule, RuleConditions, RuleSource, SourceType};
 use flowhost_core::ports::{OutRecord, Ports, Record, Topics};
-use flowhost_engine::{
-    process_batch, process_batch_with, Destinations, Engine, EngineMetrics, ExpressionMemo, RuleSet, WasmNodes,
+use flowhost_runs::{
+    process_batch, process_batch_with, ComponentNodes, Destinations, EngineMetrics, ExpressionMemo, RuleSet, Runner,
 };
 use flowhost_tests::unique;
 use serde_json::json;
@@ -104,12 +104,12 @@ async fn run_engine(label: &str, ports: Ports, events: usize) {
     for rule in rules(&source, &output) {
         ports.documents.upsert(RULES, &rule.id, serde_json::to_value(&rule).unwrap()).await.unwrap();
     }
-    let metrics = Arc::new(EngineMetrics::unregistered());
     let config = EngineConfig { group_id: unique("bench"), batch_size: 2_000, ..EngineConfig::default() };
-    let engine = Engine::new(ports.clone(), config, 4, metrics.clone());
+    let executor = Runner::standalone(ports.clone(), config, 4);
+    let metrics = executor.rule_metrics();
     let shutdown = CancellationToken::new();
     let started = Instant::now();
-    let task = tokio::spawn(engine.run(shutdown.clone()));
+    let task = tokio::spawn(executor.run(shutdown.clone()));
     // Time to the first consumed record (group join) is reported apart from the steady rate.
     while metrics.consumed.get() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -167,7 +167,7 @@ fn pure_processing(events: usize) {
 /// The runtime and store are started as `serve` starts them (bundled plugins, compile cache, capabilities).
 async fn wasm_processing(config: &Config, ports: &Ports, events: usize) {
     let store = flowhost::start_components(config, ports, &prometheus::Registry::new()).await.unwrap();
-    let nodes = WasmNodes::new(store);
+    let nodes = ComponentNodes::new(store);
     let set = RuleSet::build(rules("in", "out"), vec![], vec![], vec![schema()], &mut ExpressionMemo::default());
     let batch = consumed(events);
     let native = process_batch(&set, &batch, "invalid", &EngineMetrics::unregistered()).records.len();

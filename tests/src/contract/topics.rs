@@ -2,7 +2,8 @@
 //! partition, in order; progress is durable only through `commit`, so a new member of a group resumes after the
 //! committed offsets and receives again whatever was not committed; groups are independent; a new group can start
 //! at the end of the log; `exists` and `lag` report the log without changing it; a paused partition holds back
-//! while the others flow; positions marked done are committed when the member closes.
+//! while the others flow; positions marked done are committed when the member closes; a group without members
+//! can be seeded, one with members refuses it.
 //!
 //! Every wait is patient: against Kafka a consumer's first poll includes the group join, which can take seconds
 //! (on the tansu broker about half of `session.timeout.ms`), so reads loop until the expected records arrive or
@@ -190,6 +191,27 @@ pub async fn commit_then_resume(topics: Arc<dyn Topics>) {
     let mut rest = poll_until(third.as_mut(), 2).await;
     rest.extend(poll_quiet(third.as_mut()).await);
     assert_eq!(values(&rest), newer, "after a full commit only newer records arrive");
+}
+
+/// A group without members can be seeded (a migration moving its offsets): its next member resumes at the
+/// seeded offsets; while the group has a member the seed is refused, so it never races the member's commits.
+pub async fn seeded_group_resumes_there_and_a_joined_one_refuses(topics: Arc<dyn Topics>) {
+    let topic = unique("t-seed");
+    topics.create_topic(&topic, 1).await.expect("create topic");
+    let group = unique("g");
+    let published = publish_each(&topics, &topic, "r", 5).await;
+    let seed = Position { topic: topic.clone(), partition: 0, next_offset: 2 };
+    topics.seed_group(&group, std::slice::from_ref(&seed)).await.expect("seed a group without members");
+    assert_eq!(topics.lag(&group, &topic).await.expect("lag")[0].committed, Some(2));
+
+    let mut member = consumer(&topics, &group, &topic, StartFrom::Earliest).await;
+    let mut resumed = poll_until(member.as_mut(), 3).await;
+    resumed.extend(poll_quiet(member.as_mut()).await);
+    assert_eq!(values(&resumed), published[2..], "the member resumes at the seeded offset");
+    let again = Position { next_offset: 0, ..seed };
+    let refused = topics.seed_group(&group, &[again]).await;
+    assert!(matches!(refused, Err(flowhost_core::ports::PortError::Conflict(_))), "{refused:?}");
+    assert_eq!(topics.lag(&group, &topic).await.expect("lag")[0].committed, Some(2), "the refused seed moved nothing");
 }
 
 /// Records a member read but did not commit are delivered again, at the same offsets, to the group's next

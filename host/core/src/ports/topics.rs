@@ -123,6 +123,10 @@ pub trait Topics: Send + Sync + 'static {
 
     /// Joins `config.group` on `config.topics`; reading resumes after the group's committed offsets.
     async fn consumer(&self, config: ConsumerConfig) -> Result<Box<dyn TopicConsumer>, PortError>;
+
+    /// Commits `positions` for `group` without joining it: moving a group's offsets in a migration. Refused
+    /// (`PortError::Conflict`) while the group has members, whose commits would race it.
+    async fn seed_group(&self, group: &str, positions: &[Position]) -> Result<(), PortError>;
 }
 
 /// One member of a consumer group. Polling advances an in-memory position; only `commit` makes progress

@@ -16,10 +16,11 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::process::{dead_letter, Destinations, RetryRecord};
 use flowhost_core::clock::sleep_or_shutdown;
 
-use crate::{process_batch_with, BatchOutcome, EngineMetrics, NodeFailure, NodeKinds, RuleSet};
+use super::batch::{dead_letter, process_batch_with, BatchOutcome, Destinations, RetryRecord};
+use super::{EngineMetrics, RuleSet};
+use crate::nodes::{NodeFailure, NodeKinds};
 
 /// Everything processing and delivering a batch needs, shared by the consume loop and its delivery tasks.
 pub(crate) struct Delivery {
@@ -37,7 +38,7 @@ pub(crate) struct Delivery {
 impl Delivery {
     pub(crate) fn new(
         topics: Arc<dyn Topics>,
-        partitions: i32,
+        known: Arc<KnownTopics>,
         nodes: Arc<dyn NodeKinds>,
         metrics: Arc<EngineMetrics>,
         config: &EngineConfig,
@@ -45,7 +46,7 @@ impl Delivery {
     ) -> Delivery {
         Delivery {
             topics,
-            known: Arc::new(KnownTopics::new(partitions)),
+            known,
             nodes,
             metrics,
             invalid_topic: config.invalid_events_topic.clone(),
@@ -55,22 +56,54 @@ impl Delivery {
         }
     }
 
-    /// Processes `batch` (attempt `attempt` of its records) and hands it back for its offsets (or another
-    /// attempt). The node kinds are async: a wasm node kind yields to the executor while it runs.
+    /// Processes `batch` (attempt `attempt` of its records). The node kinds are async: a wasm node kind yields
+    /// to the executor while it runs.
     pub(crate) async fn process(
-        self: &Arc<Self>,
-        set: Arc<RuleSet>,
-        batch: Vec<Record>,
+        &self,
+        set: &RuleSet,
+        batch: &[Record],
         attempt: u32,
-    ) -> (Vec<Record>, Result<BatchOutcome, NodeFailure>) {
+    ) -> Result<BatchOutcome, NodeFailure> {
         let to = Destinations { invalid: &self.invalid_topic, dead_letters: &self.dead_letter_topic };
-        let result = process_batch_with(&set, &batch, to, &self.metrics, self.nodes.as_ref(), attempt).await;
-        (batch, result)
+        process_batch_with(set, batch, to, &self.metrics, self.nodes.as_ref(), attempt).await
+    }
+
+    /// The handler of one consumed batch: its records on topics rules read, processed with the freshest rules
+    /// (again after a backoff while a node kind is unavailable), then their outputs published; true once every
+    /// record is acknowledged, false when shut down first.
+    pub(crate) async fn handle(self: Arc<Self>, batch: &[Record], shutdown: CancellationToken) -> bool {
+        let mut backoff = Backoff::for_backend();
+        let outcome = loop {
+            // The freshest rules, not the ones seen before the poll: a change that landed while waiting applies.
+            let set = self.rules.borrow().clone();
+            let ruled: Vec<Record>;
+            let records = if batch.iter().all(|record| set.reads(&record.topic)) {
+                batch
+            } else {
+                // Records on topics only flows read are not the rules' (not counted, not moved when invalid).
+                ruled = batch.iter().filter(|record| set.reads(&record.topic)).cloned().collect();
+                &ruled
+            };
+            if records.is_empty() {
+                return true;
+            }
+            match self.process(&set, records, 1).await {
+                Ok(outcome) => break outcome,
+                Err(failure) => {
+                    self.metrics.errors.with_label_values(&["node_unavailable"]).inc();
+                    warn!(?failure, "a node kind is unavailable; processing the batch again after a backoff");
+                    if !sleep_or_shutdown(backoff.next_delay(), &shutdown).await {
+                        return false;
+                    }
+                }
+            }
+        };
+        self.deliver(outcome, shutdown).await
     }
 
     /// Publishes the batch's outputs, then settles its retried records; true once every record is
     /// acknowledged (published or dead-lettered), false when shut down first.
-    pub(crate) async fn deliver(self: Arc<Self>, mut outcome: BatchOutcome, shutdown: CancellationToken) -> bool {
+    async fn deliver(self: Arc<Self>, mut outcome: BatchOutcome, shutdown: CancellationToken) -> bool {
         let retries = std::mem::take(&mut outcome.retries);
         if !self.publish(outcome, &shutdown).await {
             return false;
@@ -102,8 +135,7 @@ impl Delivery {
             attempt += 1;
             self.metrics.retries.inc();
             let set = self.rules.borrow().clone();
-            let (_, result) = self.process(set, vec![record.clone()], attempt).await;
-            match result {
+            match self.process(&set, std::slice::from_ref(&record), attempt).await {
                 Ok(mut outcome) => match outcome.retries.pop() {
                     Some(again) => (rule_id, cause) = (again.rule_id, again.cause),
                     None => {

@@ -1,88 +1,23 @@
-//! Turning one consumed batch into the records to publish: parse, match, evaluate, map. Synchronous and free of
-//! I/O with the native node kinds, so it is benchmarked and tested without any backend; the conditions and
-//! mappings run through a [`NodeKinds`] (native, or the node-kind components of the plugin runtime).
+//! A consumed batch through the rules' plans, recorded in no run: parse, match, then each rule's plan walked a
+//! node at a time over every event it applies to (one node-kinds call per rule and node per batch), and the
+//! records to publish. With the native node kinds it is free of I/O, so it is benchmarked and tested without
+//! any backend.
+//!
+//! How a rule reads its nodes' answers is the v1 contract (the README's engine section): a condition that
+//! cannot be evaluated does not match (an `eval` error); skip-forward skips the rule (a condition) or lets the
+//! event through unmapped (a mapping); a retryable failure retries that record alone; a permanent one
+//! dead-letters it; an unavailable node kind stops the batch, which the caller processes again later.
 
 use std::sync::Arc;
 
 use flowhost_core::envelope::Event;
 use flowhost_core::ports::{OutRecord, Record};
-use flowhost_runs::nodes::MappingNode;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tracing::{debug, warn};
 
-use crate::{CompiledRule, EngineMetrics, RuleSet};
-
-/// One event of a batch as a node kind sees it: the record it came from, the parsed event, and the attempt.
-#[derive(Debug, Clone, Copy)]
-pub struct NodeInput<'a> {
-    pub record: &'a Record,
-    pub event: &'a Event,
-    /// The how-manieth time this record is processed (1 first).
-    pub attempt: u32,
-}
-
-/// Runs the rules' conditions and output mappings, a batch at a time: one call per rule per batch with every
-/// event of the batch that rule applies to, and exactly one answer per event, in order. [`NativeNodes`]
-/// evaluates them in process (the default); `WasmNodes` runs them through the `condition` and `mapping`
-/// node-kind components of the plugin runtime (one instance per call).
-#[async_trait::async_trait]
-pub trait NodeKinds: Send + Sync {
-    /// Whether `rule`'s expression holds for each of `events`.
-    async fn conditions(&self, rule: &CompiledRule, events: &[NodeInput<'_>]) -> Vec<Result<bool, NodeFailure>>;
-    /// The output value `mapping` (of `rule`) makes of each of `events`.
-    async fn mappings(
-        &self,
-        rule: &CompiledRule,
-        mapping: &MappingNode,
-        events: &[NodeInput<'_>],
-    ) -> Vec<Result<Value, NodeFailure>>;
-}
-
-/// Why a node kind gave no answer, and so what happens to the record (see the README's engine section).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NodeFailure {
-    /// A condition could not be evaluated on this event (a field missing or of another type): the rule does
-    /// not match, counted as an `eval` error. The same event always gives the same answer.
-    NoMatch(String),
-    /// The node asks to be skipped: a condition skipped means the rule does not apply to this event (counted
-    /// as `skipped{reason="skip_forward"}`); a mapping skipped lets the event through unmapped.
-    SkipForward(String),
-    /// The node fails on this record for good: the record goes to the dead-letter topic.
-    Permanent(String),
-    /// The node may succeed on this record later: the record alone is retried with the engine's retry policy
-    /// (and dead-lettered when its attempts are exhausted) while the other records go on.
-    Retryable(String),
-    /// The node kind cannot run at all right now (no active component, no free instance): the whole batch
-    /// waits and is processed again after a backoff, as for a broker outage; nothing is dead-lettered.
-    Unavailable(String),
-}
-
-/// Conditions by the rule's compiled CEL expression, mappings by [`MappingNode::apply`] (`select`): no I/O, never
-/// retryable.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NativeNodes;
-
-#[async_trait::async_trait]
-impl NodeKinds for NativeNodes {
-    async fn conditions(&self, rule: &CompiledRule, events: &[NodeInput<'_>]) -> Vec<Result<bool, NodeFailure>> {
-        events
-            .iter()
-            .map(|input| {
-                let evaluation = rule.condition.expression.evaluate(&input.event.fields);
-                evaluation.map_err(|error| NodeFailure::NoMatch(error.to_string()))
-            })
-            .collect()
-    }
-
-    async fn mappings(
-        &self,
-        _rule: &CompiledRule,
-        mapping: &MappingNode,
-        events: &[NodeInput<'_>],
-    ) -> Vec<Result<Value, NodeFailure>> {
-        events.iter().map(|input| Ok(Value::Object(mapping.apply(&input.event.fields)))).collect()
-    }
-}
+use super::{CompiledRule, EngineMetrics, RuleSet};
+use crate::nodes::{CallOrigin, NativeNodes, NodeCall, NodeFailure, NodeKinds, NodeRef};
+use crate::plan::{Op, PlanNode};
 
 /// Header naming the rule that produced an output.
 pub const RULE_ID_HEADER: &str = "flowhost-rule-id";
@@ -144,28 +79,31 @@ pub fn process_batch(rules: &RuleSet, batch: &[Record], invalid_topic: &str, met
     }
 }
 
-/// The events of a batch one rule applies to, and what its nodes answered for each.
-struct RuleBatch<'r> {
-    rule: &'r CompiledRule,
-    /// Indices into the batch, in order.
-    members: Vec<usize>,
-    conditions: Vec<Result<bool, NodeFailure>>,
-    /// Per member: the mapping's answer, when the condition passed and the rule maps its output.
-    mapped: Vec<Option<Result<Value, NodeFailure>>>,
-}
-
-/// What became of one (record, rule) pair.
+/// Where one (record, rule) pair is in the rule's plan.
+#[derive(Debug)]
 enum Step {
+    /// Still walking; the payload a mapping made, if one did.
+    Walking(Option<Map<String, Value>>),
     Output(OutRecord),
     Nothing,
     Failed(NodeFailure),
 }
 
-/// Matches every record of `batch` against `rules`, running conditions and mappings with `nodes` a rule at a
-/// time over the whole batch; `attempt` is the how-manieth time these records are processed (for the
-/// dead-letter headers). A record is all or nothing: its outputs are kept only when every rule matching it ran,
-/// so a retried record never publishes twice. A [`NodeFailure::Unavailable`] stops the batch: the caller
-/// processes all of it again later.
+/// The events of a batch one rule applies to, and where each is in the rule's plan.
+struct RuleBatch<'r> {
+    rule: &'r CompiledRule,
+    /// The plan's nodes after the source.
+    chain: Vec<&'r PlanNode>,
+    /// Indices into the batch, in order.
+    members: Vec<usize>,
+    steps: Vec<Step>,
+}
+
+/// Matches every record of `batch` against `rules`, walking each rule's plan with `nodes` a node at a time over
+/// the whole batch; `attempt` is the how-manieth time these records are processed (for the dead-letter
+/// headers). A record is all or nothing: its outputs are kept only when every rule matching it ran, so a
+/// retried record never publishes twice. A [`NodeFailure::Unavailable`] stops the batch: the caller processes
+/// all of it again later.
 pub async fn process_batch_with(
     rules: &RuleSet,
     batch: &[Record],
@@ -183,7 +121,7 @@ pub async fn process_batch_with(
     let mut groups: Vec<RuleBatch<'_>> = Vec::new();
     // Keyed by the rule's address (as a number: a pointer is not `Send`), unique while `rules` is borrowed.
     let mut group_of: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
-    let mut plans: Vec<Vec<(usize, usize)>> = vec![Vec::new(); batch.len()];
+    let mut matched: Vec<Vec<(usize, usize)>> = vec![Vec::new(); batch.len()];
     for (index, (record, event)) in batch.iter().zip(&events).enumerate() {
         let Ok(event) = event else { continue };
         for rule in rules.matching(&record.topic, &event.event_type) {
@@ -192,47 +130,38 @@ pub async fn process_batch_with(
                 continue;
             }
             let group = *group_of.entry(Arc::as_ptr(rule) as usize).or_insert_with(|| {
-                groups.push(RuleBatch { rule, members: Vec::new(), conditions: Vec::new(), mapped: Vec::new() });
+                // A rule's plan never branches (`FlowPlan::for_rule`).
+                let chain = rule.plan.chain().unwrap_or_default();
+                groups.push(RuleBatch { rule, chain, members: Vec::new(), steps: Vec::new() });
                 groups.len() - 1
             });
-            plans[index].push((group, groups[group].members.len()));
+            matched[index].push((group, groups[group].members.len()));
             groups[group].members.push(index);
+            groups[group].steps.push(Step::Walking(None));
         }
     }
 
-    let input = |index: usize| NodeInput {
-        record: &batch[index],
-        event: events[index].as_ref().expect("grouped records are events"),
-        attempt,
-    };
-    // Every rule's node over its events at once: a node kind that runs elsewhere (wasm, on the runtime's
-    // worker threads) evaluates the rules of a batch in parallel.
-    let conditions = futures::future::join_all(groups.iter().map(|group| {
-        let inputs: Vec<NodeInput<'_>> = group.members.iter().map(|&index| input(index)).collect();
-        async move { nodes.conditions(group.rule, &inputs).await }
-    }))
-    .await;
-    let mut mappings = Vec::new();
-    for (index, (group, answers)) in groups.iter_mut().zip(conditions).enumerate() {
-        group.conditions = answers;
-        group.mapped = vec![None; group.members.len()];
-        let (Some(mapping), Some(_)) = (&group.rule.mapping, &group.rule.output_topic) else { continue };
-        let passed: Vec<usize> =
-            (0..group.members.len()).filter(|&position| matches!(group.conditions[position], Ok(true))).collect();
-        if !passed.is_empty() {
-            mappings.push((index, group.rule, mapping, passed));
+    let longest = groups.iter().map(|group| group.chain.len()).max().unwrap_or(0);
+    for depth in 0..longest {
+        // Every rule's node at this depth over its events at once: a node kind that runs elsewhere (wasm, on
+        // the runtime's worker threads) evaluates the rules of a batch in parallel.
+        let answers = futures::future::join_all(
+            groups.iter().map(|group| evaluate(group, depth, batch, &events, nodes, attempt)),
+        )
+        .await;
+        for (group, answers) in groups.iter_mut().zip(answers) {
+            apply(group, depth, answers, batch, metrics);
         }
     }
-    let answers = futures::future::join_all(mappings.iter().map(|(group, rule, mapping, passed)| {
-        let inputs: Vec<NodeInput<'_>> =
-            passed.iter().map(|&position| input(groups[*group].members[position])).collect();
-        async move { nodes.mappings(rule, mapping, &inputs).await }
-    }))
-    .await;
-    for ((group, _, _, passed), answers) in mappings.into_iter().zip(answers) {
-        let group = &mut groups[group];
-        for (position, answer) in passed.into_iter().zip(answers) {
-            group.mapped[position] = Some(answer);
+    for group in &mut groups {
+        for (position, step) in group.steps.iter_mut().enumerate() {
+            if let Step::Walking(_) = step {
+                // The plan ended without an output: the rule and its source topic name none.
+                metrics.skipped.with_label_values(&["no_output_topic"]).inc();
+                warn!(rule_id = %group.rule.rule.id, source_topic = %batch[group.members[position]].topic,
+                      "rule matched but has no output_topic and its source topic has no default; skipped");
+                *step = Step::Nothing;
+            }
         }
     }
 
@@ -248,13 +177,11 @@ pub async fn process_batch_with(
         }
         let mut outputs = Vec::new();
         let mut failed = None;
-        for &(group, position) in &plans[index] {
+        for &(group, position) in &matched[index] {
             let group = &mut groups[group];
-            let condition = std::mem::replace(&mut group.conditions[position], Ok(false));
-            let mapped = group.mapped[position].take();
-            match step(group.rule, record, condition, mapped, metrics) {
+            match std::mem::replace(&mut group.steps[position], Step::Nothing) {
                 Step::Output(output) => outputs.push(output),
-                Step::Nothing => {}
+                Step::Nothing | Step::Walking(_) => {}
                 Step::Failed(failure) => {
                     failed = Some((group.rule.rule.id.clone(), failure));
                     break;
@@ -280,60 +207,128 @@ pub async fn process_batch_with(
     Ok(outcome)
 }
 
-/// The output of one rule for one record, given its condition's and mapping's answers (never `NoMatch` or
-/// `SkipForward` as a failure: those are handled here).
-fn step(
-    rule: &CompiledRule,
-    record: &Record,
-    condition: Result<bool, NodeFailure>,
-    mapped: Option<Result<Value, NodeFailure>>,
-    metrics: &EngineMetrics,
-) -> Step {
-    match condition {
-        Ok(true) => {}
-        Ok(false) => return Step::Nothing,
-        Err(NodeFailure::NoMatch(error)) => {
-            metrics.errors.with_label_values(&["eval"]).inc();
-            debug!(rule_id = %rule.rule.id, offset = record.offset, %error, "expression did not evaluate; no match");
-            return Step::Nothing;
-        }
-        Err(NodeFailure::SkipForward(reason)) => {
-            metrics.skipped.with_label_values(&["skip_forward"]).inc();
-            debug!(rule_id = %rule.rule.id, offset = record.offset, %reason, "condition skipped; rule not applied");
-            return Step::Nothing;
-        }
-        Err(failure) => return Step::Failed(failure),
+/// What the node at `depth` of `group`'s plan answers for its members still walking: per member, `None` for one
+/// not evaluated (done already, or the node needs no call).
+enum Answers {
+    None,
+    Conditions(Vec<Option<Result<bool, NodeFailure>>>),
+    Mappings(Vec<Option<Result<Map<String, Value>, NodeFailure>>>),
+}
+
+/// Calls the node at `depth` of `group`'s plan over its members still walking.
+async fn evaluate(
+    group: &RuleBatch<'_>,
+    depth: usize,
+    batch: &[Record],
+    events: &[Result<Event, flowhost_core::envelope::EnvelopeError>],
+    nodes: &dyn NodeKinds,
+    attempt: u32,
+) -> Answers {
+    let Some(node) = group.chain.get(depth) else { return Answers::None };
+    let walking: Vec<usize> =
+        (0..group.members.len()).filter(|&position| matches!(group.steps[position], Step::Walking(_))).collect();
+    if walking.is_empty() {
+        return Answers::None;
     }
-    metrics.matched.inc();
-    let Some(topic) = &rule.output_topic else {
-        metrics.skipped.with_label_values(&["no_output_topic"]).inc();
-        warn!(rule_id = %rule.rule.id, source_topic = %record.topic,
-              "rule matched but has no output_topic and its source topic has no default; skipped");
-        return Step::Nothing;
-    };
-    let value = match mapped {
-        Some(Ok(value)) => serde_json::to_vec(&value).unwrap_or_default(),
-        Some(Err(NodeFailure::SkipForward(_))) => {
-            metrics.skipped.with_label_values(&["skip_forward"]).inc();
-            record.value.clone()
+    let rule = &group.rule.rule;
+    // As the v1 engine named it: the rule's flow, when it has one, and the rule as the node.
+    let at = NodeRef { flow_id: rule.flow_id.as_deref(), node_id: &rule.id };
+    let calls: Vec<NodeCall<'_>> = walking
+        .iter()
+        .map(|&position| {
+            let index = group.members[position];
+            let event = events[index].as_ref().expect("grouped records are events");
+            let payload = match &group.steps[position] {
+                Step::Walking(Some(mapped)) => mapped,
+                _ => &event.fields,
+            };
+            NodeCall {
+                tenant_id: event.tenant_id.as_deref(),
+                origin: CallOrigin::Record(&batch[index]),
+                attempt,
+                payload,
+            }
+        })
+        .collect();
+    match &node.op {
+        Op::Condition(Some(condition)) => {
+            Answers::Conditions(spread(group.members.len(), &walking, nodes.conditions(at, condition, &calls).await))
         }
-        Some(Err(NodeFailure::NoMatch(error))) => {
-            metrics.errors.with_label_values(&["mapping"]).inc();
-            warn!(rule_id = %rule.rule.id, offset = record.offset, %error, "output mapping failed; no output");
-            return Step::Nothing;
+        Op::Mapping(mapping) => {
+            Answers::Mappings(spread(group.members.len(), &walking, nodes.mappings(at, mapping, &calls).await))
         }
-        Some(Err(failure)) => return Step::Failed(failure),
-        None => record.value.clone(),
-    };
-    Step::Output(OutRecord {
-        topic: topic.clone(),
-        key: record.key.clone(),
-        value,
-        headers: vec![flowhost_core::ports::Header {
-            key: RULE_ID_HEADER.to_owned(),
-            value: rule.rule.id.as_bytes().to_vec(),
-        }],
-    })
+        _ => Answers::None,
+    }
+}
+
+/// `answers` of the members at `walking` (positions), spread over all `members` positions.
+fn spread<T>(members: usize, walking: &[usize], answers: Vec<T>) -> Vec<Option<T>> {
+    let mut all: Vec<Option<T>> = (0..members).map(|_| None).collect();
+    for (position, answer) in walking.iter().zip(answers) {
+        all[*position] = Some(answer);
+    }
+    all
+}
+
+/// Moves `group`'s members past the node at `depth`, by its answers.
+fn apply(group: &mut RuleBatch<'_>, depth: usize, answers: Answers, batch: &[Record], metrics: &EngineMetrics) {
+    let Some(node) = group.chain.get(depth) else { return };
+    let rule = group.rule;
+    for (position, step) in group.steps.iter_mut().enumerate() {
+        let Step::Walking(mapped) = step else { continue };
+        let record = &batch[group.members[position]];
+        let next = match (&node.op, &answers) {
+            (Op::Condition(_), Answers::Conditions(all)) => match all[position].clone() {
+                Some(Ok(true)) => {
+                    metrics.matched.inc();
+                    continue;
+                }
+                Some(Ok(false)) | None => Step::Nothing,
+                Some(Err(NodeFailure::NoMatch(error))) => {
+                    metrics.errors.with_label_values(&["eval"]).inc();
+                    debug!(rule_id = %rule.rule.id, offset = record.offset, %error, "expression did not evaluate; no match");
+                    Step::Nothing
+                }
+                Some(Err(NodeFailure::SkipForward(reason))) => {
+                    metrics.skipped.with_label_values(&["skip_forward"]).inc();
+                    debug!(rule_id = %rule.rule.id, offset = record.offset, %reason, "condition skipped; rule not applied");
+                    Step::Nothing
+                }
+                Some(Err(failure)) => Step::Failed(failure),
+            },
+            (Op::Mapping(_), Answers::Mappings(all)) => match all[position].clone() {
+                Some(Ok(payload)) => Step::Walking(Some(payload)),
+                None => continue,
+                Some(Err(NodeFailure::SkipForward(_))) => {
+                    metrics.skipped.with_label_values(&["skip_forward"]).inc();
+                    continue;
+                }
+                Some(Err(NodeFailure::NoMatch(error))) => {
+                    metrics.errors.with_label_values(&["mapping"]).inc();
+                    warn!(rule_id = %rule.rule.id, offset = record.offset, %error, "output mapping failed; no output");
+                    Step::Nothing
+                }
+                Some(Err(failure)) => Step::Failed(failure),
+            },
+            (Op::Output { topic }, _) => {
+                let value = match mapped.take() {
+                    Some(payload) => serde_json::to_vec(&payload).unwrap_or_default(),
+                    None => record.value.clone(),
+                };
+                Step::Output(OutRecord {
+                    topic: topic.clone(),
+                    key: record.key.clone(),
+                    value,
+                    headers: vec![flowhost_core::ports::Header {
+                        key: RULE_ID_HEADER.to_owned(),
+                        value: rule.rule.id.as_bytes().to_vec(),
+                    }],
+                })
+            }
+            _ => continue,
+        };
+        *step = next;
+    }
 }
 
 /// The dead letter of `record`: its key and value unchanged, headers naming where it came from, the rule whose
@@ -458,7 +453,7 @@ mod tests {
 
     #[test]
     fn a_rule_is_a_flow_plan_of_source_condition_mapping_output() {
-        use flowhost_runs::plan::{rule_nodes, Op};
+        use crate::plan::{rule_nodes, Op};
         let mut mapped = rule("mapped", "amount > 1.0", "out");
         mapped.output_mapping = Some(OutputMapping {
             mode: MappingMode::Select,
@@ -482,10 +477,7 @@ mod tests {
                 ("output", &[][..]),
             ]
         );
-        match &plan.node(rule_nodes::CONDITION).unwrap().op {
-            Op::Condition(Some(condition)) => assert!(Arc::ptr_eq(condition, &compiled.condition)),
-            other => panic!("{other:?}"),
-        }
+        assert!(matches!(&plan.node(rule_nodes::CONDITION).unwrap().op, Op::Condition(Some(_))));
         assert!(matches!(&plan.node(rule_nodes::OUTPUT).unwrap().op, Op::Output { topic } if topic == "out"));
         let unmapped =
             RuleSet::build(vec![rule("r", "true", "")], vec![], vec![], vec![], &mut ExpressionMemo::default());
@@ -498,9 +490,11 @@ mod tests {
         let mut memo = ExpressionMemo::default();
         let first = RuleSet::build(vec![rule("r", "amount > 1.0", "o")], vec![], vec![], vec![schema()], &mut memo);
         let second = RuleSet::build(vec![rule("r", "amount > 1.0", "o")], vec![], vec![], vec![schema()], &mut memo);
-        let a = &first.matching("in", "deposit")[0].condition;
-        let b = &second.matching("in", "deposit")[0].condition;
-        assert!(std::sync::Arc::ptr_eq(a, b));
+        let condition = |set: &RuleSet| match &set.matching("in", "deposit")[0].plan.node("condition").unwrap().op {
+            crate::plan::Op::Condition(Some(condition)) => condition.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(std::sync::Arc::ptr_eq(&condition(&first), &condition(&second)));
         let bad = RuleSet::build(vec![rule("r", "nope > 1.0", "o")], vec![], vec![], vec![schema()], &mut memo);
         assert!(bad.is_empty());
         assert_eq!(bad.problems().count(), 1);

@@ -1,32 +1,38 @@
-//! The engine's rule cache: every enabled rule compiled to a flow plan (`source -> condition -> mapping? ->
-//! output?`, the plan type v2 flows compile to: `flowhost_runs::plan::FlowPlan::for_rule`), with its resolved
-//! output topic and its tenant overrides, indexed by source topic and `event_type`. Built whole from the
-//! documents port and swapped atomically; conditions are compiled once per (expression, schema) and reused
-//! across reloads.
+//! v1 rules on the executor. [`RuleSet`] is the rule cache: every enabled rule compiled to a flow plan
+//! (`source -> condition -> mapping? -> output?`, the plan type v2 flows compile to: [`FlowPlan::for_rule`]),
+//! with its tenant overrides, indexed by source topic and `event_type`; built whole from the documents port and
+//! swapped atomically; conditions are compiled once per (expression, schema) and reused across reloads.
+//!
+//! - [`batch`]: a consumed batch through the rules' plans, recorded in no run (the v1 contract: outputs with
+//!   the rule's header, invalid records moved, dead letters with their headers);
+//! - [`delivery`]: publishing a batch's outputs, retrying one record alone, dead-lettering;
+//! - [`metrics`]: the `flowhost_engine_*` metrics v1 users read.
+
+pub mod batch;
+pub(crate) mod delivery;
+pub mod metrics;
+
+pub use metrics::EngineMetrics;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use crate::nodes::{ConditionNode, MappingNode};
+use crate::plan::FlowPlan;
 use flowhost_core::collections::{EVENT_SOURCES, RULES, SCHEMAS, TENANT_OVERRIDES};
 use flowhost_core::model::{EventSchema, EventSource, MappingMode, Rule, TenantOverride};
 use flowhost_core::ports::{DocumentStore, PortError};
 use flowhost_expr::Expression;
-use flowhost_runs::nodes::{ConditionNode, MappingNode};
-use flowhost_runs::plan::FlowPlan;
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
-/// One rule ready to run: its plan, and the plan's condition and mapping at hand.
+/// One rule ready to run: its plan and its tenant switches.
 #[derive(Debug)]
 pub struct CompiledRule {
     pub rule: Rule,
+    /// `source -> condition -> mapping? -> output?`: the output is the rule's `output_topic`, else its source
+    /// topic's default (none when neither exists); the mapping only when there is an output.
     pub plan: Arc<FlowPlan>,
-    /// The plan's condition node.
-    pub condition: Arc<ConditionNode>,
-    /// The plan's mapping node, when the rule maps its output.
-    pub mapping: Option<Arc<MappingNode>>,
-    /// The rule's `output_topic`, else its source topic's default; `None` when neither exists.
-    pub output_topic: Option<String>,
     /// Per-tenant switches; a tenant without an entry follows the rule.
     pub tenant_enabled: HashMap<String, bool>,
 }
@@ -136,13 +142,10 @@ impl RuleSet {
                 let MappingMode::Select = mapping.mode;
                 Arc::new(MappingNode::new(false, fields))
             });
-            let plan = FlowPlan::for_rule(&rule, condition.clone(), mapping.clone(), output_topic.as_deref());
+            let plan = FlowPlan::for_rule(&rule, condition, mapping, output_topic.as_deref());
             let compiled = CompiledRule {
                 tenant_enabled: tenant_enabled.remove(&rule.id).unwrap_or_default(),
                 plan: Arc::new(plan),
-                condition,
-                mapping,
-                output_topic,
                 rule,
             };
             set.by_topic
@@ -160,6 +163,11 @@ impl RuleSet {
     /// The rules for events of `event_type` on `topic`.
     pub fn matching(&self, topic: &str, event_type: &str) -> &[Arc<CompiledRule>] {
         self.by_topic.get(topic).and_then(|m| m.get(event_type)).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Whether some enabled rule reads `topic`.
+    pub fn reads(&self, topic: &str) -> bool {
+        self.by_topic.contains_key(topic)
     }
 
     /// Every topic some enabled rule reads.
