@@ -69,6 +69,17 @@ impl std::fmt::Debug for KafkaTopics {
 }
 
 impl KafkaTopics {
+    /// A client of `group` (in the brokers' names) that never joins it: reads and moves its offsets.
+    fn outside_member(&self, group: &str, context: &str) -> Result<BaseConsumer, PortError> {
+        client_config(
+            &self.brokers,
+            &[("group.id", group), ("enable.auto.commit", "false"), ("allow.auto.create.topics", "false")],
+            &self.properties,
+        )
+        .create()
+        .map_err(|error| config_error(error, context))
+    }
+
     /// Creates the producer and admin clients for `brokers` (`host:port,...`). Connections are made lazily, so
     /// this fails only on a bad configuration (`PortError::Invalid`).
     pub fn new(brokers: &str, properties: &BTreeMap<String, String>) -> Result<KafkaTopics, PortError> {
@@ -248,13 +259,7 @@ impl Topics for KafkaTopics {
                 .map_err(|error| PortError::Invalid(format!("seed position {position:?}: {error}")))?;
         }
         // A consumer that never joins: the broker takes its commit only while the group has no member.
-        let seeder: BaseConsumer = client_config(
-            &self.brokers,
-            &[("group.id", &group), ("enable.auto.commit", "false"), ("allow.auto.create.topics", "false")],
-            &self.properties,
-        )
-        .create()
-        .map_err(|error| config_error(error, "creating the Kafka offsets seeder"))?;
+        let seeder = self.outside_member(&group, "creating the Kafka offsets seeder")?;
         let has_members = format!("group {group:?} has members; its offsets are theirs to commit");
         tokio::task::spawn_blocking(move || {
             // The broker refuses a commit from outside the group's generation too; asking first also covers a
@@ -280,13 +285,7 @@ impl Topics for KafkaTopics {
             return Err(PortError::Invalid("lag needs a group and a topic".into()));
         }
         let (group, topic) = (self.namespace.wire(group), self.namespace.wire(topic));
-        let reader: BaseConsumer = client_config(
-            &self.brokers,
-            &[("group.id", &group), ("enable.auto.commit", "false"), ("allow.auto.create.topics", "false")],
-            &self.properties,
-        )
-        .create()
-        .map_err(|error| config_error(error, "creating the Kafka offsets reader"))?;
+        let reader = self.outside_member(&group, "creating the Kafka offsets reader")?;
         let (group, topic) = (group.into_owned(), topic.into_owned());
         tokio::task::spawn_blocking(move || -> Result<Vec<PartitionLag>, PortError> {
             let context = format!("reading the lag of group {group:?} on {topic:?}");
