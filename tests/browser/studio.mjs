@@ -298,9 +298,15 @@ async function runsScenario() {
 const canvasNode = (id) => page.locator(".react-flow__node", { hasText: id });
 const section = (name) => page.getByRole("navigation", { name: "Sections" }).getByRole("button", { name, exact: true }).click();
 
+/// Clicks node `id` until the inspector shows it: a click that lands while the canvas is still settling (a node
+/// just added, the view being fitted) can select nothing on a loaded machine, so it is made again.
 async function selectNode(id) {
   await canvasNode(id).click();
-  await waitFor(async () => (await page.locator("#inspector-heading").innerText()).endsWith(` ${id}`), `${id} selected`);
+  await waitFor(async () => {
+    if ((await page.locator("#inspector-heading").innerText()).endsWith(` ${id}`)) return true;
+    await canvasNode(id).click();
+    return false;
+  }, `${id} selected`, 15_000);
 }
 
 /// Replaces node `id`'s config through the inspector's JSON field.
