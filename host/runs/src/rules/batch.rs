@@ -271,14 +271,14 @@ fn spread<T>(members: usize, walking: &[usize], answers: Vec<T>) -> Vec<Option<T
 }
 
 /// Moves `group`'s members past the node at `depth`, by its answers.
-fn apply(group: &mut RuleBatch<'_>, depth: usize, answers: Answers, batch: &[Record], metrics: &EngineMetrics) {
+fn apply(group: &mut RuleBatch<'_>, depth: usize, mut answers: Answers, batch: &[Record], metrics: &EngineMetrics) {
     let Some(node) = group.chain.get(depth) else { return };
     let rule = group.rule;
     for (position, step) in group.steps.iter_mut().enumerate() {
         let Step::Walking(mapped) = step else { continue };
         let record = &batch[group.members[position]];
-        let next = match (&node.op, &answers) {
-            (Op::Condition(_), Answers::Conditions(all)) => match all[position].clone() {
+        let next = match (&node.op, &mut answers) {
+            (Op::Condition(_), Answers::Conditions(all)) => match all[position].take() {
                 Some(Ok(true)) => {
                     metrics.matched.inc();
                     continue;
@@ -296,7 +296,7 @@ fn apply(group: &mut RuleBatch<'_>, depth: usize, answers: Answers, batch: &[Rec
                 }
                 Some(Err(failure)) => Step::Failed(failure),
             },
-            (Op::Mapping(_), Answers::Mappings(all)) => match all[position].clone() {
+            (Op::Mapping(_), Answers::Mappings(all)) => match all[position].take() {
                 Some(Ok(payload)) => Step::Walking(Some(payload)),
                 None => continue,
                 Some(Err(NodeFailure::SkipForward(_))) => {
