@@ -166,6 +166,11 @@ impl TestHost {
         TestHost { base_url, ports, config, http: reqwest::Client::new(), shutdown, task: Some(task), _data_dir: None }
     }
 
+    /// Whether the host's `serve` has ended (e.g. a listener it was given could not bind).
+    pub fn ended(&self) -> bool {
+        self.task.as_ref().is_none_or(|task| task.is_finished())
+    }
+
     /// Stops the host and waits for its roles to finish.
     pub async fn stop(mut self) {
         self.shutdown.cancel();

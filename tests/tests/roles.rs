@@ -47,12 +47,32 @@ async fn wait_ready(http: &reqwest::Client, url: &str) -> Value {
     }
 }
 
+/// A host whose push-platform listener is on a port `free_port` picked, configured further by `configure`. The
+/// port is free when picked but bound only when the host starts, so another test may take it in between: the
+/// host's serve then ends at once (it cannot listen) and the host is started again on another port.
+async fn start_with_push_listener(
+    backends: Backends,
+    configure: impl Fn(&mut flowhost_core::config::Config),
+) -> (TestHost, u16) {
+    for _ in 0..5 {
+        let port = free_port();
+        let host = TestHost::start_configured(backends, None, |config| {
+            config.push.listen = Some(format!("127.0.0.1:{port}"));
+            configure(config);
+        })
+        .await;
+        // Serve binds its listeners as it starts; one that cannot bind ends it within moments.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        if !host.ended() {
+            return (host, port);
+        }
+        drop(host);
+    }
+    panic!("no free port for the push-platform listener after 5 attempts");
+}
+
 async fn every_listener_answers_health_and_ready(backends: Backends) {
-    let push_port = free_port();
-    let host = TestHost::start_configured(backends, None, |config| {
-        config.push.listen = Some(format!("127.0.0.1:{push_port}"));
-    })
-    .await;
+    let (host, push_port) = start_with_push_listener(backends, |_| {}).await;
     let push = |path: &str| format!("http://127.0.0.1:{push_port}{path}");
     assert_eq!(wait_ready(&host.http, &host.url("/ready")).await, json!({"status": "ready"}));
     assert_eq!(wait_ready(&host.http, &push("/ready")).await, json!({"status": "ready"}));
@@ -63,12 +83,8 @@ async fn every_listener_answers_health_and_ready(backends: Backends) {
     host.stop().await;
 
     // A broken caller policy is a liveness failure: /health and /ready of every listener name it.
-    let push_port = free_port();
-    let host = TestHost::start_configured(backends, None, |config| {
-        config.push.listen = Some(format!("127.0.0.1:{push_port}"));
-        config.push.callers_json = Some(Secret::new("[]"));
-    })
-    .await;
+    let (host, push_port) =
+        start_with_push_listener(backends, |config| config.push.callers_json = Some(Secret::new("[]"))).await;
     let push = |path: &str| format!("http://127.0.0.1:{push_port}{path}");
     let expected = json!({"status": "not_ready", "failing": ["push_caller_policy"]});
     let until = Instant::now() + Duration::from_secs(30);
