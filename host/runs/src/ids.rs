@@ -1,6 +1,7 @@
 //! The identities of a run: its id (derived from the source record, so a redelivered record names the same
-//! run), the idempotency key of each action invocation (the spec's `sha256(FlowRunID + NodeID)`), and the trace
-//! id carried from the source record through every node.
+//! run), the idempotency key of each action invocation (the spec's `sha256(FlowRunID + NodeID)`; a rule's node,
+//! run in no run, keys by the record instead), and the trace id carried from the source record through every
+//! node.
 
 use flowhost_core::digest::sha256_hex;
 use flowhost_core::ports::Record;
@@ -40,6 +41,17 @@ pub fn dead_letter_id(run_id: &str, node_id: &str) -> String {
 }
 
 pub use flowhost_core::digest::idempotency_key;
+
+/// The idempotency key of a rule's node on a consumed record (no run): `topic/partition/offset/<rule>`, the
+/// same on every attempt, written into one allocation (it is made for every event and rule of a batch).
+pub fn record_idempotency_key(record: &Record, rule_id: &str) -> String {
+    use std::fmt::Write;
+    let mut key = String::with_capacity(record.topic.len() + rule_id.len() + 32);
+    key.push_str(&record.topic);
+    let _ = write!(key, "/{}/{}/", record.partition, record.offset);
+    key.push_str(rule_id);
+    key
+}
 
 /// The trace id of a run started by `record`: the trace id of its W3C `traceparent` header when it has a valid
 /// one, else 32 hex digits derived from where the record sits (the same on every redelivery).
@@ -83,6 +95,11 @@ mod tests {
             idempotency_key("run-1", "node-a"),
             "58e9451eb11ddc6a77bfcfce74c6d56ab35cbbb995d217c34ed2656159118516"
         );
+    }
+
+    #[test]
+    fn a_rules_key_names_the_record_and_the_rule_as_v1_did() {
+        assert_eq!(record_idempotency_key(&record(2, 41, 0), "big-deposit"), "deposits/2/41/big-deposit");
     }
 
     fn record(partition: i32, offset: i64, timestamp_ms: i64) -> Record {

@@ -495,21 +495,13 @@ fn node_event(node: NodeRef<'_>, call: &NodeCall<'_>) -> NodeEvent {
             serde_json::to_string(call.payload).unwrap_or_default(),
         ),
         // The record's value is the event's fields: a JSON object (it parsed as one).
-        CallOrigin::Record(record) => {
-            (None, record_key(record, node.node_id), String::from_utf8_lossy(&record.value).into_owned())
-        }
+        CallOrigin::Record(record) => (
+            None,
+            crate::ids::record_idempotency_key(record, node.node_id),
+            String::from_utf8_lossy(&record.value).into_owned(),
+        ),
     };
     NodeEvent { tenant_id: call.tenant_id.map(str::to_owned), run_id, idempotency_key, attempt: call.attempt, event }
-}
-
-/// `topic/partition/offset/<rule>`, written into one allocation (it is made for every event and rule of a batch).
-fn record_key(record: &Record, rule_id: &str) -> String {
-    use std::fmt::Write;
-    let mut key = String::with_capacity(record.topic.len() + rule_id.len() + 32);
-    key.push_str(&record.topic);
-    let _ = write!(key, "/{}/{}/", record.partition, record.offset);
-    key.push_str(rule_id);
-    key
 }
 
 /// A failed component call as the executor treats it: the guest's own failures are told apart (a condition's
