@@ -5,7 +5,7 @@
 //! never block a runtime thread.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -173,6 +173,8 @@ pub(crate) fn vacuum_some(connection: &Connection) -> Result<(), rusqlite::Error
 #[derive(Clone)]
 pub(crate) struct Db {
     writer: Arc<Mutex<Connection>>,
+    /// Set by the checkpointer when the write-ahead log should start again (see [`spawn_checkpointer`]).
+    restart_due: Arc<AtomicBool>,
     readers: Arc<[Mutex<Connection>]>,
     next_reader: Arc<AtomicUsize>,
 }
@@ -201,26 +203,59 @@ fn tune(connection: &Connection) -> Result<(), PortError> {
     connection.execute_batch("PRAGMA cache_size = -16384;").map_err(backend_error)
 }
 
-/// How often the background checkpointer copies the write-ahead log into the database file.
-const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(250);
+/// When the background checkpointer works: how often it copies the write-ahead log into the database file, and
+/// how long the log may grow before it is started again from its beginning.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Checkpointing {
+    pub(crate) interval: Duration,
+    pub(crate) restart_frames: i64,
+}
 
-/// Checkpoints the WAL from a connection of its own every [`CHECKPOINT_INTERVAL`] until the writer is gone.
+impl Checkpointing {
+    /// Every 250 ms; the log restarted once it holds 16,384 frames (about 64 MiB of 4 KiB pages).
+    pub(crate) const DEFAULT: Checkpointing =
+        Checkpointing { interval: Duration::from_millis(250), restart_frames: 16_384 };
+}
+
+/// Checkpoints the WAL from a connection of its own every [`Checkpointing::interval`] until the writer is gone.
+///
 /// The writer runs with `wal_autocheckpoint = 0`: an automatic checkpoint runs inside the commit that crosses
 /// its threshold, and its `fsync`s made every few commits several times slower (measured on a batch of flow
-/// runs: 25 ms instead of 5). A passive checkpoint never blocks the writer or readers.
-fn spawn_checkpointer(path: &Path, writer: std::sync::Weak<Mutex<Connection>>) -> Result<(), PortError> {
+/// runs: 25 ms instead of 5). A passive checkpoint never blocks the writer or readers, but it never lets the log
+/// start again either: SQLite reuses the log from its beginning only when a write begins after a checkpoint that
+/// copied every frame, and under a steady stream of commits that moment never comes, so the log file grew without
+/// bound (to gigabytes in a long run), every frame appended to it allocated and zeroed a new file block (a
+/// twentieth of a flow run's cost, measured), and every page read searched a longer log index. So once the log
+/// holds [`Checkpointing::restart_frames`] frames the checkpointer marks a restart due, and the writer runs a
+/// `RESTART` checkpoint after its next write, still holding the writer: it copies the few frames written since
+/// the passive checkpoint, waits for readers of older snapshots (the busy timeout bounds the wait), and the next
+/// write starts the log again at its beginning,/// overwriting blocks the file already has. The file keeps its size: the log stays at about that size for good.
+/// (Asked of a separate connection, a `RESTART` waits for the write lock by polling, and a busy writer takes it
+/// again first every time.)
+fn spawn_checkpointer(
+    path: &Path,
+    writer: std::sync::Weak<Mutex<Connection>>,
+    restart_due: Arc<AtomicBool>,
+    checkpointing: Checkpointing,
+) -> Result<(), PortError> {
     let connection =
         Connection::open(path).map_err(|e| PortError::Backend(format!("cannot open {}: {e}", path.display())))?;
     connection.busy_timeout(Duration::from_secs(10)).map_err(backend_error)?;
+    // (busy, frames in the log, frames copied); -1 frames when the file is not in WAL mode.
+    let checkpoint = move |mode: &str| -> Result<i64, rusqlite::Error> {
+        connection.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| row.get(1))
+    };
     std::thread::Builder::new()
         .name("flowhost-sqlite-checkpoint".into())
         .spawn(move || loop {
-            std::thread::sleep(CHECKPOINT_INTERVAL);
+            std::thread::sleep(checkpointing.interval);
             if writer.upgrade().is_none() {
                 return;
             }
-            if let Err(error) = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-                tracing::warn!(%error, "embedded store checkpoint failed; retrying");
+            match checkpoint("PASSIVE") {
+                Ok(frames) if frames >= checkpointing.restart_frames => restart_due.store(true, Ordering::Relaxed),
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "embedded store checkpoint failed; retrying"),
             }
         })
         .map_err(|e| PortError::Backend(format!("cannot start the checkpoint thread: {e}")))?;
@@ -229,6 +264,11 @@ fn spawn_checkpointer(path: &Path, writer: std::sync::Weak<Mutex<Connection>>) -
 
 impl Db {
     pub(crate) fn open(path: &Path) -> Result<Db, PortError> {
+        Db::open_checkpointing(path, Checkpointing::DEFAULT)
+    }
+
+    /// [`Db::open`] with the background checkpointer working as `checkpointing` says (tests shorten it).
+    pub(crate) fn open_checkpointing(path: &Path, checkpointing: Checkpointing) -> Result<Db, PortError> {
         let connection =
             Connection::open(path).map_err(|e| PortError::Backend(format!("cannot open {}: {e}", path.display())))?;
         connection.busy_timeout(Duration::from_secs(10)).map_err(backend_error)?;
@@ -254,8 +294,9 @@ impl Db {
             .collect::<Result<Vec<_>, PortError>>()?;
         connection.execute_batch("PRAGMA wal_autocheckpoint = 0;").map_err(backend_error)?;
         let writer = Arc::new(Mutex::new(connection));
-        spawn_checkpointer(path, Arc::downgrade(&writer))?;
-        Ok(Db { writer, readers: readers.into(), next_reader: Arc::new(AtomicUsize::new(0)) })
+        let restart_due = Arc::new(AtomicBool::new(false));
+        spawn_checkpointer(path, Arc::downgrade(&writer), restart_due.clone(), checkpointing)?;
+        Ok(Db { writer, restart_due, readers: readers.into(), next_reader: Arc::new(AtomicUsize::new(0)) })
     }
 
     /// Runs `f` with the writer connection on the blocking pool.
@@ -264,13 +305,26 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
-        let connection = self.writer.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut guard = connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            f(&mut guard).map_err(backend_error)
-        })
-        .await
-        .map_err(|e| PortError::Backend(format!("embedded store task failed: {e}")))?
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || db.with_writer(f).map_err(backend_error))
+            .await
+            .map_err(|e| PortError::Backend(format!("embedded store task failed: {e}")))?
+    }
+
+    /// Runs `f` with the writer connection on this thread, then restarts the write-ahead log when the
+    /// checkpointer asked for it.
+    fn with_writer<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, rusqlite::Error>,
+    ) -> Result<T, rusqlite::Error> {
+        let mut guard = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let result = f(&mut guard);
+        if self.restart_due.swap(false, Ordering::Relaxed) {
+            if let Err(error) = guard.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(())) {
+                tracing::warn!(%error, "embedded store could not restart its write-ahead log; asked again later");
+            }
+        }
+        result
     }
 
     /// Runs a read on a reader connection: the first idle one, else the next in turn (waiting for it). It sees
@@ -405,5 +459,47 @@ mod tests {
             })
             .unwrap();
         assert_eq!((count, version), (1, 4));
+    }
+
+    /// Under a steady stream of commits (and a reader), the write-ahead log stays near its restart size instead
+    /// of growing with everything ever written: the checkpointer restarts it.
+    #[test]
+    fn the_write_ahead_log_stays_bounded_under_steady_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("busy.db");
+        let checkpointing = Checkpointing { interval: Duration::from_millis(20), restart_frames: 256 };
+        let db = Db::open_checkpointing(&path, checkpointing).unwrap();
+        let body = format!("{{\"pad\":\"{}\"}}", "x".repeat(4000));
+        let reading = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let reader = {
+            let (db, reading) = (db.clone(), reading.clone());
+            std::thread::spawn(move || {
+                while reading.load(Ordering::Relaxed) {
+                    let connection = db.readers[0].lock().unwrap();
+                    let _: i64 = connection.query_row("SELECT COUNT(*) FROM documents", [], |r| r.get(0)).unwrap();
+                }
+            })
+        };
+        let started = std::time::Instant::now();
+        let mut written = 0_u64;
+        while started.elapsed() < Duration::from_millis(1500) {
+            db.with_writer(|connection| {
+                let transaction = connection.transaction()?;
+                for _ in 0..20 {
+                    written += 1;
+                    transaction.execute(
+                        "INSERT INTO documents (collection, id, body) VALUES ('bulk', ?1, ?2)",
+                        rusqlite::params![written.to_string(), body],
+                    )?;
+                }
+                transaction.commit()
+            })
+            .unwrap();
+        }
+        reading.store(false, Ordering::Relaxed);
+        reader.join().unwrap();
+        let log = std::fs::metadata(dir.path().join("busy.db-wal")).unwrap().len();
+        let data = written * 4000;
+        assert!(log < data / 2, "the log holds {log} bytes after {data} bytes of documents were written");
     }
 }
