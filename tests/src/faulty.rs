@@ -105,6 +105,9 @@ impl DocumentStore for FaultyDocuments {
     async fn ensure_index(&self, collection: &str, index: &IndexSpec) -> Result<(), PortError> {
         self.inner.ensure_index(collection, index).await
     }
+    async fn drop_index(&self, collection: &str, index: &IndexSpec) -> Result<(), PortError> {
+        self.inner.drop_index(collection, index).await
+    }
     async fn database(&self, name: &str) -> Result<Arc<dyn DocumentStore>, PortError> {
         self.inner.database(name).await
     }

@@ -131,6 +131,12 @@ async fn documents_unique_and_compound_indexes() {
 }
 
 #[tokio::test]
+async fn documents_sparse_and_dropped_indexes() {
+    let embedded = Embedded::open();
+    documents::sparse_and_dropped_indexes(embedded.documents(), true).await;
+}
+
+#[tokio::test]
 async fn documents_databases_are_separate() {
     let embedded = Embedded::open();
     documents::databases_are_separate(embedded.documents()).await;

@@ -77,6 +77,12 @@ async fn unique_and_compound_indexes() {
 }
 
 #[tokio::test]
+async fn sparse_and_dropped_indexes() {
+    // The test server ignores index names (see the function's documentation).
+    documents::sparse_and_dropped_indexes(store().await, false).await;
+}
+
+#[tokio::test]
 async fn databases_are_separate() {
     documents::databases_are_separate(store().await).await;
 }

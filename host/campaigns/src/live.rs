@@ -117,7 +117,7 @@ pub struct LiveChanges {
 }
 
 fn index(fields: &[&str]) -> IndexSpec {
-    IndexSpec { fields: fields.iter().map(|field| ((*field).to_owned(), Direction::Asc)).collect(), unique: false }
+    IndexSpec::ascending(fields)
 }
 
 /// The indexes of the live-event read models, and those the slice's incremental reads need on its sources.

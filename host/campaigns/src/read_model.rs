@@ -218,7 +218,7 @@ pub struct ReadModels {
 }
 
 fn index(fields: &[&str]) -> IndexSpec {
-    IndexSpec { fields: fields.iter().map(|field| ((*field).to_owned(), Direction::Asc)).collect(), unique: false }
+    IndexSpec::ascending(fields)
 }
 
 fn decode<T: for<'de> Deserialize<'de>>(collection: &str, value: Value) -> Result<T, PortError> {

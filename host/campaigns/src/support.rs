@@ -51,7 +51,10 @@ pub enum SupportError {
 
 pub async fn ensure_indexes(read_models: &ReadModels) -> Result<(), PortError> {
     let fields = [("tenant_id".to_owned(), Direction::Asc), ("channel".to_owned(), Direction::Asc)];
-    read_models.documents.ensure_index(SUPPORT_CASES, &IndexSpec { fields: fields.to_vec(), unique: false }).await
+    read_models
+        .documents
+        .ensure_index(SUPPORT_CASES, &IndexSpec { fields: fields.to_vec(), unique: false, sparse: false })
+        .await
 }
 
 impl SupportSource {

@@ -133,6 +133,23 @@ fn collection_literal(collection: &str) -> Result<String, PortError> {
     Ok(format!("'{}'", collection.replace('\'', "''")))
 }
 
+/// The statement reading `query`'s page of the collection (`literal`) whose conditions are `clause`.
+fn page_sql(literal: &str, clause: &str, query: &Query) -> String {
+    let limit = query.limit.map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
+    let offset = i64::try_from(query.offset).unwrap_or(i64::MAX);
+    format!(
+        "SELECT body FROM documents WHERE collection = {literal}{clause} ORDER BY {} LIMIT {limit} OFFSET {offset}",
+        order_by(query)
+    )
+}
+
+/// The SQL name (quoted) of `index` on `collection`: the collection's bytes in hex and the index's own name, so
+/// two collections' indexes never share one.
+fn index_name(collection: &str, index: &IndexSpec) -> String {
+    let hex: String = collection.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("\"doc_{hex}_{}\"", index.name())
+}
+
 /// `json_extract(body, '$.a.b')` for a checked path; the exact text the expression indexes use.
 fn extract(path: &str) -> String {
     format!("json_extract(body, '$.{path}')")
@@ -280,12 +297,7 @@ impl SqliteDocuments {
         let (clause, parameters) = conditions(query);
         let count_sql = (count && !query.skip_total)
             .then(|| format!("SELECT COUNT(*) FROM documents WHERE collection = {literal}{clause}"));
-        let limit = query.limit.map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
-        let offset = i64::try_from(query.offset).unwrap_or(i64::MAX);
-        let page_sql = format!(
-            "SELECT body FROM documents WHERE collection = {literal}{clause} ORDER BY {} LIMIT {limit} OFFSET {offset}",
-            order_by(query)
-        );
+        let page_sql = page_sql(&literal, &clause, query);
         self.db
             .read(move |c| {
                 // One read transaction: the count and the page see the same snapshot.
@@ -463,10 +475,12 @@ impl DocumentStore for SqliteDocuments {
             .await
     }
 
+    /// A partial index on the collection's rows (`WHERE collection = '<name>'`); a sparse one also leaves out the
+    /// rows missing a field (`AND json_extract(...) IS NOT NULL`), which SQLite's planner still picks for a query
+    /// comparing each of them, since a comparison is never true of NULL.
     async fn ensure_index(&self, collection: &str, index: &IndexSpec) -> Result<(), PortError> {
         index.validate()?;
         let literal = collection_literal(collection)?;
-        let hex: String = collection.bytes().map(|b| format!("{b:02x}")).collect();
         let keys: Vec<String> = index
             .fields
             .iter()
@@ -474,12 +488,24 @@ impl DocumentStore for SqliteDocuments {
                 format!("{}{}", extract(path), if *direction == Direction::Desc { " DESC" } else { "" })
             })
             .collect();
+        let present: String = if index.sparse {
+            index.fields.iter().map(|(path, _)| format!(" AND {} IS NOT NULL", extract(path))).collect()
+        } else {
+            String::new()
+        };
         let sql = format!(
-            "CREATE {}INDEX IF NOT EXISTS \"doc_{hex}_{}\" ON documents ({}) WHERE collection = {literal}",
+            "CREATE {}INDEX IF NOT EXISTS {} ON documents ({}) WHERE collection = {literal}{present}",
             if index.unique { "UNIQUE " } else { "" },
-            index.name(),
+            index_name(collection, index),
             keys.join(", ")
         );
+        self.db.call(move |c| c.execute_batch(&sql)).await
+    }
+
+    async fn drop_index(&self, collection: &str, index: &IndexSpec) -> Result<(), PortError> {
+        index.validate()?;
+        collection_literal(collection)?;
+        let sql = format!("DROP INDEX IF EXISTS {}", index_name(collection, index));
         self.db.call(move |c| c.execute_batch(&sql)).await
     }
 
@@ -591,5 +617,50 @@ mod tests {
         assert_eq!(parameters.len(), 7);
         assert_eq!(collection_literal("it's").unwrap(), "'it''s'");
         assert!(field_query("a.b", &json!(1)).is_err(), "find keeps comparing top-level fields only");
+    }
+
+    /// A sparse index leaves out rows missing a field, and the planner still picks it for a query comparing
+    /// each of its fields (the scheduler's due runs), not for one that needs the rows it leaves out.
+    #[tokio::test]
+    async fn the_planner_picks_a_sparse_index_for_comparisons() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("plan.db")).unwrap();
+        let store = SqliteDocuments::new(db.clone(), Databases::new(dir.path().to_owned()));
+        let index = IndexSpec::ascending(&["status", "due_ms"]).sparse();
+        store.ensure_index("runs", &index).await.unwrap();
+        for (id, doc) in [("a", json!({"status": "waiting", "due_ms": 5})), ("b", json!({"status": "completed"}))] {
+            store.insert("runs", id, doc).await.unwrap();
+        }
+        let definition: String = db
+            .call(|c| {
+                let sql = "SELECT sql FROM sqlite_master WHERE name = 'doc_72756e73_sx_status_1_due_ms_1'";
+                c.query_row(sql, [], |r| r.get(0))
+            })
+            .await
+            .unwrap();
+        assert!(
+            definition.ends_with(
+                "WHERE collection = 'runs' AND json_extract(body, '$.status') IS NOT NULL \
+                 AND json_extract(body, '$.due_ms') IS NOT NULL"
+            ),
+            "{definition}"
+        );
+        let plan = |query: Query| {
+            let (clause, parameters) = conditions(&query);
+            let sql = format!("EXPLAIN QUERY PLAN {}", page_sql("'runs'", &clause, &query));
+            db.call(move |c| {
+                let mut statement = c.prepare(&sql)?;
+                let details = statement.query_map(params_from_iter(&parameters), |row| row.get::<_, String>(3))?;
+                details.collect::<Result<Vec<_>, _>>().map(|lines| lines.join("; "))
+            })
+        };
+        let due = Query::new()
+            .eq("status", json!("waiting"))
+            .filter("due_ms", Filter::Lte(json!(9)))
+            .sort("due_ms", Direction::Asc);
+        let chosen = plan(due).await.unwrap();
+        assert!(chosen.contains("sx_status_1_due_ms_1"), "{chosen}");
+        let chosen = plan(Query::new().eq("status", json!("completed"))).await.unwrap();
+        assert!(!chosen.contains("sx_status_1_due_ms_1"), "{chosen}");
     }
 }

@@ -143,10 +143,7 @@ impl Flows {
 
     /// Creates the indexes the flow queries use (idempotent; the admin role's drift task calls it at start).
     pub async fn ensure_indexes(&self) -> Result<(), FlowError> {
-        let index = |fields: &[&str]| IndexSpec {
-            fields: fields.iter().map(|f| ((*f).to_owned(), Direction::Asc)).collect(),
-            unique: false,
-        };
+        let index = IndexSpec::ascending;
         let documents = self.ports.documents.as_ref();
         documents.ensure_index(FLOWS, &index(&["api_version", "id"])).await?;
         // What the campaign events API's sync reads: flows changed since its cursor.

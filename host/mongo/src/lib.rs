@@ -371,10 +371,14 @@ impl DocumentStore for MongoDocuments {
             for (path, direction) in &index.fields {
                 keys.insert(path.as_str(), if *direction == Direction::Asc { 1 } else { -1 });
             }
-            let model = IndexModel::builder()
-                .keys(keys)
-                .options(IndexOptions::builder().name(index.name()).unique(index.unique).build())
-                .build();
+            // A sparse index holds the documents that have every field: a partial index (MongoDB's `sparse`
+            // option, on a compound index, keeps a document that has any one of them).
+            let present = index.sparse.then(|| {
+                index.fields.iter().map(|(path, _)| (path.clone(), Bson::Document(doc! {"$exists": true}))).collect()
+            });
+            let options =
+                IndexOptions::builder().name(index.name()).unique(index.unique).partial_filter_expression(present);
+            let model = IndexModel::builder().keys(keys).options(options.build()).build();
             match self.collection(collection)?.create_index(model).await {
                 Ok(_) => Ok(()),
                 Err(error) if is_duplicate_key(&error) => Err(PortError::Conflict(format!(
@@ -382,6 +386,21 @@ impl DocumentStore for MongoDocuments {
                     index.name()
                 ))),
                 Err(error) => Err(map_error(error, "creating an index")),
+            }
+        })
+        .await
+    }
+
+    async fn drop_index(&self, collection: &str, index: &IndexSpec) -> Result<(), PortError> {
+        bounded("drop_index", async {
+            index.validate()?;
+            match self.collection(collection)?.drop_index(index.name()).await {
+                Ok(()) => Ok(()),
+                // The collection (26, NamespaceNotFound) or the index (27, IndexNotFound) does not exist.
+                Err(error) if matches!(error.kind.as_ref(), ErrorKind::Command(c) if matches!(c.code, 26 | 27)) => {
+                    Ok(())
+                }
+                Err(error) => Err(map_error(error, "dropping an index")),
             }
         })
         .await

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use flowhost_components::ComponentStore;
-use flowhost_core::ports::{Direction, DocumentStore, IndexSpec, Topics};
+use flowhost_core::ports::{DocumentStore, IndexSpec, Topics};
 use flowhost_role::{metrics_router, Check, HealthStyle, Listener, RoleContext, RoleParts};
 use prometheus::IntGauge;
 use tokio_util::sync::CancellationToken;
@@ -34,10 +34,7 @@ pub struct PresenceDocuments(pub Arc<dyn DocumentStore>);
 
 /// The indexes of `presence_state`: the spec's two, and the one the sweep's query uses on every backend.
 pub fn indexes() -> Vec<IndexSpec> {
-    let index = |fields: &[&str], unique| IndexSpec {
-        fields: fields.iter().map(|f| ((*f).to_owned(), Direction::Asc)).collect(),
-        unique,
-    };
+    let index = |fields: &[&str], unique| IndexSpec { unique, ..IndexSpec::ascending(fields) };
     vec![
         index(&["tenant_id", "player_id"], true),
         index(&["sites.state", "sites.expires_at"], false),

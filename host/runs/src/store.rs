@@ -92,19 +92,29 @@ impl Runs {
     }
 
     /// Creates the indexes the run queries use (idempotent).
+    ///
+    /// Every stored run updates each index of `flow_runs`, and runs are written more than anything else, so the
+    /// scheduler's index is sparse: a run that finishes in one go (nearly all) has no `next_due_ms` and skips it.
+    /// The full index earlier builds kept in its place is dropped. (The campaigns role reads finished runs by
+    /// `updated_ms` alone, through an index of its own.)
     pub async fn ensure_indexes(&self) -> Result<(), RunsError> {
-        let index = |fields: &[&str]| IndexSpec {
-            fields: fields.iter().map(|f| ((*f).to_owned(), Direction::Asc)).collect(),
-            unique: false,
-        };
-        self.documents.ensure_index(FLOW_RUNS, &index(&["flow_id", "started_ms"])).await?;
-        self.documents.ensure_index(FLOW_RUNS, &index(&["status", "next_due_ms"])).await?;
-        // The retention sweep's deletes (`crate::retention`).
-        self.documents.ensure_index(FLOW_RUNS, &index(&["status", "updated_ms"])).await?;
-        self.documents.ensure_index(FLOW_RUNS, &index(&["updated_ms"])).await?;
-        self.documents.ensure_index(FLOW_DEAD_LETTERS, &index(&["flow_id", "at_ms"])).await?;
-        self.documents.ensure_index(FLOW_DEAD_LETTERS, &index(&["status", "at_ms"])).await?;
-        self.documents.ensure_index(FLOW_DEAD_LETTERS, &index(&["at_ms"])).await?;
+        let documents = self.documents.as_ref();
+        let runs = [
+            // A flow's runs, newest first (`Runs::list`).
+            IndexSpec::ascending(&["flow_id", "started_ms"]),
+            // The waiting runs whose steps are due (`Runs::due`).
+            IndexSpec::ascending(&["status", "next_due_ms"]).sparse(),
+            // The retention sweep's deletes (`crate::retention`).
+            IndexSpec::ascending(&["status", "updated_ms"]),
+            IndexSpec::ascending(&["updated_ms"]),
+        ];
+        for index in &runs {
+            documents.ensure_index(FLOW_RUNS, index).await?;
+        }
+        documents.drop_index(FLOW_RUNS, &IndexSpec::ascending(&["status", "next_due_ms"])).await?;
+        for fields in [&["flow_id", "at_ms"][..], &["status", "at_ms"], &["at_ms"]] {
+            documents.ensure_index(FLOW_DEAD_LETTERS, &IndexSpec::ascending(fields)).await?;
+        }
         Ok(())
     }
 

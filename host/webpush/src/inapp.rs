@@ -83,10 +83,7 @@ pub struct InAppDelivery {
 
 /// Creates the indexes the inbox queries use.
 pub async fn ensure_indexes(documents: &dyn DocumentStore) -> Result<(), PortError> {
-    let index = IndexSpec {
-        fields: vec![("user_identity".to_owned(), Direction::Asc), ("cursor".to_owned(), Direction::Asc)],
-        unique: false,
-    };
+    let index = IndexSpec::ascending(&["user_identity", "cursor"]);
     documents.ensure_index(INAPP_MESSAGES, &index).await
 }
 

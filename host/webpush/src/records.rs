@@ -158,6 +158,7 @@ pub async fn ensure_activity_indexes(documents: &dyn DocumentStore) -> Result<()
             .map(|field| (field.to_string(), if *field == "created_at_ms" { Direction::Desc } else { Direction::Asc }))
             .collect(),
         unique: false,
+        sparse: false,
     };
     documents.ensure_index(WEBPUSH_ACTIVITY, &index(&["tenant_id", "created_at_ms"])).await?;
     documents.ensure_index(WEBPUSH_ACTIVITY, &index(&["tenant_id", "player_id", "created_at_ms"])).await?;

@@ -166,10 +166,7 @@ impl Sender {
 
     /// The indexes the sender's reads use (subscriptions by player, the activity list, the in-app inbox).
     pub async fn ensure_indexes(documents: &dyn flowhost_core::ports::DocumentStore) -> Result<(), PortError> {
-        let index = |field: &str| IndexSpec {
-            fields: vec![(field.to_owned(), flowhost_core::ports::Direction::Asc)],
-            unique: false,
-        };
+        let index = |field: &str| IndexSpec::ascending(&[field]);
         documents.ensure_index(WEBPUSH_SUBSCRIPTIONS, &index("user_identity")).await?;
         crate::records::ensure_activity_indexes(documents).await?;
         inapp::ensure_indexes(documents).await

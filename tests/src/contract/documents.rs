@@ -479,7 +479,7 @@ pub async fn versioned_batches(store: Arc<dyn DocumentStore>) {
 /// and it constrains only its own collection; a compound unique index refuses only the full combination.
 pub async fn unique_and_compound_indexes(store: Arc<dyn DocumentStore>) {
     let collection = fresh_collection();
-    let unique = IndexSpec { fields: vec![("email".into(), Direction::Asc)], unique: true };
+    let unique = IndexSpec::ascending(&["email"]).unique();
     store.ensure_index(&collection, &unique).await.expect("ensure");
     store.ensure_index(&collection, &unique).await.expect("ensure again is a no-op");
     store.insert(&collection, "u1", json!({ "email": "a@x" })).await.expect("first");
@@ -502,6 +502,7 @@ pub async fn unique_and_compound_indexes(store: Arc<dyn DocumentStore>) {
     let spec = IndexSpec {
         fields: vec![("flow.id".into(), Direction::Asc), ("version".into(), Direction::Desc)],
         unique: true,
+        sparse: false,
     };
     store.ensure_index(&compound, &spec).await.expect("compound");
     store.ensure_index(&compound, &spec).await.expect("compound again");
@@ -510,7 +511,7 @@ pub async fn unique_and_compound_indexes(store: Arc<dyn DocumentStore>) {
     store.insert(&compound, "c", json!({ "flow": { "id": "g" }, "version": 1 })).await.expect("c");
     let clash = store.insert(&compound, "d", json!({ "flow": { "id": "f" }, "version": 2 })).await;
     assert!(matches!(clash, Err(PortError::Conflict(_))), "full combination clash: {clash:?}");
-    let plain = IndexSpec { fields: vec![("status".into(), Direction::Asc)], unique: false };
+    let plain = IndexSpec::ascending(&["status"]);
     store.ensure_index(&compound, &plain).await.expect("non-unique");
     store.ensure_index(&compound, &plain).await.expect("non-unique again");
     let page = store
@@ -519,6 +520,52 @@ pub async fn unique_and_compound_indexes(store: Arc<dyn DocumentStore>) {
         .expect("query over the index");
     assert_eq!(page.items[0]["version"], json!(2));
     assert_eq!(page.total, 2);
+}
+
+/// A sparse index leaves out the documents missing one of its fields, and queries answer exactly as without it
+/// (those documents included, when the query does not need the field); a unique sparse index constrains only the
+/// documents that have the field. Dropping an index is idempotent, also on a collection that does not exist,
+/// and a dropped unique index no longer refuses duplicates, where the server `names_indexes` as asked (the
+/// MongoDB-protocol test server names every index itself and ignores a drop by any other name; real MongoDB
+/// keeps the given name).
+pub async fn sparse_and_dropped_indexes(store: Arc<dyn DocumentStore>, names_indexes: bool) {
+    let collection = fresh_collection();
+    let due = IndexSpec::ascending(&["status", "due_ms"]).sparse();
+    store.ensure_index(&collection, &due).await.expect("sparse");
+    store.ensure_index(&collection, &due).await.expect("sparse again is a no-op");
+    store.ensure_index(&collection, &IndexSpec::ascending(&["status", "due_ms"])).await.expect("a full one beside it");
+    store.insert(&collection, "a", json!({ "status": "waiting", "due_ms": 5 })).await.expect("a");
+    store.insert(&collection, "b", json!({ "status": "waiting" })).await.expect("b");
+    store.insert(&collection, "c", json!({ "status": "done" })).await.expect("c");
+    store.insert(&collection, "d", json!({ "status": "waiting", "due_ms": 9 })).await.expect("d");
+    let ids = |page: flowhost_core::ports::Page| -> Vec<String> {
+        page.items.iter().map(|doc| doc["due_ms"].to_string()).collect()
+    };
+    let due_by = Query::new()
+        .eq("status", json!("waiting"))
+        .filter("due_ms", Filter::Lte(json!(7)))
+        .sort("due_ms", Direction::Asc);
+    assert_eq!(ids(store.query(&collection, &due_by).await.expect("due")), vec!["5"]);
+    let waiting = Query::new().eq("status", json!("waiting"));
+    assert_eq!(store.query(&collection, &waiting).await.expect("waiting").total, 3, "b is found without the index");
+    store.drop_index(&collection, &IndexSpec::ascending(&["status", "due_ms"])).await.expect("drop the full one");
+    assert_eq!(store.query(&collection, &waiting).await.expect("waiting").total, 3);
+    assert_eq!(ids(store.query(&collection, &due_by).await.expect("due")), vec!["5"]);
+
+    let codes = fresh_collection();
+    let code = IndexSpec::ascending(&["code"]).unique().sparse();
+    store.ensure_index(&codes, &code).await.expect("unique sparse");
+    store.insert(&codes, "x", json!({ "name": "x" })).await.expect("no code");
+    store.insert(&codes, "y", json!({ "name": "y" })).await.expect("no code either: not constrained");
+    store.insert(&codes, "z", json!({ "code": "c1" })).await.expect("a code");
+    let clash = store.insert(&codes, "w", json!({ "code": "c1" })).await;
+    assert!(matches!(clash, Err(PortError::Conflict(_))), "duplicate code: {clash:?}");
+    store.drop_index(&codes, &code).await.expect("drop");
+    store.drop_index(&codes, &code).await.expect("drop again is a no-op");
+    if names_indexes {
+        store.insert(&codes, "w", json!({ "code": "c1" })).await.expect("no longer constrained");
+    }
+    store.drop_index(&fresh_collection(), &code).await.expect("dropping on a collection that does not exist");
 }
 
 /// The same collection and id in two logical databases are two documents; `database` of the same name twice is

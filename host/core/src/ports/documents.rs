@@ -153,13 +153,41 @@ pub struct VersionedWrite {
 /// unique. A document missing an indexed field is not constrained by a unique index on the embedded store
 /// (SQLite NULLs are distinct), while MongoDB indexes it as `null` (one such document allowed): give unique
 /// fields to every document.
+///
+/// A **sparse** index holds only the documents that have every indexed field (on the embedded store, a field
+/// holding `null` counts as missing), so writing any other document costs no update of it: for a field most
+/// documents lack, such as the due time of the few runs that wait. Queries answer the same either way; the
+/// store picks a sparse index only for a query that filters each indexed field with an equality or a range,
+/// which no document without the field can satisfy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexSpec {
     pub fields: Vec<(String, Direction)>,
     pub unique: bool,
+    pub sparse: bool,
 }
 
 impl IndexSpec {
+    /// A plain index on `fields`, each ascending.
+    pub fn ascending(fields: &[&str]) -> IndexSpec {
+        IndexSpec {
+            fields: fields.iter().map(|field| ((*field).to_owned(), Direction::Asc)).collect(),
+            unique: false,
+            sparse: false,
+        }
+    }
+
+    /// This index, unique.
+    pub fn unique(mut self) -> IndexSpec {
+        self.unique = true;
+        self
+    }
+
+    /// This index, sparse (see the type's documentation).
+    pub fn sparse(mut self) -> IndexSpec {
+        self.sparse = true;
+        self
+    }
+
     pub fn validate(&self) -> Result<(), PortError> {
         if self.fields.is_empty() {
             return Err(PortError::Invalid("an index needs at least one field".into()));
@@ -167,9 +195,15 @@ impl IndexSpec {
         self.fields.iter().try_for_each(|(path, _)| check_path(path))
     }
 
-    /// A stable name derived from the fields and uniqueness, so ensuring the same index twice is a no-op.
+    /// A stable name derived from the fields, uniqueness and sparseness, so ensuring the same index twice is a
+    /// no-op and a sparse index never takes the name of a full one on the same fields.
     pub fn name(&self) -> String {
-        let mut name = String::from(if self.unique { "ux" } else { "ix" });
+        let mut name = String::from(match (self.unique, self.sparse) {
+            (false, false) => "ix",
+            (true, false) => "ux",
+            (false, true) => "sx",
+            (true, true) => "usx",
+        });
         for (path, direction) in &self.fields {
             name.push('_');
             name.push_str(&path.replace('.', "__"));
@@ -277,6 +311,10 @@ pub trait DocumentStore: Send + Sync + 'static {
     /// `upsert` of a duplicate combination fail with `PortError::Conflict`; creating it over existing duplicates
     /// fails the same way.
     async fn ensure_index(&self, collection: &str, index: &IndexSpec) -> Result<(), PortError>;
+
+    /// Removes the index if it exists (idempotent): one a newer build no longer queries by, so that writes stop
+    /// maintaining it in stores an older build created.
+    async fn drop_index(&self, collection: &str, index: &IndexSpec) -> Result<(), PortError>;
 
     /// The store of another logical database (a name of letters, digits and underscores): its collections are
     /// separate from this store's, so the same collection and id in two databases are two documents.
