@@ -125,6 +125,7 @@ async fn measure(label: &'static str, kafka: bool, node_kinds: NodeKindsMode, ev
     };
     assert_eq!(status, 201, "{created}");
     let id = created["id"].as_str().unwrap().to_owned();
+    eprintln!("{label}: {events} events on the source topic; releasing the flow");
     let release = Instant::now();
     let (status, released) = host.call("POST", &format!("/api/v2/flows/{id}/release"), Some(json!({}))).await;
     assert_eq!(status, 200, "{released}");
@@ -136,6 +137,7 @@ async fn measure(label: &'static str, kafka: bool, node_kinds: NodeKindsMode, ev
     assert!(wait_completed(&host, events as f64, Duration::from_secs(600)).await, "runs did not complete");
     let runs_per_s = events as f64 / first_run.elapsed().as_secs_f64();
     let to_first_run_ms = first_run.duration_since(release).as_secs_f64() * 1000.0;
+    eprintln!("{label}: {runs_per_s:.0} runs/s; measuring latency at half that rate");
 
     // Half load: publish at half the rate for a few seconds, in 10 ms slices.
     let rate = runs_per_s / 2.0;
