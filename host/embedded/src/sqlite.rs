@@ -224,12 +224,13 @@ impl Checkpointing {
 /// runs: 25 ms instead of 5). A passive checkpoint never blocks the writer or readers, but it never lets the log
 /// start again either: SQLite reuses the log from its beginning only when a write begins after a checkpoint that
 /// copied every frame, and under a steady stream of commits that moment never comes, so the log file grew without
-/// bound (to gigabytes in a long run), every frame appended to it allocated and zeroed a new file block (a
+/// bound (hundreds of MiB in a one-minute benchmark), every frame appended to it allocated and zeroed a new file block (a
 /// twentieth of a flow run's cost, measured), and every page read searched a longer log index. So once the log
 /// holds [`Checkpointing::restart_frames`] frames the checkpointer marks a restart due, and the writer runs a
 /// `RESTART` checkpoint after its next write, still holding the writer: it copies the few frames written since
 /// the passive checkpoint, waits for readers of older snapshots (the busy timeout bounds the wait), and the next
-/// write starts the log again at its beginning,/// overwriting blocks the file already has. The file keeps its size: the log stays at about that size for good.
+/// write starts the log again at its beginning, overwriting blocks the file already has. The file keeps its size:
+/// the log stays at about that size for good.
 /// (Asked of a separate connection, a `RESTART` waits for the write lock by polling, and a busy writer takes it
 /// again first every time.)
 fn spawn_checkpointer(
