@@ -282,6 +282,8 @@ pub struct Manifest {
     service_sources: Vec<String>,
     #[serde(skip_serializing_if = "Limits::is_empty")]
     limits: Limits,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    reuse_instances: bool,
 }
 
 /// A data source the plugin answers (see [`Plugin::data_source`]).
@@ -328,6 +330,7 @@ impl Manifest {
             supports_nodes: None,
             service_sources: Vec::new(),
             limits: Limits::default(),
+            reuse_instances: false,
         }
     }
     /// Declares a node kind a flow may place inside the service's segment (`condition`, `lookup`, `mapping`,
@@ -360,9 +363,9 @@ impl Manifest {
         self.node_kinds.push(NodeKindEntry::Declared(kind));
         self
     }
-    /// Whether `node_kinds` lists `name`, bare or declared.
-    fn implements_node_kind(&self, name: &str) -> bool {
-        self.node_kinds.iter().any(|kind| kind.name() == name)
+    /// The names `node_kinds` lists, bare or declared.
+    fn node_kind_names(&self) -> Vec<String> {
+        self.node_kinds.iter().map(|kind| kind.name().to_owned()).collect()
     }
     /// Declares a data source answered by [`Plugin::data_source`]; the host passes on only the listed `params`.
     pub fn data_source(mut self, name: impl Into<String>, params: &[&str]) -> Self {
@@ -398,6 +401,15 @@ impl Manifest {
     /// Declares an action.
     pub fn action(mut self, action: Action) -> Self {
         self.actions.push(action);
+        self
+    }
+    /// Lets the host run the plugin's actions in an instance kept from an earlier call of the same tenant
+    /// instead of a fresh one each time (`reuse_instances`): a call then skips instantiation, which is most of
+    /// a small action's cost. Declare it only when the plugin keeps nothing from one call that the next must
+    /// not see: statics and the heap live on between calls (a cache built once is fine). The host still gives
+    /// every call its own deadline, fuel and budgets, and drops an instance after a trap.
+    pub fn reuse_instances(mut self) -> Self {
+        self.reuse_instances = true;
         self
     }
     /// Declares a host capability the plugin uses (`"log"`, `"clock"`, `"documents"`); the host grants only
@@ -723,10 +735,17 @@ pub mod __private {
         input: String,
     ) -> Result<String, wit::PluginError> {
         let context = Context::from(context);
-        if P::manifest().implements_node_kind(&action) {
+        if node_kinds::<P>().contains(&action) {
             return invoke_node_kind::<P>(&context, &action, &input).map(Output::into_string).map_err(to_wit);
         }
         P::invoke(Call { action, input, context }).map(Output::into_string).map_err(to_wit)
+    }
+
+    /// The node kinds the plugin implements, read off its manifest once per instance (a component exports one
+    /// plugin, so one cache serves it).
+    fn node_kinds<P: Plugin>() -> &'static [String] {
+        static KINDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        KINDS.get_or_init(|| P::manifest().node_kind_names())
     }
 
     /// A node kind called as an action: `{"config": ..., "event": ...}`, prepared and evaluated once.
@@ -917,8 +936,7 @@ mod tests {
                 { "name": "bare", "config_schema": { "type": "object" } }
             ])
         );
-        assert!(manifest.implements_node_kind("condition") && manifest.implements_node_kind("score"));
-        assert!(manifest.implements_node_kind("bare") && !manifest.implements_node_kind("rank"));
+        assert_eq!(manifest.node_kind_names(), ["condition", "score", "bare"]);
     }
 
     #[test]

@@ -33,8 +33,9 @@ pub(crate) struct HostState {
     /// that may notify `player_id` 0.
     pub smoke_test: bool,
     pub max_log_message_bytes: usize,
-    /// What the invocation may still write into the log, its `log` calls and WASI output together.
-    pub log_budget: crate::wasi::LogBudget,
+    /// What the invocation may still write into the log (its `log` calls and WASI output together), and its
+    /// stdout and stderr.
+    pub output: crate::wasi::GuestOutput,
     /// Whether a `log` call was already dropped for the budget (the drop is logged once).
     pub log_dropped: bool,
     pub limiter: MemoryLimiter,

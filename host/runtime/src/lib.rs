@@ -9,7 +9,8 @@
 //!   calling the component's `manifest` export.
 //! - **Every invocation gets a fresh store and instance** (no state leaks between calls or tenants; an instance is
 //!   unusable after a trap anyway) with its own limits: wall-clock deadline (epoch), fuel, memory cap, output
-//!   size. Any failure is an [`InvokeError`] with a class; nothing a guest does panics or stops the host.
+//!   size. The one exception is opt-in: an action of a plugin whose manifest declares `reuse_instances` runs in
+//!   an idle instance of the same tenant when one is kept ([`reuse`](crate::reuse)), with the same limits. Any failure is an [`InvokeError`] with a class; nothing a guest does panics or stops the host.
 //!   A busy guest yields to the async executor at every epoch tick, so it never monopolises a worker thread.
 //!
 //! ## WASI: `wasmtime-wasi`, locked down
@@ -39,6 +40,7 @@ mod metrics;
 mod plugin;
 mod projector;
 mod providers;
+mod reuse;
 mod runtime;
 mod wasi;
 

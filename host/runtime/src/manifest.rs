@@ -44,6 +44,10 @@ pub struct Manifest {
     /// Limits the plugin asks for; they can only tighten the runtime's configured limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<ManifestLimits>,
+    /// Whether the plugin's actions may run in an instance kept from an earlier call of the same tenant instead
+    /// of a fresh one (the plugin keeps nothing between calls that the next must not see; see `crate::reuse`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reuse_instances: bool,
     /// Fields this version of the host does not interpret.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,

@@ -6,7 +6,8 @@
 //! component exports `invoke(action, input)` (and maybe `data-sources`); a `0.2.0` component exports
 //! `invoke(context, action, input)`, `data-sources`, `node-kinds`, or any of them; a projector of either version
 //! exports `project` ([`Plugin::project`]). Every call runs in a fresh
-//! instance; a node-kind batch runs in one instance for the whole batch, which is the point of the contract.
+//! instance, except a 0.2.0 action of a plugin that declares `reuse_instances` ([`crate::reuse`]); a node-kind
+//! batch runs in one instance for the whole batch, which is the point of the contract.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,7 +20,8 @@ use wasmtime::Store;
 use crate::bindings::{v1, v2};
 use crate::host::{HostState, TenantScope};
 use crate::projector::ProjectorPre;
-use crate::runtime::{check_output, classify, finish, new_store, GuestError, Identity, Inner};
+use crate::reuse::{Idle, IdleInstances};
+use crate::runtime::{arm, check_output, classify, finish, new_store, GuestError, Identity, Inner};
 use crate::{Capability, InvokeError, Limits, LoadError, Manifest, PackageVersion, Runtime};
 
 use v2::action::flowhost::plugin::types::InvocationContext as WitContext;
@@ -243,7 +245,9 @@ impl Runtime {
             }
         }
         let runtime = self.inner().clone();
-        Ok(Plugin { inner: Arc::new(PluginInner { runtime, exports, manifest, identity, imported, limits }) })
+        let reusable = manifest.reuse_instances && matches!(exports, Exports::V2 { action: Some(_), .. });
+        let idle = reusable.then(|| IdleInstances::new(runtime.idle_budget.clone()));
+        Ok(Plugin { inner: Arc::new(PluginInner { runtime, exports, manifest, identity, imported, limits, idle }) })
     }
 }
 
@@ -262,6 +266,8 @@ struct PluginInner {
     imported: Vec<Capability>,
     /// The runtime's default limits, tightened by the manifest's `limits`.
     limits: Limits,
+    /// Instances kept between action calls, when the manifest declares `reuse_instances` (0.2.0 actions only).
+    idle: Option<IdleInstances>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -355,7 +361,11 @@ impl Plugin {
         if !manifest.has_action(action) && !is_node_kind {
             return Err(InvokeError::UnknownAction(action.to_string()));
         }
-        let mut store = self.store(limits, TenantScope::of(std::iter::once(context.tenant_id.as_deref())))?;
+        let tenant = TenantScope::of(std::iter::once(context.tenant_id.as_deref()));
+        if let (Exports::V2 { action: Some(pre), .. }, Some(idle)) = (&self.inner.exports, &self.inner.idle) {
+            return self.invoke_reusing(pre, idle, tenant, context, action, input, limits).await;
+        }
+        let mut store = self.store(limits, tenant)?;
         store.data_mut().smoke_test = context.smoke_test;
         match &self.inner.exports {
             Exports::V1 { action: pre, .. } => {
@@ -389,6 +399,47 @@ impl Plugin {
             }
             Exports::V2 { .. } => unreachable!("Exports::of refuses a 0.2.0 component without invoke or node-kinds"),
         }
+    }
+
+    /// Runs `action` in an idle instance of `tenant` when one is kept, else in a fresh one, and keeps the instance
+    /// for the next call when the guest returned (an answer or its own classified error); see [`crate::reuse`].
+    #[allow(clippy::too_many_arguments)]
+    async fn invoke_reusing(
+        &self,
+        pre: &v2::action::ActionPluginPre<HostState>,
+        idle: &IdleInstances,
+        tenant: TenantScope,
+        context: &InvocationContext,
+        action: &str,
+        input: &str,
+        limits: &Limits,
+    ) -> Result<String, InvokeError> {
+        let memory_bytes = limits.memory_bytes.min(self.inner.runtime.config.pool.max_memory_bytes);
+        let mut kept = match idle.take(&tenant, memory_bytes) {
+            Some(mut kept) => {
+                arm(&mut kept.store, &self.inner.runtime, limits)?;
+                kept
+            }
+            None => {
+                let mut store = self.store(limits, tenant)?;
+                let instance =
+                    pre.instantiate_async(&mut store).await.map_err(|error| classify(error, &store, limits))?;
+                Idle { store, instance, calls: 0 }
+            }
+        };
+        kept.store.data_mut().smoke_test = context.smoke_test;
+        let context = context.to_wit(self.deadline_ms(limits));
+        let answer = match kept.instance.call_invoke(&mut kept.store, &context, action, input).await {
+            Ok(answer) => answer,
+            Err(error) => return Err(classify(error, &kept.store, limits)),
+        };
+        if !kept.store.data().limiter.hit {
+            kept.calls += 1;
+            idle.give_back(kept);
+        }
+        let output = answer.map_err(GuestError::into_invoke_error)?;
+        check_output(&output, limits)?;
+        Ok(output)
     }
 
     /// Whether the component is a projector (the `projector` world: [`Plugin::project`]).

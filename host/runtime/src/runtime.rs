@@ -49,6 +49,8 @@ pub(crate) struct Inner {
     metrics: Option<RuntimeMetrics>,
     /// The host side of the `notifications` capability, once a sender runs in this process.
     notifications: std::sync::RwLock<Option<Arc<dyn Notifications>>>,
+    /// Idle instances across every plugin of this runtime ([`crate::reuse`]).
+    pub(crate) idle_budget: Arc<crate::reuse::IdleBudget>,
     _ticker: EpochTicker,
 }
 
@@ -114,7 +116,16 @@ impl Runtime {
         let ticker = EpochTicker::start(&engine, config.epoch_tick);
         let notifications = std::sync::RwLock::new(None);
         Ok(Runtime {
-            inner: Arc::new(Inner { engine, config, clock, documents, metrics, notifications, _ticker: ticker }),
+            inner: Arc::new(Inner {
+                engine,
+                config,
+                clock,
+                documents,
+                metrics,
+                notifications,
+                idle_budget: crate::reuse::IdleBudget::of_pool(instances),
+                _ticker: ticker,
+            }),
         })
     }
 
@@ -347,7 +358,7 @@ use crate::bindings::v2::action::flowhost::plugin::types as types_v2;
 guest_error!(types_v1);
 guest_error!(types_v2);
 
-/// A fresh store with `limits`.
+/// A fresh store with `limits`, armed for its first call ([`arm`]).
 pub(crate) fn new_store(
     runtime: &Inner,
     identity: Identity,
@@ -355,13 +366,13 @@ pub(crate) fn new_store(
     tenant: crate::host::TenantScope,
 ) -> Result<Store<HostState>, InvokeError> {
     let memory_bytes = limits.memory_bytes.min(runtime.config.pool.max_memory_bytes);
-    let (wasi, log_budget) = crate::wasi::locked_down_context(&identity.plugin, runtime.config.max_log_message_bytes);
+    let (wasi, output) = crate::wasi::locked_down_context(&identity.plugin, runtime.config.max_log_message_bytes);
     let state = HostState {
         plugin: identity.plugin.clone(),
         scope: identity.scope,
         clock: runtime.clock.clone(),
         documents: runtime.documents.clone(),
-        notifications: runtime.notifications.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
+        notifications: None,
         deadline: Instant::now() + limits.timeout,
         tenant,
         documents_written: 0,
@@ -370,22 +381,39 @@ pub(crate) fn new_store(
         max_log_message_bytes: runtime.config.max_log_message_bytes,
         limiter: MemoryLimiter { memory_bytes, hit: false },
         wasi,
-        log_budget,
+        output,
         log_dropped: false,
         table: wasmtime::component::ResourceTable::new(),
     };
     let mut store = Store::new(&runtime.engine, state);
     store.limiter(|state| &mut state.limiter);
-    store.set_fuel(limits.fuel.unwrap_or(u64::MAX)).map_err(|error| InvokeError::Trap(format!("{error:#}")))?;
     // Every epoch tick the guest yields to the async executor (a busy guest never holds a worker thread for
     // longer than a tick); the first tick past the deadline interrupts it (`Trap::Interrupt`). The clock, not a
-    // count of ticks, decides: ticks do not come while the guest waits in a host call.
-    let deadline = store.data().deadline;
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |_| {
-        Ok(if Instant::now() >= deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
+    // count of ticks, decides: ticks do not come while the guest waits in a host call. The deadline is read at
+    // each tick, so a reused store's next call has its own.
+    store.epoch_deadline_callback(|store| {
+        Ok(if Instant::now() >= store.data().deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
     });
+    arm(&mut store, runtime, limits)?;
     Ok(store)
+}
+
+/// Readies `store` for one call with `limits`: a new deadline, full fuel, and the per-invocation budgets (documents
+/// written, sends, log output) and flags (smoke test, memory limit hit) as for a fresh store. The store's memory
+/// cap stays what it was made with.
+pub(crate) fn arm(store: &mut Store<HostState>, runtime: &Inner, limits: &Limits) -> Result<(), InvokeError> {
+    let state = store.data_mut();
+    state.deadline = Instant::now() + limits.timeout;
+    state.documents_written = 0;
+    state.sends = 0;
+    state.smoke_test = false;
+    state.limiter.hit = false;
+    state.log_dropped = false;
+    state.output.begin_call();
+    state.notifications = runtime.notifications.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    store.set_fuel(limits.fuel.unwrap_or(u64::MAX)).map_err(|error| InvokeError::Trap(format!("{error:#}")))?;
+    store.set_epoch_deadline(1);
+    Ok(())
 }
 
 /// Runs one guest call (its instantiation included) until it ends or its deadline has passed, whichever comes

@@ -36,18 +36,33 @@ pub(crate) fn spend(budget: &LogBudget, wanted: usize) -> usize {
     allowed
 }
 
-/// The WASI context of one store (no files, no environment, no network, output into the log) and the log budget
-/// its output shares with the `log` capability.
-pub(crate) fn locked_down_context(plugin: &Arc<str>, max_line_bytes: usize) -> (WasiCtx, LogBudget) {
+/// What the guest of one store writes into the log: the budget its `log` calls and its WASI output share, and its
+/// stdout and stderr.
+pub(crate) struct GuestOutput {
+    pub budget: LogBudget,
+    sinks: [LogSink; 2],
+}
+
+impl GuestOutput {
+    /// Readies the output for another invocation in the same store (a reused instance): what is left of the last
+    /// invocation's lines is written out, and the budget and the drop warnings start again.
+    pub(crate) fn begin_call(&self) {
+        for sink in &self.sinks {
+            sink.end_call();
+        }
+        *self.budget.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = MAX_OUTPUT_BYTES_PER_CALL;
+    }
+}
+
+/// The WASI context of one store (no files, no environment, no network, output into the log) and its output,
+/// whose budget it shares with the `log` capability.
+pub(crate) fn locked_down_context(plugin: &Arc<str>, max_line_bytes: usize) -> (WasiCtx, GuestOutput) {
     let budget: LogBudget = Arc::new(Mutex::new(MAX_OUTPUT_BYTES_PER_CALL));
+    let stdout = LogSink::new(plugin.clone(), Stream::Stdout, max_line_bytes, budget.clone());
+    let stderr = LogSink::new(plugin.clone(), Stream::Stderr, max_line_bytes, budget.clone());
     let mut builder = WasiCtxBuilder::new();
-    builder
-        .stdout(LogSink::new(plugin.clone(), Stream::Stdout, max_line_bytes, budget.clone()))
-        .stderr(LogSink::new(plugin.clone(), Stream::Stderr, max_line_bytes, budget.clone()))
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false);
-    (builder.build(), budget)
+    builder.stdout(stdout.clone()).stderr(stderr.clone()).allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+    (builder.build(), GuestOutput { budget, sinks: [stdout, stderr] })
 }
 
 /// `text` with its control characters escaped (`\n`, `\u{1b}`, ...): a guest's message is one log line and
@@ -121,6 +136,13 @@ impl LogSink {
     fn write_bytes(&self, bytes: &[u8]) {
         let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         state.write(bytes);
+    }
+
+    /// Writes what is left of the current line and forgets an earlier drop: the end of one invocation.
+    fn end_call(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.emit();
+        state.dropped = false;
     }
 }
 

@@ -8,6 +8,8 @@ impl Plugin for Noop {
     fn manifest() -> Manifest {
         Manifest::new("noop", "0.1.0")
             .description("Returns its input.")
+            // It keeps nothing between calls, so the host may run it in a kept instance.
+            .reuse_instances()
             .action(Action::new("noop").description("Returns its input unchanged."))
     }
 

@@ -347,6 +347,8 @@ impl Plugin for Notifications {
             .description("Sends web-push and in-app notifications to one player per invocation.")
             .service("notifications")
             .capability("notifications")
+            // Every call stands alone (what it sends is in its input), so the host may run it in a kept instance.
+            .reuse_instances()
             .action(
                 Action::new("send_webpush")
                     .description(

@@ -19,7 +19,7 @@ impl HostState {
     /// Writes one message: its control characters escaped (it stays one line), cut at `max_log_message_bytes`,
     /// and within the invocation's log budget (shared with stdout and stderr; past it messages are dropped).
     fn write_log(&mut self, level: Level, message: String) {
-        let allowed = crate::wasi::spend(&self.log_budget, message.len().min(self.max_log_message_bytes));
+        let allowed = crate::wasi::spend(&self.output.budget, message.len().min(self.max_log_message_bytes));
         if allowed == 0 {
             if !self.log_dropped {
                 self.log_dropped = true;

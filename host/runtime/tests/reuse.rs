@@ -1,0 +1,103 @@
+//! Instance reuse (`reuse_instances` in the manifest) against the `tally` fixture, whose static counter shows
+//! which instance served a call: an instance serves one tenant only, every call gets its own deadline and fuel,
+//! an instance whose call failed in the host's sense (trap, timeout, fuel, memory) is never used again, a guest's
+//! own error keeps it, and the runtime keeps at most a quarter of its pool idle.
+
+use std::time::Duration;
+
+use flowhost_runtime::{InvocationContext, InvokeError, Limits, Plugin, PoolConfig, Runtime, RuntimeConfig};
+use flowhost_runtime_fixtures as fixtures;
+use serde_json::Value;
+
+async fn tally(config: RuntimeConfig) -> (Runtime, Plugin) {
+    let runtime = Runtime::new(config).expect("runtime");
+    let plugin = runtime.load(&fixtures::bytes("tally"), &[]).await.expect("load tally");
+    assert!(plugin.manifest().reuse_instances);
+    (runtime, plugin)
+}
+
+fn tenant(id: Option<&str>) -> InvocationContext {
+    InvocationContext { tenant_id: id.map(str::to_owned), ..InvocationContext::default() }
+}
+
+/// The calls the serving instance has made, this one included.
+async fn count(plugin: &Plugin, tenant_id: Option<&str>) -> u64 {
+    let output = plugin.invoke_in(&tenant(tenant_id), "count", "{}", plugin.limits()).await.expect("count");
+    let output: Value = serde_json::from_str(&output).expect("JSON");
+    assert_eq!(output["tenant"].as_str(), tenant_id);
+    output["calls"].as_u64().expect("calls")
+}
+
+#[tokio::test]
+async fn an_instance_serves_one_tenant_only() {
+    let (_runtime, plugin) = tally(RuntimeConfig::default()).await;
+    assert_eq!(count(&plugin, Some("a")).await, 1);
+    assert_eq!(count(&plugin, Some("a")).await, 2);
+    assert_eq!(count(&plugin, Some("b")).await, 1);
+    assert_eq!(count(&plugin, None).await, 1);
+    assert_eq!(count(&plugin, Some("a")).await, 3);
+    assert_eq!(count(&plugin, Some("b")).await, 2);
+    // A one-off call without a tenant (`Plugin::invoke`) reuses the tenant-less instance.
+    let output: Value = serde_json::from_str(&plugin.invoke("count", "{}").await.expect("count")).expect("JSON");
+    assert_eq!(output["calls"], 2);
+}
+
+#[tokio::test]
+async fn a_failed_instance_is_never_used_again() {
+    let (_runtime, plugin) = tally(RuntimeConfig::default()).await;
+    let a = tenant(Some("a"));
+    assert_eq!(count(&plugin, Some("a")).await, 1);
+    // The guest's own error is a normal return: the instance is kept.
+    assert_eq!(
+        plugin.invoke_in(&a, "fail", "{}", plugin.limits()).await,
+        Err(InvokeError::Permanent("failed on call 2".into()))
+    );
+    assert_eq!(count(&plugin, Some("a")).await, 3);
+
+    // A trap, the deadline, fuel and the memory cap each end the instance: the next call starts from a fresh one.
+    assert!(matches!(plugin.invoke_in(&a, "panic", "{}", plugin.limits()).await, Err(InvokeError::Trap(_))));
+    assert_eq!(count(&plugin, Some("a")).await, 1);
+
+    let timeout = Limits { timeout: Duration::from_millis(100), fuel: None, ..plugin.limits().clone() };
+    assert_eq!(plugin.invoke_in(&a, "spin", "{}", &timeout).await, Err(InvokeError::Timeout(100)));
+    assert_eq!(count(&plugin, Some("a")).await, 1);
+
+    let fuel = Limits { fuel: Some(1_000_000), ..plugin.limits().clone() };
+    assert_eq!(plugin.invoke_in(&a, "spin", "{}", &fuel).await, Err(InvokeError::OutOfFuel));
+    assert_eq!(count(&plugin, Some("a")).await, 1);
+
+    // A store's memory cap is part of what an idle instance is kept for: a call with another cap gets its own.
+    let small = Limits { memory_bytes: 16 << 20, ..plugin.limits().clone() };
+    assert_eq!(plugin.invoke_in(&a, "grow", "{}", &small).await, Err(InvokeError::MemoryLimit(16 << 20)));
+    assert_eq!(plugin.invoke_in(&a, "count", "{}", &small).await.map(|out| out.contains(r#""calls":1"#)), Ok(true));
+    assert_eq!(count(&plugin, Some("a")).await, 2);
+}
+
+#[tokio::test]
+async fn every_call_of_a_kept_instance_has_its_own_deadline_and_fuel() {
+    let (_runtime, plugin) = tally(RuntimeConfig::default()).await;
+    let a = tenant(Some("a"));
+    // Each call burns about a third of the fuel: the calls together burn several times what one may.
+    let limits = Limits { fuel: Some(3_000_000), timeout: Duration::from_millis(200), ..plugin.limits().clone() };
+    for _ in 0..6 {
+        assert_eq!(plugin.invoke_in(&a, "burn", "100000", &limits).await, Ok("100000".into()));
+    }
+    // Past the first call's deadline, a kept instance still runs a call within its own.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(plugin.invoke_in(&a, "burn", "100000", &limits).await, Ok("100000".into()));
+    assert_eq!(count(&plugin, Some("a")).await, 8);
+}
+
+#[tokio::test]
+async fn at_most_a_quarter_of_the_pool_is_idle() {
+    // A pool of 4 instances keeps at most one idle.
+    let pool = PoolConfig { max_instances: 4, ..PoolConfig::default() };
+    let (_runtime, plugin) = tally(RuntimeConfig { pool, ..RuntimeConfig::default() }).await;
+    assert_eq!(count(&plugin, Some("a")).await, 1);
+    assert_eq!(count(&plugin, Some("b")).await, 1);
+    assert_eq!(count(&plugin, Some("a")).await, 2);
+    assert_eq!(count(&plugin, Some("b")).await, 1);
+    // The idle one leaves room for as many calls at once as the pool has slots left.
+    let calls: Vec<_> = ["c", "d", "e"].iter().map(|id| count(&plugin, Some(id))).collect();
+    assert_eq!(futures::future::join_all(calls).await, [1, 1, 1]);
+}
