@@ -5,7 +5,7 @@
 //! never block a runtime thread.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -173,8 +173,8 @@ pub(crate) fn vacuum_some(connection: &Connection) -> Result<(), rusqlite::Error
 #[derive(Clone)]
 pub(crate) struct Db {
     writer: Arc<Mutex<Connection>>,
-    /// Set by the checkpointer when the write-ahead log should start again (see [`spawn_checkpointer`]).
-    restart_due: Arc<AtomicBool>,
+    /// What the checkpointer and the writer share to start the write-ahead log again (see [`spawn_checkpointer`]).
+    restart: Arc<LogRestart>,
     readers: Arc<[Mutex<Connection>]>,
     next_reader: Arc<AtomicUsize>,
 }
@@ -217,34 +217,122 @@ impl Checkpointing {
         Checkpointing { interval: Duration::from_millis(250), restart_frames: 16_384 };
 }
 
-/// Checkpoints the WAL from a connection of its own every [`Checkpointing::interval`] until the writer is gone.
+/// How long a connection waits for a lock another one holds before it answers "busy".
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Passive checkpoints the checkpointer runs back to back to find a moment without writes, at most.
+const CATCH_UP_ROUNDS: usize = 4;
+/// How far past [`Checkpointing::restart_frames`] the log may grow before a restart waits for readers of older
+/// snapshots however long they read.
+const OVERGROWN_FACTOR: i64 = 4;
+/// How long a restart waits for readers of older snapshots before it gives up for this time.
+const RESTART_READER_WAIT: Duration = Duration::from_millis(5);
+
+/// What the checkpointer and the writer share to start the write-ahead log again without stalling writes.
+#[derive(Default)]
+struct LogRestart {
+    /// Writes the writer has finished.
+    writes: AtomicU64,
+    /// `writes + 1` when a passive checkpoint copied every frame of the first `writes` writes and none came while
+    /// it ran: the log is all copied until the writer's next write. 0: no such moment marked.
+    copied_through: AtomicU64,
+    /// The checkpointer found no such moment: 1, the writer restarts the log before its next write anyway
+    /// (copying what was written since the last passive checkpoint); 2, the same, waiting for readers of older
+    /// snapshots as long as any lock waits (the log outgrew [`OVERGROWN_FACTOR`] times its threshold).
+    due: AtomicU8,
+}
+
+impl LogRestart {
+    /// Before a write, with the writer held: starts the log again when the checkpointer asked for it.
+    fn before_write(&self, writer: &Connection) {
+        let marked = self.copied_through.load(Ordering::Acquire);
+        let wait = if marked != 0 && marked == self.writes.load(Ordering::Acquire) + 1 {
+            RESTART_READER_WAIT
+        } else {
+            match self.due.load(Ordering::Acquire) {
+                0 => return,
+                1 => RESTART_READER_WAIT,
+                _ => BUSY_TIMEOUT,
+            }
+        };
+        self.copied_through.store(0, Ordering::Release);
+        self.due.store(0, Ordering::Release);
+        if let Err(error) = restart_log(writer, wait) {
+            tracing::warn!(%error, "embedded store could not restart its write-ahead log; asked again later");
+        }
+    }
+
+    /// After a write, with the writer held.
+    fn after_write(&self) {
+        self.writes.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// A `RESTART` checkpoint on `connection` that waits at most `wait` for readers of older snapshots. A restart
+/// that readers kept from happening is no error: the checkpointer asks again.
+fn restart_log(connection: &Connection, wait: Duration) -> Result<(), rusqlite::Error> {
+    connection.busy_timeout(wait)?;
+    let restarted = connection.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()));
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    restarted
+}
+
+/// Checkpoints the WAL from a connection of its own every [`Checkpointing::interval`] until the writer is gone,
+/// and keeps the log from growing without bound.
 ///
 /// The writer runs with `wal_autocheckpoint = 0`: an automatic checkpoint runs inside the commit that crosses
 /// its threshold, and its `fsync`s made every few commits several times slower (measured on a batch of flow
-/// runs: 25 ms instead of 5). A passive checkpoint never blocks the writer or readers, but it never lets the log
-/// start again either: SQLite reuses the log from its beginning only when a write begins after a checkpoint that
-/// copied every frame, and under a steady stream of commits that moment never comes, so the log file grew without
-/// bound (hundreds of MiB in a one-minute benchmark), every frame appended to it allocated and zeroed a new file block (a
-/// twentieth of a flow run's cost, measured), and every page read searched a longer log index. So once the log
-/// holds [`Checkpointing::restart_frames`] frames the checkpointer marks a restart due, and the writer runs a
-/// `RESTART` checkpoint after its next write, still holding the writer: it copies the few frames written since
-/// the passive checkpoint, waits for readers of older snapshots (the busy timeout bounds the wait), and the next
-/// write starts the log again at its beginning, overwriting blocks the file already has. The file keeps its size:
-/// the log stays at about that size for good.
-/// (Asked of a separate connection, a `RESTART` waits for the write lock by polling, and a busy writer takes it
-/// again first every time.)
+/// runs: 25 ms instead of 5). A passive checkpoint never blocks the writer or readers, but alone it never lets
+/// the log start again: SQLite reuses the log from its beginning only when a write begins after a checkpoint that
+/// copied every frame, and under a steady stream of writes that moment never comes. The log file then grew
+/// without bound (hundreds of MiB in a one-minute benchmark), every frame appended allocated and zeroed a new file
+/// block (a twentieth of a flow run's cost, measured), and every page read searched a longer log index.
+///
+/// So once the log holds [`Checkpointing::restart_frames`] frames, the checkpointer has it started again
+/// ([`LogRestart`]):
+/// 1. It runs passive checkpoints back to back until one runs with no write finishing meanwhile: that one copied
+///    every frame, which stays true until the next write. It marks that, and the writer, before its next write
+///    and only if it wrote nothing since, runs a `RESTART` checkpoint: nothing is left to copy or `fsync`, so it
+///    takes microseconds, and the next write starts the log at its beginning again, overwriting blocks the file
+///    already has.
+/// 2. When writes keep landing during those checkpoints (a busy writer), it asks the writer to run the `RESTART`
+///    before its next write anyway: that copies only what was written since the last of them, and writes wait
+///    for its `fsync`s, a few milliseconds. (A `RESTART` with a whole interval's frames left to copy had stalled
+///    writes for 20 to 90 ms every second at 10k flow runs/s, tripling the p99 latency of flow runs.)
+///
+/// Either restart waits at most [`RESTART_READER_WAIT`] for readers of older snapshots and else waits for the
+/// next round; once the log holds [`OVERGROWN_FACTOR`] times the threshold (readers that never let go), the
+/// writer's restart waits for them as long as any lock waits. The log stays at about
+/// [`Checkpointing::restart_frames`] frames for good. (Asked of a separate connection, a `RESTART` waits for the
+/// write lock by polling, and a busy writer takes it again first every time.)
 fn spawn_checkpointer(
     path: &Path,
     writer: std::sync::Weak<Mutex<Connection>>,
-    restart_due: Arc<AtomicBool>,
+    restart: Arc<LogRestart>,
     checkpointing: Checkpointing,
 ) -> Result<(), PortError> {
     let connection =
         Connection::open(path).map_err(|e| PortError::Backend(format!("cannot open {}: {e}", path.display())))?;
-    connection.busy_timeout(Duration::from_secs(10)).map_err(backend_error)?;
-    // (busy, frames in the log, frames copied); -1 frames when the file is not in WAL mode.
-    let checkpoint = move |mode: &str| -> Result<i64, rusqlite::Error> {
-        connection.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| row.get(1))
+    connection.busy_timeout(BUSY_TIMEOUT).map_err(backend_error)?;
+    // Frames in the log after a passive checkpoint; -1 when the file is not in WAL mode.
+    let checkpoint = |connection: &Connection| -> Result<i64, rusqlite::Error> {
+        connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| row.get(1))
+    };
+    let round = move || -> Result<(), rusqlite::Error> {
+        let frames = checkpoint(&connection)?;
+        if frames < checkpointing.restart_frames {
+            return Ok(());
+        }
+        let overgrown = frames >= checkpointing.restart_frames.saturating_mul(OVERGROWN_FACTOR);
+        for _ in 0..if overgrown { 0 } else { CATCH_UP_ROUNDS } {
+            let writes = restart.writes.load(Ordering::Acquire);
+            checkpoint(&connection)?;
+            if restart.writes.load(Ordering::Acquire) == writes {
+                restart.copied_through.store(writes + 1, Ordering::Release);
+                return Ok(());
+            }
+        }
+        restart.due.store(if overgrown { 2 } else { 1 }, Ordering::Release);
+        Ok(())
     };
     std::thread::Builder::new()
         .name("flowhost-sqlite-checkpoint".into())
@@ -253,10 +341,8 @@ fn spawn_checkpointer(
             if writer.upgrade().is_none() {
                 return;
             }
-            match checkpoint("PASSIVE") {
-                Ok(frames) if frames >= checkpointing.restart_frames => restart_due.store(true, Ordering::Relaxed),
-                Ok(_) => {}
-                Err(error) => tracing::warn!(%error, "embedded store checkpoint failed; retrying"),
+            if let Err(error) = round() {
+                tracing::warn!(%error, "embedded store checkpoint failed; retrying");
             }
         })
         .map_err(|e| PortError::Backend(format!("cannot start the checkpoint thread: {e}")))?;
@@ -272,7 +358,7 @@ impl Db {
     pub(crate) fn open_checkpointing(path: &Path, checkpointing: Checkpointing) -> Result<Db, PortError> {
         let connection =
             Connection::open(path).map_err(|e| PortError::Backend(format!("cannot open {}: {e}", path.display())))?;
-        connection.busy_timeout(Duration::from_secs(10)).map_err(backend_error)?;
+        connection.busy_timeout(BUSY_TIMEOUT).map_err(backend_error)?;
         // Incremental vacuum takes effect only on a file with no tables yet (a new one): set before the schema.
         connection.execute_batch("PRAGMA auto_vacuum = INCREMENTAL;").map_err(backend_error)?;
         connection.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;").map_err(backend_error)?;
@@ -287,7 +373,7 @@ impl Db {
                     OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
                 )
                 .map_err(|e| PortError::Backend(format!("cannot open {} for reading: {e}", path.display())))?;
-                reader.busy_timeout(Duration::from_secs(10)).map_err(backend_error)?;
+                reader.busy_timeout(BUSY_TIMEOUT).map_err(backend_error)?;
                 reader.execute_batch("PRAGMA query_only = ON;").map_err(backend_error)?;
                 tune(&reader)?;
                 Ok(Mutex::new(reader))
@@ -295,9 +381,9 @@ impl Db {
             .collect::<Result<Vec<_>, PortError>>()?;
         connection.execute_batch("PRAGMA wal_autocheckpoint = 0;").map_err(backend_error)?;
         let writer = Arc::new(Mutex::new(connection));
-        let restart_due = Arc::new(AtomicBool::new(false));
-        spawn_checkpointer(path, Arc::downgrade(&writer), restart_due.clone(), checkpointing)?;
-        Ok(Db { writer, restart_due, readers: readers.into(), next_reader: Arc::new(AtomicUsize::new(0)) })
+        let restart = Arc::new(LogRestart::default());
+        spawn_checkpointer(path, Arc::downgrade(&writer), restart.clone(), checkpointing)?;
+        Ok(Db { writer, restart, readers: readers.into(), next_reader: Arc::new(AtomicUsize::new(0)) })
     }
 
     /// Runs `f` with the writer connection on the blocking pool.
@@ -312,19 +398,16 @@ impl Db {
             .map_err(|e| PortError::Backend(format!("embedded store task failed: {e}")))?
     }
 
-    /// Runs `f` with the writer connection on this thread, then restarts the write-ahead log when the
-    /// checkpointer asked for it.
+    /// Runs `f` with the writer connection on this thread, starting the write-ahead log again before it when
+    /// that is free ([`LogRestart`]).
     fn with_writer<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, rusqlite::Error>,
     ) -> Result<T, rusqlite::Error> {
         let mut guard = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.restart.before_write(&guard);
         let result = f(&mut guard);
-        if self.restart_due.swap(false, Ordering::Relaxed) {
-            if let Err(error) = guard.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(())) {
-                tracing::warn!(%error, "embedded store could not restart its write-ahead log; asked again later");
-            }
-        }
+        self.restart.after_write();
         result
     }
 
