@@ -21,7 +21,7 @@ use crate::bindings::{v1, v2};
 use crate::host::{HostState, TenantScope};
 use crate::projector::ProjectorPre;
 use crate::reuse::{Idle, IdleInstances};
-use crate::runtime::{arm, check_output, classify, finish, new_store, GuestError, Identity, Inner};
+use crate::runtime::{arm, check_output, classify, finish, new_store, store_memory_bytes, GuestError, Identity, Inner};
 use crate::{Capability, InvokeError, Limits, LoadError, Manifest, PackageVersion, Runtime};
 
 use v2::action::flowhost::plugin::types::InvocationContext as WitContext;
@@ -372,14 +372,14 @@ impl Plugin {
                 let instance =
                     pre.instantiate_async(&mut store).await.map_err(|error| classify(error, &store, limits))?;
                 let result = instance.call_invoke(&mut store, action, input).await;
-                finish(result, store, limits)
+                finish(result, &store, limits)
             }
             Exports::V2 { action: Some(pre), .. } => {
                 let instance =
                     pre.instantiate_async(&mut store).await.map_err(|error| classify(error, &store, limits))?;
                 let context = context.to_wit(self.deadline_ms(limits));
                 let result = instance.call_invoke(&mut store, &context, action, input).await;
-                finish(result, store, limits)
+                finish(result, &store, limits)
             }
             Exports::Projector(_) => Err(InvokeError::UnknownAction(action.to_string())),
             Exports::V2 { node_kind: Some(_), .. } => {
@@ -414,8 +414,7 @@ impl Plugin {
         input: &str,
         limits: &Limits,
     ) -> Result<String, InvokeError> {
-        let memory_bytes = limits.memory_bytes.min(self.inner.runtime.config.pool.max_memory_bytes);
-        let mut kept = match idle.take(&tenant, memory_bytes) {
+        let mut kept = match idle.take(&tenant, store_memory_bytes(&self.inner.runtime, limits)) {
             Some(mut kept) => {
                 arm(&mut kept.store, &self.inner.runtime, limits)?;
                 kept
@@ -429,17 +428,15 @@ impl Plugin {
         };
         kept.store.data_mut().smoke_test = context.smoke_test;
         let context = context.to_wit(self.deadline_ms(limits));
-        let answer = match kept.instance.call_invoke(&mut kept.store, &context, action, input).await {
-            Ok(answer) => answer,
-            Err(error) => return Err(classify(error, &kept.store, limits)),
-        };
-        if !kept.store.data().limiter.hit {
+        let result = kept.instance.call_invoke(&mut kept.store, &context, action, input).await;
+        // The guest returned (an answer or its own error) and stayed within its memory: the instance is sound.
+        let sound = result.is_ok() && !kept.store.data().limiter.hit;
+        let output = finish(result, &kept.store, limits);
+        if sound {
             kept.calls += 1;
             idle.give_back(kept);
         }
-        let output = answer.map_err(GuestError::into_invoke_error)?;
-        check_output(&output, limits)?;
-        Ok(output)
+        output
     }
 
     /// Whether the component is a projector (the `projector` world: [`Plugin::project`]).
@@ -497,12 +494,12 @@ impl Plugin {
             Exports::V1 { service: Some(pre), .. } => {
                 let instance = pre.instantiate_async(&mut store).await.map_err(|error| fail(error, &store))?;
                 let result = instance.flowhost_plugin_data_sources().call_query(&mut store, name, &params).await;
-                finish(result, store, limits)
+                finish(result, &store, limits)
             }
             Exports::V2 { service: Some(pre), .. } => {
                 let instance = pre.instantiate_async(&mut store).await.map_err(|error| fail(error, &store))?;
                 let result = instance.flowhost_plugin_data_sources().call_query(&mut store, name, &params).await;
-                finish(result, store, limits)
+                finish(result, &store, limits)
             }
             _ => Err(InvokeError::UnknownDataSource(name.to_string())),
         }

@@ -316,18 +316,17 @@ pub(crate) struct Identity {
     pub(crate) scope: Arc<str>,
 }
 
-/// Classifies a finished guest call and checks its output.
+/// Classifies a finished guest call (run in `store`) and checks its output.
 pub(crate) fn finish<E: GuestError>(
     result: wasmtime::Result<Result<String, E>>,
-    store: Store<HostState>,
+    store: &Store<HostState>,
     limits: &Limits,
 ) -> Result<String, InvokeError> {
     let output = match result {
         Ok(Ok(output)) => output,
         Ok(Err(error)) => return Err(error.into_invoke_error()),
-        Err(error) => return Err(classify(error, &store, limits)),
+        Err(error) => return Err(classify(error, store, limits)),
     };
-    drop(store);
     check_output(&output, limits)?;
     Ok(output)
 }
@@ -365,7 +364,7 @@ pub(crate) fn new_store(
     limits: &Limits,
     tenant: crate::host::TenantScope,
 ) -> Result<Store<HostState>, InvokeError> {
-    let memory_bytes = limits.memory_bytes.min(runtime.config.pool.max_memory_bytes);
+    let memory_bytes = store_memory_bytes(runtime, limits);
     let (wasi, output) = crate::wasi::locked_down_context(&identity.plugin, runtime.config.max_log_message_bytes);
     let state = HostState {
         plugin: identity.plugin.clone(),
@@ -396,6 +395,11 @@ pub(crate) fn new_store(
     });
     arm(&mut store, runtime, limits)?;
     Ok(store)
+}
+
+/// The memory cap of a store for `limits`: theirs, within the pool's ceiling.
+pub(crate) fn store_memory_bytes(runtime: &Inner, limits: &Limits) -> usize {
+    limits.memory_bytes.min(runtime.config.pool.max_memory_bytes)
 }
 
 /// Readies `store` for one call with `limits`: a new deadline, full fuel, and the per-invocation budgets (documents

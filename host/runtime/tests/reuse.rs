@@ -76,16 +76,28 @@ async fn a_failed_instance_is_never_used_again() {
 #[tokio::test]
 async fn every_call_of_a_kept_instance_has_its_own_deadline_and_fuel() {
     let (_runtime, plugin) = tally(RuntimeConfig::default()).await;
-    let a = tenant(Some("a"));
-    // Each call burns about a third of the fuel: the calls together burn several times what one may.
     let limits = Limits { fuel: Some(3_000_000), timeout: Duration::from_millis(200), ..plugin.limits().clone() };
-    for _ in 0..6 {
-        assert_eq!(plugin.invoke_in(&a, "burn", "100000", &limits).await, Ok("100000".into()));
+    // The most rounds of `burn` one call can run on the fuel, each probe on a fresh instance (a tenant of its
+    // own): a call of that many rounds spends nearly all of it, so two calls on fuel left over would not fit.
+    let (mut fits, mut fails) = (0_u64, 1_u64 << 24);
+    while fails - fits > 1_000 {
+        let rounds = (fits + fails) / 2;
+        let probe = tenant(Some(&format!("probe-{rounds}")));
+        match plugin.invoke_in(&probe, "burn", &rounds.to_string(), &limits).await {
+            Ok(_) => fits = rounds,
+            Err(InvokeError::OutOfFuel) => fails = rounds,
+            Err(other) => panic!("burn {rounds}: {other:?}"),
+        }
+    }
+    assert!(fits > 10_000, "one call must burn a measurable share of the fuel ({fits} rounds fit)");
+    let a = tenant(Some("a"));
+    for _ in 0..4 {
+        assert_eq!(plugin.invoke_in(&a, "burn", &fits.to_string(), &limits).await, Ok(fits.to_string()));
     }
     // Past the first call's deadline, a kept instance still runs a call within its own.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(plugin.invoke_in(&a, "burn", "100000", &limits).await, Ok("100000".into()));
-    assert_eq!(count(&plugin, Some("a")).await, 8);
+    assert_eq!(plugin.invoke_in(&a, "burn", &fits.to_string(), &limits).await, Ok(fits.to_string()));
+    assert_eq!(count(&plugin, Some("a")).await, 6);
 }
 
 #[tokio::test]
