@@ -63,6 +63,8 @@ async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(backends, dir.path());
     config.plugins.bundled = true;
+    // This test reads the cache where a host keeps it by default, in its data directory.
+    config.plugins.compile_cache_dir = None;
     let host = TestHost::start_with(config.clone()).await;
     let (status, plugins) = host.call("GET", "/api/v1/plugins", None).await;
     assert_eq!(status, 200, "{plugins}");

@@ -593,6 +593,10 @@ pub struct PluginsConfig {
     /// listed gets `log` and `clock` only, the bundled plugins what the bundle grants. An empty list grants
     /// nothing.
     pub grants: std::collections::BTreeMap<String, Vec<String>>,
+    /// Where compiled components are cached, keyed by their hash and the engine's settings
+    /// (`FLOWHOST_PLUGINS_COMPILE_CACHE_DIR`; default `<data_dir>/component-cache`). Nodes of one machine may
+    /// share one directory: entries are checksummed and written whole.
+    pub compile_cache_dir: Option<PathBuf>,
 }
 
 /// The host capabilities this version offers to plugins.
@@ -611,6 +615,7 @@ impl Default for PluginsConfig {
             bundled: true,
             capabilities: PLUGIN_CAPABILITIES.iter().map(|c| c.to_string()).collect(),
             grants: std::collections::BTreeMap::new(),
+            compile_cache_dir: None,
         }
     }
 }
@@ -1094,6 +1099,9 @@ impl Config {
         }
         if let Some(v) = get("FLOWHOST_PLUGINS_GRANTS") {
             plugins.grants = parse_grants(&v)?;
+        }
+        if let Some(v) = get("FLOWHOST_PLUGINS_COMPILE_CACHE_DIR") {
+            plugins.compile_cache_dir = Some(PathBuf::from(v));
         }
         if let Some(v) = get("FLOWHOST_LOG") {
             self.log.filter = v;
@@ -1854,6 +1862,9 @@ mod tests {
         let config = load(&[("FLOWHOST_PLUGINS_TIMEOUT_MS", "250"), ("FLOWHOST_PLUGINS_BUNDLED", "false")]).unwrap();
         assert_eq!((config.plugins.timeout_ms, config.plugins.bundled), (250, false));
         assert_eq!(config.plugins.max_component_bytes, 8 << 20);
+        assert_eq!(config.plugins.compile_cache_dir, None, "the default lives in the data directory");
+        let shared = load(&[("FLOWHOST_PLUGINS_COMPILE_CACHE_DIR", "/var/cache/flowhost")]).unwrap();
+        assert_eq!(shared.plugins.compile_cache_dir, Some(PathBuf::from("/var/cache/flowhost")));
         for (name, value) in [
             ("FLOWHOST_PLUGINS_MEMORY_BYTES", "1000000000"),
             ("FLOWHOST_PLUGINS_MAX_COMPONENT_BYTES", "20000000"),

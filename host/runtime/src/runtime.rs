@@ -199,7 +199,10 @@ impl Runtime {
         if let Err(error) =
             compiled.0.serialize().map_err(|e| std::io::Error::other(format!("{e:#}"))).and_then(|native| {
                 std::fs::create_dir_all(cache_dir)?;
-                let temporary = path.with_extension("tmp");
+                // Unique per writer: nodes sharing the directory may compile the same component at once.
+                static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let temporary = path.with_extension(format!("{}-{write}.tmp", std::process::id()));
                 let mut file = sha2::Sha256::digest(&native).to_vec();
                 file.extend_from_slice(&native);
                 std::fs::write(&temporary, file)?;
