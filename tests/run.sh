@@ -3,11 +3,13 @@
 #   1. installs what is missing (Debian packages for Redis and NATS, a Python venv with the Kafka-protocol and
 #      MongoDB-protocol servers; see tests/scripts/servers.sh),
 #   2. starts the four servers on loopback on free ports,
-#   3. builds the workspace (the binary tests start target/debug/flowhost) and runs every test binary with
-#      `cargo test --workspace --no-fail-fast`: a failing binary never hides the ones after it,
+#   3. builds the workspace (the binary tests start target/debug/flowhost) and its test binaries, and runs every
+#      test binary, FLOWHOST_TEST_JOBS (default 2) at a time (tests/scripts/run_binaries.py: most of the suite
+#      waits on servers and processes), then the doc tests: a failing binary never hides the ones after it,
 #   4. ends with the totals over every binary and the name of every failed test,
 #   5. stops the servers it started, by their pid files, whatever the outcome.
-# Extra arguments go to `cargo test` (e.g. `bash tests/run.sh -p flowhost-tests --test engine`).
+# Extra arguments select what `cargo test` builds (e.g. `bash tests/run.sh -p flowhost-tests --test engine`); those
+# after `--` go to every test binary (e.g. `bash tests/run.sh -p flowhost-runs -- retention`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,11 +26,22 @@ source "$state/env"
 # data directory, and compiling the same components for each was most of the suite's CPU.
 export FLOWHOST_PLUGINS_COMPILE_CACHE_DIR="$state/component-cache"
 
+# The arguments before `--` select the build; those after it go to the test binaries.
+build_args=() test_args=()
+while (($#)); do
+  if [[ $1 == -- ]]; then shift; test_args=("$@"); break; fi
+  build_args+=("$1"); shift
+done
+
 cargo build --workspace --bins
 log="$state/cargo-test.log"
 started=$SECONDS
 status=0
-cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || status=$?
+cargo test --workspace --no-run --message-format=json-render-diagnostics "${build_args[@]}" >"$state/artifacts.json"
+python3 "$scripts/run_binaries.py" "$state/artifacts.json" "${test_args[@]}" 2>&1 | tee "$log" || status=$?
+if ((${#build_args[@]} == 0)); then
+  cargo test --workspace --doc -- "${test_args[@]}" 2>&1 | tee -a "$log" || status=$?
+fi
 # The totals over every binary's "test result:" line, and each failed test by name.
 awk -v seconds=$((SECONDS - started)) -v status="$status" '
   /^test result:/ {
