@@ -986,6 +986,24 @@ async fn a_tenant_too_large_to_hold_lists_as_a_held_one(backends: Backends) {
     read_models.put_aggregate(&Aggregate::of("third", &third)).await.unwrap();
     two_tenants.page(&read_models, &first_page("third"), 1, 10).await.unwrap();
     assert_eq!(two_tenants.held(), [tenant, "third"], "the least recently used tenant went");
+
+    // A sync that wrote a tenant's rows but not yet its aggregate: a page lists the newer rows and counts them,
+    // never a total that its status counts disagree with.
+    let racing: Vec<CampaignDoc> =
+        rows[..6].iter().map(|row| CampaignDoc { tenant_id: "racing".into(), ..row.clone() }).collect();
+    read_models.put_aggregate(&Aggregate::of("racing", &racing[..2])).await.unwrap();
+    read_models.put_rows(&racing).await.unwrap();
+    let counts_of = |page: &flowhost_campaigns::list_cache::ListPage| {
+        let counts = page.aggregate.status_counts(None);
+        counts.as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum::<u64>()
+    };
+    let page = held.page(&read_models, &first_page("racing"), 1, 10).await.unwrap();
+    assert_eq!((page.total, counts_of(&page)), (6, 6), "the rows listed are the rows counted");
+    assert_eq!(page.aggregate.counters(None, None).campaigns, 6);
+    // Once the aggregate catches up, it is what a page counts with.
+    read_models.put_aggregate(&Aggregate::of("racing", &racing)).await.unwrap();
+    let page = held.page(&read_models, &first_page("racing"), 1, 10).await.unwrap();
+    assert_eq!((page.total, counts_of(&page)), (6, 6));
 }
 
 #[tokio::test]

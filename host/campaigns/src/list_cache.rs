@@ -6,7 +6,8 @@
 //! holds. A request reads the aggregate (with its version) and uses the entry when the version is unchanged or
 //! the aggregate's digest equals the entry's (an engagement-only change rewrites the aggregate but not what a
 //! row shows); otherwise it loads the rows again. The sync writes rows before their aggregate, so rows loaded
-//! in between are newer than the version they are kept with, never older.
+//! in between are newer than the version they are kept with, never older; until the aggregate catches up, a
+//! page's counts are the held rows' own, so its total and status counts never disagree.
 //!
 //! A tenant with more rows than the budget ([`MAX_CACHED_ROWS`]) is listed from the store; tenants beyond the budget are
 //! evicted least recently used first.
@@ -31,6 +32,10 @@ struct TenantRows {
     version: u64,
     digest: String,
     rows: Vec<CampaignDoc>,
+    /// The rows counted, when a sync landed between reading the aggregate and the rows (the rows are then newer
+    /// than its counts): used while the aggregate's digest differs from `digest`, so that a page's total,
+    /// summary and status counts always count the rows it lists.
+    counted: Option<Aggregate>,
     /// Positions in `rows` per filter and order, computed when first asked for.
     orders: Mutex<HashMap<OrderKey, Arc<Vec<u32>>>>,
     last_used: AtomicU64,
@@ -135,6 +140,10 @@ impl ListCache {
             let total = aggregate.counters(filter.campaign_origin, filter.ui_status).campaigns;
             return Ok(ListPage { rows, total, aggregate });
         };
+        let aggregate = match &cached.counted {
+            Some(counted) if cached.digest != aggregate.rows_digest => counted.clone(),
+            _ => aggregate,
+        };
         let order = cached.order((filter.campaign_origin, filter.ui_status, filter.sort, filter.direction));
         let start = usize::try_from((page - 1).saturating_mul(page_size)).unwrap_or(usize::MAX);
         let rows =
@@ -170,10 +179,13 @@ impl ListCache {
             return Ok(None);
         }
         let rows = read_models.rows_of_tenant(tenant).await?;
+        let digest = rows_digest(&rows);
+        let counted = (digest != aggregate.rows_digest).then(|| Aggregate::of(tenant, &rows));
         let entry = Arc::new(TenantRows {
             version,
-            digest: rows_digest(&rows),
+            digest,
             rows,
+            counted,
             orders: Mutex::default(),
             last_used: AtomicU64::new(self.uses.fetch_add(1, Atomic::Relaxed)),
         });
