@@ -41,9 +41,6 @@ pub enum Backends {
     Distributed,
 }
 
-/// The shared compile cache's directory, as a `flowhost` process reads it too.
-const COMPILE_CACHE_ENV: &str = "FLOWHOST_PLUGINS_COMPILE_CACHE_DIR";
-
 pub struct TestHost {
     pub base_url: String,
     pub ports: Ports,
@@ -68,7 +65,8 @@ impl TestHost {
         config.plugins.sync_interval_ms = 200;
         // Hosts share one compile cache when `tests/run.sh` names one: compiling the same components again for
         // every host was most of the suite's CPU.
-        config.plugins.compile_cache_dir = std::env::var_os(COMPILE_CACHE_ENV).map(std::path::PathBuf::from);
+        config.plugins.compile_cache_dir =
+            std::env::var_os(flowhost_core::config::COMPILE_CACHE_DIR_ENV).map(std::path::PathBuf::from);
         // The fixtures that keep documents are granted them, as an operator grants a plugin it trusts.
         for (fixture, granted) in FIXTURE_GRANTS {
             config.plugins.grants.insert(fixture.to_owned(), granted.iter().map(|c| c.to_string()).collect());

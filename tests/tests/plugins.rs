@@ -113,7 +113,7 @@ async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
 
     // A restart installs nothing twice and keeps them active; its compile cache spares compiling them again.
     host.stop().await;
-    let cache = std::fs::read_dir(dir.path().join("component-cache")).map(|entries| entries.count()).unwrap_or(0);
+    let cache = std::fs::read_dir(config.compile_cache_dir()).map(|entries| entries.count()).unwrap_or(0);
     assert_eq!(cache, bundled.len(), "one compiled entry per bundled plugin");
     let host = TestHost::start_with(config).await;
     let (_, mut again) = host.call("GET", "/api/v1/plugins", None).await;

@@ -179,9 +179,7 @@ fn new_component_store(
     let store_config = StoreConfig {
         max_component_bytes: config.plugins.max_component_bytes,
         sync_interval: Duration::from_millis(config.plugins.sync_interval_ms),
-        compile_cache: Some(
-            config.plugins.compile_cache_dir.clone().unwrap_or_else(|| config.data_dir.join("component-cache")),
-        ),
+        compile_cache: Some(config.compile_cache_dir()),
         grants: capabilities(&config.plugins.capabilities),
         plugin_grants: config.plugins.grants.iter().map(|(id, names)| (id.clone(), capabilities(names))).collect(),
         bundled: flowhost_runtime_fixtures::bundled()

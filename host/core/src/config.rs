@@ -599,6 +599,9 @@ pub struct PluginsConfig {
     pub compile_cache_dir: Option<PathBuf>,
 }
 
+/// The environment name of `plugins.compile_cache_dir` (the test harness points every host it starts at one).
+pub const COMPILE_CACHE_DIR_ENV: &str = "FLOWHOST_PLUGINS_COMPILE_CACHE_DIR";
+
 /// The host capabilities this version offers to plugins.
 pub const PLUGIN_CAPABILITIES: [&str; 4] = ["log", "clock", "documents", "notifications"];
 
@@ -1100,7 +1103,7 @@ impl Config {
         if let Some(v) = get("FLOWHOST_PLUGINS_GRANTS") {
             plugins.grants = parse_grants(&v)?;
         }
-        if let Some(v) = get("FLOWHOST_PLUGINS_COMPILE_CACHE_DIR") {
+        if let Some(v) = get(COMPILE_CACHE_DIR_ENV) {
             plugins.compile_cache_dir = Some(PathBuf::from(v));
         }
         if let Some(v) = get("FLOWHOST_LOG") {
@@ -1465,7 +1468,6 @@ impl Config {
         Ok(())
     }
 
-    /// The main listener's address, `api.host:api.port` (the admin API's, and the push routes' by default).
     /// The base URL services reach this API under: `api.public_base_url`, else `api.http_addr`, else the API's
     /// address (loopback when it listens on every interface).
     pub fn public_base_url(&self) -> String {
@@ -1483,6 +1485,13 @@ impl Config {
         (self.engine.dedup_ttl_ms > 0).then(|| std::time::Duration::from_millis(self.engine.dedup_ttl_ms))
     }
 
+    /// Where compiled components are cached: `plugins.compile_cache_dir`, else `component-cache` in the data
+    /// directory.
+    pub fn compile_cache_dir(&self) -> PathBuf {
+        self.plugins.compile_cache_dir.clone().unwrap_or_else(|| self.data_dir.join("component-cache"))
+    }
+
+    /// The main listener's address, `api.host:api.port` (the admin API's, and the push routes' by default).
     pub fn api_addr(&self) -> String {
         if self.api.host.contains(':') && !self.api.host.starts_with('[') {
             format!("[{}]:{}", self.api.host, self.api.port)
