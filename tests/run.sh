@@ -6,7 +6,8 @@
 #   3. builds the workspace (the binary tests start target/debug/flowhost) and its test binaries, and runs every
 #      test binary, FLOWHOST_TEST_JOBS (default 2) at a time (tests/scripts/run_binaries.py: most of the suite
 #      waits on servers and processes), then the doc tests: a failing binary never hides the ones after it,
-#   4. ends with the totals over every binary and the name of every failed test,
+#   4. ends with the totals over every binary and, for every failed test, its name and panic message (a long
+#      log is often read from its end),
 #   5. stops the servers it started, by their pid files, whatever the outcome.
 # Extra arguments select what `cargo test` builds (e.g. `bash tests/run.sh -p flowhost-tests --test engine`); those
 # after `--` go to every test binary (e.g. `bash tests/run.sh -p flowhost-runs -- retention`).
@@ -38,7 +39,7 @@ log="$state/cargo-test.log"
 started=$SECONDS
 status=0
 cargo test --workspace --no-run --message-format=json-render-diagnostics "${build_args[@]}" >"$state/artifacts.json"
-python3 "$scripts/run_binaries.py" "$state/artifacts.json" "${test_args[@]}" 2>&1 | tee "$log" || status=$?
+python3 "$scripts/run_binaries.py" "$state/artifacts.json" "$state/failures.txt" "${test_args[@]}" 2>&1 | tee "$log" || status=$?
 if ((${#build_args[@]} == 0)); then
   cargo test --workspace --doc -- "${test_args[@]}" 2>&1 | tee -a "$log" || status=$?
 fi
@@ -58,4 +59,8 @@ awk -v seconds=$((SECONDS - started)) -v status="$status" '
     if (failed) printf "[tests] failed:%s\n", names
     if (status != 0 && !failed) printf "[tests] a build or a test binary failed before reporting its tests: see cargo'"'"'s error above\n"
   }' "$log"
+if [[ -s $state/failures.txt ]]; then
+  echo "[tests] why each failed (its panic message; the whole output is above):"
+  cat "$state/failures.txt"
+fi
 exit "$status"

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Runs the workspace's test binaries a few at a time and prints each one's output whole, in cargo's format.
 
-Usage: run_binaries.py ARTIFACTS [ARGS...]
+Usage: run_binaries.py ARTIFACTS DIGEST [ARGS...]
   ARTIFACTS  the output of `cargo test --no-run --message-format=json-render-diagnostics`
+  DIGEST     a file to write each failed test's name and panic message to, without the backtrace (what a
+             reader of a long log needs first; `tests/run.sh` prints it last)
   ARGS       passed to every test binary (a name filter, `--ignored`, ...)
 
 Most of the suite's time is spent waiting (consumer groups joining, leases expiring, processes starting), so
@@ -14,6 +16,7 @@ Exits with 1 when any binary fails (every binary runs: a failure never hides the
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -47,11 +50,35 @@ def binaries(artifacts_path):
     return sorted(found, key=lambda b: rank.get(b[0], len(rank)))
 
 
+def failure_digest(binary, output, lines_per_failure=6, width=300):
+    """Each failed test of a binary's output: its name, then its panic message up to the backtrace."""
+    digest = []
+    for section in re.split(r"^---- ", output, flags=re.MULTILINE)[1:]:
+        header, _, body = section.partition("\n")
+        name = header.removesuffix(" stdout ----").removesuffix(" stderr ----")
+        lines = []
+        started = False
+        for line in body.splitlines():
+            if line.startswith(("stack backtrace:", "note: run with", "failures:", "---- ")):
+                if started:
+                    break
+            if "panicked at" in line:
+                started = True
+            if started and line.strip():
+                lines.append(line if len(line) <= width else line[:width] + " [...]")
+            if len(lines) >= lines_per_failure:
+                break
+        digest.append(f"{binary}::{name}\n" + "".join(f"    {line}\n" for line in lines or ["(no panic message)"]))
+    return digest
+
+
 def main():
-    if len(sys.argv) < 2:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
     queue = binaries(sys.argv[1])
-    extra = sys.argv[2:]
+    digest_path = sys.argv[2]
+    extra = sys.argv[3:]
+    digest = []
     jobs = max(1, int(os.environ.get("FLOWHOST_TEST_JOBS", "2")))
     lock = threading.Condition()
     cpu_bound_running = [False]
@@ -88,6 +115,7 @@ def main():
                 sys.stdout.flush()
                 if done.returncode != 0:
                     failed.append(name)
+                    digest.extend(failure_digest(name, done.stdout.decode("utf-8", "replace")))
                     print(f"error: test binary `{name}` failed (exit status {done.returncode})", flush=True)
 
     threads = [threading.Thread(target=worker) for _ in range(jobs)]
@@ -95,6 +123,8 @@ def main():
         thread.start()
     for thread in threads:
         thread.join()
+    with open(digest_path, "w", encoding="utf-8") as out:
+        out.write("".join(digest))
     if failed:
         print(f"error: {len(failed)} test binaries failed: {', '.join(failed)}", flush=True)
         sys.exit(1)

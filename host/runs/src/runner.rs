@@ -352,14 +352,18 @@ impl Shared {
                             info!("every Kafka retarget topic exists; the flows' sources are consumed");
                         }
                     }
+                    let missing = loaded.missing_topics.clone();
                     self.metrics.plans_loaded.set(loaded.len() as i64);
-                    self.metrics.retarget_topics_missing.set(loaded.missing_topics.len() as i64);
-                    *self.status.missing.lock().unwrap_or_else(|p| p.into_inner()) = loaded.missing_topics.clone();
-                    self.status.loaded.store(true, std::sync::atomic::Ordering::Release);
                     self.older.lock().unwrap_or_else(|p| p.into_inner()).clear();
                     let (sources, blocked) = (loaded.source_topics(), loaded.blocked_topics());
                     plans.send_replace(Arc::new(loaded));
+                    // The consumer's topic set changes before readiness and the gauge say so: a record polled
+                    // after `/ready` reports a missing topic is then never read under the old set (the source
+                    // consumer drops a batch read while its set changed).
                     topics.flows(sources, blocked);
+                    self.metrics.retarget_topics_missing.set(missing.len() as i64);
+                    *self.status.missing.lock().unwrap_or_else(|p| p.into_inner()) = missing;
+                    self.status.loaded.store(true, std::sync::atomic::Ordering::Release);
                 }
                 Err(error) => {
                     self.metrics.errors.with_label_values(&["reload"]).inc();
