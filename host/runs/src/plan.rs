@@ -405,7 +405,8 @@ fn segment_of<'a>(
 /// Every runnable flow, indexed by source topic and event type.
 #[derive(Debug, Default)]
 pub struct Plans {
-    by_source: HashMap<(String, String), Vec<Arc<FlowPlan>>>,
+    /// By source topic, then event type (looked up per record without building a key).
+    by_source: HashMap<String, HashMap<String, Vec<Arc<FlowPlan>>>>,
     by_flow: HashMap<String, Arc<FlowPlan>>,
     /// Retarget topics that do not exist, with the flows that need them: their source topics are not consumed.
     pub missing_topics: Vec<(String, String)>,
@@ -444,7 +445,13 @@ impl Plans {
                         plans.missing_topics.extend(missing.into_iter().map(|t| (record.id.clone(), t)));
                         continue;
                     }
-                    plans.by_source.entry((plan.topic.clone(), plan.event_type.clone())).or_default().push(plan);
+                    plans
+                        .by_source
+                        .entry(plan.topic.clone())
+                        .or_default()
+                        .entry(plan.event_type.clone())
+                        .or_default()
+                        .push(plan);
                 }
                 Err(problem) => warn!(flow = %record.id, number, %problem, "a released flow cannot run"),
             }
@@ -456,15 +463,15 @@ impl Plans {
             .filter_map(|(flow, _)| plans.by_flow.get(flow))
             .map(|p| p.topic.clone())
             .collect();
-        plans.by_source.retain(|(topic, _), _| !blocked.contains(topic));
+        plans.by_source.retain(|topic, _| !blocked.contains(topic));
         plans.blocked = blocked;
-        plans.sources = plans.by_source.keys().map(|(topic, _)| topic.clone()).collect();
+        plans.sources = plans.by_source.keys().cloned().collect();
         Ok(plans)
     }
 
     /// The flows an event of `event_type` on `topic` starts.
     pub fn matching(&self, topic: &str, event_type: &str) -> &[Arc<FlowPlan>] {
-        self.by_source.get(&(topic.to_owned(), event_type.to_owned())).map_or(&[], Vec::as_slice)
+        self.by_source.get(topic).and_then(|types| types.get(event_type)).map_or(&[], Vec::as_slice)
     }
 
     /// The plan of a flow at a version, when that is the version loaded (a replay to the run's version of an

@@ -498,10 +498,14 @@ impl Shared {
                 debug!(topic = %record.topic, offset = record.offset, "a record that is not an event starts no run");
                 continue;
             };
-            for plan in plans.matching(&record.topic, &event.event_type) {
-                let run_id = ids::run_id(&plan.flow_id, record);
-                starts.push((index, event.clone(), plan.clone(), run_id));
+            // Each flow's run gets the event; the last one takes it without a copy (most records start one).
+            let Some((last, others)) = plans.matching(&record.topic, &event.event_type).split_last() else {
+                continue;
+            };
+            for plan in others {
+                starts.push((index, event.clone(), plan.clone(), ids::run_id(&plan.flow_id, record)));
             }
+            starts.push((index, event, last.clone(), ids::run_id(&last.flow_id, record)));
         }
         if starts.is_empty() {
             return true;

@@ -14,7 +14,7 @@
 //! (`FLOWHOST_TEST_KAFKA_BROKERS`, `FLOWHOST_TEST_NATS_URL`; see tests/scripts/servers.sh), with topics on Kafka
 //! and subjects on NATS (documents stay embedded: the MongoDB-protocol test server is no performance reference).
 //!
-//!     cargo run --release -p flowhost-tests --bin runs-throughput [-- EVENTS]
+//!     cargo run --release -p flowhost-tests --bin runs-throughput [-- EVENTS [native|wasm|kafka]]
 
 use std::time::{Duration, Instant};
 
@@ -71,6 +71,17 @@ async fn publish(host: &TestHost, topic: &str, from: usize, count: usize) {
     }
 }
 
+/// User and system CPU time of this process so far, from `/proc/self/stat` (NaN where there is none): what a
+/// run costs in CPU, whichever thread spent it.
+fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return f64::NAN };
+    // The fields after the command name (which may hold spaces) start at its closing parenthesis; utime and
+    // stime are the 14th and 15th fields, in clock ticks (100 a second on Linux).
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    (ticks(14) + ticks(15)) / 100.0
+}
+
 fn chrono_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
@@ -98,6 +109,8 @@ struct Figures {
     label: &'static str,
     to_first_run_ms: f64,
     events: usize,
+    /// CPU time of the whole process (every thread) per run while the backlog ran.
+    cpu_us_per_run: f64,
     runs_per_s: f64,
     rate: f64,
     p50_ms: f64,
@@ -134,8 +147,10 @@ async fn measure(label: &'static str, kafka: bool, node_kinds: NodeKindsMode, ev
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let first_run = Instant::now();
+    let cpu_before = process_cpu_seconds();
     assert!(wait_completed(&host, events as f64, Duration::from_secs(600)).await, "runs did not complete");
     let runs_per_s = events as f64 / first_run.elapsed().as_secs_f64();
+    let cpu_us_per_run = (process_cpu_seconds() - cpu_before) * 1e6 / events as f64;
     let to_first_run_ms = first_run.duration_since(release).as_secs_f64() * 1000.0;
     eprintln!("{label}: {runs_per_s:.0} runs/s; measuring latency at half that rate");
 
@@ -174,6 +189,7 @@ async fn measure(label: &'static str, kafka: bool, node_kinds: NodeKindsMode, ev
         label,
         to_first_run_ms,
         events,
+        cpu_us_per_run,
         runs_per_s,
         rate,
         p50_ms: at(0.5),
@@ -187,25 +203,33 @@ async fn measure(label: &'static str, kafka: bool, node_kinds: NodeKindsMode, ev
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let events: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(40_000);
-    let mut rows = vec![
-        measure("embedded (SQLite documents and log, in-process subjects)", false, NodeKindsMode::Native, events).await,
-        measure("embedded, `engine.node_kinds = wasm`", false, NodeKindsMode::Wasm, events).await,
-    ];
-    if std::env::var_os("FLOWHOST_TEST_KAFKA_BROKERS").is_some() && std::env::var_os("FLOWHOST_TEST_NATS_URL").is_some()
-    {
+    // An optional second argument runs one row only (`native`, `wasm` or `kafka`), e.g. under a profiler.
+    let only = std::env::args().nth(2);
+    let wanted = |row: &str| only.as_deref().is_none_or(|only| only == row);
+    let mut rows = Vec::new();
+    if wanted("native") {
+        let label = "embedded (SQLite documents and log, in-process subjects)";
+        rows.push(measure(label, false, NodeKindsMode::Native, events).await);
+    }
+    if wanted("wasm") {
+        rows.push(measure("embedded, `engine.node_kinds = wasm`", false, NodeKindsMode::Wasm, events).await);
+    }
+    let servers = std::env::var_os("FLOWHOST_TEST_KAFKA_BROKERS").is_some()
+        && std::env::var_os("FLOWHOST_TEST_NATS_URL").is_some();
+    if servers && wanted("kafka") {
         let label = "Kafka (tansu) topics, NATS subjects, SQLite documents";
         rows.push(measure(label, true, NodeKindsMode::Native, events).await);
     }
     println!("Flow runs: source -> condition -> mapping -> noop wasm action -> output, {events} runs");
     println!();
     println!(
-        "| Backends | runs/s (cold backlog) | release to first run | half load (runs/s) | p50 source-to-output | p99 | latency samples |"
+        "| Backends | runs/s (cold backlog) | CPU per run | release to first run | half load (runs/s) | p50 source-to-output | p99 | latency samples |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for f in rows {
         println!(
-            "| {} | {:.0} | {:.0} ms | {:.0} | {:.1} ms | {:.1} ms | {} |",
-            f.label, f.runs_per_s, f.to_first_run_ms, f.rate, f.p50_ms, f.p99_ms, f.latency_events
+            "| {} | {:.0} | {:.0} µs | {:.0} ms | {:.0} | {:.1} ms | {:.1} ms | {} |",
+            f.label, f.runs_per_s, f.cpu_us_per_run, f.to_first_run_ms, f.rate, f.p50_ms, f.p99_ms, f.latency_events
         );
         let _ = f.events;
     }
