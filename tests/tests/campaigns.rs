@@ -10,7 +10,7 @@ use std::time::Duration;
 use flowhost_core::config::Role;
 use flowhost_tests::faulty::FaultyDocuments;
 use flowhost_tests::gateway::free_port;
-use flowhost_tests::{Backends, TestHost};
+use flowhost_tests::{eventually, Backends, TestHost};
 use serde_json::{json, Value};
 
 struct Campaigns {
@@ -116,15 +116,12 @@ impl Campaigns {
     /// Waits until the `campaigns` slice's gauges of `tenant` satisfy `state`; answers the scrape. A sync cycle
     /// on a loaded test server can outlast the slice's freshness, so a state is waited for, never sampled once.
     async fn wait_gauges(&self, tenant: &str, what: &str, state: impl Fn(&dyn Fn(&str) -> Option<f64>) -> bool) {
-        let until = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
+        let state = &state;
+        eventually(what, 60, || async move {
             let metrics = self.metrics().await;
-            if state(&|measure| Campaigns::gauge(&metrics, tenant, "campaigns", measure)) {
-                return;
-            }
-            assert!(tokio::time::Instant::now() < until, "never {what}: {metrics}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            state(&|measure| Campaigns::gauge(&metrics, tenant, "campaigns", measure)).then_some(())
+        })
+        .await
     }
 
     fn gauge(metrics: &str, tenant: &str, slice: &str, measure: &str) -> Option<f64> {
@@ -315,16 +312,12 @@ async fn a_failing_source_is_served_stale_with_its_gauges(backends: Backends) {
     let list = c.wait_total(&t, 2).await;
     assert_eq!(list["freshness"]["campaigns"]["consecutive_failures"], 0, "{list}");
     // Fresh again: the list says so as long as the slice's last success is recent (waited for, see above).
-    let until = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
+    let list = eventually("the list fresh again", 60, || async {
         let (_, list) = c.get(&format!("/api/v1/campaigns?tenant_id={t}")).await;
-        if list["freshness"]["campaigns"]["state"] == "fresh" {
-            assert_eq!(list["freshness"]["campaigns"]["consecutive_failures"], 0, "{list}");
-            break;
-        }
-        assert!(tokio::time::Instant::now() < until, "never fresh again: {list}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        (list["freshness"]["campaigns"]["state"] == "fresh").then_some(list)
+    })
+    .await;
+    assert_eq!(list["freshness"]["campaigns"]["consecutive_failures"], 0, "{list}");
     c.host.stop().await;
 }
 
