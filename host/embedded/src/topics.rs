@@ -31,6 +31,9 @@ struct Inner {
     default_partitions: i32,
     clock: Arc<dyn Clock>,
     appended: Notify,
+    /// Transactions appended to each topic by this process, so a consumer woken by [`Inner::appended`] reads
+    /// again only when one of its topics grew.
+    appends: Mutex<HashMap<String, u64>>,
     round_robin: AtomicU64,
     next_member: AtomicU64,
     /// Live members of each consumer group in this process, in join order.
@@ -49,6 +52,7 @@ impl SqliteTopics {
                 default_partitions: default_partitions.max(1),
                 clock,
                 appended: Notify::new(),
+                appends: Mutex::new(HashMap::new()),
                 round_robin: AtomicU64::new(0),
                 next_member: AtomicU64::new(1),
                 members: Mutex::new(HashMap::new()),
@@ -236,6 +240,12 @@ impl Topics for SqliteTopics {
                 tx.commit()
             })
             .await?;
+        {
+            let mut appends = self.inner.appends.lock().unwrap_or_else(|p| p.into_inner());
+            for topic in records.iter().map(|r| r.topic.as_str()).collect::<HashSet<_>>() {
+                *appends.entry(topic.to_owned()).or_default() += 1;
+            }
+        }
         self.inner.appended.notify_waiters();
         Ok(())
     }
@@ -383,6 +393,12 @@ impl SqliteConsumer {
         }
     }
 
+    /// Transactions appended to this member's topics by this process so far (see [`Inner::appends`]).
+    fn appends(&self) -> u64 {
+        let appends = self.inner.appends.lock().unwrap_or_else(|p| p.into_inner());
+        self.config.topics.iter().filter_map(|topic| appends.get(topic)).sum()
+    }
+
     fn check_open(&self) -> Result<(), PortError> {
         if self.closed {
             return Err(PortError::Invalid(format!("the consumer of group {:?} is closed", self.config.group)));
@@ -399,85 +415,138 @@ impl SqliteConsumer {
     }
 
     /// One read: refreshes the assignment, then fetches up to `max` records from the assigned partitions.
+    ///
+    /// On a reader connection when that needs no write (every topic exists and no partition with marked
+    /// positions was revoked), so a poll never queues behind the writer: a producer's transaction, a commit or a
+    /// restart of the write-ahead log. Else on the writer, which creates the topics and commits the marks first.
     async fn fetch(&mut self, max: usize) -> Result<Vec<Record>, PortError> {
         let (rank, members) = self.rank();
-        let topics = self.config.topics.clone();
-        let group = self.config.group.clone();
-        let start = self.config.start;
-        let default_partitions = self.inner.default_partitions;
-        let mut positions = std::mem::take(&mut self.positions);
-        let marks = self.marks.clone();
-        let paused = self.paused.clone();
-        let (positions, records, assigned) = self
-            .inner
-            .db
-            .call(move |c| {
-                let mut assigned = Vec::new();
-                for topic in &topics {
-                    for partition in 0..ensure_topic(c, topic, default_partitions)? {
-                        assigned.push((topic.clone(), partition));
-                    }
-                }
-                let assigned: Vec<(String, i32)> =
-                    assigned.into_iter().enumerate().filter(|(i, _)| i % members == rank).map(|(_, p)| p).collect();
-                positions.retain(|slot, _| assigned.contains(slot));
-                // Partitions this member lost: commit what it marked there before anyone reads on.
-                let revoked: BTreeMap<(String, i32), i64> =
-                    marks.into_iter().filter(|(slot, _)| !assigned.contains(slot)).collect();
-                if !revoked.is_empty() {
-                    store_offsets(c, &group, &marks_to_positions(&revoked))?;
-                }
-                for (topic, partition) in &assigned {
-                    if positions.contains_key(&(topic.clone(), *partition)) {
-                        continue;
-                    }
-                    let committed = committed_offset(c, &group, topic, *partition)?;
-                    let position = match (committed, start) {
-                        (Some(offset), _) => offset,
-                        (None, StartFrom::Earliest) => 0,
-                        (None, StartFrom::Latest) => end_offset(c, topic, *partition)?,
-                    };
-                    positions.insert((topic.clone(), *partition), position);
-                }
-                let mut records = Vec::new();
-                let mut select = c.prepare_cached(
-                    "SELECT offset, key, value, headers, timestamp_ms FROM records
-                     WHERE topic = ?1 AND partition = ?2 AND offset >= ?3 ORDER BY offset LIMIT ?4",
-                )?;
-                for (topic, partition) in &assigned {
-                    if records.len() >= max {
-                        break;
-                    }
-                    if paused.contains(&(topic.clone(), *partition)) {
-                        continue;
-                    }
-                    let position = positions[&(topic.clone(), *partition)];
-                    let rows =
-                        select.query_map(params![topic, partition, position, (max - records.len()) as i64], |row| {
-                            Ok(Record {
-                                topic: topic.clone(),
-                                partition: *partition,
-                                offset: row.get(0)?,
-                                key: row.get(1)?,
-                                value: row.get(2)?,
-                                headers: decode_headers(&row.get::<_, Option<Vec<u8>>>(3)?.unwrap_or_default()),
-                                timestamp_ms: row.get(4)?,
-                            })
-                        })?;
-                    for record in rows {
-                        let record = record?;
-                        positions.insert((topic.clone(), *partition), record.offset + 1);
-                        records.push(record);
-                    }
-                }
-                Ok((positions, records, assigned))
-            })
-            .await?;
-        self.positions = positions;
-        self.marks.retain(|slot, _| assigned.contains(slot));
-        self.paused.retain(|slot| assigned.contains(slot));
-        Ok(records)
+        let request = FetchRequest {
+            topics: self.config.topics.clone(),
+            group: self.config.group.clone(),
+            start: self.config.start,
+            default_partitions: self.inner.default_partitions,
+            rank,
+            members,
+            positions: self.positions.clone(),
+            marks: self.marks.clone(),
+            paused: self.paused.clone(),
+            max: max.max(1),
+        };
+        let fetched = match self.inner.db.read(move |c| fetch_rows(c, &request, false).map(|f| (f, request))).await? {
+            (Some(fetched), _) => fetched,
+            (None, request) => {
+                let fetched = self.inner.db.call(move |c| fetch_rows(c, &request, true)).await?;
+                fetched.expect("the writer fetches")
+            }
+        };
+        self.positions = fetched.positions;
+        self.marks.retain(|slot, _| fetched.assigned.contains(slot));
+        self.paused.retain(|slot| fetched.assigned.contains(slot));
+        Ok(fetched.records)
     }
+}
+
+/// What one [`SqliteConsumer::fetch`] reads with.
+struct FetchRequest {
+    topics: Vec<String>,
+    group: String,
+    start: StartFrom,
+    default_partitions: i32,
+    /// This member's rank among `members` in its group.
+    rank: usize,
+    members: usize,
+    positions: HashMap<(String, i32), i64>,
+    marks: BTreeMap<(String, i32), i64>,
+    paused: HashSet<(String, i32)>,
+    max: usize,
+}
+
+/// What one fetch read: the member's new positions, its records and the partitions assigned to it.
+struct Fetched {
+    positions: HashMap<(String, i32), i64>,
+    records: Vec<Record>,
+    assigned: Vec<(String, i32)>,
+}
+
+/// Assigns the member its partitions (every `members`-th one from its rank), commits the marks of partitions
+/// it lost, and reads up to `max` records from its positions. `None` when that needs a write and `writable` is
+/// false: a topic to create or revoked marks to commit.
+fn fetch_rows(c: &mut Connection, request: &FetchRequest, writable: bool) -> Result<Option<Fetched>, rusqlite::Error> {
+    let FetchRequest { topics, group, start, default_partitions, rank, members, positions, marks, paused, max } =
+        request;
+    let mut assigned = Vec::new();
+    for topic in topics {
+        let partitions = if writable {
+            ensure_topic(c, topic, *default_partitions)?
+        } else {
+            let existing = c
+                .prepare_cached("SELECT partitions FROM topics WHERE name = ?1")?
+                .query_row(params![topic], |r| r.get(0))
+                .optional()?;
+            let Some(partitions) = existing else { return Ok(None) };
+            partitions
+        };
+        for partition in 0..partitions {
+            assigned.push((topic.clone(), partition));
+        }
+    }
+    let assigned: Vec<(String, i32)> =
+        assigned.into_iter().enumerate().filter(|(i, _)| i % members == *rank).map(|(_, p)| p).collect();
+    let mut positions: HashMap<(String, i32), i64> =
+        positions.iter().filter(|(slot, _)| assigned.contains(slot)).map(|(slot, at)| (slot.clone(), *at)).collect();
+    // Partitions this member lost: commit what it marked there before anyone reads on.
+    let revoked: BTreeMap<(String, i32), i64> =
+        marks.iter().filter(|(slot, _)| !assigned.contains(slot)).map(|(slot, at)| (slot.clone(), *at)).collect();
+    if !revoked.is_empty() {
+        if !writable {
+            return Ok(None);
+        }
+        store_offsets(c, group, &marks_to_positions(&revoked))?;
+    }
+    for (topic, partition) in &assigned {
+        if positions.contains_key(&(topic.clone(), *partition)) {
+            continue;
+        }
+        let committed = committed_offset(c, group, topic, *partition)?;
+        let position = match (committed, start) {
+            (Some(offset), _) => offset,
+            (None, StartFrom::Earliest) => 0,
+            (None, StartFrom::Latest) => end_offset(c, topic, *partition)?,
+        };
+        positions.insert((topic.clone(), *partition), position);
+    }
+    let mut records = Vec::new();
+    let mut select = c.prepare_cached(
+        "SELECT offset, key, value, headers, timestamp_ms FROM records
+         WHERE topic = ?1 AND partition = ?2 AND offset >= ?3 ORDER BY offset LIMIT ?4",
+    )?;
+    for (topic, partition) in &assigned {
+        if records.len() >= *max {
+            break;
+        }
+        if paused.contains(&(topic.clone(), *partition)) {
+            continue;
+        }
+        let position = positions[&(topic.clone(), *partition)];
+        let rows = select.query_map(params![topic, partition, position, (max - records.len()) as i64], |row| {
+            Ok(Record {
+                topic: topic.clone(),
+                partition: *partition,
+                offset: row.get(0)?,
+                key: row.get(1)?,
+                value: row.get(2)?,
+                headers: decode_headers(&row.get::<_, Option<Vec<u8>>>(3)?.unwrap_or_default()),
+                timestamp_ms: row.get(4)?,
+            })
+        })?;
+        for record in rows {
+            let record = record?;
+            positions.insert((topic.clone(), *partition), record.offset + 1);
+            records.push(record);
+        }
+    }
+    Ok(Some(Fetched { positions, records, assigned }))
 }
 
 #[async_trait]
@@ -490,13 +559,22 @@ impl TopicConsumer for SqliteConsumer {
             let appended = inner.appended.notified();
             tokio::pin!(appended);
             appended.as_mut().enable();
+            let seen = self.appends();
             let records = self.fetch(max.max(1)).await?;
             let now = tokio::time::Instant::now();
             if !records.is_empty() || now >= deadline {
                 return Ok(records);
             }
-            let wait = (deadline - now).min(CROSS_PROCESS_POLL);
-            let _ = tokio::time::timeout(wait, appended).await;
+            // Read again after an append to one of this member's topics in this process, or after a while
+            // (another process may append to the file). An append to another topic only wakes the wait.
+            let until = now + (deadline - now).min(CROSS_PROCESS_POLL);
+            while tokio::time::timeout_at(until, appended.as_mut()).await.is_ok() {
+                appended.set(inner.appended.notified());
+                appended.as_mut().enable();
+                if self.appends() != seen {
+                    break;
+                }
+            }
         }
     }
 

@@ -7,7 +7,10 @@
 //!    a one-off per release, and counting it made the figure depend on where in the reload interval and the
 //!    group's join the release fell (up to 2.5x on the same build).
 //! 2. Latency at half load: events published at half the measured rate for a few seconds, each stamped with
-//!    its send time; the output records' timestamps minus that, p50 / p99.
+//!    its send time; the output records' timestamps minus that, p50 / p99. The process's CPU per run over that
+//!    phase is printed on stderr. `FLOWHOST_BENCH_LATENCY_RATE=N` publishes at N runs/s instead (to compare two
+//!    builds at the same load); `FLOWHOST_BENCH_TIMELINE=1` lists the 100 ms windows whose slowest output took
+//!    over 20 ms.
 //!
 //! On the embedded store, log and subjects, with the conditions and mappings native and as components
 //! (`engine.node_kinds = wasm`) in the same run; and, when the test servers' environment is set
@@ -155,10 +158,13 @@ async fn measure(label: &'static str, kafka: bool, node_kinds: NodeKindsMode, ev
     eprintln!("{label}: {runs_per_s:.0} runs/s; measuring latency at half that rate");
 
     // Half load: publish at half the rate for a few seconds, in 10 ms slices.
-    let rate = runs_per_s / 2.0;
+    // `FLOWHOST_BENCH_LATENCY_RATE` (runs/s) fixes the rate instead, to compare builds at the same load.
+    let rate =
+        std::env::var("FLOWHOST_BENCH_LATENCY_RATE").ok().and_then(|r| r.parse().ok()).unwrap_or(runs_per_s / 2.0);
     let total = (rate * LATENCY_SECONDS as f64) as usize;
     let per_slice = ((rate / 100.0).ceil() as usize).max(1);
     let begin = Instant::now();
+    let half_cpu_before = process_cpu_seconds();
     let mut sent = 0;
     while sent < total {
         let due = begin + Duration::from_millis((sent as f64 / rate * 1000.0) as u64);
@@ -173,16 +179,25 @@ async fn measure(label: &'static str, kafka: bool, node_kinds: NodeKindsMode, ev
         wait_completed(&host, (events + total) as f64, Duration::from_secs(120)).await,
         "half-load runs did not complete"
     );
+    eprintln!(
+        "{label}: half load: {:.0} µs of CPU per run, {:.0}% of two cores",
+        (process_cpu_seconds() - half_cpu_before) * 1e6 / total as f64,
+        (process_cpu_seconds() - half_cpu_before) * 100.0 / 2.0 / begin.elapsed().as_secs_f64()
+    );
     let outputs = host.read(&out, events + total, Duration::from_secs(60)).await;
-    let mut latencies: Vec<f64> = outputs
+    let timed: Vec<(i64, f64)> = outputs
         .iter()
         .filter_map(|record| {
             let value: Value = serde_json::from_slice(&record.value).ok()?;
             let player: usize = value["player"].as_str()?.trim_start_matches('p').parse().ok()?;
             let sent_ms = value["sent_ms"].as_i64()?;
-            (player >= events).then(|| (record.timestamp_ms - sent_ms) as f64)
+            (player >= events).then(|| (sent_ms, (record.timestamp_ms - sent_ms) as f64))
         })
         .collect();
+    if std::env::var_os("FLOWHOST_BENCH_TIMELINE").is_some() {
+        print_slow_windows(label, &timed);
+    }
+    let mut latencies: Vec<f64> = timed.iter().map(|(_, latency)| *latency).collect();
     latencies.sort_by(|a, b| a.total_cmp(b));
     let at = |p: f64| latencies.get(((latencies.len().max(1) - 1) as f64 * p) as usize).copied().unwrap_or(f64::NAN);
     let figures = Figures {
@@ -198,6 +213,21 @@ async fn measure(label: &'static str, kafka: bool, node_kinds: NodeKindsMode, ev
     };
     host.stop().await;
     figures
+}
+
+/// With `FLOWHOST_BENCH_TIMELINE` set: the half-load outputs grouped into 100 ms windows by send time, and the
+/// windows whose slowest output took over 20 ms, on stderr, to tell a periodic stall from a steady queue.
+fn print_slow_windows(label: &str, timed: &[(i64, f64)]) {
+    let first = timed.iter().map(|(sent, _)| *sent).min().unwrap_or(0);
+    let mut windows: std::collections::BTreeMap<i64, (usize, f64)> = Default::default();
+    for (sent, latency) in timed {
+        let window = windows.entry((sent - first) / 100).or_default();
+        window.0 += 1;
+        window.1 = window.1.max(*latency);
+    }
+    for (window, (count, worst)) in windows.iter().filter(|(_, (_, worst))| *worst > 20.0) {
+        eprintln!("{label}: sent at +{} ms: {count} outputs, slowest {worst:.0} ms", window * 100);
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
