@@ -500,30 +500,37 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A file an older build wrote with `sql`, and where it lies (the directory lives as long as the guard).
+    fn old_file(sql: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        Connection::open(&path).unwrap().execute_batch(sql).unwrap();
+        (dir, path)
+    }
+
+    /// Asserts that `table` is a rowid table.
+    fn assert_rowid_table(connection: &Connection, table: &str) {
+        let sql: String = connection
+            .query_row("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1", [table], |r| r.get(0))
+            .unwrap();
+        assert!(!sql.to_ascii_uppercase().contains("WITHOUT ROWID"), "{sql}");
+    }
+
     /// A file whose log records sit in the old `WITHOUT ROWID` table is moved to the rowid layout on open, once:
     /// its records are kept in offset order and a position stays unique.
     #[test]
     fn old_log_files_move_to_the_rowid_layout() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("old.db");
-        {
-            let old = Connection::open(&path).unwrap();
-            old.execute_batch(
-                "CREATE TABLE records (topic TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
-                 key BLOB, value BLOB NOT NULL, headers BLOB, timestamp_ms INTEGER NOT NULL,
-                 PRIMARY KEY (topic, partition, offset)) WITHOUT ROWID;
-                 INSERT INTO records VALUES ('t', 0, 1, NULL, X'62', NULL, 20);
-                 INSERT INTO records VALUES ('t', 0, 0, X'6b', X'61', NULL, 10);",
-            )
-            .unwrap();
-        }
+        let (_dir, path) = old_file(
+            "CREATE TABLE records (topic TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
+             key BLOB, value BLOB NOT NULL, headers BLOB, timestamp_ms INTEGER NOT NULL,
+             PRIMARY KEY (topic, partition, offset)) WITHOUT ROWID;
+             INSERT INTO records VALUES ('t', 0, 1, NULL, X'62', NULL, 20);
+             INSERT INTO records VALUES ('t', 0, 0, X'6b', X'61', NULL, 10);",
+        );
         for _ in 0..2 {
             let db = Db::open(&path).unwrap();
             let connection = db.writer.lock().unwrap();
-            let table: String = connection
-                .query_row("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'records'", [], |r| r.get(0))
-                .unwrap();
-            assert!(!table.to_ascii_uppercase().contains("WITHOUT ROWID"), "{table}");
+            assert_rowid_table(&connection, "records");
             type Row = (i64, Option<Vec<u8>>, Vec<u8>, i64);
             let rows: Vec<Row> = connection
                 .prepare("SELECT offset, key, value, timestamp_ms FROM records WHERE topic = 't' ORDER BY offset")
@@ -543,28 +550,17 @@ mod tests {
     /// its rows, versions and expression indexes are kept, the key stays unique, and an upsert updates in place.
     #[test]
     fn old_files_move_to_the_rowid_layout() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("old.db");
-        {
-            let old = Connection::open(&path).unwrap();
-            old.execute_batch(
-                "CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL,
-                 expires_at_ms INTEGER, version INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (collection, id)) WITHOUT ROWID;
-                 CREATE INDEX \"doc_by_a\" ON documents (json_extract(body, '$.a')) WHERE collection = 'rules';
-                 INSERT INTO documents VALUES ('rules', 'r1', '{\"a\":1}', NULL, 3);
-                 INSERT INTO documents VALUES ('rules', 'r2', '{\"a\":2}', 99, 1);",
-            )
-            .unwrap();
-        }
+        let (_dir, path) = old_file(
+            "CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL,
+             expires_at_ms INTEGER, version INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (collection, id)) WITHOUT ROWID;
+             CREATE INDEX \"doc_by_a\" ON documents (json_extract(body, '$.a')) WHERE collection = 'rules';
+             INSERT INTO documents VALUES ('rules', 'r1', '{\"a\":1}', NULL, 3);
+             INSERT INTO documents VALUES ('rules', 'r2', '{\"a\":2}', 99, 1);",
+        );
         for _ in 0..2 {
             let db = Db::open(&path).unwrap();
             let connection = db.writer.lock().unwrap();
-            let table: String = connection
-                .query_row("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'documents'", [], |r| {
-                    r.get(0)
-                })
-                .unwrap();
-            assert!(!table.to_ascii_uppercase().contains("WITHOUT ROWID"), "{table}");
+            assert_rowid_table(&connection, "documents");
             let rows: Vec<(String, String, Option<i64>, i64)> = connection
                 .prepare("SELECT id, body, expires_at_ms, version FROM documents ORDER BY id")
                 .unwrap()
