@@ -140,11 +140,16 @@ impl SqliteTopics {
     }
 }
 
+/// The partition count of `topic`, `None` when it does not exist.
+fn partitions_of(c: &Connection, topic: &str) -> Result<Option<i32>, rusqlite::Error> {
+    c.prepare_cached("SELECT partitions FROM topics WHERE name = ?1")?
+        .query_row(params![topic], |r| r.get(0))
+        .optional()
+}
+
 /// The partition count of `topic`, creating it with `default` partitions when it does not exist.
 fn ensure_topic(c: &Connection, topic: &str, default: i32) -> Result<i32, rusqlite::Error> {
-    if let Some(n) =
-        c.query_row("SELECT partitions FROM topics WHERE name = ?1", params![topic], |r| r.get(0)).optional()?
-    {
+    if let Some(n) = partitions_of(c, topic)? {
         return Ok(n);
     }
     c.execute("INSERT INTO topics (name, partitions) VALUES (?1, ?2) ON CONFLICT DO NOTHING", params![topic, default])?;
@@ -277,9 +282,7 @@ impl Topics for SqliteTopics {
         self.inner
             .db
             .call(move |c| {
-                let partitions: Option<i32> = c
-                    .query_row("SELECT partitions FROM topics WHERE name = ?1", params![topic], |r| r.get(0))
-                    .optional()?;
+                let partitions = partitions_of(c, &topic)?;
                 let mut lags = Vec::new();
                 for partition in 0..partitions.unwrap_or(0) {
                     let end = end_offset(c, &topic, partition)?;
@@ -480,11 +483,7 @@ fn fetch_rows(c: &mut Connection, request: &FetchRequest, writable: bool) -> Res
         let partitions = if writable {
             ensure_topic(c, topic, *default_partitions)?
         } else {
-            let existing = c
-                .prepare_cached("SELECT partitions FROM topics WHERE name = ?1")?
-                .query_row(params![topic], |r| r.get(0))
-                .optional()?;
-            let Some(partitions) = existing else { return Ok(None) };
+            let Some(partitions) = partitions_of(c, topic)? else { return Ok(None) };
             partitions
         };
         for partition in 0..partitions {
