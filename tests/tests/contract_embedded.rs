@@ -137,6 +137,12 @@ async fn documents_sparse_and_dropped_indexes() {
 }
 
 #[tokio::test]
+async fn documents_typed_collections() {
+    let embedded = Embedded::open();
+    documents::typed_collections(embedded.documents()).await;
+}
+
+#[tokio::test]
 async fn documents_databases_are_separate() {
     let embedded = Embedded::open();
     documents::databases_are_separate(embedded.documents()).await;

@@ -83,6 +83,11 @@ async fn sparse_and_dropped_indexes() {
 }
 
 #[tokio::test]
+async fn typed_collections() {
+    documents::typed_collections(store().await).await;
+}
+
+#[tokio::test]
 async fn databases_are_separate() {
     documents::databases_are_separate(store().await).await;
 }

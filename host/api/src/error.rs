@@ -77,6 +77,8 @@ impl From<PortError> for ApiError {
                 error!(error = %e, "storage error");
                 ApiError::internal()
             }
+            // Logged where the document failed to convert.
+            PortError::Malformed(_) => ApiError::internal(),
         }
     }
 }

@@ -13,7 +13,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use flowhost_components::{ComponentError, ComponentStore};
+use flowhost_components::{Activation, ComponentError, ComponentStore, ComponentSummary};
+use flowhost_core::collections::COMPONENT_VERSIONS;
+use flowhost_core::stored::encode;
 use flowhost_runtime::{InvocationContext, InvokeError};
 use futures::StreamExt;
 use serde::Deserialize;
@@ -84,12 +86,12 @@ async fn upload(
     let store = store(&state)?;
     let wasm = read_limited(body, store.max_component_bytes()).await?;
     let prepared = store.prepare(&id, &version, wasm).await?;
-    let manifest = serde_json::to_value(prepared.plugin.manifest()).unwrap_or(Value::Null);
+    let manifest = encode(COMPONENT_VERSIONS, prepared.plugin.manifest())?;
     let uploaded = store.commit(prepared, query.activate.unwrap_or(true)).await?;
     info!(plugin = %uploaded.id, version = %uploaded.version, created = uploaded.created, active = uploaded.active,
           "component uploaded");
     let status = if uploaded.created { StatusCode::CREATED } else { StatusCode::OK };
-    let mut body = serde_json::to_value(&uploaded).unwrap_or(Value::Null);
+    let mut body = encode(COMPONENT_VERSIONS, &uploaded)?;
     body["manifest"] = manifest;
     Ok((status, Json(body)).into_response())
 }
@@ -115,15 +117,13 @@ async fn read_limited(body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
 }
 
 #[utoipa::path(get, path = "/api/v1/plugins", tag = "plugins", responses((status = 200, description = "Every plugin with its versions", body = Value)))]
-async fn list(State(state): State<SharedState>) -> Result<Json<Value>, ApiError> {
-    let plugins = store(&state)?.list().await?;
-    Ok(Json(serde_json::to_value(plugins).unwrap_or(Value::Null)))
+async fn list(State(state): State<SharedState>) -> Result<Json<Vec<ComponentSummary>>, ApiError> {
+    Ok(Json(store(&state)?.list().await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/plugins/{id}", tag = "plugins", responses((status = 200, description = "The plugin with its versions", body = Value)))]
-async fn read(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    let plugin = store(&state)?.get(&id).await?;
-    Ok(Json(serde_json::to_value(plugin).unwrap_or(Value::Null)))
+async fn read(State(state): State<SharedState>, Path(id): Path<String>) -> Result<Json<ComponentSummary>, ApiError> {
+    Ok(Json(store(&state)?.get(&id).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -139,9 +139,8 @@ async fn activate(
     State(state): State<SharedState>,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ActivateBody>,
-) -> Result<Json<Value>, ApiError> {
-    let activation = store(&state)?.activate(&id, &body.version).await?;
-    Ok(Json(serde_json::to_value(activation).unwrap_or(Value::Null)))
+) -> Result<Json<Activation>, ApiError> {
+    Ok(Json(store(&state)?.activate(&id, &body.version).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

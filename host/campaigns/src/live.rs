@@ -27,6 +27,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use flowhost_core::collections::{FLOW_RUNS, WEBPUSH_ACTIVITY, WEBPUSH_EVENTS};
 use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, PortError, Query};
+use flowhost_core::stored;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -336,7 +337,7 @@ impl LiveSync<'_> {
                 }
             }
             let hour = LiveCounts { tenant_id: tenant.clone(), hour_ms: Some(*hour_ms), counts };
-            docs.push((format!("{tenant}:{hour_ms}"), serde_json::to_value(&hour).unwrap_or(Value::Null)));
+            docs.push((format!("{tenant}:{hour_ms}"), stored::encode(LIVE_EVENT_HOURS, &hour)?));
         }
         documents.upsert_many(LIVE_EVENT_HOURS, docs).await?;
         let tenants: BTreeSet<&String> = hours.iter().map(|(tenant, _)| tenant).collect();
@@ -357,7 +358,7 @@ impl LiveSync<'_> {
                 *totals.counts.entry(kind).or_default() += count;
             }
         }
-        documents.upsert(LIVE_EVENT_TOTALS, tenant, serde_json::to_value(&totals).unwrap_or(Value::Null)).await
+        documents.upsert(LIVE_EVENT_TOTALS, tenant, stored::encode(LIVE_EVENT_TOTALS, &totals)?).await
     }
 
     /// Gives each of `tenants` without totals its counts: every hour from its oldest to its newest event. Which
@@ -402,8 +403,8 @@ impl LiveSync<'_> {
         }
         let docs = events
             .iter()
-            .map(|event| (event.event_id.clone(), serde_json::to_value(event).unwrap_or(Value::Null)))
-            .collect();
+            .map(|event| Ok((event.event_id.clone(), stored::encode(LIVE_EVENTS, event)?)))
+            .collect::<Result<_, PortError>>()?;
         self.read_models.documents.upsert_many(LIVE_EVENTS, docs).await?;
         changes.events_written += events.len();
         changes.tenants.extend(events.iter().map(|event| event.tenant_id.clone()));

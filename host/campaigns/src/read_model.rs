@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, Page, PortError, Query};
+use flowhost_core::stored::{decode, decode_all, encode, Collection, Document};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -217,34 +218,52 @@ pub struct ReadModels {
     pub documents: Arc<dyn DocumentStore>,
 }
 
-fn index(fields: &[&str]) -> IndexSpec {
-    IndexSpec::ascending(fields)
-}
+impl Document for CampaignDoc {
+    const COLLECTION: &'static str = ROWS;
 
-fn decode<T: for<'de> Deserialize<'de>>(collection: &str, value: Value) -> Result<T, PortError> {
-    serde_json::from_value(value)
-        .map_err(|error| PortError::Backend(format!("a stored {collection} document does not parse: {error}")))
-}
+    fn id(&self) -> String {
+        CampaignDoc::id(self)
+    }
 
-fn encode<T: Serialize>(value: &T) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
-}
-
-impl ReadModels {
-    /// The indexes the reads and the sync use (idempotent).
-    pub async fn ensure_indexes(&self) -> Result<(), PortError> {
-        for fields in [
+    fn indexes() -> Vec<IndexSpec> {
+        [
             &["tenant_id", "updated_at"][..],
             &["tenant_id", "ui_status", "updated_at"],
             &["tenant_id", "campaign_origin", "ui_status", "updated_at"],
             &["tenant_id", "name"],
             &["campaign_id"],
             &["ui_status", "ends_at"],
-        ] {
-            self.documents.ensure_index(ROWS, &index(fields)).await?;
-        }
-        self.documents.ensure_index(SYNC_STATE, &index(&["slice"])).await?;
-        Ok(())
+        ]
+        .map(IndexSpec::ascending)
+        .into()
+    }
+}
+
+impl Document for SyncState {
+    const COLLECTION: &'static str = SYNC_STATE;
+
+    fn id(&self) -> String {
+        SyncState::id(&self.slice, &self.tenant_id)
+    }
+
+    fn indexes() -> Vec<IndexSpec> {
+        vec![IndexSpec::ascending(&["slice"])]
+    }
+}
+
+impl ReadModels {
+    fn rows(&self) -> Collection<CampaignDoc> {
+        Collection::new(self.documents.clone())
+    }
+
+    fn sync_states_collection(&self) -> Collection<SyncState> {
+        Collection::new(self.documents.clone())
+    }
+
+    /// The indexes the reads and the sync use (idempotent).
+    pub async fn ensure_indexes(&self) -> Result<(), PortError> {
+        self.rows().ensure_indexes().await?;
+        self.sync_states_collection().ensure_indexes().await
     }
 
     /// One page of a tenant's campaigns, read from the store (the list cache's way for a tenant too large to
@@ -268,7 +287,7 @@ impl ReadModels {
             .offset((page - 1).saturating_mul(page_size))
             .without_total();
         let items = self.documents.query(ROWS, &query).await?.items;
-        items.into_iter().map(|item| decode(ROWS, item)).collect()
+        decode_all(ROWS, items)
     }
 
     /// A campaign by id, in `tenant_id` when given (a campaign id is one flow's id, so it is in one tenant).
@@ -284,13 +303,13 @@ impl ReadModels {
     /// Every row of campaign `campaign_id` (normally one; more while a flow moves to another tenant).
     pub async fn rows_of_campaign(&self, campaign_id: &str) -> Result<Vec<CampaignDoc>, PortError> {
         let query = Query::new().eq("campaign_id", json!(campaign_id));
-        self.documents.query(ROWS, &query).await?.items.into_iter().map(|item| decode(ROWS, item)).collect()
+        decode_all(ROWS, self.documents.query(ROWS, &query).await?.items)
     }
 
     /// Every campaign of a tenant.
     pub async fn rows_of_tenant(&self, tenant_id: &str) -> Result<Vec<CampaignDoc>, PortError> {
         let query = Query::new().eq("tenant_id", json!(tenant_id)).without_total();
-        self.documents.query(ROWS, &query).await?.items.into_iter().map(|item| decode(ROWS, item)).collect()
+        decode_all(ROWS, self.documents.query(ROWS, &query).await?.items)
     }
 
     /// Campaigns not yet `ended` whose end is at or before `now` (the sync moves them).
@@ -302,7 +321,7 @@ impl ReadModels {
             .filter("ends_at", Filter::Lte(json!(now_iso)))
             .limit(limit)
             .without_total();
-        self.documents.query(ROWS, &query).await?.items.into_iter().map(|item| decode(ROWS, item)).collect()
+        decode_all(ROWS, self.documents.query(ROWS, &query).await?.items)
     }
 
     /// Every campaign row of `origin`, a page at a time (the reconcile pass).
@@ -313,12 +332,11 @@ impl ReadModels {
             .limit(limit)
             .offset(offset)
             .without_total();
-        self.documents.query(ROWS, &query).await?.items.into_iter().map(|item| decode(ROWS, item)).collect()
+        decode_all(ROWS, self.documents.query(ROWS, &query).await?.items)
     }
 
     pub async fn put_rows(&self, rows: &[CampaignDoc]) -> Result<(), PortError> {
-        let docs = rows.iter().map(|row| (row.id(), encode(row))).collect();
-        self.documents.upsert_many(ROWS, docs).await
+        self.rows().upsert_many(rows).await
     }
 
     pub async fn delete_row(&self, row: &CampaignDoc) -> Result<(), PortError> {
@@ -336,7 +354,7 @@ impl ReadModels {
     }
 
     pub async fn put_aggregate(&self, aggregate: &Aggregate) -> Result<(), PortError> {
-        self.documents.upsert(TENANTS, &aggregate.tenant_id, encode(aggregate)).await
+        self.documents.upsert(TENANTS, &aggregate.tenant_id, encode(TENANTS, aggregate)?).await
     }
 
     /// The tenants that have an aggregate: every tenant the read models know.
@@ -352,12 +370,11 @@ impl ReadModels {
 
     /// Every state of every slice and tenant.
     pub async fn sync_states(&self) -> Result<Vec<SyncState>, PortError> {
-        self.documents.list(SYNC_STATE).await?.into_iter().map(|item| decode(SYNC_STATE, item)).collect()
+        self.sync_states_collection().list().await
     }
 
     pub async fn put_sync_states(&self, states: &[SyncState]) -> Result<(), PortError> {
-        let docs = states.iter().map(|state| (SyncState::id(&state.slice, &state.tenant_id), encode(state))).collect();
-        self.documents.upsert_many(SYNC_STATE, docs).await
+        self.sync_states_collection().upsert_many(states).await
     }
 
     /// One page of a tenant's live events, newest first, with the count of all that match: kept per tenant
@@ -387,7 +404,7 @@ impl ReadModels {
             query = query.without_total();
         }
         let Page { items, total } = self.documents.query(crate::live::LIVE_EVENTS, &query).await?;
-        let events = items.into_iter().map(|item| decode(crate::live::LIVE_EVENTS, item)).collect::<Result<_, _>>()?;
+        let events = decode_all(crate::live::LIVE_EVENTS, items)?;
         Ok((events, counted.map_or(total, |counts| counts.total(kind))))
     }
 

@@ -21,6 +21,7 @@ pub use model::{
     SERVICE_SOURCES,
 };
 
+use flowhost_core::stored::{decode, decode_all, encode};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -31,8 +32,8 @@ use flowhost_core::Clock;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
-use tracing::{error, info, warn};
+use serde_json::json;
+use tracing::{info, warn};
 
 /// Largest manifest body the register route accepts (spec 001: 1 MiB, whatever `api.max_body_bytes` is).
 pub const MANIFEST_LIMIT_BYTES: usize = 1024 * 1024;
@@ -148,12 +149,12 @@ impl Catalog {
         let mut registered = Registered { new: Vec::new(), heartbeats: heartbeats.len() };
         for mut stored in heartbeats {
             stored.last_seen_at = iso_utc(now);
-            documents.upsert(COMPONENTS, &stored.document_id(), encode(&stored)?).await?;
+            documents.upsert(COMPONENTS, &stored.document_id(), encode(COMPONENTS, &stored)?).await?;
         }
         for mut row in new_rows {
             row.server_compatibility =
                 self.previous_version(&row).await?.map(|previous| compatibility(&previous, &row));
-            match documents.insert(COMPONENTS, &row.document_id(), encode(&row)?).await {
+            match documents.insert(COMPONENTS, &row.document_id(), encode(COMPONENTS, &row)?).await {
                 // Registered concurrently by another replica: identical content is a heartbeat, else a conflict.
                 Err(PortError::Conflict(_)) => match self.row(&row.document_id()).await? {
                     Some(stored) if stored.content_hash == row.content_hash => registered.heartbeats += 1,
@@ -185,7 +186,7 @@ impl Catalog {
     /// Every registered component version, sorted by service, component and version (semantic versions when
     /// both parse).
     pub async fn list(&self) -> Result<Vec<ComponentManifestRow>, CatalogError> {
-        let mut rows: Vec<ComponentManifestRow> = decode_all(self.documents.list(COMPONENTS).await?)?;
+        let mut rows: Vec<ComponentManifestRow> = decode_all(COMPONENTS, self.documents.list(COMPONENTS).await?)?;
         rows.sort_by(|a, b| {
             (a.service.as_str(), a.component_id.as_str())
                 .cmp(&(b.service.as_str(), b.component_id.as_str()))
@@ -241,11 +242,11 @@ impl Catalog {
     }
 
     async fn row(&self, document_id: &str) -> Result<Option<ComponentManifestRow>, CatalogError> {
-        self.documents.get(COMPONENTS, document_id).await?.map(decode).transpose()
+        Ok(self.documents.get(COMPONENTS, document_id).await?.map(|doc| decode(COMPONENTS, doc)).transpose()?)
     }
 
     async fn rows_where(&self, field: &str, value: &str) -> Result<Vec<ComponentManifestRow>, CatalogError> {
-        decode_all(self.documents.find(COMPONENTS, field, &json!(value)).await?)
+        Ok(decode_all(COMPONENTS, self.documents.find(COMPONENTS, field, &json!(value)).await?)?)
     }
 
     /// The most recently registered earlier version of the same component.
@@ -290,20 +291,4 @@ fn conflict_unless_same(stored: &ComponentManifestRow, row: &ComponentManifestRo
          version",
         row.component_id, row.version, row.service
     )))
-}
-
-fn decode(doc: Value) -> Result<ComponentManifestRow, CatalogError> {
-    serde_json::from_value(doc).map_err(|e| {
-        error!(collection = COMPONENTS, error = %e, "stored catalog row does not parse");
-        CatalogError::Storage(PortError::Backend(format!("a stored {COMPONENTS} row does not parse")))
-    })
-}
-
-fn decode_all(docs: Vec<Value>) -> Result<Vec<ComponentManifestRow>, CatalogError> {
-    docs.into_iter().map(decode).collect()
-}
-
-fn encode(row: &ComponentManifestRow) -> Result<Value, CatalogError> {
-    serde_json::to_value(row)
-        .map_err(|e| CatalogError::Storage(PortError::Backend(format!("cannot encode a row: {e}"))))
 }

@@ -1,5 +1,6 @@
 //! The [`ComponentStore`]: durable versions, the active version per plugin, and the local loaded plugins.
 
+use flowhost_core::stored;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -351,9 +352,12 @@ impl ComponentStore {
                 size_bytes: wasm.len(),
                 uploaded_at: iso_utc(now),
                 uploaded_ms: now,
-                manifest: serde_json::to_value(plugin.manifest()).unwrap_or(Value::Null),
+                manifest: stored::encode(COMPONENT_VERSIONS, plugin.manifest())?,
             };
-            match documents.insert(COMPONENT_VERSIONS, &version_key(&id, &version), encode(&row)).await {
+            match documents
+                .insert(COMPONENT_VERSIONS, &version_key(&id, &version), stored::encode(COMPONENT_VERSIONS, &row)?)
+                .await
+            {
                 Ok(()) => {
                     created = true;
                     info!(plugin = %id, %version, sha256 = %content_hash, size_bytes = wasm.len(),
@@ -397,7 +401,7 @@ impl ComponentStore {
             activated_at: iso_utc(self.ports.clock.now_ms()),
             by_bundle,
         };
-        self.ports.documents.upsert(COMPONENT_ACTIVE, id, encode(&row)).await?;
+        self.ports.documents.upsert(COMPONENT_ACTIVE, id, stored::encode(COMPONENT_ACTIVE, &row)?).await?;
         self.swap_in(id, plugin);
         let previous_version = previous.map(|previous| previous.version);
         info!(plugin = %id, %version, previous = ?previous_version, "component version activated");
@@ -441,8 +445,8 @@ impl ComponentStore {
     /// Every stored plugin with its versions, sorted by id; versions by upload time.
     pub async fn list(&self) -> Result<Vec<ComponentSummary>, ComponentError> {
         let documents = &self.ports.documents;
-        let active = decode_rows::<ActiveRow>(COMPONENT_ACTIVE, documents.list(COMPONENT_ACTIVE).await?);
-        let versions = decode_rows(COMPONENT_VERSIONS, documents.list(COMPONENT_VERSIONS).await?);
+        let active = stored::decode_valid::<ActiveRow>(COMPONENT_ACTIVE, documents.list(COMPONENT_ACTIVE).await?);
+        let versions = stored::decode_valid(COMPONENT_VERSIONS, documents.list(COMPONENT_VERSIONS).await?);
         Ok(summaries(versions, active))
     }
 
@@ -450,7 +454,7 @@ impl ComponentStore {
     pub async fn get(&self, id: &str) -> Result<ComponentSummary, ComponentError> {
         let active: Option<ActiveRow> = self.load_row(COMPONENT_ACTIVE, id).await?;
         let found = self.ports.documents.find(COMPONENT_VERSIONS, "id", &json!(id)).await?;
-        summaries(decode_rows(COMPONENT_VERSIONS, found), active.into_iter().collect())
+        summaries(stored::decode_valid(COMPONENT_VERSIONS, found), active.into_iter().collect())
             .pop()
             .ok_or_else(|| ComponentError::NotFound(format!("no plugin {id:?}")))
     }
@@ -459,7 +463,8 @@ impl ComponentStore {
     /// A version that fails to load keeps the previous one active here (logged); the next pass tries again.
     pub async fn sync(&self) -> Result<(), ComponentError> {
         let _guard = self.sync_lock.lock().await;
-        let rows: Vec<ActiveRow> = decode_rows(COMPONENT_ACTIVE, self.ports.documents.list(COMPONENT_ACTIVE).await?);
+        let rows: Vec<ActiveRow> =
+            stored::decode_valid(COMPONENT_ACTIVE, self.ports.documents.list(COMPONENT_ACTIVE).await?);
         for row in rows {
             let current = self.active(&row.id).map(|plugin| plugin.manifest().version.clone());
             if current.as_deref() == Some(row.version.as_str()) {
@@ -594,17 +599,6 @@ impl ComponentStore {
     }
 }
 
-/// Decodes stored rows; a row that does not decode is logged and skipped, never fatal to the others.
-fn decode_rows<T: serde::de::DeserializeOwned>(collection: &str, docs: Vec<Value>) -> Vec<T> {
-    docs.into_iter()
-        .filter_map(|doc| {
-            serde_json::from_value(doc)
-                .inspect_err(|error| warn!(collection, %error, "a stored row does not decode; skipped"))
-                .ok()
-        })
-        .collect()
-}
-
 /// Groups version rows into one summary per plugin (sorted by id; versions by upload time), marking the active
 /// version of each from `active`.
 fn summaries(mut rows: Vec<VersionRow>, active: Vec<ActiveRow>) -> Vec<ComponentSummary> {
@@ -672,10 +666,6 @@ pub fn catalog_manifest_of(manifest: &Manifest, content_hash: &str) -> Result<Se
     serde_json::from_value(service).map_err(|error| {
         CatalogError::Invalid(vec![format!("the component's manifest does not fit the catalog: {error}")])
     })
-}
-
-fn encode<T: Serialize>(row: &T) -> Value {
-    serde_json::to_value(row).unwrap_or(Value::Null)
 }
 
 /// Plugin ids and versions appear in paths, document ids and log lines: 1 to 128 characters of letters,

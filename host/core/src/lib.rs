@@ -15,6 +15,7 @@ pub mod placeholders;
 pub mod ports;
 pub mod signing;
 pub mod source;
+pub mod stored;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use ports::{Cache, DocumentStore, PortError, Ports, Subjects, Topics};

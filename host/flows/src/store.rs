@@ -10,8 +10,8 @@ use flowhost_core::collections::{
 use flowhost_core::digest::{iso_utc, sha256_hex};
 use flowhost_core::model::{is_slug, MAX_FLOW_ID_LEN, MAX_TENANT_ID_LEN};
 use flowhost_core::ports::{Direction, IndexSpec, PortError, Ports, Query};
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use flowhost_core::stored::{self, Collection, Document};
+use serde::Deserialize;
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
@@ -68,23 +68,64 @@ impl std::fmt::Debug for Flows {
     }
 }
 
-fn decode<T: DeserializeOwned>(collection: &str, doc: Value) -> Result<T, FlowError> {
-    serde_json::from_value(doc).map_err(|e| {
-        tracing::error!(collection, error = %e, "a stored document does not parse");
-        FlowError::Storage(PortError::Backend(format!("a stored {collection} document does not parse")))
-    })
-}
-
-fn encode<T: Serialize>(value: &T) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
-}
-
 fn body_hash(body: &FlowBody) -> String {
     sha256_hex(&[&serde_json::to_string(body).unwrap_or_default()])
 }
 
 fn version_id(flow_id: &str, version: u64) -> String {
     format!("{flow_id}/{version}")
+}
+
+impl Document for FlowRecord {
+    const COLLECTION: &'static str = FLOWS;
+
+    fn id(&self) -> String {
+        self.id.clone()
+    }
+
+    fn indexes() -> Vec<IndexSpec> {
+        vec![
+            IndexSpec::ascending(&["api_version", "id"]),
+            // What the campaign events API's sync reads: flows changed since its cursor.
+            IndexSpec::ascending(&["api_version", "updated_at"]),
+        ]
+    }
+}
+
+impl Document for ServiceRef {
+    const COLLECTION: &'static str = FLOW_SERVICE_REFS;
+
+    fn id(&self) -> String {
+        format!("{}/{}", self.service, self.flow_id)
+    }
+
+    fn indexes() -> Vec<IndexSpec> {
+        vec![IndexSpec::ascending(&["service", "flow_id"]), IndexSpec::ascending(&["flow_id"])]
+    }
+}
+
+impl Document for FlowVersion {
+    const COLLECTION: &'static str = FLOW_VERSIONS;
+
+    fn id(&self) -> String {
+        version_id(&self.flow_id, self.version)
+    }
+
+    fn indexes() -> Vec<IndexSpec> {
+        vec![IndexSpec::ascending(&["flow_id", "version"])]
+    }
+}
+
+impl Document for ReleaseAttempt {
+    const COLLECTION: &'static str = FLOW_RELEASE_ATTEMPTS;
+
+    fn id(&self) -> String {
+        self.id.clone()
+    }
+
+    fn indexes() -> Vec<IndexSpec> {
+        vec![IndexSpec::ascending(&["flow_id", "at_ms"])]
+    }
 }
 
 fn check_input(input: &FlowInput) -> Result<(), FlowError> {
@@ -143,15 +184,11 @@ impl Flows {
 
     /// Creates the indexes the flow queries use (idempotent; the admin role's drift task calls it at start).
     pub async fn ensure_indexes(&self) -> Result<(), FlowError> {
-        let index = IndexSpec::ascending;
-        let documents = self.ports.documents.as_ref();
-        documents.ensure_index(FLOWS, &index(&["api_version", "id"])).await?;
-        // What the campaign events API's sync reads: flows changed since its cursor.
-        documents.ensure_index(FLOWS, &index(&["api_version", "updated_at"])).await?;
-        documents.ensure_index(FLOW_SERVICE_REFS, &index(&["service", "flow_id"])).await?;
-        documents.ensure_index(FLOW_SERVICE_REFS, &index(&["flow_id"])).await?;
-        documents.ensure_index(FLOW_VERSIONS, &index(&["flow_id", "version"])).await?;
-        documents.ensure_index(FLOW_RELEASE_ATTEMPTS, &index(&["flow_id", "at_ms"])).await?;
+        let documents = &self.ports.documents;
+        Collection::<FlowRecord>::new(documents.clone()).ensure_indexes().await?;
+        Collection::<ServiceRef>::new(documents.clone()).ensure_indexes().await?;
+        Collection::<FlowVersion>::new(documents.clone()).ensure_indexes().await?;
+        Collection::<ReleaseAttempt>::new(documents.clone()).ensure_indexes().await?;
         Ok(())
     }
 
@@ -179,7 +216,7 @@ impl Flows {
         if stored.body.get("api_version").and_then(Value::as_u64) != Some(u64::from(API_VERSION)) {
             return Err(FlowError::NotV2(id.to_owned()));
         }
-        Ok((decode(FLOWS, stored.body)?, stored.version))
+        Ok((stored::decode(FLOWS, stored.body)?, stored.version))
     }
 
     pub async fn get(&self, id: &str) -> Result<FlowRecord, FlowError> {
@@ -190,10 +227,11 @@ impl Flows {
     pub async fn list(&self, status: Option<FlowStatus>) -> Result<Vec<FlowSummary>, FlowError> {
         let mut query = Query::new().eq("api_version", json!(API_VERSION)).sort("id", Direction::Asc);
         if let Some(status) = status {
-            query = query.eq("status", encode(&status));
+            query = query.eq("status", stored::encode(FLOWS, &status)?);
         }
         let page = self.ports.documents.query(FLOWS, &query).await?;
-        page.items.into_iter().map(|doc| decode::<FlowRecord>(FLOWS, doc).map(|f| FlowSummary::from(&f))).collect()
+        let flows: Vec<FlowRecord> = stored::decode_all(FLOWS, page.items)?;
+        Ok(flows.iter().map(FlowSummary::from).collect())
     }
 
     /// Creates a draft flow (id generated when absent); validation of the body is returned, never refused.
@@ -221,7 +259,7 @@ impl Flows {
             updated_at: now,
             updated_by: who.map(str::to_owned),
         };
-        match self.ports.documents.insert(FLOWS, &id, encode(&flow)).await {
+        match self.ports.documents.insert(FLOWS, &id, stored::encode(FLOWS, &flow)?).await {
             Err(PortError::Conflict(_)) => Err(FlowError::Exists(id)),
             Err(e) => Err(e.into()),
             Ok(()) => Ok((flow, report)),
@@ -258,7 +296,13 @@ impl Flows {
             }
             flow.updated_at = self.now().1;
             flow.updated_by = who.map(str::to_owned);
-            if self.ports.documents.replace_if_version(FLOWS, id, version, encode(&flow)).await?.is_some() {
+            if self
+                .ports
+                .documents
+                .replace_if_version(FLOWS, id, version, stored::encode(FLOWS, &flow)?)
+                .await?
+                .is_some()
+            {
                 if toggled {
                     self.flow_changed(&flow).await;
                 }
@@ -274,7 +318,13 @@ impl Flows {
             let (mut flow, version) = self.load(id).await?;
             flow.enabled = enabled;
             flow.updated_at = self.now().1;
-            if self.ports.documents.replace_if_version(FLOWS, id, version, encode(&flow)).await?.is_some() {
+            if self
+                .ports
+                .documents
+                .replace_if_version(FLOWS, id, version, stored::encode(FLOWS, &flow)?)
+                .await?
+                .is_some()
+            {
                 self.flow_changed(&flow).await;
                 return Ok(flow);
             }
@@ -341,7 +391,12 @@ impl Flows {
                 acknowledged_warnings,
                 unacknowledged_warnings: unacknowledged,
             };
-            match self.ports.documents.insert(FLOW_VERSIONS, &version_id(id, number), encode(&version)).await {
+            match self
+                .ports
+                .documents
+                .insert(FLOW_VERSIONS, &version_id(id, number), stored::encode(FLOW_VERSIONS, &version)?)
+                .await
+            {
                 Err(PortError::Conflict(_)) => continue, // Released concurrently: read again.
                 other => other?,
             }
@@ -352,7 +407,13 @@ impl Flows {
             flow.released_draft_hash = Some(body_hash(&flow.draft));
             flow.draft_changed = false;
             flow.updated_at = at;
-            if self.ports.documents.replace_if_version(FLOWS, id, stored_version, encode(&flow)).await?.is_none() {
+            if self
+                .ports
+                .documents
+                .replace_if_version(FLOWS, id, stored_version, stored::encode(FLOWS, &flow)?)
+                .await?
+                .is_none()
+            {
                 // The draft changed under us: take the version back and validate what is there now.
                 self.ports.documents.delete(FLOW_VERSIONS, &version_id(id, number)).await?;
                 continue;
@@ -382,7 +443,7 @@ impl Flows {
     }
 
     async fn record_attempt(&self, attempt: &ReleaseAttempt) -> Result<(), FlowError> {
-        self.ports.documents.insert(FLOW_RELEASE_ATTEMPTS, &attempt.id, encode(attempt)).await?;
+        Collection::<ReleaseAttempt>::new(self.ports.documents.clone()).insert(attempt).await?;
         Ok(())
     }
 
@@ -398,7 +459,7 @@ impl Flows {
             let rows: Vec<ServiceRef> = match &stored {
                 None => Vec::new(),
                 Some(stored) => {
-                    let flow: FlowRecord = decode(FLOWS, stored.body.clone())?;
+                    let flow: FlowRecord = stored::decode(FLOWS, stored.body.clone())?;
                     match flow.released_version {
                         None => Vec::new(),
                         Some(number) => {
@@ -418,7 +479,7 @@ impl Flows {
             }
             for row in &rows {
                 touched.insert(row.service.clone());
-                documents.upsert(FLOW_SERVICE_REFS, &format!("{}/{flow_id}", row.service), encode(row)).await?;
+                Collection::<ServiceRef>::new(self.ports.documents.clone()).upsert(row).await?;
             }
             let now = documents.get_versioned(FLOWS, flow_id).await?;
             if now.map(|n| n.version) == stored.map(|s| s.version) {
@@ -432,7 +493,7 @@ impl Flows {
     pub async fn service_refs(&self, service: &str) -> Result<Vec<ServiceRef>, FlowError> {
         let query = Query::new().eq("service", json!(service)).sort("flow_id", Direction::Asc);
         let page = self.ports.documents.query(FLOW_SERVICE_REFS, &query).await?;
-        page.items.into_iter().map(|doc| decode(FLOW_SERVICE_REFS, doc)).collect()
+        Ok(stored::decode_all(FLOW_SERVICE_REFS, page.items)?)
     }
 
     /// The released flows referencing `service`.
@@ -445,12 +506,12 @@ impl Flows {
         self.get(id).await?;
         let query = Query::new().eq("flow_id", json!(id)).sort("version", Direction::Desc);
         let page = self.ports.documents.query(FLOW_VERSIONS, &query).await?;
-        page.items.into_iter().map(|doc| decode(FLOW_VERSIONS, doc)).collect()
+        Ok(stored::decode_all(FLOW_VERSIONS, page.items)?)
     }
 
     pub async fn version(&self, id: &str, version: u64) -> Result<FlowVersion, FlowError> {
         let doc = self.ports.documents.get(FLOW_VERSIONS, &version_id(id, version)).await?;
-        doc.map(|doc| decode(FLOW_VERSIONS, doc))
+        doc.map(|doc| stored::decode(FLOW_VERSIONS, doc))
             .transpose()?
             .ok_or_else(|| FlowError::VersionNotFound { flow_id: id.to_owned(), version })
     }
@@ -460,13 +521,13 @@ impl Flows {
         self.get(id).await?;
         let query = Query::new().eq("flow_id", json!(id)).sort("at_ms", Direction::Desc);
         let page = self.ports.documents.query(FLOW_RELEASE_ATTEMPTS, &query).await?;
-        page.items.into_iter().map(|doc| decode(FLOW_RELEASE_ATTEMPTS, doc)).collect()
+        Ok(stored::decode_all(FLOW_RELEASE_ATTEMPTS, page.items)?)
     }
 
     /// The unexpired edit lock of a flow.
     pub async fn current_lock(&self, id: &str) -> Result<Option<EditLock>, FlowError> {
         let Some(doc) = self.ports.documents.get(FLOW_EDIT_LOCKS, id).await? else { return Ok(None) };
-        let lock: EditLock = decode(FLOW_EDIT_LOCKS, doc)?;
+        let lock: EditLock = stored::decode(FLOW_EDIT_LOCKS, doc)?;
         Ok((lock.expires_at_ms > self.ports.clock.now_ms()).then_some(lock))
     }
 
@@ -480,7 +541,7 @@ impl Flows {
             let expires_at_ms = now_ms + i64::try_from(ttl * 1000).unwrap_or(i64::MAX);
             let stored = documents.get_versioned(FLOW_EDIT_LOCKS, id).await?;
             let held: Option<EditLock> =
-                stored.as_ref().map(|s| decode(FLOW_EDIT_LOCKS, s.body.clone())).transpose()?;
+                stored.as_ref().map(|s| stored::decode(FLOW_EDIT_LOCKS, s.body.clone())).transpose()?;
             let acquired_at = match &held {
                 Some(lock) if lock.expires_at_ms > now_ms && lock.holder != holder => {
                     return Err(FlowError::Locked(lock.clone()))
@@ -496,13 +557,14 @@ impl Flows {
                 expires_at_ms,
             };
             let written = match stored {
-                None => match documents.insert(FLOW_EDIT_LOCKS, id, encode(&lock)).await {
+                None => match documents.insert(FLOW_EDIT_LOCKS, id, stored::encode(FLOW_EDIT_LOCKS, &lock)?).await {
                     Err(PortError::Conflict(_)) => false,
                     other => other.map(|()| true)?,
                 },
-                Some(stored) => {
-                    documents.replace_if_version(FLOW_EDIT_LOCKS, id, stored.version, encode(&lock)).await?.is_some()
-                }
+                Some(stored) => documents
+                    .replace_if_version(FLOW_EDIT_LOCKS, id, stored.version, stored::encode(FLOW_EDIT_LOCKS, &lock)?)
+                    .await?
+                    .is_some(),
             };
             if written {
                 return Ok(lock);
@@ -594,7 +656,13 @@ impl Flows {
             flow.status = status;
             flow.broken_reasons = blocking.clone();
             flow.updated_at = self.now().1;
-            if self.ports.documents.replace_if_version(FLOWS, id, stored_version, encode(&flow)).await?.is_some() {
+            if self
+                .ports
+                .documents
+                .replace_if_version(FLOWS, id, stored_version, stored::encode(FLOWS, &flow)?)
+                .await?
+                .is_some()
+            {
                 info!(flow = %id, version, status = ?status, reasons = flow.broken_reasons.len(), "drift re-validation");
                 return Ok(Some(self.sync_refs(id).await?));
             }

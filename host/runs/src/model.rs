@@ -261,39 +261,36 @@ impl Run {
     }
 
     /// The run as the API shows it: the source `event`, and each node's and pending step's payloads in place
-    /// of their numbers.
-    pub fn view(&self) -> Value {
+    /// of their numbers. [`PortError::Malformed`](flowhost_core::PortError::Malformed) if a part does not
+    /// serialize.
+    pub fn view(&self) -> Result<Value, flowhost_core::PortError> {
+        use flowhost_core::collections::FLOW_RUNS;
+        use flowhost_core::stored::encode;
         let payload = |i: usize| self.payloads.get(i).map_or(Value::Null, |p| Value::Object(p.clone()));
-        let mut view = serde_json::to_value(self).unwrap_or(Value::Null);
+        let mut view = encode(FLOW_RUNS, self)?;
+        let mut nodes = Vec::with_capacity(self.nodes.len());
+        for n in &self.nodes {
+            let mut node = encode(FLOW_RUNS, n)?;
+            node["input"] = payload(n.input);
+            match n.output {
+                Some(o) => node["output"] = payload(o),
+                None => drop(node.as_object_mut().map(|m| m.remove("output"))),
+            }
+            nodes.push(node);
+        }
+        let mut pending = Vec::with_capacity(self.pending.len());
+        for p in &self.pending {
+            let mut step = encode(FLOW_RUNS, p)?;
+            step["payload"] = payload(p.payload);
+            pending.push(step);
+        }
         if let Some(object) = view.as_object_mut() {
             object.remove("payloads");
             object.insert("event".to_owned(), Value::Object(self.event().clone()));
-            let nodes: Vec<Value> = self
-                .nodes
-                .iter()
-                .map(|n| {
-                    let mut node = serde_json::to_value(n).unwrap_or(Value::Null);
-                    node["input"] = payload(n.input);
-                    match n.output {
-                        Some(o) => node["output"] = payload(o),
-                        None => drop(node.as_object_mut().map(|m| m.remove("output"))),
-                    }
-                    node
-                })
-                .collect();
             object.insert("nodes".to_owned(), Value::Array(nodes));
-            let pending: Vec<Value> = self
-                .pending
-                .iter()
-                .map(|p| {
-                    let mut step = serde_json::to_value(p).unwrap_or(Value::Null);
-                    step["payload"] = payload(p.payload);
-                    step
-                })
-                .collect();
             object.insert("pending".to_owned(), Value::Array(pending));
         }
-        view
+        Ok(view)
     }
 
     /// The record of `node_id`.

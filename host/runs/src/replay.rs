@@ -10,7 +10,7 @@ use flowhost_flows::{FlowError, Flows, NodeKind};
 
 use crate::ids;
 use crate::model::{DeadLetterStatus, Pending, Replay, ReplayTarget, Run, RunStatus, WaitReason};
-use crate::store::{encode, Runs, RunsError};
+use crate::store::{Runs, RunsError};
 
 const WRITE_ATTEMPTS: usize = 5;
 
@@ -92,7 +92,7 @@ pub async fn replay(ports: &Ports, id: &str, to: ReplayTarget, by: &str) -> Resu
                 replay_of: Some(original.run_id.clone()),
                 node_payloads_dropped: false,
             };
-            match ports.documents.insert(flowhost_core::collections::FLOW_RUNS, &run.run_id, encode(&run)).await {
+            match runs.insert(&run).await {
                 Ok(()) => {}
                 Err(PortError::Conflict(_)) => {
                     return Err(RunsError::Conflict(format!("dead letter {id:?} is being replayed already")))

@@ -7,10 +7,10 @@ use std::collections::HashSet;
 
 use flowhost_core::collections::{FLOW_DEAD_LETTERS, FLOW_RUNS};
 use flowhost_core::config::NodePayloads;
-use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, PortError, Ports, Query, Versioned};
-use serde::de::DeserializeOwned;
+use flowhost_core::ports::{Direction, Filter, IndexSpec, PortError, Ports, Query};
+use flowhost_core::stored::{self, Collection, Document};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::model::{DeadLetter, DeadLetterStatus, Run, RunStatus, RunSummary};
 
@@ -34,15 +34,39 @@ pub enum RunsError {
     Storage(#[from] PortError),
 }
 
-fn decode<T: DeserializeOwned>(collection: &str, doc: Value) -> Result<T, RunsError> {
-    serde_json::from_value(doc).map_err(|error| {
-        tracing::error!(collection, %error, "a stored document does not parse");
-        RunsError::Storage(PortError::Backend(format!("a stored {collection} document does not parse")))
-    })
+impl Document for Run {
+    const COLLECTION: &'static str = FLOW_RUNS;
+
+    fn id(&self) -> String {
+        self.run_id.clone()
+    }
+
+    /// Every stored run updates each index of `flow_runs`, and runs are written more than anything else, so the
+    /// scheduler's index is sparse: a run that finishes in one go (nearly all) has no `next_due_ms` and skips it.
+    /// (The campaigns role reads finished runs by `updated_ms` alone, through an index of its own.)
+    fn indexes() -> Vec<IndexSpec> {
+        vec![
+            // A flow's runs, newest first (`Runs::list`).
+            IndexSpec::ascending(&["flow_id", "started_ms"]),
+            // The waiting runs whose steps are due (`Runs::due`).
+            IndexSpec::ascending(&["status", "next_due_ms"]).sparse(),
+            // The retention sweep's deletes (`crate::retention`).
+            IndexSpec::ascending(&["status", "updated_ms"]),
+            IndexSpec::ascending(&["updated_ms"]),
+        ]
+    }
 }
 
-pub(crate) fn encode<T: Serialize>(value: &T) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
+impl Document for DeadLetter {
+    const COLLECTION: &'static str = FLOW_DEAD_LETTERS;
+
+    fn id(&self) -> String {
+        self.id.clone()
+    }
+
+    fn indexes() -> Vec<IndexSpec> {
+        [&["flow_id", "at_ms"][..], &["status", "at_ms"], &["at_ms"]].map(IndexSpec::ascending).into()
+    }
 }
 
 /// A page of runs, newest first.
@@ -57,7 +81,8 @@ pub struct RunPage {
 /// Runs and dead letters (see the module documentation).
 #[derive(Clone)]
 pub struct Runs {
-    documents: std::sync::Arc<dyn DocumentStore>,
+    runs: Collection<Run>,
+    letters: Collection<DeadLetter>,
     /// Which finished runs it stores with their nodes' payloads ([`Run::stored_as`]).
     keep: NodePayloads,
 }
@@ -71,7 +96,11 @@ impl std::fmt::Debug for Runs {
 impl Runs {
     /// Runs over `ports`, storing every run whole.
     pub fn new(ports: &Ports) -> Runs {
-        Runs { documents: ports.documents.clone(), keep: NodePayloads::All }
+        Runs {
+            runs: Collection::new(ports.documents.clone()),
+            letters: Collection::new(ports.documents.clone()),
+            keep: NodePayloads::All,
+        }
     }
 
     /// These runs, storing finished runs' node payloads only as `keep` says (`engine.runs.node_payloads`).
@@ -91,36 +120,18 @@ impl Runs {
             .map_err(|error| RunsError::Storage(PortError::Invalid(format!("run {}: {error}", run.run_id))))
     }
 
-    /// Creates the indexes the run queries use (idempotent).
-    ///
-    /// Every stored run updates each index of `flow_runs`, and runs are written more than anything else, so the
-    /// scheduler's index is sparse: a run that finishes in one go (nearly all) has no `next_due_ms` and skips it.
-    /// The full index earlier builds kept in its place is dropped. (The campaigns role reads finished runs by
-    /// `updated_ms` alone, through an index of its own.)
+    /// Creates the indexes the run and dead-letter queries use (idempotent), and drops the full index on the
+    /// scheduler's fields that earlier builds kept in place of the sparse one.
     pub async fn ensure_indexes(&self) -> Result<(), RunsError> {
-        let documents = self.documents.as_ref();
-        let runs = [
-            // A flow's runs, newest first (`Runs::list`).
-            IndexSpec::ascending(&["flow_id", "started_ms"]),
-            // The waiting runs whose steps are due (`Runs::due`).
-            IndexSpec::ascending(&["status", "next_due_ms"]).sparse(),
-            // The retention sweep's deletes (`crate::retention`).
-            IndexSpec::ascending(&["status", "updated_ms"]),
-            IndexSpec::ascending(&["updated_ms"]),
-        ];
-        for index in &runs {
-            documents.ensure_index(FLOW_RUNS, index).await?;
-        }
-        documents.drop_index(FLOW_RUNS, &IndexSpec::ascending(&["status", "next_due_ms"])).await?;
-        for fields in [&["flow_id", "at_ms"][..], &["status", "at_ms"], &["at_ms"]] {
-            documents.ensure_index(FLOW_DEAD_LETTERS, &IndexSpec::ascending(fields)).await?;
-        }
+        self.runs.ensure_indexes().await?;
+        self.runs.store().drop_index(FLOW_RUNS, &IndexSpec::ascending(&["status", "next_due_ms"])).await?;
+        self.letters.ensure_indexes().await?;
         Ok(())
     }
 
     /// Which of `run_ids` are stored already.
     pub async fn existing(&self, run_ids: &[String]) -> Result<HashSet<String>, RunsError> {
-        Ok(self.documents.existing(FLOW_RUNS, run_ids).await?)
+        Ok(self.runs.store().existing(FLOW_RUNS, run_ids).await?)
     }
 
     /// Stores runs (new or advanced), in one write where the backend allows.
@@ -129,27 +140,26 @@ impl Runs {
             .iter()
             .map(|run| Ok((run.run_id.clone(), self.stored_json(run)?)))
             .collect::<Result<_, RunsError>>()?;
-        self.documents.upsert_many_json(FLOW_RUNS, docs).await?;
+        self.runs.store().upsert_many_json(FLOW_RUNS, docs).await?;
         Ok(())
     }
 
     pub async fn get(&self, run_id: &str) -> Result<Run, RunsError> {
-        let doc = self.documents.get(FLOW_RUNS, run_id).await?;
-        doc.map(|doc| decode(FLOW_RUNS, doc)).transpose()?.ok_or_else(|| RunsError::RunNotFound(run_id.to_owned()))
+        self.runs.get(run_id).await?.ok_or_else(|| RunsError::RunNotFound(run_id.to_owned()))
     }
 
     pub async fn get_versioned(&self, run_id: &str) -> Result<(Run, u64), RunsError> {
-        let Versioned { version, body } = self
-            .documents
-            .get_versioned(FLOW_RUNS, run_id)
-            .await?
-            .ok_or_else(|| RunsError::RunNotFound(run_id.to_owned()))?;
-        Ok((decode(FLOW_RUNS, body)?, version))
+        self.runs.get_versioned(run_id).await?.ok_or_else(|| RunsError::RunNotFound(run_id.to_owned()))
+    }
+
+    /// Stores a new run; `PortError::Conflict` when its id exists.
+    pub async fn insert(&self, run: &Run) -> Result<(), PortError> {
+        self.runs.insert(run).await
     }
 
     /// Replaces a run read at `version`; `false` when another writer changed it meanwhile.
     pub async fn replace(&self, run: &Run, version: u64) -> Result<Option<u64>, RunsError> {
-        Ok(self.documents.replace_if_version(FLOW_RUNS, &run.run_id, version, encode(&*self.stored_form(run))).await?)
+        Ok(self.runs.replace_if_version(&self.stored_form(run), version).await?)
     }
 
     /// The runs of a flow, newest first, `page` (1-based) of `page_size`, optionally only those in `status`.
@@ -177,12 +187,8 @@ impl Runs {
         if let Some(status) = status {
             query = query.eq("status", json!(status.as_str()));
         }
-        let found = self.documents.query(FLOW_RUNS, &query).await?;
-        let runs = found
-            .items
-            .into_iter()
-            .map(|doc| decode::<Run>(FLOW_RUNS, doc).map(|run| RunSummary::from(&run)))
-            .collect::<Result<_, _>>()?;
+        let found = self.runs.query(&query).await?;
+        let runs = found.items.iter().map(RunSummary::from).collect();
         Ok(RunPage { runs, total: found.total, page, page_size })
     }
 
@@ -193,10 +199,9 @@ impl Runs {
             .filter("next_due_ms", Filter::Lte(json!(now_ms)))
             .sort("next_due_ms", Direction::Asc)
             .limit(limit.saturating_mul(4));
-        let page = self.documents.query(FLOW_RUNS, &query).await?;
+        let page = self.runs.query(&query).await?;
         let mut runs = Vec::new();
-        for doc in page.items {
-            let run: Run = decode(FLOW_RUNS, doc)?;
+        for run in page.items {
             if run.lease_until_ms <= now_ms {
                 runs.push(run);
             }
@@ -225,33 +230,27 @@ impl Runs {
     /// Stores dead letters: new ones, the same again after a redelivery, or a step that failed again after a
     /// replay (open again, its earlier replays kept).
     pub async fn save_dead_letters(&self, letters: &[DeadLetter]) -> Result<(), RunsError> {
-        let mut docs = Vec::with_capacity(letters.len());
+        let mut merged = Vec::with_capacity(letters.len());
         for letter in letters {
             let mut letter = letter.clone();
-            if let Some(stored) = self.documents.get(FLOW_DEAD_LETTERS, &letter.id).await? {
-                if let Ok(stored) = serde_json::from_value::<DeadLetter>(stored) {
-                    let mut replays = stored.replays;
-                    replays.append(&mut letter.replays);
-                    letter.replays = replays;
-                }
+            // A stored letter that no longer decodes is logged by the read and replaced.
+            if let Ok(Some(stored)) = self.letters.get(&letter.id).await {
+                let mut replays = stored.replays;
+                replays.append(&mut letter.replays);
+                letter.replays = replays;
             }
-            docs.push((letter.id.clone(), encode(&letter)));
+            merged.push(letter);
         }
-        self.documents.upsert_many(FLOW_DEAD_LETTERS, docs).await?;
+        self.letters.upsert_many(&merged).await?;
         Ok(())
     }
 
     pub async fn dead_letter(&self, id: &str) -> Result<(DeadLetter, u64), RunsError> {
-        let Versioned { version, body } = self
-            .documents
-            .get_versioned(FLOW_DEAD_LETTERS, id)
-            .await?
-            .ok_or_else(|| RunsError::DeadLetterNotFound(id.to_owned()))?;
-        Ok((decode(FLOW_DEAD_LETTERS, body)?, version))
+        self.letters.get_versioned(id).await?.ok_or_else(|| RunsError::DeadLetterNotFound(id.to_owned()))
     }
 
     pub async fn replace_dead_letter(&self, letter: &DeadLetter, version: u64) -> Result<bool, RunsError> {
-        Ok(self.documents.replace_if_version(FLOW_DEAD_LETTERS, &letter.id, version, encode(letter)).await?.is_some())
+        Ok(self.letters.replace_if_version(letter, version).await?.is_some())
     }
 
     /// Dead letters, newest first, optionally of one flow and in one status.
@@ -274,17 +273,16 @@ impl Runs {
             query = query.eq("flow_id", json!(flow_id));
         }
         if let Some(status) = status {
-            query = query.eq("status", encode(&status));
+            query = query.eq("status", stored::encode(FLOW_DEAD_LETTERS, &status)?);
         }
-        let found = self.documents.query(FLOW_DEAD_LETTERS, &query).await?;
-        let letters = found.items.into_iter().map(|doc| decode(FLOW_DEAD_LETTERS, doc)).collect::<Result<_, _>>()?;
-        Ok((letters, found.total))
+        let found = self.letters.query(&query).await?;
+        Ok((found.items, found.total))
     }
 
     /// Deletes a flow's runs and dead letters (when the flow is deleted).
     pub async fn forget_flow(&self, flow_id: &str) -> Result<(), RunsError> {
-        self.documents.delete_where(FLOW_RUNS, "flow_id", &json!(flow_id)).await?;
-        self.documents.delete_where(FLOW_DEAD_LETTERS, "flow_id", &json!(flow_id)).await?;
+        self.runs.store().delete_where(FLOW_RUNS, "flow_id", &json!(flow_id)).await?;
+        self.letters.store().delete_where(FLOW_DEAD_LETTERS, "flow_id", &json!(flow_id)).await?;
         Ok(())
     }
 }

@@ -6,6 +6,7 @@
 //! one tenant. Web-push and in-app templates share the model and live in a collection each; an in-app template
 //! needs no `target_url` (a message without a call to action).
 
+use flowhost_core::stored;
 use std::collections::{BTreeMap, HashSet};
 
 use flowhost_core::collections::{INAPP_TEMPLATES, WEBPUSH_TEMPLATES};
@@ -470,15 +471,6 @@ impl Template {
     }
 }
 
-fn decode(doc: Value) -> Result<Template, WebPushError> {
-    serde_json::from_value(doc)
-        .map_err(|e| WebPushError::Internal(format!("a stored web-push template does not parse: {e}")))
-}
-
-fn encode(template: &Template) -> Result<Value, WebPushError> {
-    serde_json::to_value(template).map_err(|e| WebPushError::Internal(format!("a template does not serialize: {e}")))
-}
-
 /// The `channel` template `id` if it exists within `scope` (a tenant; `None`: every tenant), else
 /// [`WebPushError::NotFound`].
 pub async fn load(
@@ -488,7 +480,10 @@ pub async fn load(
     scope: Option<&str>,
 ) -> Result<Template, WebPushError> {
     let doc = documents.get(collection(channel), &id.to_string()).await?;
-    let template = doc.map(decode).transpose()?.filter(|t| scope.is_none_or(|tenant| tenant == t.tenant_id));
+    let template = doc
+        .map(|doc| stored::decode::<Template>(collection(channel), doc))
+        .transpose()?
+        .filter(|t| scope.is_none_or(|tenant| tenant == t.tenant_id));
     template.ok_or(WebPushError::NotFound("template"))
 }
 
@@ -502,7 +497,7 @@ pub async fn list(
         Some(tenant) => documents.find(collection(channel), "tenant_id", &json!(tenant)).await?,
         None => documents.list(collection(channel)).await?,
     };
-    let mut templates = docs.into_iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+    let mut templates: Vec<Template> = stored::decode_all(collection(channel), docs)?;
     templates.sort_by_key(|t| t.id);
     Ok(templates)
 }
@@ -521,7 +516,7 @@ pub async fn create(ports: &Ports, mut template: Template, author: Option<String
     for _ in 0..8 {
         let next = documents.list(collection).await?.iter().filter_map(|doc| doc["id"].as_i64()).max().unwrap_or(0) + 1;
         template.id = next;
-        match documents.insert(collection, &next.to_string(), encode(&template)?).await {
+        match documents.insert(collection, &next.to_string(), stored::encode(collection, &template)?).await {
             Ok(()) => {
                 register_tenant(documents.as_ref(), &template.tenant_id, now).await?;
                 return Ok(template);
@@ -548,7 +543,15 @@ pub async fn replace(
     template.created_by = existing.created_by;
     template.updated_at = iso(ports.clock.now_ms());
     template.updated_by = author;
-    if !ports.documents.replace(collection(template.channel), &template.id.to_string(), encode(&template)?).await? {
+    if !ports
+        .documents
+        .replace(
+            collection(template.channel),
+            &template.id.to_string(),
+            stored::encode(collection(template.channel), &template)?,
+        )
+        .await?
+    {
         return Err(WebPushError::NotFound("template"));
     }
     Ok(template)

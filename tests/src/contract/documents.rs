@@ -2,11 +2,13 @@
 //! refuses a missing id, lists and finds are sorted by id, `find`/`delete_where` compare one top-level field, and
 //! JSON numbers come back as the kind they went in (integer or float). Queries filter on nested paths with
 //! type-strict comparisons, sort with the id as tie-breaker and page with a total; versions make exactly one of
-//! two concurrent compare-and-replaces win; unique and compound indexes; logical databases are separate.
+//! two concurrent compare-and-replaces win; unique and compound indexes; logical databases are separate. The
+//! typed layer over the port (`flowhost_core::stored`) converts and fails the same way on every backend.
 
 use std::sync::Arc;
 
 use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, PortError, Query, VersionedWrite};
+use flowhost_core::stored::{self, Collection, Document};
 use serde_json::{json, Value};
 
 use crate::unique;
@@ -583,4 +585,67 @@ pub async fn databases_are_separate(store: Arc<dyn DocumentStore>) {
     assert_eq!(store.list(&collection).await.expect("list").len(), 1);
     let bad = store.database("no-dashes").await;
     assert!(matches!(bad, Err(PortError::Invalid(_))), "database names are identifiers: {:?}", bad.err());
+}
+
+/// A value of the typed layer's test: one document per player, queried by country.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Player {
+    id: String,
+    country: String,
+    score: i64,
+}
+
+impl Document for Player {
+    const COLLECTION: &'static str = "players";
+
+    fn id(&self) -> String {
+        self.id.clone()
+    }
+
+    fn indexes() -> Vec<IndexSpec> {
+        vec![IndexSpec::ascending(&["country", "score"])]
+    }
+}
+
+/// The typed layer over the port (`flowhost_core::stored`): values go in and come back as their type, ids come
+/// from the value, versions guard replaces, and a stored document that no longer fits the type is one error,
+/// `PortError::Malformed`, never a panic nor a silently different value; a value that cannot be encoded stores
+/// nothing.
+pub async fn typed_collections(store: Arc<dyn DocumentStore>) {
+    let players = Collection::<Player>::named(store.clone(), &fresh_collection());
+    players.ensure_indexes().await.expect("indexes");
+    players.ensure_indexes().await.expect("indexes again");
+    let ann = Player { id: "ann".into(), country: "MT".into(), score: 10 };
+    let bob = Player { id: "bob".into(), country: "SE".into(), score: 7 };
+    players.insert(&ann).await.expect("insert");
+    assert!(matches!(players.insert(&ann).await, Err(PortError::Conflict(_))));
+    players.upsert_many(std::slice::from_ref(&bob)).await.expect("upsert many");
+    assert_eq!(players.get("ann").await.expect("get"), Some(ann.clone()));
+    assert_eq!(players.get("nobody").await.expect("get missing"), None);
+    assert_eq!(players.list().await.expect("list"), vec![ann.clone(), bob.clone()]);
+    assert_eq!(players.find("country", &json!("SE")).await.expect("find"), vec![bob.clone()]);
+    let page = players.query(&Query::new().eq("country", json!("MT")).limit(10)).await.expect("query");
+    assert_eq!((page.items, page.total), (vec![ann.clone()], 1));
+
+    let (stored, version) = players.get_versioned("ann").await.expect("versioned").expect("ann exists");
+    let raised = Player { score: 11, ..stored };
+    let next = players.replace_if_version(&raised, version).await.expect("replace").expect("current version");
+    assert_eq!(players.replace_if_version(&raised, version).await.expect("stale replace"), None);
+    assert_eq!(players.get_versioned("ann").await.expect("get").map(|(p, v)| (p.score, v)), Some((11, next)));
+
+    // Written through the untyped port, a body missing a field of the type.
+    store.upsert(players.name(), "cid", json!({ "id": "cid", "country": "MT" })).await.expect("raw");
+    assert!(matches!(players.get("cid").await, Err(PortError::Malformed(_))));
+    assert!(matches!(players.list().await, Err(PortError::Malformed(_))));
+    assert_eq!(
+        stored::decode_valid::<Player>(players.name(), store.list(players.name()).await.expect("raw list")).len(),
+        2
+    );
+    assert!(players.delete("cid").await.expect("delete"));
+    assert!(!players.delete("cid").await.expect("delete again"));
+
+    // A map with non-string keys has no JSON form.
+    let unencodable = std::collections::BTreeMap::from([((1, 2), "pair")]);
+    assert!(matches!(stored::encode(players.name(), &unencodable), Err(PortError::Malformed(_))));
+    assert_eq!(players.list().await.expect("list").len(), 2);
 }

@@ -47,7 +47,7 @@ pub(crate) async fn put(
     }
     check_topic_name(topic).map_err(|e| ApiError::bad_request(format!("default_output_topic: {e}")))?;
     let source = EventSource { source_topic, default_output_topic: topic.to_owned(), description: body.description };
-    state.ports.documents.upsert(EVENT_SOURCES, &source.source_topic, encode(&source)?).await?;
+    state.ports.documents.upsert(EVENT_SOURCES, &source.source_topic, encode(EVENT_SOURCES, &source)?).await?;
     state.announce_change().await;
     Ok(Json(source))
 }

@@ -17,7 +17,7 @@ use flowhost_core::ports::DocumentStore;
 use serde_json::{json, Value};
 
 use super::triggers::delete_rule;
-use super::{decode, encode, insert_new, load, load_all, status_ok, EnabledBody, SharedState};
+use super::{decode_all, encode, insert_new, load, load_all, status_ok, EnabledBody, SharedState};
 use crate::error::ApiError;
 use crate::json::JsonBody;
 
@@ -73,14 +73,14 @@ pub(crate) async fn update(
 ) -> Result<Json<Flow>, ApiError> {
     existing_v1(state.ports.documents.as_ref(), &id).await?;
     flow.id = id;
-    if !state.ports.documents.replace(FLOWS, &flow.id, encode(&flow)?).await? {
+    if !state.ports.documents.replace(FLOWS, &flow.id, encode(FLOWS, &flow)?).await? {
         return Err(not_found(&flow.id));
     }
     Ok(Json(flow))
 }
 
 async fn compiled_rules(documents: &dyn DocumentStore, flow_id: &str) -> Result<Vec<Rule>, ApiError> {
-    documents.find(RULES, "flow_id", &json!(flow_id)).await?.into_iter().map(|doc| decode(RULES, doc)).collect()
+    Ok(decode_all(RULES, documents.find(RULES, "flow_id", &json!(flow_id)).await?)?)
 }
 
 #[utoipa::path(delete, path = "/api/v1/flows/{id}", tag = "v1 flows", responses((status = 204, description = "Deleted with the rules compiled from it")))]
@@ -138,9 +138,9 @@ pub(crate) async fn set_enabled(
     let rules = compiled_rules(documents, &id).await?;
     for mut rule in rules.iter().cloned() {
         rule.enabled = body.enabled;
-        documents.replace(RULES, &rule.id, encode(&rule)?).await?;
+        documents.replace(RULES, &rule.id, encode(RULES, &rule)?).await?;
     }
-    documents.replace(FLOWS, &id, encode(&flow)?).await?;
+    documents.replace(FLOWS, &id, encode(FLOWS, &flow)?).await?;
     state.announce_change().await;
     let mut body = status_ok().0;
     body["rule_count"] = json!(rules.len());
@@ -183,13 +183,13 @@ pub(crate) async fn compile(State(state): State<SharedState>, Path(id): Path<Str
     let previous = compiled_rules(documents, &id).await?;
     let new_ids: HashSet<&str> = compiled.iter().map(|c| c.rule.id.as_str()).collect();
     for c in &compiled {
-        documents.upsert(RULES, &c.rule.id, encode(&c.rule)?).await?;
+        documents.upsert(RULES, &c.rule.id, encode(RULES, &c.rule)?).await?;
     }
     for stale in previous.iter().filter(|r| !new_ids.contains(r.id.as_str())) {
         delete_rule(documents, &stale.id).await?;
     }
     flow.status = FlowStatus::Active;
-    documents.replace(FLOWS, &id, encode(&flow)?).await?;
+    documents.replace(FLOWS, &id, encode(FLOWS, &flow)?).await?;
     state.announce_change().await;
     let rule_ids: Vec<&str> = compiled.iter().map(|c| c.rule.id.as_str()).collect();
     Ok(Json(json!({ "status": "compiled", "rule_ids": rule_ids, "rule_count": rule_ids.len() })))

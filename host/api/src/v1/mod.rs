@@ -6,6 +6,7 @@ mod flows;
 mod schemas;
 mod triggers;
 
+pub(crate) use flowhost_core::stored::{decode, decode_all, encode};
 use std::sync::Arc;
 
 use flowhost_core::ports::DocumentStore;
@@ -14,7 +15,6 @@ use flowhost_role::routes;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
-use tracing::error;
 
 use crate::error::ApiError;
 use crate::AppState;
@@ -55,7 +55,7 @@ pub(crate) async fn load<T: DeserializeOwned>(
 ) -> Result<Option<T>, ApiError> {
     match documents.get(collection, id).await? {
         None => Ok(None),
-        Some(doc) => decode(collection, doc).map(Some),
+        Some(doc) => Ok(Some(decode(collection, doc)?)),
     }
 }
 
@@ -64,7 +64,7 @@ pub(crate) async fn load_all<T: DeserializeOwned>(
     documents: &dyn DocumentStore,
     collection: &str,
 ) -> Result<Vec<T>, ApiError> {
-    documents.list(collection).await?.into_iter().map(|doc| decode(collection, doc)).collect()
+    Ok(decode_all(collection, documents.list(collection).await?)?)
 }
 
 /// Stores a new document; an existing `id` is a 409 naming the `kind` (`flow "x" already exists`).
@@ -75,24 +75,10 @@ pub(crate) async fn insert_new<T: Serialize>(
     id: &str,
     value: &T,
 ) -> Result<(), ApiError> {
-    match documents.insert(collection, id, encode(value)?).await {
+    match documents.insert(collection, id, encode(collection, value)?).await {
         Err(flowhost_core::PortError::Conflict(_)) => Err(ApiError::conflict(format!("{kind} {id:?} already exists"))),
         other => Ok(other?),
     }
-}
-
-pub(crate) fn decode<T: DeserializeOwned>(collection: &str, doc: Value) -> Result<T, ApiError> {
-    serde_json::from_value(doc).map_err(|e| {
-        error!(collection, error = %e, "stored document does not parse");
-        ApiError::internal()
-    })
-}
-
-pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Value, ApiError> {
-    serde_json::to_value(value).map_err(|e| {
-        error!(error = %e, "cannot encode a document");
-        ApiError::internal()
-    })
 }
 
 /// The body of the `enabled` toggles of rules and flows.

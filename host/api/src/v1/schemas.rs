@@ -46,7 +46,7 @@ pub(crate) async fn put(
     if !problems.is_empty() {
         return Err(ApiError::invalid("invalid schema", problems));
     }
-    state.ports.documents.upsert(SCHEMAS, &schema.event_type, encode(&schema)?).await?;
+    state.ports.documents.upsert(SCHEMAS, &schema.event_type, encode(SCHEMAS, &schema)?).await?;
     state.announce_change().await;
     Ok(Json(schema))
 }

@@ -11,7 +11,7 @@ use flowhost_core::ports::{check_topic_name, DocumentStore};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{encode, insert_new, load, load_all, status_ok, EnabledBody, SharedState};
+use super::{decode_all, encode, insert_new, load, load_all, status_ok, EnabledBody, SharedState};
 use crate::error::ApiError;
 use crate::json::JsonBody;
 
@@ -53,7 +53,7 @@ pub(crate) async fn update(
     rule.id = id;
     rule.flow_id = None;
     check_rule(documents, &rule).await?;
-    if !documents.replace(RULES, &rule.id, encode(&rule)?).await? {
+    if !documents.replace(RULES, &rule.id, encode(RULES, &rule)?).await? {
         return Err(not_found(&rule.id));
     }
     state.announce_change().await;
@@ -79,7 +79,7 @@ pub(crate) async fn set_enabled(
     let documents = state.ports.documents.as_ref();
     let mut rule = existing(documents, &id).await?;
     rule.enabled = body.enabled;
-    if !documents.replace(RULES, &id, encode(&rule)?).await? {
+    if !documents.replace(RULES, &id, encode(RULES, &rule)?).await? {
         return Err(not_found(&id));
     }
     state.announce_change().await;
@@ -94,8 +94,7 @@ pub(crate) async fn list_tenants(
     let documents = state.ports.documents.as_ref();
     existing(documents, &id).await?;
     let overrides = documents.find(TENANT_OVERRIDES, "rule_id", &json!(id)).await?;
-    let overrides: Vec<TenantOverride> =
-        overrides.into_iter().map(|doc| super::decode(TENANT_OVERRIDES, doc)).collect::<Result<_, _>>()?;
+    let overrides: Vec<TenantOverride> = decode_all(TENANT_OVERRIDES, overrides)?;
     Ok(Json(
         overrides
             .into_iter()
@@ -131,7 +130,7 @@ pub(crate) async fn put_tenant(
     let prior: Option<TenantOverride> = load(documents, TENANT_OVERRIDES, &document_id).await?;
     let enabled = body.enabled.or(prior.and_then(|p| p.enabled));
     let record = TenantOverride { rule_id: id, tenant_id, enabled };
-    documents.upsert(TENANT_OVERRIDES, &document_id, encode(&record)?).await?;
+    documents.upsert(TENANT_OVERRIDES, &document_id, encode(TENANT_OVERRIDES, &record)?).await?;
     state.announce_change().await;
     Ok(status_ok())
 }

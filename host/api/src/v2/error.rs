@@ -52,6 +52,8 @@ impl From<PortError> for V2Error {
                 error!(%error, "storage error");
                 V2Error::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", "internal error")
             }
+            // Logged where the document failed to convert.
+            PortError::Malformed(_) => V2Error::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", "internal error"),
         }
     }
 }

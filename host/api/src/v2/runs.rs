@@ -74,7 +74,7 @@ pub(crate) async fn list(
 /// `GET /api/v2/runs/{run_id}`: the run with every node's input, output, outcome, attempts and timing.
 #[utoipa::path(get, path = "/api/v2/runs/{run_id}", tag = "v2 runs", responses((status = 200, description = "The run with its node records", body = Value)))]
 pub(crate) async fn read(State(state): State<SharedState>, Path(run_id): Path<String>) -> Result<Json<Value>, V2Error> {
-    Ok(Json(Runs::new(&state.ports).get(&run_id).await?.view()))
+    Ok(Json(Runs::new(&state.ports).get(&run_id).await?.view()?))
 }
 
 /// `POST /api/v2/runs/{run_id}/reply` with a reply envelope: an external service's answer to an action

@@ -47,6 +47,10 @@ pub enum PortError {
     /// A request (subjects `request`) found no subscriber to answer it.
     #[error("no responders: {0}")]
     NoResponders(String),
+    /// A value did not encode as a document, or a stored document did not decode into its type
+    /// ([`crate::stored`], which logs it where it happens).
+    #[error("malformed document: {0}")]
+    Malformed(String),
 }
 
 impl PortError {
