@@ -3,6 +3,8 @@
 //! the overview, list and detail routes with their buckets, pagination edges, filters, errors, `X-Request-Id`
 //! and freshness; a slice whose source fails keeps serving and its gauges say so. On the embedded store and on
 //! MongoDB.
+//!
+//! tidy: over the line budget: one acceptance suite for one part of the specification, its routes in order.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,6 +2,8 @@
 //! the caller policy, subscriptions, interaction tokens and events, the editor routes (tenants, templates,
 //! preview, activity, notification records, send), the health of a broken policy, and retention on an injected
 //! clock; every case on the embedded backends and on MongoDB/Kafka/NATS/Redis.
+//!
+//! tidy: over the line budget: one acceptance suite for one part of the specification, its routes in order.
 
 use std::sync::Arc;
 use std::time::Duration;
