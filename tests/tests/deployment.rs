@@ -140,7 +140,7 @@ impl Workload {
         config
     }
 
-    /// The addresses of the listeners this process opens (README "Roles and listeners").
+    /// The addresses of the listeners this process opens (docs/operations.md, "Roles and listeners").
     fn listeners(&self) -> Vec<(&'static str, SocketAddr)> {
         let config = self.config();
         let roles = &config.roles;

@@ -96,8 +96,9 @@ pub async fn connect_with_clock(config: &Config, clock: Arc<dyn Clock>) -> anyho
         ),
         None => Arc::new(LocalCache::with_max_entries(clock.clone(), config.cache.max_entries)),
     };
-    // The work queue follows Redis (Streams), chosen over JetStream by the figures in README "Durable queue";
-    // without Redis it lives in the embedded store, opened here too when documents and topics are remote.
+    // The work queue follows Redis (Streams), chosen over JetStream by the figures in docs/operations.md,
+    // "Durable queue"; without Redis it lives in the embedded store, opened here too when documents and topics
+    // are remote.
     let queue: Arc<dyn WorkQueue> = match (&redis_url, &embedded) {
         (Some(url), _) => Arc::new(
             flowhost_redis::RedisQueue::open_in(url, config.redis.namespace())

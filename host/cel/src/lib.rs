@@ -446,17 +446,17 @@ mod tests {
         }
     }
 
-    /// The README's examples (section "CEL: the expression language") hold for its example event.
+    /// The examples of docs/admin-api.md (section "CEL: the expression language") hold for its example event.
     #[test]
-    fn the_readme_examples_hold() {
+    fn the_documented_examples_hold() {
         let event = serde_json::json!({"game": "Slots-1", "count": 3, "amount": 150.5, "tags": ["new", "vip"],
                                        "profile": {"level": 4}});
         let mut activation = cel_core::MapActivation::new();
         for (name, value) in event.as_object().unwrap() {
             activation.insert(name.clone(), from_json(value));
         }
-        let readme = include_str!("../../../README.md");
-        let section = &readme[readme.find("## CEL: the expression language").unwrap()..];
+        let page = include_str!("../../../docs/admin-api.md");
+        let section = &page[page.find("## CEL: the expression language").unwrap()..];
         let table = &section[..section.find("**Limits**").unwrap()];
         let examples: Vec<&str> = table
             .lines()

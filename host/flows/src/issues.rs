@@ -30,7 +30,7 @@ macro_rules! codes {
                 match self { $(Code::$code => Severity::$severity,)* }
             }
 
-            /// What the code means, for the README's table and Studio's help.
+            /// What the code means, for the table in docs/flows.md and Studio's help.
             pub fn description(self) -> &'static str {
                 match self { $(Code::$code => $doc,)* }
             }
@@ -180,12 +180,12 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_lists_every_code_with_its_severity() {
-        let readme = include_str!("../../../README.md");
+    fn the_docs_list_every_code_with_its_severity() {
+        let page = include_str!("../../../docs/flows.md");
         for code in Code::ALL {
             let severity = serde_json::to_value(code.severity()).unwrap();
             let row = format!("| `{}` | {} | {} |", code.as_str(), severity.as_str().unwrap(), code.description());
-            assert!(readme.contains(&row), "README.md lacks the row {row}");
+            assert!(page.contains(&row), "docs/flows.md lacks the row {row}");
         }
     }
 }

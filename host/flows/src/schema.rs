@@ -1,5 +1,5 @@
 //! The JSON Schema (draft 2020-12) of a v2 flow body, served at `GET /api/v2/flows/schema` and documented in
-//! the README. It describes the shape of each node kind's `config`; what depends on other data (schemas,
+//! docs/flows.md. It describes the shape of each node kind's `config`; what depends on other data (schemas,
 //! manifests, topics) is the validation engine's to say.
 
 use serde_json::{json, Value};

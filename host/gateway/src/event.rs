@@ -1,4 +1,4 @@
-//! What a browser posts and what the gateway publishes (documented in README "Edge analytics gateway").
+//! What a browser posts and what the gateway publishes (documented in docs/gateway.md).
 //!
 //! The browser body of `POST /api/gateway/events` is one JSON object:
 //!

@@ -1,4 +1,4 @@
-//! The presence validator's error codes (spec 002 part B's input rules, README "Presence projector"): the only
+//! The presence validator's error codes (spec 002 part B's input rules, docs/presence.md): the only
 //! rejections of a record that are permanent. The bundled `presence` plugin answers them as `permanent`; the
 //! host's projector dead-letters a `permanent` answer only when its code is one of these, so a plugin version
 //! that refuses valid records with any other code (or traps) blocks and retries the partition instead of

@@ -1,7 +1,7 @@
 //! The error type of the push API and its envelope `{ "error": { "code", "message", "details"? } }`, used on
 //! the push-platform and the editor routes alike. Codes are the spec's (`VALIDATION_ERROR`, `UNAUTHORIZED`,
 //! `FORBIDDEN`, `PUSH_ENV_NOT_READY`, `INTERNAL_ERROR`) plus a few of ours for situations the spec does not
-//! name (README, "Push API"). A 5xx never carries internal detail: the cause is logged, the client gets a
+//! name (docs/push.md, "Push API"). A 5xx never carries internal detail: the cause is logged, the client gets a
 //! generic message. The domain's errors (`flowhost_webpush::WebPushError`, without status codes) are mapped here.
 
 use axum::http::StatusCode;

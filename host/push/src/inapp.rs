@@ -11,8 +11,8 @@
 //!   `POST /api/v1/service/inapp/subscriptions/deactivate` -> `{deactivated}`: the player's in-app channel (a
 //!   send to a deactivated one is a skip-forward).
 //!
-//! The websocket, `GET /api/v1/inapp/ws?token=<connect token>&after=<cursor>` (the protocol is in the README,
-//! "In-app websocket"): a `hello` frame, then missed messages after `after` (oldest first), then every new
+//! The websocket, `GET /api/v1/inapp/ws?token=<connect token>&after=<cursor>` (the protocol is in docs/push.md,
+//! "The websocket protocol"): a `hello` frame, then missed messages after `after` (oldest first), then every new
 //! message as it is sent, `ping` frames every [`HEARTBEAT`] (the client answers `pong`; a connection silent for
 //! three heartbeats is closed), and `read` frames from the client mark messages read. [`InAppHub`] keeps this
 //! node's connections and, for each player with one here, listens on the player's delivery subject: it takes
@@ -572,7 +572,7 @@ struct WebSocketQuery {
 /// used, 429 when the player has its most websockets on this node, 503 when the node is at its limit; else
 /// the upgrade, with the connection's slot taken first.
 #[utoipa::path(get, path = "/api/v1/inapp/ws", tag = "in-app", params(WebSocketQuery, HandshakeHeaders), responses(
-    (status = 101, description = "Switching Protocols: the websocket (`hello`, missed messages, `message`, `ping`, ...; see the README, \"In-app websocket\")"),
+    (status = 101, description = "Switching Protocols: the websocket (`hello`, missed messages, `message`, `ping`, ...; see docs/push.md, \"The websocket protocol\")"),
     (status = 400, description = "`after` is not a cursor (the push envelope), or a malformed query or handshake (plain text, from axum)", content((ErrorBody = "application/json"), (String = "text/plain"))),
     (status = 426, description = "Upgrade Required: the connection cannot be upgraded (plain text)", body = String, content_type = "text/plain"),
 ))]

@@ -1,11 +1,11 @@
 //! `flowhost-role`: what a role is, and how the roles of one process share its listeners.
 //!
-//! A role (admin, engine, push-api; later sender, gateway, presence, campaigns, studio) is one type implementing
-//! [`Role`], as Spin's triggers implement its `Trigger` trait: from the process's [`RoleContext`] (the typed
-//! configuration, the ports, the metrics registry, the shared component store) it builds its [`RoleParts`]: the
-//! HTTP [`Listener`]s it serves (a name, the address it defaults to and the settings that move it, its routes),
-//! its background tasks, and the liveness and readiness [`Check`]s it contributes. `flowhost serve` composes the
-//! roles the configuration selects; no role knows another.
+//! A role (admin, engine, push-api, sender, presence, campaigns, and the gateway whole or as its edge, ingest, worker
+//! and admin parts; Studio is served by the admin role) is one type implementing [`Role`], as Spin's triggers implement
+//! its `Trigger` trait: from the process's [`RoleContext`] (the typed configuration, the ports, the metrics registry,
+//! the shared component store) it builds its [`RoleParts`]: the HTTP [`Listener`]s it serves (a name, the address it
+//! defaults to and the settings that move it, its routes), its background tasks, and the liveness and readiness
+//! [`Check`]s it contributes. `flowhost serve` composes the roles the configuration selects; no role knows another.
 //!
 //! [`serve_listeners`] binds the listeners. Listeners whose addresses are equal share one socket (their routes are
 //! merged), so the push routes sit beside the admin API by default. Every socket answers `GET /health`

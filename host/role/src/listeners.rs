@@ -35,7 +35,7 @@ pub enum HealthStyle {
 
 /// An HTTP listener a role asks for.
 pub struct Listener {
-    /// Short name for logs and the README's listener table (`admin`, `push`, `gateway-edge`, ...).
+    /// Short name for logs and the listener table of docs/operations.md (`admin`, `push`, `gateway-edge`, ...).
     pub name: &'static str,
     /// The address to bind, as configured (or the default). Listeners with equal addresses share a socket.
     pub addr: String,

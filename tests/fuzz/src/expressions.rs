@@ -2,7 +2,7 @@
 //! ways the product compiles (against an event schema as v1 rules are, without one as an untyped v2 condition,
 //! and against typed and dynamic fields as a v2 condition after a lookup), each within `flowhost-cel`'s limits,
 //! and whatever compiles is evaluated against an event. All of it on a thread with a 2 MiB stack, a tokio
-//! worker's: the limits promise that any expression fits there (README, "CEL: the expression language").
+//! worker's: the limits promise that any expression fits there (docs/admin-api.md, "CEL: the expression language").
 
 use flowhost_core::model::{EventSchema, FieldType};
 use flowhost_expr::{Expression, FieldKind};

@@ -1,5 +1,5 @@
 //! The edge analytics gateway's settings (spec 002 part A): every `GATEWAY_EDGE_*` name of the spec, the
-//! spec's ports, and the limits the spec leaves to the product (documented in README "Edge analytics gateway").
+//! spec's ports, and the limits the spec leaves to the product (documented in docs/gateway.md).
 
 use serde::{Deserialize, Serialize};
 

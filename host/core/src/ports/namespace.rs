@@ -4,8 +4,8 @@
 //!
 //! Off by default: the specification fixes the names (`triggers.v2.<service>.inbound`, ...), and a deployment
 //! isolates itself with its server's own mechanism first (a NATS account, a Kafka cluster or prefixed ACLs, a
-//! Redis logical database). The prefix is for operators who cannot; `docs`/README "Sharing servers between
-//! deployments" says which to use where.
+//! Redis logical database). The prefix is for operators who cannot; docs/configuration.md, "Sharing servers
+//! between deployments", says which to use where.
 
 use std::borrow::Cow;
 use std::sync::Arc;

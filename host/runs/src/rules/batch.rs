@@ -3,7 +3,7 @@
 //! records to publish. With the native node kinds it is free of I/O, so it is benchmarked and tested without
 //! any backend.
 //!
-//! How a rule reads its nodes' answers is the v1 contract (the README's engine section): a condition that
+//! How a rule reads its nodes' answers is the v1 contract (docs/admin-api.md, "Events"): a condition that
 //! cannot be evaluated does not match (an `eval` error); skip-forward skips the rule (a condition) or lets the
 //! event through unmapped (a mapping); a retryable failure retries that record alone; a permanent one
 //! dead-letters it; an unavailable node kind stops the batch, which the caller processes again later.

@@ -32,7 +32,7 @@ export interface NodeKindCatalog {
 /// What a node kind may answer when `answers` is not declared: all of them.
 export const ALL_ANSWERS: readonly string[] = ["continue", "stop", "skip-forward", "permanent", "retryable"];
 
-/// What each answer does to a run (README, "Outcomes").
+/// What each answer does to a run (docs/flows.md, "Plugin node kinds").
 export const ANSWER_MEANINGS: Readonly<Record<string, string>> = {
   continue: "goes on, with the payload it gives or the one it received",
   stop: "ends the branch here (not matched)",
