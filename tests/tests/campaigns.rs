@@ -771,7 +771,7 @@ async fn history_predating_the_totals_is_counted(backends: Backends) {
             (id, event)
         })
         .collect();
-    read_models.upsert_many(flowhost_campaigns::live::LIVE_EVENTS, docs).await.unwrap();
+    read_models.upsert_many(flowhost_campaigns::live_model::LIVE_EVENTS, docs).await.unwrap();
     delivered(&c.host, &t, "n-new", 7, "no-such-run").await;
 
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -797,7 +797,7 @@ async fn history_predating_the_totals_is_counted(backends: Backends) {
     // The answers above would also come from counting on the fly: the tenant's kept totals hold the history.
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let totals = read_models.get(flowhost_campaigns::live::LIVE_EVENT_TOTALS, &t).await.unwrap();
+        let totals = read_models.get(flowhost_campaigns::live_model::LIVE_EVENT_TOTALS, &t).await.unwrap();
         if totals.as_ref().is_some_and(|totals| totals["counts"]["notification_delivered"] == 51) {
             break;
         }
@@ -807,8 +807,9 @@ async fn history_predating_the_totals_is_counted(backends: Backends) {
     // Quiet passes (every 200 ms) read the newest events again but write nothing: neither the event nor the
     // totals counted from it.
     let versions = || async {
-        let totals = read_models.get_versioned(flowhost_campaigns::live::LIVE_EVENT_TOTALS, &t).await.unwrap();
-        let newest = read_models.get_versioned(flowhost_campaigns::live::LIVE_EVENTS, "delivery:n-new").await.unwrap();
+        let totals = read_models.get_versioned(flowhost_campaigns::live_model::LIVE_EVENT_TOTALS, &t).await.unwrap();
+        let newest =
+            read_models.get_versioned(flowhost_campaigns::live_model::LIVE_EVENTS, "delivery:n-new").await.unwrap();
         (totals.unwrap().version, newest.unwrap().version)
     };
     // (The pass that counted the history may still be adding the newest hour.)

@@ -55,10 +55,6 @@ async fn list(State(state): State<SharedState>) -> Result<Json<Vec<ComponentMani
     Ok(Json(Catalog::new(&state.ports).list().await?))
 }
 
-pub(crate) fn bad_gateway(message: String) -> ApiError {
-    ApiError::new(StatusCode::BAD_GATEWAY, message)
-}
-
 /// The upstream's `Content-Type` when a browser cannot run it (JSON types, plain text, CSV), else
 /// `application/octet-stream`: an upstream answering `text/html` must not get script onto Studio's origin.
 fn inert_content_type(upstream: Option<&header::HeaderValue>) -> header::HeaderValue {
@@ -86,34 +82,34 @@ async fn data_source(
     let service = query.iter().find(|(key, _)| key == "service").map(|(_, value)| value.as_str());
     let row = match Catalog::new(&state.ports).latest_of(&id, service).await? {
         Owner::One(row) => row,
-        Owner::None => return Err(bad_gateway(format!("unknown component {id:?}: no manifest registered"))),
+        Owner::None => return Err(ApiError::bad_gateway(format!("unknown component {id:?}: no manifest registered"))),
         Owner::Ambiguous(services) => {
-            return Err(bad_gateway(format!(
+            return Err(ApiError::bad_gateway(format!(
                 "component id {id:?} is registered by several services ({}); name one with ?service=",
                 services.join(", ")
             )))
         }
     };
     let declared = row.data_sources.iter().find(|d| d.name == source).ok_or_else(|| {
-        bad_gateway(format!("component {id:?} (version {}) declares no data source {source:?}", row.version))
+        ApiError::bad_gateway(format!("component {id:?} (version {}) declares no data source {source:?}", row.version))
     })?;
     if row.extra.get(RUNTIME_FIELD).and_then(Value::as_str) == Some(WASM_RUNTIME) {
-        return crate::plugins::query_data_source(&state, &id, &source, query).await;
+        return query_data_source(&state, &id, &source, query).await;
     }
     let endpoint = row
         .endpoint()
-        .ok_or_else(|| bad_gateway(format!("component {id:?} has no transports.http.endpoint to query")))?;
+        .ok_or_else(|| ApiError::bad_gateway(format!("component {id:?} has no transports.http.endpoint to query")))?;
     let url = format!("{}{}", endpoint.trim_end_matches('/'), declared.path);
     let forwarded: Vec<(String, String)> = query.into_iter().filter(|(k, _)| declared.params.contains(k)).collect();
     let upstream = |error: EgressError| {
         warn!(component = %id, source = %source, %error, "data-source upstream failed");
-        bad_gateway(format!("data source {source:?} of component {id:?}: {error}"))
+        ApiError::bad_gateway(format!("data source {source:?} of component {id:?}: {error}"))
     };
     let request = state.egress.request(reqwest::Method::GET, &url).map_err(upstream)?.query(&forwarded);
     let response = state.egress.send(request).await.map_err(upstream)?;
     let status = response.status();
     if !status.is_success() {
-        return Err(bad_gateway(format!(
+        return Err(ApiError::bad_gateway(format!(
             "data source {source:?} of component {id:?}: upstream answered {}",
             status.as_u16()
         )));
@@ -130,4 +126,27 @@ async fn data_source(
         body,
     )
         .into_response())
+}
+
+/// Answers a data source of an in-process (wasm) component for the catalog's data-source proxy: the active
+/// version's answer with `Content-Type: application/json`, or a 502 saying why.
+async fn query_data_source(
+    state: &SharedState,
+    id: &str,
+    source: &str,
+    query: Vec<(String, String)>,
+) -> Result<Response, ApiError> {
+    let plugin = state.components.as_ref().and_then(|store| store.active(id)).ok_or_else(|| {
+        ApiError::bad_gateway(format!("component {id:?} runs in the plugin runtime but is not active here"))
+    })?;
+    match plugin.data_source(source, &query).await {
+        Ok(body) => Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response()),
+        Err(error) => {
+            warn!(component = %id, source, %error, "in-process data source failed");
+            Err(ApiError::bad_gateway(format!(
+                "data source {source:?} of component {id:?} failed: {}",
+                error.public_message()
+            )))
+        }
+    }
 }

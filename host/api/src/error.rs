@@ -44,6 +44,11 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, message)
     }
 
+    /// 502: an upstream the request depends on (a component's data source) failed or cannot be reached.
+    pub fn bad_gateway(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_GATEWAY, message)
+    }
+
     pub fn internal() -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
     }

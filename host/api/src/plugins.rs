@@ -10,7 +10,7 @@ use std::time::Instant;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use flowhost_components::{Activation, ComponentError, ComponentStore, ComponentSummary};
@@ -25,7 +25,6 @@ use tracing::{info, warn};
 
 use flowhost_role::{routes, ApiRouter};
 
-use crate::catalog::bad_gateway;
 use crate::error::ApiError;
 use crate::json::JsonBody;
 use crate::v1::SharedState;
@@ -198,27 +197,6 @@ async fn invoke(
                 .with("plugin", json!(id))
                 .with("version", json!(version))
                 .with("duration_us", json!(duration_us)))
-        }
-    }
-}
-
-/// Answers a data source of an in-process (wasm) component for the catalog's data-source proxy: the active
-/// version's answer with `Content-Type: application/json`, or a 502 saying why.
-pub(crate) async fn query_data_source(
-    state: &SharedState,
-    id: &str,
-    source: &str,
-    query: Vec<(String, String)>,
-) -> Result<Response, ApiError> {
-    let plugin =
-        state.components.as_ref().and_then(|store| store.active(id)).ok_or_else(|| {
-            bad_gateway(format!("component {id:?} runs in the plugin runtime but is not active here"))
-        })?;
-    match plugin.data_source(source, &query).await {
-        Ok(body) => Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response()),
-        Err(error) => {
-            warn!(component = %id, source, %error, "in-process data source failed");
-            Err(bad_gateway(format!("data source {source:?} of component {id:?} failed: {}", error.public_message())))
         }
     }
 }

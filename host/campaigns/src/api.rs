@@ -26,7 +26,7 @@ use tracing::{error, Instrument};
 
 use crate::external::is_external_id;
 use crate::list_cache::{ListCache, ListPage};
-use crate::live::{LiveEvent, KINDS, LIVE_EVENTS};
+use crate::live_model::{LiveEvent, KINDS, LIVE_EVENTS};
 use crate::model::{Origin, UiStatus};
 use crate::read_model::{CampaignFilter, ReadModels, SortKey};
 use crate::sync::{CAMPAIGNS, OVERVIEW, SUPPORT};

@@ -17,6 +17,7 @@ pub mod explorer;
 pub mod external;
 pub mod list_cache;
 pub mod live;
+pub mod live_model;
 pub mod metrics;
 pub mod model;
 mod openapi;

@@ -28,81 +28,19 @@ use std::collections::{BTreeSet, HashMap};
 use flowhost_core::collections::{FLOW_RUNS, WEBPUSH_ACTIVITY, WEBPUSH_EVENTS};
 use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, PortError, Query};
 use flowhost_core::stored;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::live_model::{LiveCounts, LiveEvent, ENGAGEMENT, KINDS, LIVE_EVENTS, LIVE_EVENT_HOURS, LIVE_EVENT_TOTALS};
 use crate::model::{instant_ms, CampaignDoc};
 use crate::read_model::ReadModels;
 
-pub const LIVE_EVENTS: &str = "live_events";
-pub const ENGAGEMENT: &str = "campaign_engagement";
-pub const LIVE_EVENT_HOURS: &str = "live_event_hours";
-pub const LIVE_EVENT_TOTALS: &str = "live_event_totals";
 const HOUR_MS: i64 = 3_600_000;
-
-/// A tenant's live events per kind: of one hour (`hour_ms` its start), or of all time (`hour_ms` `None`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LiveCounts {
-    pub tenant_id: String,
-    pub hour_ms: Option<i64>,
-    pub counts: std::collections::BTreeMap<String, u64>,
-}
-
-impl LiveCounts {
-    /// The events of `kind` (`None`: of every kind).
-    pub fn total(&self, kind: Option<&str>) -> u64 {
-        match kind {
-            Some(kind) => self.counts.get(kind).copied().unwrap_or(0),
-            None => self.counts.values().sum(),
-        }
-    }
-}
 
 /// How far before a cursor a source is read again (a write that committed late is not missed; rewriting a
 /// live event is idempotent).
 const OVERLAP_MS: i64 = 5_000;
 /// Pages one pass reads per source at most.
 const MAX_PAGES_PER_PASS: usize = 50;
-
-/// One live event (collection `live_events`, id = `event_id`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LiveEvent {
-    /// `run:<run_id>`, `delivery:<notification_id>` or
-    /// `interaction:<tenant_id>:<player_id>:<source>:<event_id>`.
-    pub event_id: String,
-    pub tenant_id: String,
-    pub kind: String,
-    pub occurred_at: String,
-    pub occurred_ms: i64,
-    pub campaign_id: Option<String>,
-    pub run_id: Option<String>,
-    pub notification_id: Option<String>,
-    pub player_id: Option<i64>,
-    /// `WEB_PUSH` or `IN_APP` for deliveries.
-    pub channel: Option<String>,
-    /// The interaction's type (`displayed`, `clicked`, `closed`, `opened`, `read`).
-    pub interaction_type: Option<String>,
-}
-
-impl LiveEvent {
-    /// What the API answers for it.
-    pub fn item(&self) -> Value {
-        json!({
-            "event_id": self.event_id,
-            "kind": self.kind,
-            "occurred_at": self.occurred_at,
-            "campaign_id": self.campaign_id,
-            "run_id": self.run_id,
-            "notification_id": self.notification_id,
-            "player_id": self.player_id,
-            "channel": self.channel,
-            "interaction_type": self.interaction_type,
-        })
-    }
-}
-
-/// The kinds a live-events list can be filtered by.
-pub const KINDS: [&str; 4] = ["run_completed", "run_dead_lettered", "notification_delivered", "interaction"];
 
 /// What one pass of the slice changed.
 #[derive(Debug, Default)]

@@ -48,7 +48,7 @@ pub(crate) enum Order {
     Desc,
 }
 
-/// The kinds of live events (`crate::live::KINDS`).
+/// The kinds of live events (`crate::live_model::KINDS`).
 #[derive(ToSchema)]
 #[schema(rename_all = "snake_case")]
 pub(crate) enum LiveEventKind {

@@ -386,7 +386,7 @@ impl ReadModels {
         campaign_id: Option<&str>,
         page: u64,
         page_size: u64,
-    ) -> Result<(Vec<crate::live::LiveEvent>, u64), PortError> {
+    ) -> Result<(Vec<crate::live_model::LiveEvent>, u64), PortError> {
         let mut query = Query::new().eq("tenant_id", json!(tenant_id));
         if let Some(kind) = kind {
             query = query.eq("kind", json!(kind));
@@ -403,15 +403,15 @@ impl ReadModels {
         if counted.is_some() {
             query = query.without_total();
         }
-        let Page { items, total } = self.documents.query(crate::live::LIVE_EVENTS, &query).await?;
-        let events = decode_all(crate::live::LIVE_EVENTS, items)?;
+        let Page { items, total } = self.documents.query(crate::live_model::LIVE_EVENTS, &query).await?;
+        let events = decode_all(crate::live_model::LIVE_EVENTS, items)?;
         Ok((events, counted.map_or(total, |counts| counts.total(kind))))
     }
 
     /// The tenant's kept live-event counts (`None` before the sync first counted them).
-    async fn live_counts(&self, tenant_id: &str) -> Result<Option<crate::live::LiveCounts>, PortError> {
-        let found = self.documents.get(crate::live::LIVE_EVENT_TOTALS, tenant_id).await?;
-        found.map(|value| decode(crate::live::LIVE_EVENT_TOTALS, value)).transpose()
+    async fn live_counts(&self, tenant_id: &str) -> Result<Option<crate::live_model::LiveCounts>, PortError> {
+        let found = self.documents.get(crate::live_model::LIVE_EVENT_TOTALS, tenant_id).await?;
+        found.map(|value| decode(crate::live_model::LIVE_EVENT_TOTALS, value)).transpose()
     }
 
     /// How many live events the tenant has.
@@ -420,7 +420,7 @@ impl ReadModels {
             return Ok(counts.total(None));
         }
         let query = Query::new().eq("tenant_id", json!(tenant_id)).limit(1);
-        Ok(self.documents.query(crate::live::LIVE_EVENTS, &query).await?.total)
+        Ok(self.documents.query(crate::live_model::LIVE_EVENTS, &query).await?.total)
     }
 
     pub async fn cursor(&self, slice: &str) -> Result<Option<String>, PortError> {

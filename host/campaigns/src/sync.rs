@@ -31,7 +31,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::external::ExternalSource;
-use crate::live::{LiveSync, Settled, LIVE_EVENTS};
+use crate::live::{LiveSync, Settled};
+use crate::live_model::LIVE_EVENTS;
 use crate::model::{instant_ms, CampaignDoc, Origin, UiStatus};
 use crate::read_model::{Aggregate, ReadModels, SyncState};
 use crate::support::SupportSource;

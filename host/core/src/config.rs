@@ -18,6 +18,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::ports::SecretStore;
+pub use crate::secret::Secret;
 
 mod campaigns;
 mod gateway;
@@ -651,29 +652,6 @@ pub struct LogConfig {
 impl Default for LogConfig {
     fn default() -> Self {
         Self { filter: "info".into(), format: LogFormat::Text }
-    }
-}
-
-/// A secret value (token, key, HMAC secret). `Debug` never shows it, so a logged configuration leaks nothing;
-/// it (de)serializes as the plain string.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The value itself: pass it to the code that uses it, never to a log.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(<redacted>)")
     }
 }
 

@@ -13,6 +13,7 @@ pub mod model;
 pub mod notify;
 pub mod placeholders;
 pub mod ports;
+pub mod secret;
 pub mod signing;
 pub mod source;
 pub mod stored;

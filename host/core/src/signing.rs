@@ -11,7 +11,7 @@
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use crate::config::Secret;
+use crate::secret::Secret;
 
 /// The header that carries a signature, on every transport.
 pub const SIGNATURE_HEADER: &str = "flowhost-signature";

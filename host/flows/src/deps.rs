@@ -21,7 +21,6 @@ use serde::Deserialize;
 use serde_json::Value;
 use tracing::warn;
 
-use crate::validate::SchemaValidator;
 use crate::FlowError;
 
 /// The transport of a segment whose service is an in-process WebAssembly component.
@@ -171,6 +170,9 @@ impl Dependencies {
         }
     }
 }
+
+/// A compiled `config_schema`, shared by every action node with the same service hash and action.
+pub(crate) type SchemaValidator = Arc<jsonschema::Validator>;
 
 /// Compiled `config_schema`s by (service hash, action): a drift pass over many flows compiles each once.
 #[derive(Clone, Default)]

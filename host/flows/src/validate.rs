@@ -10,7 +10,6 @@
 //! most one incoming edge, so the fields at a node are those of its one path.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
 use flowhost_core::model::FieldType;
 use flowhost_core::placeholders::{pieces, whole_placeholder, Piece};
@@ -990,6 +989,3 @@ fn cycle_nodes<'a>(nodes: &'a [Node], children: &HashMap<&'a str, Vec<&'a str>>)
     }
     on_cycle
 }
-
-/// A compiled `config_schema`, shared by every action node with the same service hash and action.
-pub(crate) type SchemaValidator = Arc<jsonschema::Validator>;

@@ -32,6 +32,7 @@ use flowhost_runtime::{InvocationContext, Outcome};
 use serde_json::{Map, Value};
 use tracing::{debug, warn};
 
+use crate::call::CallError;
 use crate::ids::{idempotency_key, traceparent};
 use crate::model::{
     Attempt, CompletionEvent, DeadLetter, DeadLetterStatus, InboundEnvelope, NodeOutcome, NodeRecord, Pending, ReplyTo,
@@ -53,23 +54,6 @@ fn run_call(run: &Run, at: usize, attempt: u32) -> NodeCall<'_> {
         origin: CallOrigin::Run(&run.run_id),
         attempt,
         payload: &run.payloads[at],
-    }
-}
-
-/// A failed call to a service: its outcome class and what it said.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallError {
-    pub outcome: Outcome,
-    pub message: String,
-}
-
-impl CallError {
-    pub fn retryable(message: impl Into<String>) -> CallError {
-        CallError { outcome: Outcome::Retryable, message: message.into() }
-    }
-
-    pub fn permanent(message: impl Into<String>) -> CallError {
-        CallError { outcome: Outcome::Permanent, message: message.into() }
     }
 }
 

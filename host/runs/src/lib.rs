@@ -11,6 +11,7 @@
 //! - [`execute`]: advancing a run through its plan, and what that must make durable;
 //! - [`nodes`]: the node-kinds port: conditions and mappings natively or as components (`engine.node_kinds`);
 //! - [`services`]: calls into services: in-process components, external data sources;
+//! - [`call`]: how such a call fails ([`CallError`]: the outcome class and what the callee said);
 //! - [`effects`]: publishing, mirroring and storing in the order that keeps delivery at-least-once;
 //! - [`store`]: runs and dead letters in the documents port;
 //! - [`replay`]: replaying dead letters to the run's version or the latest release;
@@ -21,6 +22,7 @@
 //! - [`runner`]: the tasks the engine role runs (rule and plan reload, the source loop, the scheduler);
 //! - [`role`]: the engine role.
 
+pub mod call;
 pub mod effects;
 pub mod endpoint;
 pub mod execute;
@@ -39,8 +41,9 @@ pub mod runner;
 pub mod services;
 pub mod store;
 
+pub use call::CallError;
 pub use endpoint::ServiceEndpoint;
-pub use execute::{CallError, ServiceCalls};
+pub use execute::ServiceCalls;
 pub use metrics::RunMetrics;
 pub use model::{
     CompletionEvent, DeadLetter, DeadLetterStatus, InboundEnvelope, ReplayTarget, ReplyEnvelope, Run, RunStatus,

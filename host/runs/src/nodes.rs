@@ -32,7 +32,7 @@ use flowhost_runtime::{BatchContext, InvokeError, NodeEvent, Outcome};
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
-use crate::execute::CallError;
+use crate::call::CallError;
 use flowhost_catalog::{ANSWER_CONTINUE, ANSWER_STOP};
 use flowhost_core::ports::Record;
 

@@ -13,7 +13,8 @@ use flowhost_core::signing::ServiceSigning;
 use flowhost_egress::{Egress, EgressError, EgressPolicy};
 use flowhost_runtime::{InvocationContext, InvokeError, Outcome};
 
-use crate::execute::{CallError, ServiceCalls};
+use crate::call::CallError;
+use crate::execute::ServiceCalls;
 use crate::plan::LookupVia;
 use flowhost_core::ports::Subjects;
 

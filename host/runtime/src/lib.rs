@@ -34,6 +34,7 @@
 mod bindings;
 mod error;
 mod host;
+mod invoke;
 mod limits;
 mod manifest;
 mod metrics;

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::runtime::check_output;
+use crate::invoke::check_output;
 use crate::{Capability, Limits, LoadError};
 
 /// What a component declares about itself (JSON, see `wit/README.md`). Unknown fields are kept in `extra` for

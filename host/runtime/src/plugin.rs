@@ -19,9 +19,8 @@ use wasmtime::Store;
 
 use crate::bindings::{v1, v2};
 use crate::host::{HostState, TenantScope};
-use crate::projector::ProjectorPre;
+use crate::invoke::{arm, check_output, classify, finish, new_store, store_memory_bytes, GuestError, Identity, Inner};
 use crate::reuse::{Idle, IdleInstances};
-use crate::runtime::{arm, check_output, classify, finish, new_store, store_memory_bytes, GuestError, Identity, Inner};
 use crate::{Capability, InvokeError, Limits, LoadError, Manifest, PackageVersion, Runtime};
 
 use v2::action::flowhost::plugin::types::InvocationContext as WitContext;
@@ -634,13 +633,13 @@ impl Plugin {
             .collect())
     }
 
-    /// [`crate::runtime::within_deadline`] with this runtime's epoch tick.
+    /// [`crate::invoke::within_deadline`] with this runtime's epoch tick.
     async fn within_deadline<T>(
         &self,
         limits: &Limits,
         call: impl std::future::Future<Output = Result<T, InvokeError>>,
     ) -> Result<T, InvokeError> {
-        crate::runtime::within_deadline(limits, self.inner.runtime.config.epoch_tick, call).await
+        crate::invoke::within_deadline(limits, self.inner.runtime.config.epoch_tick, call).await
     }
 
     /// A fresh store for an invocation for `tenant`.
@@ -674,4 +673,65 @@ fn node_input(input: &str) -> Result<(String, String), InvokeError> {
         }
     };
     Ok((take("config")?, take("event")?))
+}
+
+/// The `projector` world of either package version (the same shape in both).
+pub(crate) enum ProjectorPre {
+    V1(v1::projector::ProjectorPre<HostState>),
+    V2(v2::projector::ProjectorPre<HostState>),
+}
+
+impl ProjectorPre {
+    pub(crate) fn of(pre: wasmtime::component::InstancePre<HostState>) -> Result<ProjectorPre, LoadError> {
+        match v2::projector::ProjectorPre::new(pre.clone()) {
+            Ok(pre) => Ok(ProjectorPre::V2(pre)),
+            Err(_) => v1::projector::ProjectorPre::new(pre)
+                .map(ProjectorPre::V1)
+                .map_err(|error| LoadError::Link(format!("{error:#}"))),
+        }
+    }
+
+    pub(crate) async fn manifest(&self, store: &mut wasmtime::Store<HostState>) -> wasmtime::Result<String> {
+        match self {
+            ProjectorPre::V1(pre) => pre.instantiate_async(&mut *store).await?.call_manifest(store).await,
+            ProjectorPre::V2(pre) => pre.instantiate_async(&mut *store).await?.call_manifest(store).await,
+        }
+    }
+
+    /// Runs `project` in a fresh instance in `store`: the guest's answer, or the failure of the call.
+    pub(crate) async fn project(
+        &self,
+        store: &mut wasmtime::Store<HostState>,
+        limits: &Limits,
+        state: Option<&str>,
+        input: &str,
+    ) -> Result<Result<String, InvokeError>, InvokeError> {
+        let project = async {
+            Ok::<_, wasmtime::Error>(match self {
+                ProjectorPre::V1(pre) => pre
+                    .instantiate_async(&mut *store)
+                    .await?
+                    .call_project(&mut *store, state, input)
+                    .await?
+                    .map_err(GuestError::into_invoke_error),
+                ProjectorPre::V2(pre) => pre
+                    .instantiate_async(&mut *store)
+                    .await?
+                    .call_project(&mut *store, state, input)
+                    .await?
+                    .map_err(GuestError::into_invoke_error),
+            })
+        };
+        match project.await {
+            Ok(result) => Ok(result),
+            Err(error) => Err(classify(error, store, limits)),
+        }
+    }
+
+    pub(crate) fn version(&self) -> PackageVersion {
+        match self {
+            ProjectorPre::V1(_) => PackageVersion::V0_1,
+            ProjectorPre::V2(_) => PackageVersion::V0_2,
+        }
+    }
 }

@@ -4,72 +4,7 @@
 //! [`Runtime::load_projector`] loads one granting the `log` capability at most: a projection must be
 //! deterministic.
 
-use crate::bindings::{v1, v2};
-use crate::host::HostState;
-use crate::runtime::classify;
-use crate::{Capability, Compiled, InvokeError, Limits, LoadError, Manifest, PackageVersion, Plugin, Runtime};
-
-/// The `projector` world of either package version (the same shape in both).
-pub(crate) enum ProjectorPre {
-    V1(v1::projector::ProjectorPre<HostState>),
-    V2(v2::projector::ProjectorPre<HostState>),
-}
-
-impl ProjectorPre {
-    pub(crate) fn of(pre: wasmtime::component::InstancePre<HostState>) -> Result<ProjectorPre, LoadError> {
-        match v2::projector::ProjectorPre::new(pre.clone()) {
-            Ok(pre) => Ok(ProjectorPre::V2(pre)),
-            Err(_) => v1::projector::ProjectorPre::new(pre)
-                .map(ProjectorPre::V1)
-                .map_err(|error| LoadError::Link(format!("{error:#}"))),
-        }
-    }
-
-    pub(crate) async fn manifest(&self, store: &mut wasmtime::Store<HostState>) -> wasmtime::Result<String> {
-        match self {
-            ProjectorPre::V1(pre) => pre.instantiate_async(&mut *store).await?.call_manifest(store).await,
-            ProjectorPre::V2(pre) => pre.instantiate_async(&mut *store).await?.call_manifest(store).await,
-        }
-    }
-
-    /// Runs `project` in a fresh instance in `store`: the guest's answer, or the failure of the call.
-    pub(crate) async fn project(
-        &self,
-        store: &mut wasmtime::Store<HostState>,
-        limits: &Limits,
-        state: Option<&str>,
-        input: &str,
-    ) -> Result<Result<String, InvokeError>, InvokeError> {
-        use crate::runtime::GuestError;
-        let project = async {
-            Ok::<_, wasmtime::Error>(match self {
-                ProjectorPre::V1(pre) => pre
-                    .instantiate_async(&mut *store)
-                    .await?
-                    .call_project(&mut *store, state, input)
-                    .await?
-                    .map_err(GuestError::into_invoke_error),
-                ProjectorPre::V2(pre) => pre
-                    .instantiate_async(&mut *store)
-                    .await?
-                    .call_project(&mut *store, state, input)
-                    .await?
-                    .map_err(GuestError::into_invoke_error),
-            })
-        };
-        match project.await {
-            Ok(result) => Ok(result),
-            Err(error) => Err(classify(error, store, limits)),
-        }
-    }
-
-    pub(crate) fn version(&self) -> PackageVersion {
-        match self {
-            ProjectorPre::V1(_) => PackageVersion::V0_1,
-            ProjectorPre::V2(_) => PackageVersion::V0_2,
-        }
-    }
-}
+use crate::{Capability, Compiled, InvokeError, LoadError, Manifest, Plugin, Runtime};
 
 /// A loaded projector: a [`Plugin`] checked to be one. Cheap to clone; a projection in flight keeps its version
 /// alive.

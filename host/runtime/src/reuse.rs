@@ -6,7 +6,7 @@
 //! call to the next that the next must not see (a cache is fine; a half-finished state is not). The host keeps
 //! these invariants either way:
 //! - an instance serves one tenant scope only (`TenantScope`): one tenant's leftovers never reach another's call;
-//! - every call starts with its own deadline, fuel and per-invocation budgets (`crate::runtime::arm`);
+//! - every call starts with its own deadline, fuel and per-invocation budgets (`crate::invoke::arm`);
 //! - an instance whose call trapped, timed out, ran out of fuel or hit its memory cap is dropped, never reused
 //!   (wasmtime refuses to enter an instance after a trap; the others could be mid-way through anything);
 //! - an instance is dropped after [`MAX_CALLS_PER_INSTANCE`] calls, so what a guest leaks stays bounded;

@@ -148,7 +148,7 @@ async fn main() {
                 (id, event)
             })
             .collect();
-        read_models.upsert_many(flowhost_campaigns::live::LIVE_EVENTS, docs).await.unwrap();
+        read_models.upsert_many(flowhost_campaigns::live_model::LIVE_EVENTS, docs).await.unwrap();
     }
     let seeded = started.elapsed();
 

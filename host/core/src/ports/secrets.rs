@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 
 use super::PortError;
-use crate::config::Secret;
+use crate::secret::Secret;
 
 /// Why a secret could not be read. A missing secret is a configuration mistake the operator fixes by name;
 /// everything else is the store's (transient when [`PortError::Unavailable`]). No variant ever carries a
