@@ -2,7 +2,9 @@
 //! - every Rust file opens with a `//!` comment saying what it owns;
 //! - no value is turned into a document or body with `to_value(..).unwrap_or(Value::Null)`, which stores `null`
 //!   when serialization fails: `flowhost_core::stored::encode` answers an error instead;
-//! - no source file grows past [`LINE_BUDGET`] lines unless it says why in a comment holding [`OVER_BUDGET`].
+//! - no source file grows past [`LINE_BUDGET`] lines unless it says why in a comment holding [`OVER_BUDGET`];
+//! - within a host crate, no module reaches back, through the modules it uses, to itself: a name two modules
+//!   share lives in a module of its own.
 
 use std::path::{Path, PathBuf};
 
@@ -92,4 +94,95 @@ fn long_files_say_why() {
         over.is_empty(),
         "split these files, or say why each is one in a comment holding {OVER_BUDGET:?}: {over:#?}"
     );
+}
+
+/// The top-level modules of one crate's `src/` and, for each, the other top-level modules it names as
+/// `crate::<module>` outside comments.
+fn module_uses(src: &Path) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut uses: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+    let mut files = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    for path in files {
+        let relative = path.strip_prefix(src).expect("under src");
+        let first = relative.components().next().expect("a file").as_os_str().to_string_lossy().to_string();
+        let module = first.trim_end_matches(".rs").to_owned();
+        if matches!(module.as_str(), "lib" | "main") {
+            continue;
+        }
+        let named = uses.entry(module.clone()).or_default();
+        for line in read(&path).lines() {
+            let code = line.split("//").next().unwrap_or("");
+            for (at, _) in code.match_indices("crate::") {
+                let rest = &code[at + "crate::".len()..];
+                let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                if !name.is_empty() && name != module {
+                    named.insert(name);
+                }
+            }
+        }
+    }
+    let modules: std::collections::BTreeSet<String> = uses.keys().cloned().collect();
+    for named in uses.values_mut() {
+        named.retain(|name| modules.contains(name));
+    }
+    uses
+}
+
+/// The modules of the crate at `src` that reach themselves through the modules they use.
+fn circles_in(src: &Path) -> Vec<String> {
+    let uses = module_uses(src);
+    uses.keys()
+        .filter(|start| {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut frontier: Vec<&String> = uses[*start].iter().collect();
+            while let Some(module) = frontier.pop() {
+                if module == *start {
+                    return true;
+                }
+                if seen.insert(module) {
+                    frontier.extend(uses.get(module).into_iter().flatten());
+                }
+            }
+            false
+        })
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn no_module_imports_back_into_a_module_that_uses_it() {
+    let mut circles = Vec::new();
+    for crate_dir in std::fs::read_dir(repository_root().join("host")).expect("host/").flatten() {
+        let src = crate_dir.path().join("src");
+        if src.is_dir() {
+            circles.extend(circles_in(&src).into_iter().map(|module| format!("{}: {module}", relative(&src))));
+        }
+    }
+    assert!(circles.is_empty(), "these modules reach themselves through the modules they use: {circles:#?}");
+}
+
+/// The check finds a circle through three modules and a nested one, and ignores names in comments.
+#[test]
+fn a_circle_through_modules_is_found() {
+    let dir = tempfile::tempdir().expect("temporary crate");
+    let src = dir.path();
+    std::fs::create_dir(src.join("c")).expect("nested module");
+    std::fs::write(src.join("lib.rs"), "//! root\nmod a;\nmod b;\nmod c;\nuse crate::a::A;\n").expect("lib");
+    std::fs::write(src.join("a.rs"), "use crate::b::B;\n// crate::d is only mentioned\n").expect("a");
+    std::fs::write(src.join("b.rs"), "pub fn f() { crate::c::g(); }\n").expect("b");
+    std::fs::write(src.join("c").join("mod.rs"), "pub use crate::a::A; // crate::b\n").expect("c");
+    std::fs::write(src.join("d.rs"), "use crate::a::A;\n").expect("d");
+    assert_eq!(circles_in(src), vec!["a", "b", "c"]);
+    std::fs::write(src.join("c").join("mod.rs"), "pub fn g() {}\n").expect("c untied");
+    assert!(circles_in(src).is_empty());
 }
