@@ -470,10 +470,15 @@ async fn a_kafka_reply_the_store_cannot_take_yet_is_not_lost(backends: Backends)
         host.metric("flowhost_flow_errors_total{kind=\"replies\"}").await >= 1.0,
         "the store's refusals are counted"
     );
-    let (_, run) = host.call("GET", &format!("/api/v2/runs/{run_id}"), None).await;
-    let tag = run["nodes"].as_array().unwrap().iter().find(|n| n["node_id"] == "tag").unwrap();
-    let outcomes: Vec<&str> =
-        tag["attempts"].as_array().unwrap().iter().map(|a| a["outcome"].as_str().unwrap()).collect();
-    assert_eq!(outcomes, ["sent", "success"], "{tag}");
+    // The output is published before the run is stored (at-least-once): the run says so a moment later.
+    let run_url = format!("/api/v2/runs/{run_id}");
+    flowhost_tests::eventually("the run records the reply's success", 10, || async {
+        let (_, run) = host.call("GET", &run_url, None).await;
+        let tag = run["nodes"].as_array()?.iter().find(|n| n["node_id"] == "tag")?.clone();
+        let outcomes: Vec<String> =
+            tag["attempts"].as_array()?.iter().filter_map(|a| a["outcome"].as_str().map(str::to_owned)).collect();
+        (outcomes == ["sent", "success"]).then_some(())
+    })
+    .await;
     host.stop().await;
 }
