@@ -58,7 +58,8 @@ pub fn callers_json() -> String {
 pub fn configure(config: &mut Config) {
     // One keypair per test process: every TestHost of every suite comes here.
     static VAPID: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
-    let (public, private) = VAPID.get_or_init(|| flowhost_webpush::vapid::generate().expect("VAPID keypair")).clone();
+    let (public, private) =
+        VAPID.get_or_init(|| flowhost_notifications::vapid::generate().expect("VAPID keypair")).clone();
     let push = &mut config.push;
     push.callers_json = Some(Secret::new(callers_json()));
     push.vapid_public_key = Some(public);

@@ -373,7 +373,7 @@ async fn request_ids_probes_and_methods() {
 
 /// A delivered notification of `run_id`, as the sender stores it.
 async fn delivered(host: &TestHost, tenant: &str, notification: &str, player: i64, run_id: &str) {
-    let activity = flowhost_webpush::records::NotificationActivity {
+    let activity = flowhost_notifications::records::NotificationActivity {
         notification_id: notification.to_owned(),
         tenant_id: tenant.to_owned(),
         player_id: player,
@@ -393,13 +393,13 @@ async fn delivered(host: &TestHost, tenant: &str, notification: &str, player: i6
         updated_at: String::new(),
     };
     let retention = Duration::from_secs(86_400);
-    flowhost_webpush::records::store_activity(&host.ports, retention, &activity).await.unwrap();
+    flowhost_notifications::records::store_activity(&host.ports, retention, &activity).await.unwrap();
 }
 
 /// A player's click on a notification, as the push API stores it.
 async fn clicked(host: &TestHost, tenant: &str, notification: &str, player: i64) {
-    let event = flowhost_webpush::events::InteractionEvent {
-        source: flowhost_webpush::events::EventSource::Semantic,
+    let event = flowhost_notifications::events::InteractionEvent {
+        source: flowhost_notifications::events::EventSource::Semantic,
         event_id: uuid::Uuid::new_v4().to_string(),
         event_type: "opened".to_owned(),
         tenant_id: tenant.to_owned(),
@@ -413,7 +413,7 @@ async fn clicked(host: &TestHost, tenant: &str, notification: &str, player: i64)
         source_app: "tests".to_owned(),
     };
     let retention = Duration::from_secs(86_400);
-    flowhost_webpush::events::store_event(host.ports.documents.as_ref(), retention, event).await.unwrap();
+    flowhost_notifications::events::store_event(host.ports.documents.as_ref(), retention, event).await.unwrap();
 }
 
 /// Live events and engagement: a released campaign's runs (a real engine run per deposit), two deliveries of

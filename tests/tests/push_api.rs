@@ -11,14 +11,14 @@ use std::time::Duration;
 use flowhost_core::collections::{WEBPUSH_ACTIVITY, WEBPUSH_EVENTS, WEBPUSH_SUBSCRIPTIONS, WEBPUSH_TEMPLATES};
 use flowhost_core::config::{Channel, Role, Secret};
 use flowhost_core::{Clock, ManualClock, SystemClock};
+use flowhost_notifications::records::{retention, store_activity, NotificationActivity};
+use flowhost_notifications::token::{mint, InteractionClaims};
 use flowhost_tests::push::{
     assert_error, callers_json, detail_fields, editor, platform, send, subscription, Body, BRIDGE_TOKEN,
     CONFIG_ONLY_TOKEN, DASHBOARD_TOKEN, EDITOR_TOKEN, INTERACTION_SECRET, INTERACTION_SECRET_PREVIOUS, OPS_TOKEN,
     SOURCE_APP, TENANT_A, TENANT_B,
 };
 use flowhost_tests::{on_both_backends, Backends, TestHost};
-use flowhost_webpush::records::{retention, store_activity, NotificationActivity};
-use flowhost_webpush::token::{mint, InteractionClaims};
 use serde_json::{json, Value};
 
 on_both_backends!(
@@ -1364,7 +1364,7 @@ async fn interaction_events_keep_the_30_day_ttl(backends: Backends) {
         "player_id": 42, "notification_id": "n-stale", "delivery_id": "d-stale",
         "occurred_at": "2026-03-01T10:00:00Z", "received_at": flowhost_core::digest::iso_utc(t0 - 31 * DAY_MS),
         "metadata": {}, "caller_id": "bridge", "source_app": SOURCE_APP });
-    let id = flowhost_webpush::records::event_id("semantic", TENANT_A, 42, "stale");
+    let id = flowhost_notifications::records::event_id("semantic", TENANT_A, 42, "stale");
     ports.documents.upsert_expiring(WEBPUSH_EVENTS, &id, stale, t0 + 365 * DAY_MS).await.unwrap();
     let host = TestHost::start_on(config, ports).await;
     let until = tokio::time::Instant::now() + Duration::from_secs(20);

@@ -123,7 +123,7 @@ async fn the_editor_send_delivers_and_classifies_every_outcome(backends: Backend
     let gone_doc = host
         .ports
         .documents
-        .get(WEBPUSH_SUBSCRIPTIONS, &flowhost_webpush::records::subscription_id(&gone.endpoint))
+        .get(WEBPUSH_SUBSCRIPTIONS, &flowhost_notifications::records::subscription_id(&gone.endpoint))
         .await
         .unwrap()
         .unwrap();

@@ -56,7 +56,7 @@ impl Topology {
         let gateway_tenant = (uuid::Uuid::new_v4().as_u128() % 1_000_000_000 + 1).to_string();
         let origins = json!({"schema_version": 1, "origins": [
             {"origin": ORIGIN, "tenant_id": gateway_tenant, "site_id": SITE, "player_url": players.url}]});
-        let (public, private) = flowhost_webpush::vapid::generate().unwrap();
+        let (public, private) = flowhost_notifications::vapid::generate().unwrap();
         let kafka_file = dir.path().join("flowhost.toml");
         std::fs::write(&kafka_file, "[kafka.properties]\n\"session.timeout.ms\" = \"6000\"\n").unwrap();
         let mut env = TestHost::deployment_env(&config);

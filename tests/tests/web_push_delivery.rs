@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use flowhost_core::config::Secret;
 use flowhost_core::SystemClock;
+use flowhost_notifications::push::{PushClient, PushMessage, PushOutcome, PushServiceHosts, Urgency, VapidSigner};
+use flowhost_notifications::vapid::{generate, VapidKeys};
 use flowhost_tests::push_service::{PushService, PushSubscription};
-use flowhost_webpush::push::{PushClient, PushMessage, PushOutcome, PushServiceHosts, Urgency, VapidSigner};
-use flowhost_webpush::vapid::{generate, VapidKeys};
 use serde_json::json;
 
 const SUBJECT: &str = "mailto:push-ops@casino.example";
@@ -89,7 +89,7 @@ async fn only_listed_push_services_are_called() {
     let service = PushService::start().await;
     let subscription = service.subscribe(&[201], None).await;
     // The default list names the browsers' push services only: a loopback endpoint is refused unsent.
-    let (default_client, _) = client(&service, flowhost_webpush::push::DEFAULT_PUSH_SERVICE_HOSTS);
+    let (default_client, _) = client(&service, flowhost_notifications::push::DEFAULT_PUSH_SERVICE_HOSTS);
     match default_client.send(&message(&subscription, b"{}")).await {
         PushOutcome::Rejected { status: None, reason } => {
             assert!(reason.contains("FLOWHOST_WEBPUSH_PUSH_SERVICE_HOSTS"), "{reason}")

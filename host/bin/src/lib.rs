@@ -312,8 +312,8 @@ fn role_entry(role: Role) -> RoleEntry {
     match role {
         Role::Admin => RoleEntry::of::<flowhost_api::AdminRole>(),
         Role::Engine => RoleEntry::of::<flowhost_runs::EngineRole>(),
-        Role::PushApi => RoleEntry::of::<flowhost_push::PushRole>(),
-        Role::Sender => RoleEntry::of::<flowhost_push::SenderRole>(),
+        Role::PushApi => RoleEntry::of::<flowhost_push_api::PushRole>(),
+        Role::Sender => RoleEntry::of::<flowhost_push_api::SenderRole>(),
         Role::Gateway => RoleEntry::of::<flowhost_gateway::GatewayRole>(),
         Role::GatewayEdge => RoleEntry::of::<flowhost_gateway::GatewayEdgeRole>(),
         Role::GatewayIngest => RoleEntry::of::<flowhost_gateway::GatewayIngestRole>(),

@@ -209,7 +209,7 @@ async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Command::Webpush(WebpushCommand::VapidKeys) = cli.command {
         // Needs no configuration: an operator runs it before configuring anything.
-        let (public, private) = flowhost_webpush::vapid::generate().map_err(|e| anyhow::anyhow!(e))?;
+        let (public, private) = flowhost_notifications::vapid::generate().map_err(|e| anyhow::anyhow!(e))?;
         println!("FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY={public}");
         println!("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY={private}");
         return Ok(());

@@ -1,6 +1,6 @@
 //! The notification capability as the host sees it: what a sender plugin asks for (`wit/flowhost-notify*`,
 //! interface `sender`, every served version) in host types, and the [`Notifications`] trait the plugin runtime calls. The runtime
-//! (`host/runtime`) translates the WIT calls into these types; the web-push domain (`host/webpush`, its
+//! (`host/runtime`) translates the WIT calls into these types; the web-push domain (`host/notifications`, its
 //! `sender` module) implements the trait with the secrets, the stores and the push client, so neither knows
 //! the other.
 

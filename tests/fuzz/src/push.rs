@@ -2,9 +2,9 @@
 //! checks it; a subscription it accepts must be one the sender can encrypt a push message for with its keys
 //! (`keys.p256dh`, `keys.auth`), or every notification to it fails after a 201.
 
-use flowhost_push::{new_subscription, parse_object};
-use flowhost_webpush::push::ece;
-use flowhost_webpush::vapid::decode_base64url;
+use flowhost_notifications::push::ece;
+use flowhost_notifications::vapid::decode_base64url;
+use flowhost_push_api::{new_subscription, parse_object};
 
 pub fn push_subscription_keys(data: &[u8]) {
     let Ok(body) = parse_object(data) else { return };

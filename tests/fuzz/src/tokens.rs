@@ -9,8 +9,8 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use flowhost_webpush::records::iso;
-use flowhost_webpush::token::{self, TokenError};
+use flowhost_notifications::records::iso;
+use flowhost_notifications::token::{self, TokenError};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 

@@ -189,7 +189,7 @@ async fn main() {
     let started = Instant::now();
     let retention = Duration::from_secs(86_400);
     for n in 0..NEW_RECORDS {
-        let activity = flowhost_webpush::records::NotificationActivity {
+        let activity = flowhost_notifications::records::NotificationActivity {
             notification_id: format!("new-{n}"),
             tenant_id: tenant.to_owned(),
             player_id: (n % 50_000) as i64,
@@ -208,7 +208,7 @@ async fn main() {
             created_at: String::new(),
             updated_at: String::new(),
         };
-        flowhost_webpush::records::store_activity(&ports, retention, &activity).await.unwrap();
+        flowhost_notifications::records::store_activity(&ports, retention, &activity).await.unwrap();
     }
     let written = started.elapsed();
     while get(&http, &overview).await["live_events_total"].as_u64().unwrap() < before + NEW_RECORDS as u64 {

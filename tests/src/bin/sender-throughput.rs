@@ -22,13 +22,13 @@ use std::time::{Duration, Instant};
 use flowhost_core::config::{Channel, Secret};
 use flowhost_core::notify::{InAppOutcome, InAppRequest, Notifications, WebPushRequest};
 use flowhost_core::SystemClock;
+use flowhost_notifications::push::{PushClient, PushMessage, PushServiceHosts, Urgency, VapidSigner};
+use flowhost_notifications::sender::{Sender, SenderSettings};
+use flowhost_notifications::targets::TargetPolicy;
+use flowhost_notifications::vapid::{generate, VapidKeys};
 use flowhost_tests::push::{editor, platform, subscription, INTERACTION_SECRET, OPS_TOKEN, TENANT_A};
 use flowhost_tests::push_service::{PushService, PushSubscription};
 use flowhost_tests::{Backends, TestHost};
-use flowhost_webpush::push::{PushClient, PushMessage, PushServiceHosts, Urgency, VapidSigner};
-use flowhost_webpush::sender::{Sender, SenderSettings};
-use flowhost_webpush::targets::TargetPolicy;
-use flowhost_webpush::vapid::{generate, VapidKeys};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -97,13 +97,13 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// RFC 8291 encryption of one payload, on one core: the part of a push no connection reuse can save.
 fn encryption_alone(keys: &PushSubscription) {
-    let p256dh = flowhost_webpush::vapid::decode_base64url(&keys.p256dh).unwrap();
-    let auth = flowhost_webpush::vapid::decode_base64url(&keys.auth).unwrap();
+    let p256dh = flowhost_notifications::vapid::decode_base64url(&keys.p256dh).unwrap();
+    let auth = flowhost_notifications::vapid::decode_base64url(&keys.auth).unwrap();
     let payload = vec![b'x'; 600];
     let count = 20_000;
     let started = Instant::now();
     for _ in 0..count {
-        flowhost_webpush::push::ece::encrypt(&payload, &p256dh, &auth).unwrap();
+        flowhost_notifications::push::ece::encrypt(&payload, &p256dh, &auth).unwrap();
     }
     let each = started.elapsed() / count;
     println!(
@@ -206,8 +206,8 @@ async fn websocket_clients(ws_url: String, count: usize, expected: usize) {
     let all_connected = Arc::new(tokio::sync::Notify::new());
     for player in 1..=count {
         let expires_at_ms = flowhost_core::Clock::now_ms(&SystemClock) + 600_000;
-        let claims = flowhost_webpush::token::ConnectClaims::new(TENANT_A.into(), player as i64, expires_at_ms);
-        let token = flowhost_webpush::token::mint_connect(INTERACTION_SECRET.as_bytes(), &claims);
+        let claims = flowhost_notifications::token::ConnectClaims::new(TENANT_A.into(), player as i64, expires_at_ms);
+        let token = flowhost_notifications::token::mint_connect(INTERACTION_SECRET.as_bytes(), &claims);
         let url = format!("{ws_url}?token={token}");
         let (received, done, connected, all_connected) =
             (received.clone(), done.clone(), connected.clone(), all_connected.clone());

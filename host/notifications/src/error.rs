@@ -1,6 +1,6 @@
 //! The domain's errors, without HTTP: [`FieldError`] (one problem with one field of an input) and
 //! [`WebPushError`] (why a domain operation refused or failed). The push-api role maps them to its envelope and
-//! status codes (`host/push/src/error.rs`).
+//! status codes (`host/push-api/src/error.rs`).
 
 use flowhost_core::ports::PortError;
 

@@ -36,7 +36,7 @@ impl Role for PushRole {
             let documents = ports.documents.clone();
             let indexed =
                 flowhost_core::backoff::until_done("creating the activity indexes", backoff, &shutdown, || {
-                    flowhost_webpush::records::ensure_activity_indexes(documents.as_ref())
+                    flowhost_notifications::records::ensure_activity_indexes(documents.as_ref())
                 })
                 .await;
             if indexed {
@@ -52,7 +52,8 @@ impl Role for PushRole {
                     || {
                         let events = events.clone();
                         async move {
-                            let removed = flowhost_webpush::events::enforce_event_ttl(events.as_ref(), now).await?;
+                            let removed =
+                                flowhost_notifications::events::enforce_event_ttl(events.as_ref(), now).await?;
                             tracing::info!(removed, "interaction events past the 30-day TTL removed at boot");
                             Ok::<_, flowhost_core::ports::PortError>(())
                         }

@@ -1,7 +1,7 @@
 //! The push-api role of the web-push notification service: the five push-platform routes a bridge calls (caller
 //! policy, subscriptions, browser and semantic events, client config) and the editor routes Studio and the
 //! dashboard call (tenants, web-push templates, preview, activity, notification records, send), as thin handlers
-//! over `flowhost-webpush`, which owns the domain (templates and rendering, subscriptions, events, activity,
+//! over `flowhost-notifications`, which owns the domain (templates and rendering, subscriptions, events, activity,
 //! interaction tokens, VAPID keys, target hosts, the caller policy, the retention sweep). Here: request parsing,
 //! authentication (`auth.rs`), the settings resolved from the configuration ([`PushState`]), and the spec's
 //! envelope `{ "error": { code, message, details? } }` for every error, the domain's included (`error.rs`). It
@@ -22,8 +22,8 @@ mod send;
 mod sender_role;
 mod templates;
 
-/// The domain modules, where they lived before `flowhost-webpush` owned them; new code imports them from there.
-pub use flowhost_webpush::{policy, records, targets, token, vapid};
+/// The domain modules, where they lived before `flowhost-notifications` owned them; new code imports them from there.
+pub use flowhost_notifications::{policy, records, targets, token, vapid};
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -44,11 +44,11 @@ use utoipa::openapi::{RefOr, Schema};
 
 pub use body::parse_object;
 pub use error::PushError;
-pub use flowhost_webpush::policy::{CallerPolicy, PolicyError};
-pub use flowhost_webpush::retention::{run_retention, sweep_once};
-pub use flowhost_webpush::token::InteractionClaims;
-pub use flowhost_webpush::vapid::VapidKeys;
-pub use flowhost_webpush::PAYLOAD_VERSION;
+pub use flowhost_notifications::policy::{CallerPolicy, PolicyError};
+pub use flowhost_notifications::retention::{run_retention, sweep_once};
+pub use flowhost_notifications::token::InteractionClaims;
+pub use flowhost_notifications::vapid::VapidKeys;
+pub use flowhost_notifications::PAYLOAD_VERSION;
 pub use platform::new_subscription;
 pub use role::PushRole;
 pub use sender_role::{SenderRole, NOTIFICATIONS_PLUGIN, SENDER_CHECK};

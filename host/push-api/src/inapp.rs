@@ -38,10 +38,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use flowhost_core::config::Channel;
 use flowhost_core::ports::Subjects;
+use flowhost_notifications::fields::Fields;
+use flowhost_notifications::inapp::{self, DeliveryAnswer, InAppDelivery, InboxMessage, InboxQuery};
+use flowhost_notifications::token::{self, ConnectClaims};
 use flowhost_role::{routes, ApiRouter};
-use flowhost_webpush::fields::Fields;
-use flowhost_webpush::inapp::{self, DeliveryAnswer, InAppDelivery, InboxMessage, InboxQuery};
-use flowhost_webpush::token::{self, ConnectClaims};
 use futures::{SinkExt, StreamExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -256,7 +256,7 @@ impl InAppHub {
         max_open: usize,
         max_per_player: usize,
     ) -> Result<(Slot, mpsc::Receiver<Frame>), Full> {
-        let identity = flowhost_webpush::records::user_identity(tenant_id, player_id);
+        let identity = flowhost_notifications::records::user_identity(tenant_id, player_id);
         let mut players = self.lock();
         if self.open.load(Ordering::Relaxed) >= max_open as u64 {
             return Err(Full::Node);
@@ -439,7 +439,7 @@ async fn connect_token(
         StatusCode::CREATED,
         Json(json!({
             "token": token,
-            "expires_at": flowhost_webpush::records::iso(expires_at_ms),
+            "expires_at": flowhost_notifications::records::iso(expires_at_ms),
             "websocket_path": WEBSOCKET_PATH,
         })),
     ))
@@ -756,7 +756,7 @@ impl Session<'_> {
             inapp::unread_count(documents, &tenant_id, player_id).await.map_err(|_| (1011, "storage unavailable"))?;
         let hello = json!({ "type": "hello", "tenant_id": tenant_id, "player_id": player_id,
             "heartbeat_interval_ms": HEARTBEAT.as_millis() as u64, "unread": unread,
-            "expires_at": flowhost_webpush::records::iso(self.claims.expires_at_ms) });
+            "expires_at": flowhost_notifications::records::iso(self.claims.expires_at_ms) });
         send_json(sink, &hello).await?;
         let mut seen = Seen::new();
         if let Some(after) = after {
@@ -817,7 +817,7 @@ impl Session<'_> {
                 }
                 () = sleep_until_some(notice) => {
                     notice = None;
-                    let expires_at = flowhost_webpush::records::iso(self.claims.expires_at_ms);
+                    let expires_at = flowhost_notifications::records::iso(self.claims.expires_at_ms);
                     send_json(sink, &json!({ "type": "expiring", "expires_at": expires_at })).await?;
                 }
                 () = tokio::time::sleep_until(expires) => {
@@ -850,7 +850,7 @@ impl Session<'_> {
             }
             Some("refresh") => match spend_connect_token(state, frame["token"].as_str()).await {
                 Ok(fresh) if fresh.tenant_id == claims.tenant_id && fresh.player_id == claims.player_id => {
-                    let expires_at = flowhost_webpush::records::iso(fresh.expires_at_ms);
+                    let expires_at = flowhost_notifications::records::iso(fresh.expires_at_ms);
                     self.claims = fresh;
                     send_json(sink, &json!({ "type": "refreshed", "expires_at": expires_at })).await?;
                     Ok(true)

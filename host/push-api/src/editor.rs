@@ -1,6 +1,6 @@
 //! The editor routes other than template CRUD, for Studio and the dashboard (editor token): the tenants list,
 //! the delivery activity list, one notification record, and the two send routes; thin handlers over
-//! `flowhost_webpush` (`records`, `templates`). The send routes validate the request completely (body, channel,
+//! `flowhost_notifications` (`records`, `templates`). The send routes validate the request completely (body, channel,
 //! template, rendering) and then run the `notifications` plugin's action as a flow would (`send.rs`).
 
 use std::collections::HashMap;
@@ -11,10 +11,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use flowhost_core::config::Channel;
 use flowhost_core::notify::MAX_PASSTHROUGH_DATA_BYTES;
+use flowhost_notifications::fields::Fields;
+use flowhost_notifications::records::{self, ActivityQuery};
+use flowhost_notifications::FieldError;
 use flowhost_role::{routes, ApiRouter};
-use flowhost_webpush::fields::Fields;
-use flowhost_webpush::records::{self, ActivityQuery};
-use flowhost_webpush::FieldError;
 use serde_json::{json, Value};
 use tracing::info;
 

@@ -3,7 +3,7 @@
 //! a [`PlatformCaller`], so the policy (token, route, source app) is checked before the body is read; tenant
 //! scope comes from the body (`subscriptions`, `deactivate`, `semantic`), from the token (`browser`) or is
 //! skipped (`client-config`). Bodies ignore unknown fields, so a bridge may forward more than the spec lists.
-//! The handlers validate and authorize; storing subscriptions and events is `flowhost_webpush`'s.
+//! The handlers validate and authorize; storing subscriptions and events is `flowhost_notifications`'s.
 
 use std::sync::Arc;
 
@@ -11,12 +11,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
+use flowhost_notifications::events::{self, EventSource, InteractionEvent};
+use flowhost_notifications::fields::{Fields, MAX_ID_LEN};
+use flowhost_notifications::push::ece;
+use flowhost_notifications::subscriptions::{self, Deactivation, NewSubscription};
+use flowhost_notifications::{targets, token, vapid};
 use flowhost_role::{routes, ApiRouter};
-use flowhost_webpush::events::{self, EventSource, InteractionEvent};
-use flowhost_webpush::fields::{Fields, MAX_ID_LEN};
-use flowhost_webpush::push::ece;
-use flowhost_webpush::subscriptions::{self, Deactivation, NewSubscription};
-use flowhost_webpush::{targets, token, vapid};
 use serde_json::{json, Map, Value};
 use tracing::{debug, info};
 

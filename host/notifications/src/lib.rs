@@ -1,4 +1,4 @@
-//! `flowhost-webpush`: the web-push notification service as a domain, without HTTP. It owns templates and their
+//! `flowhost-notifications`: the web-push notification service as a domain, without HTTP. It owns templates and their
 //! rendering ([`templates`]), in-app inboxes and their delivery subject ([`inapp`]), the stored records and how they are keyed ([`records`]: activity, tenants),
 //! subscriptions ([`subscriptions`]), interaction events ([`events`]), interaction tokens ([`token`]), VAPID
 //! keys ([`vapid`]), web-push delivery ([`push`]: encryption, VAPID signing, the push-service allowlist, the HTTPS
@@ -8,7 +8,7 @@
 //! ([`fields`]). Its errors ([`WebPushError`], [`token::TokenError`], [`policy::PolicyError`]) carry no status
 //! codes. Everything works on the ports (`flowhost_core::Ports`), never on a backend.
 //!
-//! The push-api role (`host/push`) is thin handlers over this crate: request parsing, authentication, and the
+//! The push-api role (`host/push-api`) is thin handlers over this crate: request parsing, authentication, and the
 //! mapping of these errors to its HTTP envelope. The sender role and Studio reuse it without HTTP.
 
 mod error;

@@ -2,17 +2,17 @@
 //! the push-platform and the editor routes alike. Codes are the spec's (`VALIDATION_ERROR`, `UNAUTHORIZED`,
 //! `FORBIDDEN`, `PUSH_ENV_NOT_READY`, `INTERNAL_ERROR`) plus a few of ours for situations the spec does not
 //! name (docs/push.md, "Push API"). A 5xx never carries internal detail: the cause is logged, the client gets a
-//! generic message. The domain's errors (`flowhost_webpush::WebPushError`, without status codes) are mapped here.
+//! generic message. The domain's errors (`flowhost_notifications::WebPushError`, without status codes) are mapped here.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use flowhost_core::ports::PortError;
-use flowhost_webpush::WebPushError;
+use flowhost_notifications::WebPushError;
 use serde_json::{json, Value};
 use tracing::error;
 
-pub use flowhost_webpush::FieldError;
+pub use flowhost_notifications::FieldError;
 
 /// The push API's error envelope, `{ "error": { code, message, details? } }`. A 503 the client should retry also
 /// carries `Retry-After` (seconds).

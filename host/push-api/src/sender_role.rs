@@ -1,5 +1,5 @@
 //! [`SenderRole`]: the web-push notification service's sender as a role. It builds the host side of the
-//! `notifications` capability ([`flowhost_webpush::sender::Sender`]: the VAPID signer, the interaction-token
+//! `notifications` capability ([`flowhost_notifications::sender::Sender`]: the VAPID signer, the interaction-token
 //! secret, the push client with its allowlist and extra roots) and installs it into the process's plugin
 //! runtime, so the bundled `notifications` plugin (and any operator-loaded version of it) can deliver. It has no
 //! routes; its readiness check ([`SENDER_CHECK`]) fails on every listener until the plugin can send: the keys
@@ -20,10 +20,10 @@ use flowhost_core::config::Config;
 use flowhost_core::notify::{
     InAppReport, InAppRequest, Notifications, SendFailure, TemplateChannel, WebPushReport, WebPushRequest,
 };
+use flowhost_notifications::metrics::PushMetrics;
+use flowhost_notifications::push::{PushClient, PushServiceHosts, VapidSigner};
+use flowhost_notifications::sender::{Sender, SenderSettings};
 use flowhost_role::{Check, Role, RoleContext, RoleParts};
-use flowhost_webpush::metrics::PushMetrics;
-use flowhost_webpush::push::{PushClient, PushServiceHosts, VapidSigner};
-use flowhost_webpush::sender::{Sender, SenderSettings};
 use tracing::{info, warn};
 
 use crate::PushState;

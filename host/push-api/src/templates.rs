@@ -1,6 +1,6 @@
 //! The editor routes of templates, web-push under `/api/v1/templates/web-push/` and in-app under
 //! `/api/v1/templates/in-app/` (CRUD and preview; the same handlers, told the channel by an extension): thin
-//! handlers over `flowhost_webpush::templates`, which owns the model, its validation, rendering and storage.
+//! handlers over `flowhost_notifications::templates`, which owns the model, its validation, rendering and storage.
 //! A web-push preview names its language `language_enabled_id` (required), an in-app one `language_id`
 //! (optional: the template's default), as the send actions do.
 
@@ -12,10 +12,10 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
 use flowhost_core::config::Channel;
+use flowhost_notifications::fields::Fields;
+use flowhost_notifications::templates::{self, parse_template, Template};
+use flowhost_notifications::{FieldError, WebPushError};
 use flowhost_role::{routes, ApiRouter};
-use flowhost_webpush::fields::Fields;
-use flowhost_webpush::templates::{self, parse_template, Template};
-use flowhost_webpush::{FieldError, WebPushError};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tracing::info;
@@ -53,7 +53,7 @@ fn channel_routes(channel: Channel, segment: &str) -> ApiRouter<Shared> {
 /// `created_at`, `updated_at`, `created_by` and `updated_by`. Texts and URLs may use the declared placeholders
 /// (`{{name}}`).
 #[derive(utoipa::ToSchema)]
-#[allow(dead_code)] // documentation only: `flowhost_webpush::templates::parse_template` reads the fields
+#[allow(dead_code)] // documentation only: `flowhost_notifications::templates::parse_template` reads the fields
 pub(crate) struct TemplateBody {
     /// Create: required unless `X-Svc-Client-Id` selects it (both must match). Replace: must not change.
     tenant_id: Option<String>,

@@ -1,5 +1,5 @@
 //! Request bodies: the JSON object extractor (413 past the body limit, 400 `VALIDATION_ERROR` for anything
-//! that is not a JSON object). Handlers read typed fields out of the object with `flowhost_webpush`'s `Fields`,
+//! that is not a JSON object). Handlers read typed fields out of the object with `flowhost_notifications`'s `Fields`,
 //! which collects every problem, so one 400 names all offending fields at once.
 
 use axum::body::Bytes;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::extract::{FromRequestParts, MatchedPath};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
-use flowhost_webpush::policy::Caller;
+use flowhost_notifications::policy::Caller;
 
 use crate::error::PushError;
 use crate::PushState;
