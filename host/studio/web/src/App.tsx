@@ -13,7 +13,6 @@ import {
   Position,
   ReactFlow,
   ReactFlowProvider,
-  useReactFlow,
   type Connection,
   type Edge,
   type EdgeChange,
@@ -21,15 +20,15 @@ import {
   type NodeChange,
   type NodeProps,
 } from "@xyflow/react";
-import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import { useCallback, useEffect, useMemo, useState } from "react";
 
 import { ActionForm } from "./ActionForm";
-import { ApiError, call, setToken } from "./api";
+import { ApiError, setToken } from "./api";
 import { CelEditor } from "./CelEditor";
 import { DeadLettersPanel } from "./DeadLetters";
-import { diffBody, type ChangeKind } from "./diff";
+import type { ChangeKind } from "./diff";
 import { EventSourcesView } from "./EventSources";
-import { FeedbackContext, useFeedback, type Feedback } from "./feedback";
+import { FeedbackContext, type Feedback } from "./feedback";
 import { NodeKindForm } from "./NodeKindForm";
 import { NodeTest } from "./NodeTest";
 import { PluginsView } from "./Plugins";
@@ -37,50 +36,22 @@ import { toggled } from "./Resources";
 import { RulesView } from "./Rules";
 import { RunStepView, RunsPanel, type RunDetail } from "./Runs";
 import { SchemasView } from "./Schemas";
-import { VersionsPanel, DiffStepView, type Comparison } from "./Versions";
-import { copy, paste, type Fragment } from "./clipboard";
+import { VersionsPanel, DiffStepView } from "./Versions";
 import {
   KIND_LABELS,
   NODE_KINDS,
-  clientProblems,
   connectionRefusal,
   fieldsAt,
-  freshId,
   kindLabel,
-  mergeProblems,
   parentService,
-  releaseGate,
-  sourceEventType,
   type FieldInfo,
   type FlowBody,
   type FlowNode,
-  type NodeKind,
   type Problem,
 } from "./graph";
-import * as history from "./history";
 import { NODE_HEIGHT, NODE_WIDTH, layout } from "./layout";
-import { idStem, newNodeConfig, paletteLabel, type NodeKindCatalog, type NodeKindDeclaration } from "./nodeKinds";
-
-interface FlowSummary {
-  id: string;
-  name: string;
-  status: string;
-}
-
-interface FlowRecord {
-  id: string;
-  name: string;
-  description: string;
-  status: string;
-  released_version?: number | null;
-  draft: FlowBody;
-  broken_reasons?: Problem[];
-}
-
-interface Report {
-  valid: boolean;
-  issues: Omit<Problem, "origin">[];
-}
+import { paletteLabel, type NodeKindCatalog } from "./nodeKinds";
+import { useFlowEditor } from "./useFlowEditor";
 
 type NodeData = { node: FlowNode; problems: Problem[]; change?: ChangeKind };
 
@@ -122,127 +93,15 @@ function stepOf(run: RunDetail, id: string) {
 /// The flows section; `visible`: whether it is the section shown (showing it again refreshes the plugin node
 /// kinds, which an upload in the Plugins section may have changed).
 function FlowsView({ visible }: { visible: boolean }) {
-  const { say, failed, session } = useFeedback();
-  const [flows, setFlows] = useState<FlowSummary[]>([]);
-  const [flow, setFlow] = useState<FlowRecord | null>(null);
-  const [graph, setGraph] = useState<history.History>(history.start({ nodes: [], edges: [] }));
-  const [selected, setSelected] = useState<Set<string>>(new Set());
-  const [serverProblems, setServerProblems] = useState<Problem[]>([]);
-  const [acknowledged, setAcknowledged] = useState<Set<string>>(new Set());
-  const [dirty, setDirty] = useState(false);
-  const [run, setRun] = useState<RunDetail | null>(null);
-  const [comparing, setComparing] = useState<Comparison | null>(null);
-  const clipboard = useRef<Fragment | null>(null);
-  const reactFlow = useReactFlow();
-  const body = graph.present;
+  const editor = useFlowEditor(visible);
+  const { flows, flow, graph, body, shown, only, editable, dirty, selected, setSelected } = editor;
+  const { acknowledged, setAcknowledged, problems, problemsOf, brokenReasons, gate, schemaFields } = editor;
+  const { nodeKinds, loadNodeKinds, run, showRun, showRunOf, comparing, compare, open, createFlow, save } = editor;
+  const { release, edit, move, connect, addNode, addPluginNode, focusNode, undo, redo } = editor;
 
-  const loadFlows = useCallback(async () => {
-    try {
-      setFlows(await call<FlowSummary[]>("GET", "/api/v2/flows"));
-    } catch (error) {
-      failed(error);
-    }
-    // `session`: signing in loads the list again.
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [failed, session]);
-
-  useEffect(() => {
-    void loadFlows();
-  }, [loadFlows]);
-
-  // The plugin node kinds the palette offers and the inspector's forms are made from. A failure is shown in the
-  // palette; the last list fetched stays.
-  const [nodeKinds, setNodeKinds] = useState<NodeKindCatalog>({ declarations: null, error: null });
-  const loadNodeKinds = useCallback(async () => {
-    try {
-      const declarations = await call<NodeKindDeclaration[]>("GET", "/api/v2/node-kinds");
-      setNodeKinds({ declarations: Array.isArray(declarations) ? declarations : [], error: null });
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      setNodeKinds((current) => ({ declarations: current.declarations, error: message }));
-    }
-    // `session`: signing in loads them again.
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [session]);
-
-  useEffect(() => {
-    if (visible) void loadNodeKinds();
-  }, [visible, loadNodeKinds]);
-
-  const open = useCallback(
-    async (id: string) => {
-      try {
-        const record = await call<FlowRecord>("GET", `/api/v2/flows/${encodeURIComponent(id)}`);
-        const placed = record.draft.nodes.every((node) => node.position) ? record.draft : layout(record.draft);
-        setFlow(record);
-        setGraph(history.start(placed));
-        setSelected(new Set());
-        setAcknowledged(new Set());
-        setDirty(false);
-        setRun(null);
-        setComparing(null);
-        say(`Opened ${record.name || record.id}.`);
-        window.setTimeout(() => reactFlow.fitView({ padding: 0.2 }), 0);
-      } catch (error) {
-        failed(error);
-      }
-    },
-    [failed, reactFlow, say],
-  );
-
-  /// One undoable edit of the graph.
-  const edit = useCallback((change: (body: FlowBody) => FlowBody) => {
-    setGraph((current) => history.record(current, change(current.present)));
-    setDirty(true);
-  }, []);
-
-  // The server validates the draft shortly after each edit; its issues join the client's.
-  useEffect(() => {
-    if (!flow) return;
-    const timer = window.setTimeout(async () => {
-      try {
-        const report = await call<Report>("POST", "/api/v2/flows/validate-draft", body);
-        setServerProblems(report.issues.map((issue) => ({ ...issue, origin: "server" as const })));
-      } catch (error) {
-        failed(error);
-      }
-    }, 300);
-    return () => window.clearTimeout(timer);
-  }, [body, flow, failed]);
-
-  // The source event type's schema: the fields conditions complete.
-  const eventType = sourceEventType(body);
-  const [schemaFields, setSchemaFields] = useState<FieldInfo[]>([]);
-  useEffect(() => {
-    setSchemaFields([]);
-    if (!eventType) return;
-    call<{ fields: FieldInfo[] }>("GET", `/api/v1/schemas/${encodeURIComponent(eventType)}`)
-      .then((schema) => setSchemaFields(schema.fields))
-      .catch(() => setSchemaFields([]));
-  }, [eventType]);
-
-  const problems = useMemo(() => mergeProblems(clientProblems(body), serverProblems), [body, serverProblems]);
-  const gate = releaseGate(problems, acknowledged);
-  const brokenReasons = useMemo(
-    () => (flow?.status === "invalid" ? (flow.broken_reasons ?? []).map((reason) => ({ ...reason, origin: "server" as const })) : []),
-    [flow],
-  );
   // Node sizes as React Flow measured them (it shows a node only once measured).
   const [measured, setMeasured] = useState<Map<string, { width: number; height: number }>>(new Map());
 
-  // A node's problems: the draft's, and the broken reasons of its released version that the draft still has
-  // (each once).
-  const problemsOf = useCallback(
-    (id: string) => {
-      const own = problems.filter((problem) => problem.node_id === id);
-      const known = new Set(own.map((problem) => problem.code));
-      return [...own, ...brokenReasons.filter((reason) => reason.node_id === id && !known.has(reason.code))];
-    },
-    [problems, brokenReasons],
-  );
-
-  // The canvas draws the draft, or in the diff view both compared versions (read-only).
-  const shown = useMemo(() => (comparing ? diffBody(comparing.diff) : body), [body, comparing]);
   const changeOf = useMemo(() => new Map(comparing?.diff.nodes.map((entry) => [entry.id, entry.change]) ?? []), [comparing]);
   const edgeChangeOf = useMemo(
     () => new Map(comparing?.diff.edges.map((entry) => [`${entry.from}->${entry.to}`, entry.change]) ?? []),
@@ -288,20 +147,6 @@ function FlowsView({ visible }: { visible: boolean }) {
     [shown.edges, run, comparing, edgeChangeOf],
   );
 
-  const connect = useCallback(
-    (from: string, to: string) => {
-      const refusal = connectionRefusal(body, from, to);
-      if (refusal) {
-        say(refusal, true);
-        return false;
-      }
-      edit((current) => ({ ...current, edges: [...current.edges, { from, to }] }));
-      say(`Connected ${from} to ${to}.`);
-      return true;
-    },
-    [body, edit, say],
-  );
-
   const onNodesChange = useCallback(
     (changes: NodeChange<Node<NodeData>>[]) => {
       const moved = new Map<string, { x: number; y: number }>();
@@ -336,14 +181,7 @@ function FlowsView({ visible }: { visible: boolean }) {
         });
       }
       if (selection) setSelected(selection);
-      if (moved.size > 0) {
-        const place = (current: FlowBody) => ({
-          ...current,
-          nodes: current.nodes.map((node) => (moved.has(node.id) ? { ...node, position: moved.get(node.id) } : node)),
-        });
-        setGraph((current) => (dragEnded ? history.record(current, place(current.present)) : history.replace(current, place(current.present))));
-        setDirty(true);
-      }
+      if (moved.size > 0) move(moved, dragEnded);
       if (removed.size > 0) {
         edit((current) => ({
           nodes: current.nodes.filter((node) => !removed.has(node.id)),
@@ -351,7 +189,7 @@ function FlowsView({ visible }: { visible: boolean }) {
         }));
       }
     },
-    [edit, selected],
+    [edit, move, selected, setSelected],
   );
 
   const onEdgesChange = useCallback(
@@ -363,138 +201,6 @@ function FlowsView({ visible }: { visible: boolean }) {
     },
     [edit],
   );
-
-  const addNode = useCallback(
-    (kind: NodeKind) => {
-      const id = freshId(body, kind);
-      const right = Math.max(0, ...body.nodes.map((node) => (node.position?.x ?? 0) + NODE_WIDTH + 40));
-      edit((current) => ({ ...current, nodes: [...current.nodes, { id, kind, config: {}, position: { x: right, y: 80 } }] }));
-      setSelected(new Set([id]));
-      say(`Added ${KIND_LABELS[kind]} ${id}.`);
-    },
-    [body, edit, say],
-  );
-
-  /// Places a node of a plugin's node kind, its config naming the plugin and the kind.
-  const addPluginNode = useCallback(
-    (declaration: NodeKindDeclaration) => {
-      const id = freshId(body, idStem(declaration));
-      const right = Math.max(0, ...body.nodes.map((node) => (node.position?.x ?? 0) + NODE_WIDTH + 40));
-      const node: FlowNode = { id, kind: "node-kind", config: newNodeConfig(declaration), position: { x: right, y: 80 } };
-      edit((current) => ({ ...current, nodes: [...current.nodes, node] }));
-      setSelected(new Set([id]));
-      say(`Added ${declaration.plugin}/${declaration.name} ${id}.`);
-    },
-    [body, edit, say],
-  );
-
-  const focusNode = useCallback(
-    (id: string) => {
-      setSelected(new Set([id]));
-      const node = shown.nodes.find((candidate) => candidate.id === id);
-      if (node?.position) reactFlow.setCenter(node.position.x + NODE_WIDTH / 2, node.position.y + NODE_HEIGHT / 2, { zoom: 1.2 });
-      document.getElementById("inspector-heading")?.focus();
-    },
-    [shown.nodes, reactFlow],
-  );
-
-  const save = useCallback(async () => {
-    if (!flow) return;
-    try {
-      const saved = await call<FlowRecord>("PUT", `/api/v2/flows/${encodeURIComponent(flow.id)}`, {
-        name: flow.name,
-        description: flow.description,
-        nodes: body.nodes,
-        edges: body.edges,
-      });
-      setFlow({ ...flow, ...saved });
-      setDirty(false);
-      say("Draft saved.");
-      void loadFlows();
-    } catch (error) {
-      failed(error);
-    }
-  }, [body, failed, flow, loadFlows, say]);
-
-  const release = useCallback(async () => {
-    if (!flow) return;
-    try {
-      if (dirty) await save();
-      const released = await call<{ version: number }>("POST", `/api/v2/flows/${encodeURIComponent(flow.id)}/release`, {
-        acknowledged_warnings: [...acknowledged],
-      });
-      await open(flow.id);
-      say(`Released version ${released.version}.`);
-      void loadFlows();
-    } catch (error) {
-      failed(error);
-    }
-  }, [acknowledged, dirty, failed, flow, loadFlows, open, save, say]);
-
-  const createFlow = useCallback(
-    async (id: string) => {
-      try {
-        await call("POST", "/api/v2/flows", { id, name: id, nodes: [{ id: "source-1", kind: "source", config: {}, position: { x: 40, y: 80 } }], edges: [] });
-        await loadFlows();
-        await open(id);
-        return true;
-      } catch (error) {
-        failed(error);
-        return false;
-      }
-    },
-    [failed, loadFlows, open],
-  );
-
-  const compare = useCallback(
-    (comparison: Comparison | null) => {
-      setComparing(comparison);
-      setSelected(new Set());
-      if (comparison) {
-        setRun(null);
-        say(`Comparing version ${comparison.from} with version ${comparison.to}.`);
-      }
-      window.setTimeout(() => reactFlow.fitView({ padding: 0.2 }), 0);
-    },
-    [reactFlow, say],
-  );
-
-  const undo = useCallback(() => setGraph((current) => history.undo(current)), []);
-  const redo = useCallback(() => setGraph((current) => history.redo(current)), []);
-  const copySelection = useCallback(() => {
-    clipboard.current = copy(body, selected);
-    say(`Copied ${clipboard.current.nodes.length} node${clipboard.current.nodes.length === 1 ? "" : "s"}.`);
-  }, [body, say, selected]);
-  const pasteClipboard = useCallback(() => {
-    const fragment = clipboard.current;
-    if (!fragment || fragment.nodes.length === 0) return;
-    const pasted = paste(body, fragment);
-    edit(() => pasted.body);
-    setSelected(new Set(pasted.ids));
-    say(`Pasted ${pasted.ids.length} node${pasted.ids.length === 1 ? "" : "s"}.`);
-  }, [body, edit, say]);
-
-  // Keyboard: undo/redo and copy/paste, unless the focus is in a text field.
-  useEffect(() => {
-    const onKey = (event: KeyboardEvent) => {
-      const target = event.target as HTMLElement;
-      if (target.closest("input, textarea, select")) return;
-      const mod = event.ctrlKey || event.metaKey;
-      if (!mod) return;
-      const key = event.key.toLowerCase();
-      if (key === "z" && !event.shiftKey) undo();
-      else if ((key === "z" && event.shiftKey) || key === "y") redo();
-      else if (key === "c") copySelection();
-      else if (key === "v") pasteClipboard();
-      else return;
-      event.preventDefault();
-    };
-    window.addEventListener("keydown", onKey);
-    return () => window.removeEventListener("keydown", onKey);
-  }, [copySelection, pasteClipboard, redo, undo]);
-
-  const only = selected.size === 1 ? shown.nodes.find((node) => selected.has(node.id)) : undefined;
-  const editable = flow !== null && !comparing;
 
   return (
     <div className="flows-view">
@@ -644,8 +350,8 @@ function FlowsView({ visible }: { visible: boolean }) {
             ))}
           </ul>
         </section>
-        {flow && <RunsPanel key={`runs-${flow.id}`} flowId={flow.id} chosen={run} onChoose={(chosen) => { compare(null); setRun(chosen); }} />}
-        {flow && <DeadLettersPanel key={`letters-${flow.id}`} flowId={flow.id} onShowRun={async (runId) => { compare(null); setRun(await call<RunDetail>("GET", `/api/v2/runs/${encodeURIComponent(runId)}`)); }} />}
+        {flow && <RunsPanel key={`runs-${flow.id}`} flowId={flow.id} chosen={run} onChoose={showRun} />}
+        {flow && <DeadLettersPanel key={`letters-${flow.id}`} flowId={flow.id} onShowRun={showRunOf} />}
         {flow && (
           <VersionsPanel key={`versions-${flow.id}-${flow.released_version ?? 0}`} flowId={flow.id} comparing={comparing} onCompare={compare} onFocus={focusNode} />
         )}
