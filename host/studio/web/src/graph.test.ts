@@ -4,7 +4,7 @@ import { test } from "node:test";
 
 import { copy, paste } from "./clipboard";
 import { clientProblems, connectionRefusal, cycleNodes, freshId, mergeProblems, releaseGate, type FlowBody, type Problem } from "./graph";
-import { record, redo, start, undo } from "./history";
+import { record, redo, replace, start, undo } from "./history";
 
 const node = (id: string, kind: string) => ({ id, kind, config: {} });
 const basic = (): FlowBody => ({
@@ -77,6 +77,22 @@ test("undo and redo walk the edits, config edits included", () => {
   history = redo(redo(history));
   assert.equal(history.present.nodes.length, 5);
   assert.equal(redo(history), history, "nothing left to redo");
+});
+
+test("a drag is one undo step back to where it started", () => {
+  const at = (x: number) => ({ ...basic(), nodes: basic().nodes.map((n) => (n.id === "map" ? { ...n, position: { x, y: 0 } } : n)) });
+  let history = start(at(0));
+  history = replace(history, at(10));
+  history = replace(history, at(20));
+  assert.equal(history.past.length, 0, "no step while the drag is under way");
+  history = record(history, at(30));
+  assert.equal(history.past.length, 1);
+  history = undo(history);
+  assert.deepEqual(history.present.nodes.find((n) => n.id === "map")!.position, { x: 0, y: 0 });
+  history = redo(history);
+  assert.deepEqual(history.present.nodes.find((n) => n.id === "map")!.position, { x: 30, y: 0 });
+  history = record(history, at(40));
+  assert.equal(undo(history).present.nodes.find((n) => n.id === "map")!.position!.x, 30, "the next edit steps from the drag's end");
 });
 
 test("copy and paste keep the group's inner edges under fresh ids", () => {

@@ -11,6 +11,9 @@ export interface History {
   past: FlowBody[];
   present: FlowBody;
   future: FlowBody[];
+  /// The present before an edit under way (a drag whose positions `replace` the present): the undo step its end
+  /// records, so undo puts the nodes back where the drag started.
+  before?: FlowBody;
 }
 
 export function start(body: FlowBody): History {
@@ -19,14 +22,16 @@ export function start(body: FlowBody): History {
 
 /// Records `next` as an edit of the present (a new edit drops what could be redone).
 export function record(history: History, next: FlowBody): History {
-  if (next === history.present) return history;
-  const past = [...history.past, history.present].slice(-MAX_UNDO);
+  const base = history.before ?? history.present;
+  if (next === base) return { ...history, present: next, before: undefined };
+  const past = [...history.past, base].slice(-MAX_UNDO);
   return { past, present: next, future: [] };
 }
 
-/// Replaces the present without making an undo step (node positions while a drag is under way).
+/// Replaces the present without making an undo step (node positions while a drag is under way); the next
+/// `record` makes one step from the present before the first replace.
 export function replace(history: History, next: FlowBody): History {
-  return { ...history, present: next };
+  return { ...history, present: next, before: history.before ?? history.present };
 }
 
 export function undo(history: History): History {
