@@ -27,7 +27,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use flowhost_core::collections::{FLOW_RUNS, WEBPUSH_ACTIVITY, WEBPUSH_EVENTS};
 use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, PortError, Query};
-use flowhost_core::stored;
+use flowhost_core::stored::Collection;
 use serde_json::{json, Value};
 
 use crate::live_model::{LiveCounts, LiveEvent, ENGAGEMENT, KINDS, LIVE_EVENTS, LIVE_EVENT_HOURS, LIVE_EVENT_TOTALS};
@@ -61,13 +61,9 @@ fn index(fields: &[&str]) -> IndexSpec {
 
 /// The indexes of the live-event read models, and those the slice's incremental reads need on its sources.
 pub async fn ensure_indexes(read_models: &ReadModels, source: &dyn DocumentStore) -> Result<(), PortError> {
-    let documents = read_models.documents.as_ref();
-    documents.ensure_index(LIVE_EVENTS, &index(&["tenant_id", "occurred_ms"])).await?;
-    documents.ensure_index(LIVE_EVENTS, &index(&["tenant_id", "kind", "occurred_ms"])).await?;
-    documents.ensure_index(LIVE_EVENTS, &index(&["tenant_id", "campaign_id", "occurred_ms"])).await?;
-    documents.ensure_index(LIVE_EVENTS, &index(&["tenant_id", "campaign_id", "kind"])).await?;
-    documents.ensure_index(ENGAGEMENT, &index(&["tenant_id", "campaign_id"])).await?;
-    documents.ensure_index(LIVE_EVENT_HOURS, &index(&["tenant_id"])).await?;
+    Collection::<LiveEvent>::new(read_models.documents.clone()).ensure_indexes().await?;
+    Collection::<LiveCounts>::new(read_models.documents.clone()).ensure_indexes().await?;
+    read_models.documents.ensure_index(ENGAGEMENT, &index(&["tenant_id", "campaign_id"])).await?;
     source.ensure_index(FLOW_RUNS, &index(&["updated_ms"])).await?;
     source.ensure_index(WEBPUSH_ACTIVITY, &index(&["delivered", "updated_at"])).await?;
     source.ensure_index(WEBPUSH_EVENTS, &index(&["received_at"])).await?;
@@ -259,7 +255,7 @@ impl LiveSync<'_> {
     /// Counts the events of `hours` again, then the totals of their tenants (see the module documentation).
     async fn count_hours(&self, hours: &BTreeSet<(String, i64)>) -> Result<(), PortError> {
         let documents = self.read_models.documents.as_ref();
-        let mut docs = Vec::new();
+        let mut counted = Vec::new();
         for (tenant, hour_ms) in hours {
             let mut counts = std::collections::BTreeMap::new();
             for kind in KINDS {
@@ -274,10 +270,9 @@ impl LiveSync<'_> {
                     counts.insert(kind.to_owned(), total);
                 }
             }
-            let hour = LiveCounts { tenant_id: tenant.clone(), hour_ms: Some(*hour_ms), counts };
-            docs.push((format!("{tenant}:{hour_ms}"), stored::encode(LIVE_EVENT_HOURS, &hour)?));
+            counted.push(LiveCounts { tenant_id: tenant.clone(), hour_ms: Some(*hour_ms), counts });
         }
-        documents.upsert_many(LIVE_EVENT_HOURS, docs).await?;
+        Collection::<LiveCounts>::new(self.read_models.documents.clone()).upsert_many(&counted).await?;
         let tenants: BTreeSet<&String> = hours.iter().map(|(tenant, _)| tenant).collect();
         for tenant in tenants {
             self.sum_hours(tenant).await?;
@@ -296,7 +291,7 @@ impl LiveSync<'_> {
                 *totals.counts.entry(kind).or_default() += count;
             }
         }
-        documents.upsert(LIVE_EVENT_TOTALS, tenant, stored::encode(LIVE_EVENT_TOTALS, &totals)?).await
+        Collection::<LiveCounts>::named(self.read_models.documents.clone(), LIVE_EVENT_TOTALS).upsert(&totals).await
     }
 
     /// Gives each of `tenants` without totals its counts: every hour from its oldest to its newest event. Which
@@ -339,11 +334,7 @@ impl LiveSync<'_> {
         if events.is_empty() {
             return Ok(());
         }
-        let docs = events
-            .iter()
-            .map(|event| Ok((event.event_id.clone(), stored::encode(LIVE_EVENTS, event)?)))
-            .collect::<Result<_, PortError>>()?;
-        self.read_models.documents.upsert_many(LIVE_EVENTS, docs).await?;
+        Collection::<LiveEvent>::new(self.read_models.documents.clone()).upsert_many(events).await?;
         changes.events_written += events.len();
         changes.tenants.extend(events.iter().map(|event| event.tenant_id.clone()));
         changes.hours.extend(events.iter().map(|event| (event.tenant_id.clone(), hour_of(event.occurred_ms))));

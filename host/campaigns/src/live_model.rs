@@ -2,6 +2,8 @@
 //! themselves, the per-hour and all-time counts per kind, and the names of their collections. The read models
 //! ([`crate::read_model`]) and the slice's sync both use them.
 
+use flowhost_core::ports::IndexSpec;
+use flowhost_core::stored::Document;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -67,3 +69,42 @@ impl LiveEvent {
 
 /// The kinds a live-events list can be filtered by.
 pub const KINDS: [&str; 4] = ["run_completed", "run_dead_lettered", "notification_delivered", "interaction"];
+
+impl Document for LiveEvent {
+    const COLLECTION: &'static str = LIVE_EVENTS;
+
+    fn id(&self) -> String {
+        self.event_id.clone()
+    }
+
+    /// A tenant's events by time, by kind, by campaign, and a campaign's by kind (the list's filters and the
+    /// campaign counts).
+    fn indexes() -> Vec<IndexSpec> {
+        [
+            &["tenant_id", "occurred_ms"][..],
+            &["tenant_id", "kind", "occurred_ms"],
+            &["tenant_id", "campaign_id", "occurred_ms"],
+            &["tenant_id", "campaign_id", "kind"],
+        ]
+        .map(IndexSpec::ascending)
+        .into()
+    }
+}
+
+/// An hour's counts live in [`LIVE_EVENT_HOURS`] under `<tenant_id>:<hour start>`; a tenant's totals (no hour)
+/// in [`LIVE_EVENT_TOTALS`] under the tenant id (`Collection::named` on that collection).
+impl Document for LiveCounts {
+    const COLLECTION: &'static str = LIVE_EVENT_HOURS;
+
+    fn id(&self) -> String {
+        match self.hour_ms {
+            Some(hour_ms) => format!("{}:{hour_ms}", self.tenant_id),
+            None => self.tenant_id.clone(),
+        }
+    }
+
+    /// A tenant's hours, summed into its totals.
+    fn indexes() -> Vec<IndexSpec> {
+        vec![IndexSpec::ascending(&["tenant_id"])]
+    }
+}
