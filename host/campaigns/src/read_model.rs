@@ -11,11 +11,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, Page, PortError, Query};
-use flowhost_core::stored::{decode, decode_all, encode, Collection, Document};
+use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, PortError, Query};
+use flowhost_core::stored::{decode, encode, Collection, Document, TypedPage};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::live_model::LiveEvent;
 use crate::model::{CampaignDoc, Origin, UiStatus};
 
 pub const ROWS: &str = "campaign_rows";
@@ -256,14 +257,14 @@ impl ReadModels {
         Collection::new(self.documents.clone())
     }
 
-    fn sync_states_collection(&self) -> Collection<SyncState> {
+    fn states(&self) -> Collection<SyncState> {
         Collection::new(self.documents.clone())
     }
 
     /// The indexes the reads and the sync use (idempotent).
     pub async fn ensure_indexes(&self) -> Result<(), PortError> {
         self.rows().ensure_indexes().await?;
-        self.sync_states_collection().ensure_indexes().await
+        self.states().ensure_indexes().await
     }
 
     /// One page of a tenant's campaigns, read from the store (the list cache's way for a tenant too large to
@@ -286,8 +287,7 @@ impl ReadModels {
             .limit(page_size)
             .offset((page - 1).saturating_mul(page_size))
             .without_total();
-        let items = self.documents.query(ROWS, &query).await?.items;
-        decode_all(ROWS, items)
+        Ok(self.rows().query(&query).await?.items)
     }
 
     /// A campaign by id, in `tenant_id` when given (a campaign id is one flow's id, so it is in one tenant).
@@ -303,13 +303,13 @@ impl ReadModels {
     /// Every row of campaign `campaign_id` (normally one; more while a flow moves to another tenant).
     pub async fn rows_of_campaign(&self, campaign_id: &str) -> Result<Vec<CampaignDoc>, PortError> {
         let query = Query::new().eq("campaign_id", json!(campaign_id));
-        decode_all(ROWS, self.documents.query(ROWS, &query).await?.items)
+        Ok(self.rows().query(&query).await?.items)
     }
 
     /// Every campaign of a tenant.
     pub async fn rows_of_tenant(&self, tenant_id: &str) -> Result<Vec<CampaignDoc>, PortError> {
         let query = Query::new().eq("tenant_id", json!(tenant_id)).without_total();
-        decode_all(ROWS, self.documents.query(ROWS, &query).await?.items)
+        Ok(self.rows().query(&query).await?.items)
     }
 
     /// Campaigns not yet `ended` whose end is at or before `now` (the sync moves them).
@@ -321,7 +321,7 @@ impl ReadModels {
             .filter("ends_at", Filter::Lte(json!(now_iso)))
             .limit(limit)
             .without_total();
-        decode_all(ROWS, self.documents.query(ROWS, &query).await?.items)
+        Ok(self.rows().query(&query).await?.items)
     }
 
     /// Every campaign row of `origin`, a page at a time (the reconcile pass).
@@ -332,7 +332,7 @@ impl ReadModels {
             .limit(limit)
             .offset(offset)
             .without_total();
-        decode_all(ROWS, self.documents.query(ROWS, &query).await?.items)
+        Ok(self.rows().query(&query).await?.items)
     }
 
     pub async fn put_rows(&self, rows: &[CampaignDoc]) -> Result<(), PortError> {
@@ -370,11 +370,11 @@ impl ReadModels {
 
     /// Every state of every slice and tenant.
     pub async fn sync_states(&self) -> Result<Vec<SyncState>, PortError> {
-        self.sync_states_collection().list().await
+        self.states().list().await
     }
 
     pub async fn put_sync_states(&self, states: &[SyncState]) -> Result<(), PortError> {
-        self.sync_states_collection().upsert_many(states).await
+        self.states().upsert_many(states).await
     }
 
     /// One page of a tenant's live events, newest first, with the count of all that match: kept per tenant
@@ -386,7 +386,7 @@ impl ReadModels {
         campaign_id: Option<&str>,
         page: u64,
         page_size: u64,
-    ) -> Result<(Vec<crate::live_model::LiveEvent>, u64), PortError> {
+    ) -> Result<(Vec<LiveEvent>, u64), PortError> {
         let mut query = Query::new().eq("tenant_id", json!(tenant_id));
         if let Some(kind) = kind {
             query = query.eq("kind", json!(kind));
@@ -403,9 +403,8 @@ impl ReadModels {
         if counted.is_some() {
             query = query.without_total();
         }
-        let Page { items, total } = self.documents.query(crate::live_model::LIVE_EVENTS, &query).await?;
-        let events = decode_all(crate::live_model::LIVE_EVENTS, items)?;
-        Ok((events, counted.map_or(total, |counts| counts.total(kind))))
+        let TypedPage { items, total } = Collection::<LiveEvent>::new(self.documents.clone()).query(&query).await?;
+        Ok((items, counted.map_or(total, |counts| counts.total(kind))))
     }
 
     /// The tenant's kept live-event counts (`None` before the sync first counted them).

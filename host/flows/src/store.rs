@@ -182,13 +182,17 @@ impl Flows {
         &self.ports
     }
 
+    /// The stored `T`s (flows, versions, service references, release attempts) of this store.
+    fn typed<T: Document>(&self) -> Collection<T> {
+        Collection::new(self.ports.documents.clone())
+    }
+
     /// Creates the indexes the flow queries use (idempotent; the admin role's drift task calls it at start).
     pub async fn ensure_indexes(&self) -> Result<(), FlowError> {
-        let documents = &self.ports.documents;
-        Collection::<FlowRecord>::new(documents.clone()).ensure_indexes().await?;
-        Collection::<ServiceRef>::new(documents.clone()).ensure_indexes().await?;
-        Collection::<FlowVersion>::new(documents.clone()).ensure_indexes().await?;
-        Collection::<ReleaseAttempt>::new(documents.clone()).ensure_indexes().await?;
+        self.typed::<FlowRecord>().ensure_indexes().await?;
+        self.typed::<ServiceRef>().ensure_indexes().await?;
+        self.typed::<FlowVersion>().ensure_indexes().await?;
+        self.typed::<ReleaseAttempt>().ensure_indexes().await?;
         Ok(())
     }
 
@@ -229,8 +233,7 @@ impl Flows {
         if let Some(status) = status {
             query = query.eq("status", stored::encode(FLOWS, &status)?);
         }
-        let page = self.ports.documents.query(FLOWS, &query).await?;
-        let flows: Vec<FlowRecord> = stored::decode_all(FLOWS, page.items)?;
+        let flows = self.typed::<FlowRecord>().query(&query).await?.items;
         Ok(flows.iter().map(FlowSummary::from).collect())
     }
 
@@ -259,7 +262,7 @@ impl Flows {
             updated_at: now,
             updated_by: who.map(str::to_owned),
         };
-        match self.ports.documents.insert(FLOWS, &id, stored::encode(FLOWS, &flow)?).await {
+        match self.typed::<FlowRecord>().insert(&flow).await {
             Err(PortError::Conflict(_)) => Err(FlowError::Exists(id)),
             Err(e) => Err(e.into()),
             Ok(()) => Ok((flow, report)),
@@ -296,13 +299,7 @@ impl Flows {
             }
             flow.updated_at = self.now().1;
             flow.updated_by = who.map(str::to_owned);
-            if self
-                .ports
-                .documents
-                .replace_if_version(FLOWS, id, version, stored::encode(FLOWS, &flow)?)
-                .await?
-                .is_some()
-            {
+            if self.typed::<FlowRecord>().replace_if_version(&flow, version).await?.is_some() {
                 if toggled {
                     self.flow_changed(&flow).await;
                 }
@@ -318,13 +315,7 @@ impl Flows {
             let (mut flow, version) = self.load(id).await?;
             flow.enabled = enabled;
             flow.updated_at = self.now().1;
-            if self
-                .ports
-                .documents
-                .replace_if_version(FLOWS, id, version, stored::encode(FLOWS, &flow)?)
-                .await?
-                .is_some()
-            {
+            if self.typed::<FlowRecord>().replace_if_version(&flow, version).await?.is_some() {
                 self.flow_changed(&flow).await;
                 return Ok(flow);
             }
@@ -391,12 +382,7 @@ impl Flows {
                 acknowledged_warnings,
                 unacknowledged_warnings: unacknowledged,
             };
-            match self
-                .ports
-                .documents
-                .insert(FLOW_VERSIONS, &version_id(id, number), stored::encode(FLOW_VERSIONS, &version)?)
-                .await
-            {
+            match self.typed::<FlowVersion>().insert(&version).await {
                 Err(PortError::Conflict(_)) => continue, // Released concurrently: read again.
                 other => other?,
             }
@@ -407,13 +393,7 @@ impl Flows {
             flow.released_draft_hash = Some(body_hash(&flow.draft));
             flow.draft_changed = false;
             flow.updated_at = at;
-            if self
-                .ports
-                .documents
-                .replace_if_version(FLOWS, id, stored_version, stored::encode(FLOWS, &flow)?)
-                .await?
-                .is_none()
-            {
+            if self.typed::<FlowRecord>().replace_if_version(&flow, stored_version).await?.is_none() {
                 // The draft changed under us: take the version back and validate what is there now.
                 self.ports.documents.delete(FLOW_VERSIONS, &version_id(id, number)).await?;
                 continue;
@@ -443,7 +423,7 @@ impl Flows {
     }
 
     async fn record_attempt(&self, attempt: &ReleaseAttempt) -> Result<(), FlowError> {
-        Collection::<ReleaseAttempt>::new(self.ports.documents.clone()).insert(attempt).await?;
+        self.typed::<ReleaseAttempt>().insert(attempt).await?;
         Ok(())
     }
 
@@ -479,7 +459,7 @@ impl Flows {
             }
             for row in &rows {
                 touched.insert(row.service.clone());
-                Collection::<ServiceRef>::new(self.ports.documents.clone()).upsert(row).await?;
+                self.typed::<ServiceRef>().upsert(row).await?;
             }
             let now = documents.get_versioned(FLOWS, flow_id).await?;
             if now.map(|n| n.version) == stored.map(|s| s.version) {
@@ -492,8 +472,7 @@ impl Flows {
     /// The rows of the released flows referencing `service`, by flow id.
     pub async fn service_refs(&self, service: &str) -> Result<Vec<ServiceRef>, FlowError> {
         let query = Query::new().eq("service", json!(service)).sort("flow_id", Direction::Asc);
-        let page = self.ports.documents.query(FLOW_SERVICE_REFS, &query).await?;
-        Ok(stored::decode_all(FLOW_SERVICE_REFS, page.items)?)
+        Ok(self.typed::<ServiceRef>().query(&query).await?.items)
     }
 
     /// The released flows referencing `service`.
@@ -505,14 +484,13 @@ impl Flows {
     pub async fn versions(&self, id: &str) -> Result<Vec<FlowVersion>, FlowError> {
         self.get(id).await?;
         let query = Query::new().eq("flow_id", json!(id)).sort("version", Direction::Desc);
-        let page = self.ports.documents.query(FLOW_VERSIONS, &query).await?;
-        Ok(stored::decode_all(FLOW_VERSIONS, page.items)?)
+        Ok(self.typed::<FlowVersion>().query(&query).await?.items)
     }
 
     pub async fn version(&self, id: &str, version: u64) -> Result<FlowVersion, FlowError> {
-        let doc = self.ports.documents.get(FLOW_VERSIONS, &version_id(id, version)).await?;
-        doc.map(|doc| stored::decode(FLOW_VERSIONS, doc))
-            .transpose()?
+        self.typed::<FlowVersion>()
+            .get(&version_id(id, version))
+            .await?
             .ok_or_else(|| FlowError::VersionNotFound { flow_id: id.to_owned(), version })
     }
 
@@ -520,8 +498,7 @@ impl Flows {
     pub async fn attempts(&self, id: &str) -> Result<Vec<ReleaseAttempt>, FlowError> {
         self.get(id).await?;
         let query = Query::new().eq("flow_id", json!(id)).sort("at_ms", Direction::Desc);
-        let page = self.ports.documents.query(FLOW_RELEASE_ATTEMPTS, &query).await?;
-        Ok(stored::decode_all(FLOW_RELEASE_ATTEMPTS, page.items)?)
+        Ok(self.typed::<ReleaseAttempt>().query(&query).await?.items)
     }
 
     /// The unexpired edit lock of a flow.
@@ -656,13 +633,7 @@ impl Flows {
             flow.status = status;
             flow.broken_reasons = blocking.clone();
             flow.updated_at = self.now().1;
-            if self
-                .ports
-                .documents
-                .replace_if_version(FLOWS, id, stored_version, stored::encode(FLOWS, &flow)?)
-                .await?
-                .is_some()
-            {
+            if self.typed::<FlowRecord>().replace_if_version(&flow, stored_version).await?.is_some() {
                 info!(flow = %id, version, status = ?status, reasons = flow.broken_reasons.len(), "drift re-validation");
                 return Ok(Some(self.sync_refs(id).await?));
             }
