@@ -5,6 +5,7 @@
 use flowhost_core::config::{Config, Role};
 
 use crate::gateway::{configure, GatewayAddrs, PlayerBackend};
+use crate::process::free_addr;
 use crate::{Backends, TestHost};
 
 /// The gateway origin the host accepts events from.
@@ -84,9 +85,4 @@ pub fn configure_presence_and_campaigns(config: &mut Config, backends: Backends,
             config.kafka.properties.insert("topic.metadata.refresh.interval.ms".into(), "1000".into());
         }
     }
-}
-
-fn free_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    format!("127.0.0.1:{port}")
 }

@@ -87,23 +87,7 @@ impl Drop for PlayerBackend {
     }
 }
 
-/// A port free right now on loopback, for a listener that needs a known port (the gateway's: the edge posts to
-/// the ingest URL). Taken below Linux's ephemeral range (32768-60999): a port the kernel handed out for `:0`
-/// could be handed out again for an outgoing connection of a concurrent test before the listener binds it. No
-/// port is given twice in one process.
-pub fn free_port() -> u16 {
-    use std::sync::Mutex;
-    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    const FIRST: u16 = 20_000;
-    const COUNT: u16 = 12_000;
-    let mut given = GIVEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let start = (uuid::Uuid::new_v4().as_u128() % u128::from(COUNT)) as u16;
-    (0..COUNT)
-        .map(|step| FIRST + (start + step) % COUNT)
-        .find(|port| !given.contains(port) && std::net::TcpListener::bind(("127.0.0.1", *port)).is_ok())
-        .inspect(|port| given.push(*port))
-        .expect("a free port below the ephemeral range")
-}
+pub use crate::process::free_port;
 
 /// The gateway's listeners of one test host.
 #[derive(Debug, Clone, Copy)]

@@ -8,11 +8,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use flowhost_tests::cli::{flowhost_bin, plugin};
+use flowhost_tests::process::free_port;
 use serde_json::{json, Value};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 struct Server {
     child: Child,

@@ -13,6 +13,7 @@ use flowhost_core::config::{Channel, Role, Secret};
 use flowhost_core::{Clock, ManualClock, SystemClock};
 use flowhost_notifications::records::{retention, store_activity, NotificationActivity};
 use flowhost_notifications::token::{mint, InteractionClaims};
+use flowhost_tests::process::free_port;
 use flowhost_tests::push::{
     assert_error, callers_json, detail_fields, editor, platform, send, subscription, Body, BRIDGE_TOKEN,
     CONFIG_ONLY_TOKEN, DASHBOARD_TOKEN, EDITOR_TOKEN, INTERACTION_SECRET, INTERACTION_SECRET_PREVIOUS, OPS_TOKEN,
@@ -392,10 +393,6 @@ async fn bad_policy_fails_health_not_the_start(backends: Backends) {
         assert_eq!(editor(&host, None, "GET", "/api/v1/tenants/", None).await.0, 200, "{name}");
         host.stop().await;
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// Waits until `serve` has bound the separate push listener.

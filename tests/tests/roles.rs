@@ -5,15 +5,12 @@
 use std::time::{Duration, Instant};
 
 use flowhost_core::config::{Role, Secret};
+use flowhost_tests::process::free_port;
 use flowhost_tests::{on_both_backends, Backends, TestHost};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 on_both_backends!(every_listener_answers_health_and_ready, admin_token_guards_the_admin_routes);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 async fn get(http: &reqwest::Client, url: &str, token: Option<&str>) -> (u16, Value, Option<String>) {
     let mut request = http.get(url);

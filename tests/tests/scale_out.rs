@@ -16,14 +16,11 @@ use flowhost_core::collections::PLUGIN_DOCUMENTS;
 use flowhost_core::config::Config;
 use flowhost_core::ports::{OutRecord, Ports};
 use flowhost_tests::cli::flowhost_bin;
+use flowhost_tests::process::free_port;
 use flowhost_tests::{unique, Backends, TestHost};
 use serde_json::{json, Value};
 
 const EVENTS: usize = 600;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// One `flowhost serve` process with the settings of `config_file` (TOML) and `env`.
 struct Node {

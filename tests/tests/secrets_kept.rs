@@ -20,6 +20,7 @@ use std::time::Duration;
 use flowhost_core::config::{Role, Secret};
 use flowhost_tests::every_role::{configure_presence_and_campaigns, ORIGIN};
 use flowhost_tests::gateway::{configure as configure_gateway, GatewayAddrs, PlayerBackend};
+use flowhost_tests::process::free_addr;
 use flowhost_tests::push::{
     send, subscription, EDITOR_TOKEN, INTERACTION_SECRET, INTERACTION_SECRET_PREVIOUS, OPS_TOKEN, SOURCE_APP, TENANT_A,
 };
@@ -60,11 +61,6 @@ impl Write for Capture {
 /// A value for `setting` that appears nowhere else.
 fn planted(setting: &str) -> String {
     format!("planted-{}-{}", setting.to_ascii_lowercase(), uuid::Uuid::new_v4().simple())
-}
-
-fn free_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    format!("127.0.0.1:{port}")
 }
 
 /// What every search looks for: each secret by the setting that holds it.
