@@ -9,8 +9,11 @@
 //! loading only checks that the store's address is there; [`Config::resolve_secrets`] reads the values at
 //! start and fills the literals, so the rest of the process only ever sees literals.
 //!
-//! tidy: over the line budget until each role owns its settings section (the settings table of the roles'
-//! own crates); the process-wide and secret settings stay here.
+//! Every setting is declared once, in its section's table (`crate::settings`): [`CORE_SETTINGS`] here for the
+//! process-wide ones, and one table beside each role's section (`engine.rs`, `push.rs`, `plugins.rs`,
+//! `gateway.rs`, `presence.rs`, `campaigns.rs`). Loading, the bounds and docs/configuration.md come from them.
+//!
+//! tidy: over the line budget (its tests are half of it) until each role's section lives in the role's crate.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -20,26 +23,25 @@ use serde::{Deserialize, Serialize};
 use crate::ports::SecretStore;
 pub use crate::secret::Secret;
 
+pub use crate::settings::ConfigError;
+use crate::settings::{at_least, between, keyword, not_blank, rule, Setting};
+
 mod campaigns;
+mod engine;
 mod gateway;
+mod plugins;
 mod presence;
-pub use campaigns::CampaignsConfig;
-pub use gateway::{GatewayConfig, ScopeLimits, DEFAULT_INVALID_STATUSES, MIN_CACHE_HMAC_KEY_BYTES};
-pub use presence::{PresenceConfig, PRESENCE_DATABASE};
+mod push;
+pub use campaigns::{CampaignsConfig, CAMPAIGNS_SETTINGS};
+pub use engine::{EngineConfig, NodeKindsMode, NodePayloads, RetryPolicy, RunStorage, ENGINE_SETTINGS};
+pub use gateway::{GatewayConfig, ScopeLimits, DEFAULT_INVALID_STATUSES, GATEWAY_SETTINGS, MIN_CACHE_HMAC_KEY_BYTES};
+pub use plugins::{
+    PluginsConfig, COMPILE_CACHE_DIR_ENV, PLUGINS_MAX_COMPONENT_BYTES, PLUGINS_MAX_MEMORY_BYTES, PLUGINS_SETTINGS,
+    PLUGIN_CAPABILITIES,
+};
+pub use presence::{PresenceConfig, PRESENCE_DATABASE, PRESENCE_SETTINGS};
+pub use push::{Channel, PushConfig, DEFAULT_VAPID_SUBJECT, MAX_PUSH_TTL_SECONDS, PUSH_SETTINGS};
 
-/// A setting that could not be used; the message names it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("configuration: {setting}: {message}")]
-pub struct ConfigError {
-    pub setting: String,
-    pub message: String,
-}
-
-impl ConfigError {
-    fn new(setting: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { setting: setting.into(), message: message.into() }
-    }
-}
 
 /// The roles one process can run (see DESIGN: one binary, many roles).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -420,218 +422,6 @@ impl Default for CacheConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct EngineConfig {
-    /// Consumer group of the rule engine (`FLOWHOST_ENGINE_GROUP_ID`; default `flowhost-engine`).
-    pub group_id: String,
-    /// Periodic rule-cache reload in milliseconds (`FLOWHOST_ENGINE_RELOAD_INTERVAL_MS`; default 5000).
-    /// A change signal on the subjects port reloads at once; the tick is the fallback.
-    pub reload_interval_ms: u64,
-    /// Records per poll (`FLOWHOST_ENGINE_BATCH_SIZE`; default 500).
-    pub batch_size: usize,
-    /// Where records that are not events go, with headers saying where they came from
-    /// (`FLOWHOST_ENGINE_INVALID_EVENTS_TOPIC`; default `flowhost.invalid-events`).
-    pub invalid_events_topic: String,
-    /// How rule conditions and output mappings run (`FLOWHOST_ENGINE_NODE_KINDS`; default `native`).
-    pub node_kinds: NodeKindsMode,
-    /// Where a record goes when a node fails on it for good or its retries are exhausted, with headers naming
-    /// its origin and the cause (`FLOWHOST_ENGINE_DEAD_LETTER_TOPIC`; default `flowhost.dead-letters`).
-    pub dead_letter_topic: String,
-    /// Retries of one record whose node failed with a retryable error, and of one step of a flow run.
-    pub retry: RetryPolicy,
-    /// How long a flow run waits for an external service's reply to an action before it sends again (an attempt
-    /// of the step: the retry policy applies) (`FLOWHOST_ENGINE_REPLY_TIMEOUT_MS`; default 30000).
-    pub reply_timeout_ms: u64,
-    /// How long a service reply taken once is remembered in the cache, so redelivery storms are ignored without
-    /// reading the run (`FLOWHOST_ENGINE_DEDUP_TTL_MS`; default 60000; 0 turns it off). Optional: duplicates are
-    /// ignored by the run's state either way.
-    pub dedup_ttl_ms: u64,
-    /// Where flow runs publish their completion events (node progress and outcomes)
-    /// (`FLOWHOST_ENGINE_COMPLETIONS_TOPIC`; default `flowhost.flow-completions`).
-    pub completions_topic: String,
-    /// How often the runner looks for flow-run steps that are due (retries, replays)
-    /// (`FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS`; default 500).
-    pub flows_poll_interval_ms: u64,
-    /// How long flow runs and their dead letters are kept (`[engine.runs]`).
-    pub runs: RunStorage,
-}
-
-/// How long flow runs and their dead letters are kept (`[engine.runs]`): a sweep removes what is older, so the
-/// store holds about the retention's worth of runs however long the engine runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RunStorage {
-    /// A run not changed for this long is removed, unless it holds an open dead letter
-    /// (`FLOWHOST_ENGINE_RUNS_RETENTION_MS`; default 7 days).
-    pub retention_ms: u64,
-    /// A dead letter is removed this long after it was written, with its run; a replayed one goes with the run
-    /// retention (`FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS`; default 30 days, at least the run retention).
-    pub dead_letter_retention_ms: u64,
-    /// How often the sweep runs (`FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS`; default 60000).
-    pub sweep_interval_ms: u64,
-    /// Which finished runs keep their nodes' inputs and outputs (`FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS`; default
-    /// `all`).
-    pub node_payloads: NodePayloads,
-}
-
-impl Default for RunStorage {
-    fn default() -> Self {
-        const DAY_MS: u64 = 24 * 60 * 60 * 1000;
-        Self {
-            retention_ms: 7 * DAY_MS,
-            dead_letter_retention_ms: 30 * DAY_MS,
-            sweep_interval_ms: 60_000,
-            node_payloads: NodePayloads::All,
-        }
-    }
-}
-
-/// Which finished runs keep their nodes' inputs and outputs. A run always keeps its summary (status, path,
-/// timing, attempts, errors) and its source event; a run still waiting keeps everything (its steps need it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NodePayloads {
-    /// Every run (Studio's run view shows every node's input and output).
-    #[default]
-    All,
-    /// Dead-lettered runs only (a completed run shows its path and timing, its nodes' payloads empty).
-    Failed,
-    /// No run (the smallest store: the run view shows paths, timing and the source event).
-    None,
-}
-
-/// How often and how patiently one record is retried (the spec's policy by default: 5 attempts, 2 s initial
-/// backoff, factor 3, 1 min cap).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RetryPolicy {
-    /// Attempts in all, the first included (`FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS`; default 5, at least 1).
-    pub max_attempts: u32,
-    /// Delay before the second attempt (`FLOWHOST_ENGINE_RETRY_INITIAL_BACKOFF_MS`; default 2000).
-    pub initial_backoff_ms: u64,
-    /// Each next delay is this many times the last (`FLOWHOST_ENGINE_RETRY_BACKOFF_FACTOR`; default 3, at least 1).
-    pub backoff_factor: f64,
-    /// Longest delay (`FLOWHOST_ENGINE_RETRY_MAX_BACKOFF_MS`; default 60000).
-    pub max_backoff_ms: u64,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self { max_attempts: 5, initial_backoff_ms: 2000, backoff_factor: 3.0, max_backoff_ms: 60_000 }
-    }
-}
-
-impl RetryPolicy {
-    /// The backoff between attempts of one record.
-    pub fn backoff(&self) -> crate::backoff::Backoff {
-        crate::backoff::Backoff::new(
-            std::time::Duration::from_millis(self.initial_backoff_ms),
-            self.backoff_factor,
-            std::time::Duration::from_millis(self.max_backoff_ms),
-        )
-    }
-}
-
-/// Where the engine runs rule conditions and output mappings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NodeKindsMode {
-    /// In process: CEL compiled once per rule, mappings in Rust (fastest).
-    #[default]
-    Native,
-    /// Through the active `condition` and `mapping` components of the plugin runtime, so an operator can
-    /// hot-load new versions of them.
-    Wasm,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        Self {
-            group_id: "flowhost-engine".into(),
-            reload_interval_ms: 5000,
-            batch_size: 500,
-            invalid_events_topic: "flowhost.invalid-events".into(),
-            node_kinds: NodeKindsMode::Native,
-            dead_letter_topic: "flowhost.dead-letters".into(),
-            retry: RetryPolicy::default(),
-            reply_timeout_ms: 30_000,
-            dedup_ttl_ms: 60_000,
-            completions_topic: "flowhost.flow-completions".into(),
-            flows_poll_interval_ms: 500,
-            runs: RunStorage::default(),
-        }
-    }
-}
-
-/// The plugin runtime and the component store (`[plugins]`). Limits apply to every invocation; a manifest can
-/// only lower them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PluginsConfig {
-    /// Wall-clock limit of one invocation in milliseconds (`FLOWHOST_PLUGINS_TIMEOUT_MS`; default 1000).
-    pub timeout_ms: u64,
-    /// Fuel per invocation, 0 for unmetered (`FLOWHOST_PLUGINS_FUEL`; default 1,000,000,000).
-    pub fuel: u64,
-    /// Linear memory cap per instance in bytes (`FLOWHOST_PLUGINS_MEMORY_BYTES`; default 64 MiB, at most
-    /// 256 MiB).
-    pub memory_bytes: usize,
-    /// Largest output of one invocation in bytes (`FLOWHOST_PLUGINS_MAX_OUTPUT_BYTES`; default 1 MiB).
-    pub max_output_bytes: usize,
-    /// Invocations running at once (`FLOWHOST_PLUGINS_MAX_INSTANCES`; default 100).
-    pub max_instances: u32,
-    /// Largest component accepted by an upload in bytes (`FLOWHOST_PLUGINS_MAX_COMPONENT_BYTES`; default
-    /// 8 MiB, at most 11 MiB so its stored form fits a MongoDB document).
-    pub max_component_bytes: usize,
-    /// How often a node reconciles its active plugin versions with the store, in milliseconds, besides
-    /// reacting to change signals at once (`FLOWHOST_PLUGINS_SYNC_INTERVAL_MS`; default 5000).
-    pub sync_interval_ms: u64,
-    /// Install the plugins shipped with the binary (`noop`, `condition`, `mapping`) at start
-    /// (`FLOWHOST_PLUGINS_BUNDLED`; default true).
-    pub bundled: bool,
-    /// Host capabilities this host offers components at all (`FLOWHOST_PLUGINS_CAPABILITIES`, comma-separated;
-    /// default all four). A component importing another one is refused at upload.
-    pub capabilities: Vec<String>,
-    /// Per-plugin grants (`FLOWHOST_PLUGINS_GRANTS`, `id=cap,cap;id=cap`; TOML `[plugins.grants]`, `id = ["cap"]`):
-    /// a plugin listed here may use only its listed capabilities (each also in `capabilities`); a plugin not
-    /// listed gets `log` and `clock` only, the bundled plugins what the bundle grants. An empty list grants
-    /// nothing.
-    pub grants: std::collections::BTreeMap<String, Vec<String>>,
-    /// Where compiled components are cached, keyed by their hash and the engine's settings
-    /// (`FLOWHOST_PLUGINS_COMPILE_CACHE_DIR`; default `<data_dir>/component-cache`). Nodes of one machine may
-    /// share one directory: entries are checksummed and written whole.
-    pub compile_cache_dir: Option<PathBuf>,
-}
-
-/// The environment name of `plugins.compile_cache_dir` (the test harness points every host it starts at one).
-pub const COMPILE_CACHE_DIR_ENV: &str = "FLOWHOST_PLUGINS_COMPILE_CACHE_DIR";
-
-/// The host capabilities this version offers to plugins.
-pub const PLUGIN_CAPABILITIES: [&str; 4] = ["log", "clock", "documents", "notifications"];
-
-impl Default for PluginsConfig {
-    fn default() -> Self {
-        Self {
-            timeout_ms: 1000,
-            fuel: 1_000_000_000,
-            memory_bytes: 64 << 20,
-            max_output_bytes: 1 << 20,
-            max_instances: 100,
-            max_component_bytes: 8 << 20,
-            sync_interval_ms: 5000,
-            bundled: true,
-            capabilities: PLUGIN_CAPABILITIES.iter().map(|c| c.to_string()).collect(),
-            grants: std::collections::BTreeMap::new(),
-            compile_cache_dir: None,
-        }
-    }
-}
-
-/// Largest `plugins.memory_bytes`: the pool reserves this much address space per instance slot.
-pub const PLUGINS_MAX_MEMORY_BYTES: usize = 256 << 20;
-/// Largest `plugins.max_component_bytes`: base64 of 11 MiB stays under MongoDB's 16 MiB document limit.
-pub const PLUGINS_MAX_COMPONENT_BYTES: usize = 11 << 20;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
@@ -655,152 +445,6 @@ impl Default for LogConfig {
     }
 }
 
-/// A delivery channel of the notification service (`FLOWHOST_CHANNELS_ENABLED`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Channel {
-    #[serde(rename = "WEB_PUSH")]
-    WebPush,
-    #[serde(rename = "IN_APP")]
-    InApp,
-}
-
-impl FromStr for Channel {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "WEB_PUSH" => Ok(Channel::WebPush),
-            "IN_APP" => Ok(Channel::InApp),
-            other => Err(format!("unknown channel {other:?} (known: WEB_PUSH, IN_APP)")),
-        }
-    }
-}
-
-/// The push-api role: the web-push service's push-platform routes (caller policy), editor routes (editor token),
-/// interaction tokens and retention. Every secret may instead be named in the secret store with the matching
-/// `*_SECRET_NAME` setting (needs `KEY_VAULT_URL`); the literal value wins when both are set.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PushConfig {
-    /// Caller policy `{ "callers": [...] }` (`FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON`). The push-api role parses
-    /// it at start; a policy that does not parse or names an unknown route does **not** stop the process: the
-    /// push-platform routes then answer 503 `CALLER_POLICY_INVALID` and `/health` answers 503. Unset: no caller
-    /// is authorized (401).
-    pub callers_json: Option<Secret>,
-    /// Secret-store name of the caller policy (`FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME`).
-    pub callers_json_secret_name: Option<String>,
-    /// VAPID public key, base64url of the uncompressed P-256 point (`FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY`).
-    pub vapid_public_key: Option<String>,
-    /// Secret-store name of the VAPID public key (`FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY_SECRET_NAME`).
-    pub vapid_public_key_secret_name: Option<String>,
-    /// VAPID private key, base64url of the 32-byte scalar (`FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY`).
-    pub vapid_private_key: Option<Secret>,
-    /// Secret-store name of the VAPID private key (`FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME`).
-    pub vapid_private_key_secret_name: Option<String>,
-    /// HMAC-SHA256 key that signs and verifies interaction tokens (`FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET`).
-    pub interaction_token_secret: Option<Secret>,
-    /// Secret-store name of the interaction-token secret (`FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME`).
-    pub interaction_token_secret_secret_name: Option<String>,
-    /// The previous interaction-token secret during a rotation (`FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS`):
-    /// tokens signed with it still verify; new tokens use the current secret. Remove it once the tokens it
-    /// signed have expired.
-    pub interaction_token_secret_previous: Option<Secret>,
-    /// Hosts a rendered `target_url` may point to, comma-separated (`FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS`);
-    /// `*.example.com` covers the subdomains of `example.com`. Empty: only the scheme (https) is checked.
-    pub allowed_target_hosts: Vec<String>,
-    /// `WEB_PUSH_DRY_RUN`: pushes are skipped; client-config is not ready while it is true (default false).
-    pub dry_run: bool,
-    /// Channels this deployment runs, comma-separated `WEB_PUSH`, `IN_APP` (`FLOWHOST_CHANNELS_ENABLED`;
-    /// default both).
-    pub channels_enabled: Vec<Channel>,
-    /// Bearer token of the editor routes (`INAPP_EDITOR_API_AUTH_TOKEN`). Unset: editor routes answer 503.
-    pub editor_token: Option<Secret>,
-    /// Secret-store name of the editor token (`INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME`).
-    pub editor_token_secret_name: Option<String>,
-    /// Local development only: without a configured VAPID pair, generate a temporary one at start
-    /// (`FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID`; default false). Client-config stays not ready.
-    pub allow_auto_vapid: bool,
-    /// Days notification activity and interaction events are kept (`FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS`;
-    /// default 30).
-    pub retention_days: u32,
-    /// How often the push-api role sweeps expired activity and events, in milliseconds
-    /// (`FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS`; default one hour).
-    pub retention_sweep_interval_ms: u64,
-    /// A separate `host:port` for the push routes (`FLOWHOST_PUSH_API_LISTEN`). Unset: they share the
-    /// administration API's listener.
-    pub listen: Option<String>,
-    /// Tenants the editor may select, comma-separated (`FLOWHOST_WEBPUSH_TENANTS`); the tenants list also holds
-    /// every `tenant_ids` entry of the caller policy and every tenant that stored a subscription or template.
-    pub tenants: Vec<String>,
-    /// Each tenant's default language, `tenant=language` pairs, comma-separated
-    /// (`FLOWHOST_WEBPUSH_TENANT_DEFAULT_LANGUAGES`; default none): `send_inapp` without `language_id` renders
-    /// the template's `default_language`, else this one when the template has it, else the template's first.
-    pub tenant_default_languages: std::collections::BTreeMap<String, String>,
-    /// `caller_id`s that may use `player_id` 0, the identity the spec reserves for dashboard smoke tests, on
-    /// subscription create and deactivate (`FLOWHOST_WEBPUSH_SMOKE_TEST_CALLERS`, comma-separated; default none).
-    pub smoke_test_callers: Vec<String>,
-    /// The push services the sender may POST to, comma-separated `host` (every port) or `host:port`, `*.` for
-    /// subdomains (`FLOWHOST_WEBPUSH_PUSH_SERVICE_HOSTS`). Unset: the public push services of Chrome, Firefox,
-    /// Edge and Safari. Loopback and private addresses are allowed only when listed.
-    pub push_service_hosts: Option<String>,
-    /// The contact the VAPID JWT names in `sub`, a `mailto:` or `https:` URI (`FLOWHOST_WEBPUSH_VAPID_SUBJECT`).
-    /// Push services use it to reach the operator; set a real one in production.
-    pub vapid_subject: String,
-    /// How long a push service keeps a message for an offline browser, in seconds (`FLOWHOST_WEBPUSH_TTL_SECONDS`;
-    /// default one day, at most 28 days).
-    pub push_ttl_seconds: u32,
-    /// Push requests in flight at once, over all notifications of this process
-    /// (`FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES`; default 256).
-    pub max_concurrent_pushes: usize,
-    /// A PEM bundle of extra CA roots for push services (`SSL_CERT_FILE`, as OpenSSL-based tools read it).
-    pub ssl_cert_file: Option<String>,
-    /// In-app websockets one node keeps open at most (`FLOWHOST_INAPP_MAX_CONNECTIONS`; default 20000); more
-    /// are refused with 503 and `Retry-After`.
-    pub max_inapp_connections: usize,
-    /// In-app websockets one player may have open on one node (`FLOWHOST_INAPP_MAX_CONNECTIONS_PER_PLAYER`;
-    /// default 5); more are refused with 429.
-    pub max_inapp_connections_per_player: usize,
-}
-
-/// The default VAPID subject: a `mailto:` URI on a reserved domain, to be replaced by a real contact.
-pub const DEFAULT_VAPID_SUBJECT: &str = "mailto:webpush-operator@flowhost.invalid";
-/// The longest push TTL push services accept (FCM: 28 days).
-pub const MAX_PUSH_TTL_SECONDS: u32 = 28 * 24 * 3600;
-
-impl Default for PushConfig {
-    fn default() -> Self {
-        Self {
-            callers_json: None,
-            callers_json_secret_name: None,
-            vapid_public_key: None,
-            vapid_public_key_secret_name: None,
-            vapid_private_key: None,
-            vapid_private_key_secret_name: None,
-            interaction_token_secret: None,
-            interaction_token_secret_secret_name: None,
-            interaction_token_secret_previous: None,
-            allowed_target_hosts: Vec::new(),
-            dry_run: false,
-            channels_enabled: vec![Channel::WebPush, Channel::InApp],
-            editor_token: None,
-            editor_token_secret_name: None,
-            allow_auto_vapid: false,
-            retention_days: 30,
-            retention_sweep_interval_ms: 60 * 60 * 1000,
-            listen: None,
-            tenants: Vec::new(),
-            tenant_default_languages: std::collections::BTreeMap::new(),
-            smoke_test_callers: Vec::new(),
-            push_service_hosts: None,
-            vapid_subject: DEFAULT_VAPID_SUBJECT.to_owned(),
-            push_ttl_seconds: 24 * 3600,
-            max_concurrent_pushes: 256,
-            ssl_cert_file: None,
-            max_inapp_connections: 20_000,
-            max_inapp_connections_per_player: 5,
-        }
-    }
-}
-
 /// The push settings whose value may come from the secret store, resolved (see [`Config::push_secrets`]).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PushSecrets {
@@ -811,60 +455,127 @@ pub struct PushSecrets {
     pub editor_token: Option<Secret>,
 }
 
-/// A comma-separated list, trimmed, empty items dropped.
-/// `FLOWHOST_PLUGINS_GRANTS`: `id=cap,cap;id=cap` (an id with nothing after `=` is granted nothing).
-fn parse_grants(text: &str) -> Result<std::collections::BTreeMap<String, Vec<String>>, ConfigError> {
-    let mut grants = std::collections::BTreeMap::new();
-    for entry in text.split(';').map(str::trim).filter(|entry| !entry.is_empty()) {
-        let Some((plugin, capabilities)) = entry.split_once('=') else {
-            return Err(ConfigError::new("FLOWHOST_PLUGINS_GRANTS", format!("{entry:?}: use id=cap,cap;id=cap")));
-        };
-        let plugin = plugin.trim();
-        if plugin.is_empty() || grants.insert(plugin.to_owned(), split_list(capabilities)).is_some() {
-            return Err(ConfigError::new("FLOWHOST_PLUGINS_GRANTS", format!("{entry:?}: a plugin id, once")));
+/// Every process-wide setting (see `crate::settings`); each role's section has its own table beside it.
+pub static CORE_SETTINGS: &[Setting<Config>] = crate::settings!(Config, "", [
+    { "FLOWHOST_ROLES", roles, "roles this process runs, comma-separated (or `serve --roles`)", parse: parse_roles, default: "all (`admin,engine,push-api,sender`)" },
+    { "FLOWHOST_DATA_DIR", data_dir, "embedded store directory" },
+    { "FLOWHOST_API_HOST", api.host, "listen address (use `0.0.0.0` for remote callers)" },
+    { "API_PORT", api.port, "listen port" },
+    { "FLOWHOST_API_MAX_BODY_BYTES", api.max_body_bytes, "request body limit (413 above)", check: at_least(1) },
+    { "FLOWHOST_ADMIN_TOKEN", api.admin_token, "bearer token every admin route requires (see [Roles and listeners](operations.md#roles-and-listeners))", default: "unset (admin routes open)" },
+    { "FLOWHOST_ADMIN_TOKEN_SECRET_NAME", api.admin_token_secret_name, "secret-store name of the admin token" },
+    { "FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED", api.allow_unauthenticated, "accept an admin API without a token on a non-loopback `api.host`" },
+    { "FLOWHOST_ADMIN_ALLOWED_HOSTS", api.allowed_hosts, "without a token, `Host` names the admin API answers besides loopback ones with its port (`host` or `host:port`, comma-separated)" },
+    { "FLOWHOST_DRIFT_INTERVAL_MS", api.drift_interval_ms, "how often released v2 flows are re-checked for manifest drift besides the change signals", check: at_least(1) },
+    { "FLOWHOST_HTTP_PUBLIC_BASE_URL", api.public_base_url, "where services reach this API (the reply URL in inbound envelopes)", parse: |value: &str| Ok(Some(value.trim().trim_end_matches('/').to_owned())), check: rule(http_url, "an `http://` or `https://` URL"), default: "`http://<api.host>:<api.port>`" },
+    { "FLOWHOST_HTTP_ADDR", api.http_addr, "the HTTP ingress address (`host:port`, `:port` or an `http(s)://` URL): `/v2/<service>/inbound` and the reply URL are published under it when `FLOWHOST_HTTP_PUBLIC_BASE_URL` is unset (a wildcard or empty host publishes loopback)", check: rule(|addr: &Option<String>| addr.as_deref().map_or(Ok(()), |addr| http_addr_base(addr).map(|_| ())), "") },
+    { "FLOWHOST_SERVICE_SIGNING_KEY", service_signing_key, "signs and checks every message on the service transports (see [External services](flows.md#external-services))", check: rule(signing_key, "at least 32 bytes"), default: "unset (nothing signed)" },
+    { "FLOWHOST_SERVICE_SIGNING_KEY_SECRET_NAME", service_signing_key_secret_name, "secret-store name of the signing key" },
+    { "FLOWHOST_METRICS_TOKEN", metrics_token, "`/metrics` on every listener needs `Authorization: Bearer <token>`", default: "unset (metrics open)" },
+    { "FLOWHOST_METRICS_TOKEN_SECRET_NAME", metrics_token_secret_name, "secret-store name of the metrics token" },
+    { "FLOWHOST_EGRESS_ALLOWED", egress.allowed, "networks, addresses and host names outbound calls to registered endpoints may reach", default: "empty (any but link-local and metadata addresses)" },
+    { "FLOWHOST_EGRESS_MAX_BODY_BYTES", egress.max_body_bytes, "the largest answer read from such a call", check: between(1024, 64 << 20) },
+    { "FLOWHOST_TOPIC_PARTITIONS", topics.partitions, "partitions of topics Flowhost creates", check: between(1, 1024) },
+    { "FLOWHOST_TOPICS_RETENTION_MS", topics.retention_ms, "embedded log: records older than this are deleted (checked every minute; `0` = no age limit)", check: at_least(0), default: "`604800000` (7 days)" },
+    { "FLOWHOST_TOPICS_RETENTION_BYTES", topics.retention_bytes, "embedded log: oldest records beyond this size per partition are deleted (`0` = no size limit)", check: at_least(0), default: "`1073741824` (1 GiB)" },
+    { "FLOWHOST_CACHE_MAX_ENTRIES", cache.max_entries, "embedded cache bound: a full cache evicts expired entries first, then the least recently used", check: at_least(1) },
+    { "FLOWHOST_MONGODB_URI", mongodb.uri, "documents in MongoDB", check: rule(mongodb_uri, "`mongodb://` or `mongodb+srv://`"), default: "unset (embedded)" },
+    { "FLOWHOST_MONGODB_DATABASE", mongodb.database, "the database of Flowhost's documents" },
+    { "FLOWHOST_KAFKA_BROKERS", kafka.brokers, "topics in Kafka, bootstrap servers comma-separated", check: not_blank(), default: "unset (embedded)" },
+    { "", kafka.properties, "extra librdkafka properties, e.g. `\"security.protocol\" = \"SSL\"`" },
+    { "FLOWHOST_KAFKA_TOPIC_PREFIX", kafka.topic_prefix, "`P` puts every topic and consumer group on Kafka under `P.` (see [Sharing servers between deployments](#sharing-servers-between-deployments))", check: rule(kafka_prefix, ""), default: "unset (the names as given)" },
+    { "FLOWHOST_NATS_URL", nats.url, "subjects over NATS; `nats://user:password@host:4222` (percent-encoded) or `nats://token@host:4222` signs in to the deployment's account", check: not_blank(), default: "unset (in process)" },
+    { "FLOWHOST_NATS_SUBJECT_PREFIX", nats.subject_prefix, "`P` puts every subject, queue group and reply inbox under `P.`", check: rule(nats_prefix, ""), default: "unset (the specification's subjects)" },
+    { "FLOWHOST_REDIS_URL", redis.url, "cache and work queue in Redis (`redis://` or `rediss://`); the address is resolved in the specification's order (see [Secrets](#secrets))", default: "unset (in process)" },
+    { "FLOWHOST_REDIS_URL_SECRET_NAME", redis.url_secret_name, "secret-store name of the Redis URL" },
+    { "FLOWHOST_REDIS_HOST", redis.host, "Redis `host:port`, when no URL is given" },
+    { "FLOWHOST_REDIS_HOST_SECRET_NAME", redis.host_secret_name, "secret-store name of the Redis host" },
+    { "FLOWHOST_REDIS_PASSWORD", redis.password, "the password put into the composed Redis URL" },
+    { "FLOWHOST_REDIS_PASSWORD_SECRET_NAME", redis.password_secret_name, "secret-store name of the Redis password" },
+    { "FLOWHOST_REDIS_DB", redis.db, "the logical database of the composed URL, when the host names none" },
+    { "FLOWHOST_REDIS_KEY_PREFIX", redis.key_prefix, "`P` puts every Redis key under `P:` (the work queue's and the gateway cache's too)", check: rule(redis_prefix, "") },
+    { "KEY_VAULT_URL", key_vault_url, "secret store for `*_SECRET_NAME` settings" },
+    { "FLOWHOST_LOG", log.filter, "`tracing` filter" },
+    { "FLOWHOST_LOG_FORMAT", log.format, "`text` or `json`", parse: keyword },
+]);
+
+fn http_url(url: &Option<String>) -> Result<(), String> {
+    match url {
+        Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+            Err("must be an http:// or https:// URL".to_owned())
         }
-    }
-    Ok(grants)
-}
-
-fn split_list(value: &str) -> Vec<String> {
-    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
-}
-
-fn flowhost_topic_name(setting: &str, topic: &str) -> Result<(), ConfigError> {
-    crate::ports::check_topic_name(topic).map_err(|e| ConfigError::new(setting, e.to_string()))
-}
-
-/// Parses the value of setting `name`; an unparsable value names the setting.
-fn parse<T: FromStr>(name: &str, value: String) -> Result<T, ConfigError>
-where
-    T::Err: std::fmt::Display,
-{
-    value.trim().parse().map_err(|e: T::Err| ConfigError::new(name, format!("{value:?}: {e}")))
-}
-
-/// One of an enum's keywords, as its TOML form spells them (`native`, `json`, `failed`, ...): the error lists them.
-fn parse_keyword<T: serde::de::DeserializeOwned>(name: &str, value: &str) -> Result<T, ConfigError> {
-    serde_json::from_value(serde_json::Value::String(value.trim().to_owned()))
-        .map_err(|error| ConfigError::new(name, format!("{value:?}: {error}")))
-}
-
-fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" | "on" => Ok(true),
-        "false" | "0" | "no" | "off" => Ok(false),
-        other => Err(ConfigError::new(name, format!("{other:?}: use true or false"))),
+        _ => Ok(()),
     }
 }
 
-/// Whether `entry` is a valid allowed-target-host entry: a host name (or `*.` and a host name), no scheme,
-/// port or path.
-fn is_host_pattern(entry: &str) -> bool {
-    let host = entry.strip_prefix("*.").unwrap_or(entry);
-    !host.is_empty()
-        && host
-            .split('.')
-            .all(|label| !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+fn signing_key(key: &Option<Secret>) -> Result<(), String> {
+    match key {
+        Some(key) if key.expose().len() < crate::signing::MIN_KEY_BYTES => {
+            Err(format!("use at least {} bytes", crate::signing::MIN_KEY_BYTES))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn mongodb_uri(uri: &Option<String>) -> Result<(), String> {
+    match uri.as_deref() {
+        Some(uri) if uri.trim().is_empty() => Err("must not be empty when given".to_owned()),
+        Some(uri) if !uri.starts_with("mongodb://") && !uri.starts_with("mongodb+srv://") => {
+            Err("must start with mongodb:// or mongodb+srv://".to_owned())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The namespace prefixes hold only what every name on their backend may hold, so a prefixed name is as
+/// valid as the name itself. The embedded defaults ignore them (one process is one deployment).
+fn prefix_word(token: &str) -> bool {
+    !token.is_empty() && token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn nats_prefix(prefix: &Option<String>) -> Result<(), String> {
+    match prefix {
+        Some(prefix) if !prefix.split('.').all(prefix_word) => {
+            Err("must be one or more dot-separated tokens of letters, digits, '_' and '-'".to_owned())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn kafka_prefix(prefix: &Option<String>) -> Result<(), String> {
+    match prefix {
+        Some(prefix) if prefix.len() > 100 || !prefix.split('.').all(prefix_word) => {
+            Err("must be at most 100 characters: dot-separated letters, digits, '_' and '-'".to_owned())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn redis_prefix(prefix: &Option<String>) -> Result<(), String> {
+    let bad = |prefix: &str| {
+        prefix.is_empty()
+            || prefix.len() > 100
+            || prefix.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b == b'{' || b == b'}')
+    };
+    match prefix {
+        Some(prefix) if bad(prefix) => Err("must be 1 to 100 characters without whitespace or braces".to_owned()),
+        _ => Ok(()),
+    }
+}
+
+/// The documentation's configuration tables, one per section: its name, the page that holds it, and its rows
+/// (see `crate::settings::markdown_rows`). A test compares each page with them.
+pub fn documentation() -> Vec<(&'static str, &'static str, String)> {
+    use crate::settings::markdown_rows;
+    vec![
+        ("core", "configuration.md", markdown_rows(CORE_SETTINGS)),
+        ("plugins", "configuration.md", markdown_rows(PLUGINS_SETTINGS)),
+        ("engine", "configuration.md", markdown_rows(ENGINE_SETTINGS)),
+        ("push", "configuration.md", markdown_rows(PUSH_SETTINGS)),
+        ("gateway", "gateway.md", markdown_rows(GATEWAY_SETTINGS)),
+        ("presence", "presence.md", markdown_rows(PRESENCE_SETTINGS)),
+        ("campaigns", "campaigns.md", markdown_rows(CAMPAIGNS_SETTINGS)),
+    ]
 }
 
 impl Config {
@@ -883,348 +594,30 @@ impl Config {
         Ok(config)
     }
 
-    /// Overrides settings from environment variables; an unparsable value names its variable.
+    /// Overrides settings from environment variables, through every section's table; an unparsable value
+    /// names its variable.
     pub fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-        let get = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-        if let Some(v) = get("FLOWHOST_ROLES") {
-            self.roles = parse_roles(&v).map_err(|e| ConfigError::new("FLOWHOST_ROLES", e))?;
-        }
-        if let Some(v) = get("FLOWHOST_DATA_DIR") {
-            self.data_dir = PathBuf::from(v);
-        }
-        if let Some(v) = get("FLOWHOST_API_HOST") {
-            self.api.host = v;
-        }
-        if let Some(v) = get("API_PORT") {
-            self.api.port = parse("API_PORT", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_HTTP_PUBLIC_BASE_URL") {
-            self.api.public_base_url = Some(v.trim_end_matches('/').to_owned());
-        }
-        if let Some(v) = get("FLOWHOST_HTTP_ADDR") {
-            self.api.http_addr = Some(v.trim().to_owned());
-        }
-        if let Some(v) = get("FLOWHOST_DRIFT_INTERVAL_MS") {
-            self.api.drift_interval_ms = parse("FLOWHOST_DRIFT_INTERVAL_MS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_API_MAX_BODY_BYTES") {
-            self.api.max_body_bytes = parse("FLOWHOST_API_MAX_BODY_BYTES", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ADMIN_TOKEN") {
-            self.api.admin_token = Some(Secret::new(v));
-        }
-        if let Some(v) = get("FLOWHOST_ADMIN_TOKEN_SECRET_NAME") {
-            self.api.admin_token_secret_name = Some(v);
-        }
-        if let Some(v) = get("FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED") {
-            self.api.allow_unauthenticated = parse_bool("FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED", &v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ADMIN_ALLOWED_HOSTS") {
-            self.api.allowed_hosts = split_list(&v);
-        }
-        if let Some(v) = get("FLOWHOST_TOPIC_PARTITIONS") {
-            self.topics.partitions = parse("FLOWHOST_TOPIC_PARTITIONS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_CACHE_MAX_ENTRIES") {
-            self.cache.max_entries = parse("FLOWHOST_CACHE_MAX_ENTRIES", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_TOPICS_RETENTION_MS") {
-            self.topics.retention_ms = parse("FLOWHOST_TOPICS_RETENTION_MS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_TOPICS_RETENTION_BYTES") {
-            self.topics.retention_bytes = parse("FLOWHOST_TOPICS_RETENTION_BYTES", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_MONGODB_URI") {
-            self.mongodb.uri = Some(v);
-        }
-        if let Some(v) = get("FLOWHOST_MONGODB_DATABASE") {
-            self.mongodb.database = v;
-        }
-        if let Some(v) = get("FLOWHOST_KAFKA_BROKERS") {
-            self.kafka.brokers = Some(v);
-        }
-        if let Some(v) = get("FLOWHOST_NATS_URL") {
-            self.nats.url = Some(v);
-        }
-        if let Some(v) = get("FLOWHOST_SERVICE_SIGNING_KEY") {
-            self.service_signing_key = Some(Secret::new(v));
-        }
-        if let Some(v) = get("FLOWHOST_SERVICE_SIGNING_KEY_SECRET_NAME") {
-            self.service_signing_key_secret_name = Some(v);
-        }
-        if let Some(v) = get("FLOWHOST_METRICS_TOKEN") {
-            self.metrics_token = Some(Secret::new(v));
-        }
-        if let Some(v) = get("FLOWHOST_METRICS_TOKEN_SECRET_NAME") {
-            self.metrics_token_secret_name = Some(v);
-        }
-        if let Some(v) = get("FLOWHOST_EGRESS_ALLOWED") {
-            self.egress.allowed = split_list(&v);
-        }
-        if let Some(v) = get("FLOWHOST_EGRESS_MAX_BODY_BYTES") {
-            self.egress.max_body_bytes = parse("FLOWHOST_EGRESS_MAX_BODY_BYTES", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_NATS_SUBJECT_PREFIX") {
-            self.nats.subject_prefix = Some(v);
-        }
-        if let Some(v) = get("FLOWHOST_KAFKA_TOPIC_PREFIX") {
-            self.kafka.topic_prefix = Some(v);
-        }
-        if let Some(v) = get("FLOWHOST_REDIS_KEY_PREFIX") {
-            self.redis.key_prefix = Some(v);
-        }
-        let redis = &mut self.redis;
-        for (name, slot) in [
-            ("FLOWHOST_REDIS_URL", &mut redis.url),
-            ("FLOWHOST_REDIS_URL_SECRET_NAME", &mut redis.url_secret_name),
-            ("FLOWHOST_REDIS_HOST", &mut redis.host),
-            ("FLOWHOST_REDIS_HOST_SECRET_NAME", &mut redis.host_secret_name),
-            ("FLOWHOST_REDIS_PASSWORD_SECRET_NAME", &mut redis.password_secret_name),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = Some(v);
-            }
-        }
-        if let Some(v) = get("FLOWHOST_REDIS_PASSWORD") {
-            self.redis.password = Some(Secret::new(v));
-        }
-        if let Some(v) = get("FLOWHOST_REDIS_DB") {
-            self.redis.db = Some(parse("FLOWHOST_REDIS_DB", v)?);
-        }
-        if let Some(v) = get("KEY_VAULT_URL") {
-            self.key_vault_url = Some(v);
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_GROUP_ID") {
-            self.engine.group_id = v;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_RELOAD_INTERVAL_MS") {
-            self.engine.reload_interval_ms = parse("FLOWHOST_ENGINE_RELOAD_INTERVAL_MS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_BATCH_SIZE") {
-            self.engine.batch_size = parse("FLOWHOST_ENGINE_BATCH_SIZE", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_INVALID_EVENTS_TOPIC") {
-            self.engine.invalid_events_topic = v;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_DEAD_LETTER_TOPIC") {
-            self.engine.dead_letter_topic = v;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_REPLY_TIMEOUT_MS") {
-            self.engine.reply_timeout_ms = parse("FLOWHOST_ENGINE_REPLY_TIMEOUT_MS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_DEDUP_TTL_MS") {
-            self.engine.dedup_ttl_ms = parse("FLOWHOST_ENGINE_DEDUP_TTL_MS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_COMPLETIONS_TOPIC") {
-            self.engine.completions_topic = v;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS") {
-            self.engine.flows_poll_interval_ms = parse("FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_RUNS_RETENTION_MS") {
-            self.engine.runs.retention_ms = parse("FLOWHOST_ENGINE_RUNS_RETENTION_MS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS") {
-            self.engine.runs.dead_letter_retention_ms = parse("FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS") {
-            self.engine.runs.sweep_interval_ms = parse("FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS") {
-            self.engine.runs.node_payloads = parse_keyword("FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS", &v)?;
-        }
-        let retry = &mut self.engine.retry;
-        if let Some(v) = get("FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS") {
-            retry.max_attempts = parse("FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_RETRY_INITIAL_BACKOFF_MS") {
-            retry.initial_backoff_ms = parse("FLOWHOST_ENGINE_RETRY_INITIAL_BACKOFF_MS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_RETRY_BACKOFF_FACTOR") {
-            retry.backoff_factor = parse("FLOWHOST_ENGINE_RETRY_BACKOFF_FACTOR", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_RETRY_MAX_BACKOFF_MS") {
-            retry.max_backoff_ms = parse("FLOWHOST_ENGINE_RETRY_MAX_BACKOFF_MS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_ENGINE_NODE_KINDS") {
-            self.engine.node_kinds = parse_keyword("FLOWHOST_ENGINE_NODE_KINDS", &v)?;
-        }
-        self.apply_push_env(&get)?;
-        self.gateway.apply_env(&get)?;
-        self.presence.apply_env(&get)?;
-        self.campaigns.apply_env(&get)?;
-        let plugins = &mut self.plugins;
-        for (name, slot) in [
-            ("FLOWHOST_PLUGINS_TIMEOUT_MS", &mut plugins.timeout_ms),
-            ("FLOWHOST_PLUGINS_FUEL", &mut plugins.fuel),
-            ("FLOWHOST_PLUGINS_SYNC_INTERVAL_MS", &mut plugins.sync_interval_ms),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = parse(name, v)?;
-            }
-        }
-        for (name, slot) in [
-            ("FLOWHOST_PLUGINS_MEMORY_BYTES", &mut plugins.memory_bytes),
-            ("FLOWHOST_PLUGINS_MAX_OUTPUT_BYTES", &mut plugins.max_output_bytes),
-            ("FLOWHOST_PLUGINS_MAX_COMPONENT_BYTES", &mut plugins.max_component_bytes),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = parse(name, v)?;
-            }
-        }
-        if let Some(v) = get("FLOWHOST_PLUGINS_MAX_INSTANCES") {
-            plugins.max_instances = parse("FLOWHOST_PLUGINS_MAX_INSTANCES", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_PLUGINS_BUNDLED") {
-            plugins.bundled = parse_bool("FLOWHOST_PLUGINS_BUNDLED", &v)?;
-        }
-        if let Some(v) = get("FLOWHOST_PLUGINS_CAPABILITIES") {
-            plugins.capabilities = split_list(&v);
-        }
-        if let Some(v) = get("FLOWHOST_PLUGINS_GRANTS") {
-            plugins.grants = parse_grants(&v)?;
-        }
-        if let Some(v) = get(COMPILE_CACHE_DIR_ENV) {
-            plugins.compile_cache_dir = Some(PathBuf::from(v));
-        }
-        if let Some(v) = get("FLOWHOST_LOG") {
-            self.log.filter = v;
-        }
-        if let Some(v) = get("FLOWHOST_LOG_FORMAT") {
-            self.log.format = parse_keyword("FLOWHOST_LOG_FORMAT", &v)?;
-        }
+        use crate::settings::apply_env;
+        apply_env(self, CORE_SETTINGS, &env)?;
+        apply_env(&mut self.plugins, PLUGINS_SETTINGS, &env)?;
+        apply_env(&mut self.engine, ENGINE_SETTINGS, &env)?;
+        apply_env(&mut self.push, PUSH_SETTINGS, &env)?;
+        apply_env(&mut self.gateway, GATEWAY_SETTINGS, &env)?;
+        apply_env(&mut self.presence, PRESENCE_SETTINGS, &env)?;
+        apply_env(&mut self.campaigns, CAMPAIGNS_SETTINGS, &env)?;
         Ok(())
     }
 
-    fn apply_push_env(&mut self, get: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-        let push = &mut self.push;
-        for (name, slot) in [
-            ("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON", &mut push.callers_json),
-            ("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY", &mut push.vapid_private_key),
-            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET", &mut push.interaction_token_secret),
-            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS", &mut push.interaction_token_secret_previous),
-            ("INAPP_EDITOR_API_AUTH_TOKEN", &mut push.editor_token),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = Some(Secret::new(v));
-            }
-        }
-        for (name, slot) in [
-            ("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME", &mut push.callers_json_secret_name),
-            ("FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY", &mut push.vapid_public_key),
-            ("FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY_SECRET_NAME", &mut push.vapid_public_key_secret_name),
-            ("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME", &mut push.vapid_private_key_secret_name),
-            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME", &mut push.interaction_token_secret_secret_name),
-            ("INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME", &mut push.editor_token_secret_name),
-            ("FLOWHOST_PUSH_API_LISTEN", &mut push.listen),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = Some(v.trim().to_owned());
-            }
-        }
-        if let Some(v) = get("FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS") {
-            push.allowed_target_hosts = split_list(&v);
-        }
-        if let Some(v) = get("WEB_PUSH_DRY_RUN") {
-            push.dry_run = parse_bool("WEB_PUSH_DRY_RUN", &v)?;
-        }
-        if let Some(v) = get("FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID") {
-            push.allow_auto_vapid = parse_bool("FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID", &v)?;
-        }
-        if let Some(v) = get("FLOWHOST_CHANNELS_ENABLED") {
-            push.channels_enabled = split_list(&v)
-                .iter()
-                .map(|c| c.parse())
-                .collect::<Result<_, _>>()
-                .map_err(|e| ConfigError::new("FLOWHOST_CHANNELS_ENABLED", e))?;
-        }
-        if let Some(v) = get("FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS") {
-            push.retention_days = v
-                .trim()
-                .parse()
-                .map_err(|e| ConfigError::new("FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS", format!("{v:?}: {e}")))?;
-        }
-        if let Some(v) = get("FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS") {
-            push.retention_sweep_interval_ms = v
-                .trim()
-                .parse()
-                .map_err(|e| ConfigError::new("FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS", format!("{v:?}: {e}")))?;
-        }
-        if let Some(v) = get("FLOWHOST_WEBPUSH_TENANTS") {
-            push.tenants = split_list(&v);
-        }
-        if let Some(v) = get("FLOWHOST_WEBPUSH_TENANT_DEFAULT_LANGUAGES") {
-            let mut languages = std::collections::BTreeMap::new();
-            for pair in split_list(&v) {
-                let (tenant, language) = pair
-                    .split_once('=')
-                    .map(|(t, l)| (t.trim(), l.trim()))
-                    .filter(|(t, l)| !t.is_empty() && !l.is_empty() && l.len() <= 64)
-                    .ok_or_else(|| {
-                        ConfigError::new(
-                            "FLOWHOST_WEBPUSH_TENANT_DEFAULT_LANGUAGES",
-                            format!("{pair:?}: write tenant=language (a language of at most 64 bytes)"),
-                        )
-                    })?;
-                languages.insert(tenant.to_owned(), language.to_owned());
-            }
-            push.tenant_default_languages = languages;
-        }
-        if let Some(v) = get("FLOWHOST_WEBPUSH_SMOKE_TEST_CALLERS") {
-            push.smoke_test_callers = split_list(&v);
-        }
-        if let Some(v) = get("FLOWHOST_WEBPUSH_PUSH_SERVICE_HOSTS") {
-            push.push_service_hosts = Some(v.trim().to_owned());
-        }
-        if let Some(v) = get("FLOWHOST_WEBPUSH_VAPID_SUBJECT") {
-            push.vapid_subject = v.trim().to_owned();
-        }
-        if let Some(v) = get("FLOWHOST_WEBPUSH_TTL_SECONDS") {
-            push.push_ttl_seconds = parse("FLOWHOST_WEBPUSH_TTL_SECONDS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES") {
-            push.max_concurrent_pushes = parse("FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_INAPP_MAX_CONNECTIONS") {
-            push.max_inapp_connections = parse("FLOWHOST_INAPP_MAX_CONNECTIONS", v)?;
-        }
-        if let Some(v) = get("FLOWHOST_INAPP_MAX_CONNECTIONS_PER_PLAYER") {
-            push.max_inapp_connections_per_player = parse("FLOWHOST_INAPP_MAX_CONNECTIONS_PER_PLAYER", v)?;
-        }
-        if let Some(v) = get("SSL_CERT_FILE").filter(|v| !v.trim().is_empty()) {
-            push.ssl_cert_file = Some(v.trim().to_owned());
-        }
-        Ok(())
-    }
-
+    /// Every setting within its bounds (the tables), then the rules that tie settings together, then what the
+    /// selected roles need.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.engine.retry.max_attempts == 0 {
-            return Err(ConfigError::new("FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS", "must be at least 1"));
-        }
-        if !(self.engine.retry.backoff_factor >= 1.0 && self.engine.retry.backoff_factor.is_finite()) {
-            return Err(ConfigError::new("FLOWHOST_ENGINE_RETRY_BACKOFF_FACTOR", "must be a number of at least 1"));
-        }
-        flowhost_topic_name("FLOWHOST_ENGINE_DEAD_LETTER_TOPIC", &self.engine.dead_letter_topic)?;
-        flowhost_topic_name("FLOWHOST_ENGINE_COMPLETIONS_TOPIC", &self.engine.completions_topic)?;
-        if self.engine.reply_timeout_ms == 0 {
-            return Err(ConfigError::new("FLOWHOST_ENGINE_REPLY_TIMEOUT_MS", "must be positive"));
-        }
-        if self.engine.flows_poll_interval_ms == 0 {
-            return Err(ConfigError::new("FLOWHOST_ENGINE_FLOWS_POLL_INTERVAL_MS", "must be positive"));
-        }
-        let runs = &self.engine.runs;
-        if runs.retention_ms < 60_000 {
-            return Err(ConfigError::new("FLOWHOST_ENGINE_RUNS_RETENTION_MS", "must be at least 60000 (one minute)"));
-        }
-        if runs.dead_letter_retention_ms < runs.retention_ms {
-            return Err(ConfigError::new(
-                "FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS",
-                "must be at least FLOWHOST_ENGINE_RUNS_RETENTION_MS (a dead letter's run is kept as long as it)",
-            ));
-        }
-        if runs.sweep_interval_ms < 10 {
-            return Err(ConfigError::new("FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS", "must be at least 10"));
-        }
+        crate::settings::check(self, CORE_SETTINGS)?;
+        self.engine.validate()?;
+        self.plugins.validate()?;
+        self.push.validate()?;
+        crate::settings::check(&self.gateway, GATEWAY_SETTINGS)?;
+        crate::settings::check(&self.presence, PRESENCE_SETTINGS)?;
+        crate::settings::check(&self.campaigns, CAMPAIGNS_SETTINGS)?;
         if self.roles.is_empty() {
             return Err(ConfigError::new("roles", "no role given"));
         }
@@ -1246,96 +639,6 @@ impl Config {
         if self.roles.contains(&Role::Campaigns) {
             self.campaigns.validate()?;
         }
-        if let Some(url) = &self.api.public_base_url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(ConfigError::new("FLOWHOST_HTTP_PUBLIC_BASE_URL", "must be an http:// or https:// URL"));
-            }
-        }
-        if let Some(addr) = &self.api.http_addr {
-            http_addr_base(addr).map_err(|message| ConfigError::new("FLOWHOST_HTTP_ADDR", message))?;
-        }
-        if self.api.drift_interval_ms == 0 {
-            return Err(ConfigError::new("api.drift_interval_ms", "must be positive"));
-        }
-        if self.api.max_body_bytes == 0 {
-            return Err(ConfigError::new("api.max_body_bytes", "must be positive"));
-        }
-        if self.cache.max_entries == 0 {
-            return Err(ConfigError::new("cache.max_entries", "must be at least 1"));
-        }
-        if self.topics.retention_ms < 0 || self.topics.retention_bytes < 0 {
-            return Err(ConfigError::new("topics.retention_ms", "retention settings must not be negative"));
-        }
-        if !(1..=1024).contains(&self.topics.partitions) {
-            return Err(ConfigError::new("topics.partitions", "must be between 1 and 1024"));
-        }
-        if self.engine.reload_interval_ms < 10 {
-            return Err(ConfigError::new("engine.reload_interval_ms", "must be at least 10"));
-        }
-        if self.engine.batch_size == 0 {
-            return Err(ConfigError::new("engine.batch_size", "must be positive"));
-        }
-        if self.engine.group_id.trim().is_empty() {
-            return Err(ConfigError::new("engine.group_id", "must not be empty"));
-        }
-        if self.engine.invalid_events_topic.trim().is_empty() {
-            return Err(ConfigError::new("engine.invalid_events_topic", "must not be empty"));
-        }
-        let plugins = &self.plugins;
-        for (setting, value, range) in [
-            ("plugins.timeout_ms", plugins.timeout_ms as usize, 1..=600_000),
-            ("plugins.memory_bytes", plugins.memory_bytes, (1 << 20)..=PLUGINS_MAX_MEMORY_BYTES),
-            ("plugins.max_output_bytes", plugins.max_output_bytes, 1..=(64 << 20)),
-            ("plugins.max_instances", plugins.max_instances as usize, 1..=10_000),
-            ("plugins.max_component_bytes", plugins.max_component_bytes, 1..=PLUGINS_MAX_COMPONENT_BYTES),
-            ("plugins.sync_interval_ms", plugins.sync_interval_ms as usize, 10..=3_600_000),
-        ] {
-            if !range.contains(&value) {
-                return Err(ConfigError::new(
-                    setting,
-                    format!("{value} is outside {}..={}", range.start(), range.end()),
-                ));
-            }
-        }
-        if let Some(unknown) = plugins.capabilities.iter().find(|c| !PLUGIN_CAPABILITIES.contains(&c.as_str())) {
-            return Err(ConfigError::new(
-                "plugins.capabilities",
-                format!("unknown capability {unknown:?} (known: {})", PLUGIN_CAPABILITIES.join(", ")),
-            ));
-        }
-        for (plugin, granted) in &plugins.grants {
-            if let Some(beyond) = granted.iter().find(|c| !plugins.capabilities.contains(c)) {
-                return Err(ConfigError::new(
-                    "plugins.grants",
-                    format!(
-                        "plugin {plugin:?} is granted {beyond:?}, which plugins.capabilities does not offer ({})",
-                        plugins.capabilities.join(", ")
-                    ),
-                ));
-            }
-        }
-        for (setting, value) in
-            [("mongodb.uri", &self.mongodb.uri), ("kafka.brokers", &self.kafka.brokers), ("nats.url", &self.nats.url)]
-        {
-            if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
-                return Err(ConfigError::new(setting, "must not be empty when given"));
-            }
-        }
-        self.validate_namespaces()?;
-        if self.service_signing_key.as_ref().is_some_and(|key| key.expose().len() < crate::signing::MIN_KEY_BYTES) {
-            return Err(ConfigError::new(
-                "FLOWHOST_SERVICE_SIGNING_KEY",
-                format!("use at least {} bytes", crate::signing::MIN_KEY_BYTES),
-            ));
-        }
-        if !(1024..=64 << 20).contains(&self.egress.max_body_bytes) {
-            return Err(ConfigError::new("FLOWHOST_EGRESS_MAX_BODY_BYTES", "must be between 1024 and 67108864"));
-        }
-        if let Some(uri) = &self.mongodb.uri {
-            if !uri.starts_with("mongodb://") && !uri.starts_with("mongodb+srv://") {
-                return Err(ConfigError::new("FLOWHOST_MONGODB_URI", "must start with mongodb:// or mongodb+srv://"));
-            }
-        }
         let redis = &self.redis;
         let no_host = redis.url.is_none()
             && redis.url_secret_name.is_none()
@@ -1355,97 +658,6 @@ impl Config {
             self.redis_url()?;
             self.push_secrets()?;
         }
-        self.validate_push()?;
-        Ok(())
-    }
-
-    /// The namespace prefixes hold only what every name on their backend may hold, so a prefixed name is as
-    /// valid as the name itself. The embedded defaults ignore them (one process is one deployment).
-    fn validate_namespaces(&self) -> Result<(), ConfigError> {
-        let word = |token: &str| {
-            !token.is_empty() && token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        };
-        if let Some(prefix) = &self.nats.subject_prefix {
-            if !prefix.split('.').all(word) {
-                return Err(ConfigError::new(
-                    "FLOWHOST_NATS_SUBJECT_PREFIX",
-                    "must be one or more dot-separated tokens of letters, digits, '_' and '-'",
-                ));
-            }
-        }
-        if let Some(prefix) = &self.kafka.topic_prefix {
-            if prefix.len() > 100 || !prefix.split('.').all(word) {
-                return Err(ConfigError::new(
-                    "FLOWHOST_KAFKA_TOPIC_PREFIX",
-                    "must be at most 100 characters: dot-separated letters, digits, '_' and '-'",
-                ));
-            }
-        }
-        if let Some(prefix) = &self.redis.key_prefix {
-            if prefix.is_empty()
-                || prefix.len() > 100
-                || prefix.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b == b'{' || b == b'}')
-            {
-                return Err(ConfigError::new(
-                    "FLOWHOST_REDIS_KEY_PREFIX",
-                    "must be 1 to 100 characters without whitespace or braces",
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn validate_push(&self) -> Result<(), ConfigError> {
-        let push = &self.push;
-        if !(1..=3650).contains(&push.retention_days) {
-            return Err(ConfigError::new("FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS", "must be between 1 and 3650"));
-        }
-        if !(push.vapid_subject.starts_with("mailto:") || push.vapid_subject.starts_with("https:")) {
-            return Err(ConfigError::new("FLOWHOST_WEBPUSH_VAPID_SUBJECT", "must be a mailto: or https: URI"));
-        }
-        if !(1..=MAX_PUSH_TTL_SECONDS).contains(&push.push_ttl_seconds) {
-            return Err(ConfigError::new(
-                "FLOWHOST_WEBPUSH_TTL_SECONDS",
-                format!("must be between 1 and {MAX_PUSH_TTL_SECONDS}"),
-            ));
-        }
-        if push.max_inapp_connections == 0 {
-            return Err(ConfigError::new("FLOWHOST_INAPP_MAX_CONNECTIONS", "must be at least 1"));
-        }
-        if !(1..=100).contains(&push.max_inapp_connections_per_player) {
-            return Err(ConfigError::new("FLOWHOST_INAPP_MAX_CONNECTIONS_PER_PLAYER", "must be between 1 and 100"));
-        }
-        if !(1..=10_000).contains(&push.max_concurrent_pushes) {
-            return Err(ConfigError::new("FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES", "must be between 1 and 10000"));
-        }
-        if push.retention_sweep_interval_ms < 10 {
-            return Err(ConfigError::new("FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS", "must be at least 10"));
-        }
-        if let Some(entry) = push.allowed_target_hosts.iter().find(|entry| !is_host_pattern(entry)) {
-            return Err(ConfigError::new(
-                "FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS",
-                format!("{entry:?} is not a host name (write `example.com` or `*.example.com`, no scheme or port)"),
-            ));
-        }
-        if let Some(listen) = &push.listen {
-            listen.parse::<std::net::SocketAddr>().map_err(|e| {
-                ConfigError::new("FLOWHOST_PUSH_API_LISTEN", format!("{listen:?}: {e} (write host:port)"))
-            })?;
-        }
-        if push.tenants.iter().any(|t| t.trim().is_empty()) {
-            return Err(ConfigError::new("FLOWHOST_WEBPUSH_TENANTS", "tenant ids must not be empty"));
-        }
-        let previous = push.interaction_token_secret_previous.as_ref();
-        if previous.is_some_and(|p| p.expose().trim().is_empty()) {
-            return Err(ConfigError::new("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS", "must not be empty"));
-        }
-        let current = push.interaction_token_secret.is_some() || push.interaction_token_secret_secret_name.is_some();
-        if previous.is_some() && !current {
-            return Err(ConfigError::new(
-                "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS",
-                "is set without FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET",
-            ));
-        }
         Ok(())
     }
 
@@ -1463,7 +675,7 @@ impl Config {
 
     /// The reply dedup window (`engine.dedup_ttl_ms`), `None` when turned off.
     pub fn reply_dedup(&self) -> Option<std::time::Duration> {
-        (self.engine.dedup_ttl_ms > 0).then(|| std::time::Duration::from_millis(self.engine.dedup_ttl_ms))
+        self.engine.reply_dedup()
     }
 
     /// Where compiled components are cached: `plugins.compile_cache_dir`, else `component-cache` in the data
@@ -1861,14 +1073,14 @@ mod tests {
             ("FLOWHOST_PLUGINS_TIMEOUT_MS", "0"),
         ] {
             let error = load(&[(name, value)]).unwrap_err();
-            assert!(error.setting.starts_with("plugins."), "{name}: {error}");
+            assert_eq!(error.setting, name, "{error}");
         }
         assert_eq!(load(&[("FLOWHOST_PLUGINS_FUEL", "lots")]).unwrap_err().setting, "FLOWHOST_PLUGINS_FUEL");
         assert_eq!(load(&[]).unwrap().plugins.capabilities, ["log", "clock", "documents", "notifications"]);
         let config = load(&[("FLOWHOST_PLUGINS_CAPABILITIES", "log, clock")]).unwrap();
         assert_eq!(config.plugins.capabilities, ["log", "clock"]);
         let error = load(&[("FLOWHOST_PLUGINS_CAPABILITIES", "log,network")]).unwrap_err();
-        assert!(error.setting == "plugins.capabilities" && error.message.contains("network"), "{error}");
+        assert!(error.setting == "FLOWHOST_PLUGINS_CAPABILITIES" && error.message.contains("network"), "{error}");
 
         let config = load(&[("FLOWHOST_PLUGINS_GRANTS", "greeter=log, documents; visits=log;quiet=")]).unwrap();
         assert_eq!(config.plugins.grants["greeter"], ["log", "documents"]);
@@ -1883,7 +1095,7 @@ mod tests {
         }
         let error = load(&[("FLOWHOST_PLUGINS_CAPABILITIES", "log"), ("FLOWHOST_PLUGINS_GRANTS", "greeter=documents")])
             .unwrap_err();
-        assert!(error.setting == "plugins.grants" && error.message.contains("documents"), "{error}");
+        assert!(error.setting == "FLOWHOST_PLUGINS_GRANTS" && error.message.contains("documents"), "{error}");
     }
 
     #[test]

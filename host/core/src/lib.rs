@@ -14,6 +14,7 @@ pub mod notify;
 pub mod placeholders;
 pub mod ports;
 pub mod secret;
+pub mod settings;
 pub mod signing;
 pub mod source;
 pub mod stored;

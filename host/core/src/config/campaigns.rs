@@ -4,7 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{parse, ConfigError, Secret};
+use super::{ConfigError, Secret};
+use crate::settings::{at_least, rule, Setting};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -61,55 +62,59 @@ impl Default for CampaignsConfig {
     }
 }
 
-impl CampaignsConfig {
-    pub(super) fn apply_env(&mut self, get: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-        if let Some(v) = get("FLOWHOST_CAMPAIGNS_LISTEN") {
-            self.listen = v.trim().to_owned();
-        }
-        for (name, slot) in [
-            ("FLOWHOST_CAMPAIGNS_SUPPORT_URL", &mut self.support_url),
-            ("FLOWHOST_CAMPAIGNS_EXTERNAL_URL", &mut self.external_url),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = Some(v.trim().to_owned()).filter(|url| !url.is_empty());
-            }
-        }
-        for (name, slot) in [
-            ("FLOWHOST_CAMPAIGNS_SUPPORT_TOKEN", &mut self.support_token),
-            ("FLOWHOST_CAMPAIGNS_EXTERNAL_TOKEN", &mut self.external_token),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = Some(Secret::new(v.trim())).filter(|s| !s.expose().is_empty());
-            }
-        }
-        if let Some(v) = get("FLOWHOST_CAMPAIGNS_DATABASE") {
-            self.database = v.trim().to_owned();
-        }
-        if let Some(v) = get("CAMPAIGN_EVENTS_API_BEARER_TOKEN") {
-            self.bearer_token = Some(Secret::new(v.trim())).filter(|s| !s.expose().is_empty());
-        }
-        for (name, slot) in [
-            ("FLOWHOST_CAMPAIGNS_DIRECT_WITHOUT_BEARER", &mut self.direct_without_bearer),
-            ("FLOWHOST_CAMPAIGNS_ALLOW_UNAUTHENTICATED", &mut self.allow_unauthenticated),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = super::parse_bool(name, &v)?;
-            }
-        }
-        for (name, slot) in [
-            ("FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS", &mut self.sync_interval_ms),
-            ("FLOWHOST_CAMPAIGNS_FRESH_FOR_SECONDS", &mut self.fresh_for_seconds),
-            ("FLOWHOST_CAMPAIGNS_SYNC_BATCH", &mut self.sync_batch),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = parse(name, v)?;
-            }
-        }
-        Ok(())
-    }
+/// Every `[campaigns]` setting (see `crate::settings`).
+pub static CAMPAIGNS_SETTINGS: &[Setting<CampaignsConfig>] = crate::settings!(CampaignsConfig, "campaigns.", [
+    { "FLOWHOST_CAMPAIGNS_LISTEN", listen, "the API's listener, `host:port`", check: rule(socket_addr, "") },
+    { "FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS", sync_interval_ms, "time between sync passes", check: at_least(1) },
+    { "FLOWHOST_CAMPAIGNS_FRESH_FOR_SECONDS", fresh_for_seconds, "how long a successful sync counts as fresh", check: at_least(1) },
+    { "FLOWHOST_CAMPAIGNS_SYNC_BATCH", sync_batch, "source records per query", check: at_least(1) },
+    { "FLOWHOST_CAMPAIGNS_DATABASE", database, "the read models' logical database", check: rule(identifier, "letters, digits, `_`") },
+    { "FLOWHOST_CAMPAIGNS_SUPPORT_URL", support_url, "the support-case source (`http://` or `https://`)", check: rule(http_url, ""), default: "unset (`not_configured`)" },
+    { "FLOWHOST_CAMPAIGNS_SUPPORT_TOKEN", support_token, "the bearer sent to the support-case source", parse: trimmed_secret },
+    { "FLOWHOST_CAMPAIGNS_EXTERNAL_URL", external_url, "the external campaign source (`http://` or `https://`)", check: rule(http_url, ""), default: "unset (flows' campaigns only)" },
+    { "FLOWHOST_CAMPAIGNS_EXTERNAL_TOKEN", external_token, "the bearer sent to the external campaign source", parse: trimmed_secret },
+    { "CAMPAIGN_EVENTS_API_BEARER_TOKEN", bearer_token, "the bearer of requests through the API explorer and, unless the next setting says otherwise, of direct ones", parse: trimmed_secret, check: rule(bearer, "at least 16 characters") },
+    { "FLOWHOST_CAMPAIGNS_DIRECT_WITHOUT_BEARER", direct_without_bearer, "direct `/api/v1` callers need no bearer (the specification's in-cluster model)" },
+    { "FLOWHOST_CAMPAIGNS_ALLOW_UNAUTHENTICATED", allow_unauthenticated, "accept a non-loopback `FLOWHOST_CAMPAIGNS_LISTEN` without a bearer" },
+]);
 
-    /// Checks what the campaigns role needs.
+fn trimmed_secret(value: &str) -> Result<Option<Secret>, String> {
+    Ok(Some(Secret::new(value.trim())))
+}
+
+fn socket_addr(listen: &str) -> Result<(), String> {
+    listen.parse::<std::net::SocketAddr>().map(|_| ()).map_err(|e| format!("{listen:?}: {e} (write host:port)"))
+}
+
+fn identifier(database: &str) -> Result<(), String> {
+    if crate::model::is_identifier(database) {
+        Ok(())
+    } else {
+        Err("use letters, digits and underscores".to_owned())
+    }
+}
+
+fn http_url(url: &Option<String>) -> Result<(), String> {
+    match url {
+        Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) || url::Url::parse(url).is_err() => {
+            Err("must be an http:// or https:// URL".to_owned())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn bearer(token: &Option<Secret>) -> Result<(), String> {
+    match token {
+        Some(token) if token.expose().len() < 16 => Err("use at least 16 characters".to_owned()),
+        _ => Ok(()),
+    }
+}
+
+impl CampaignsConfig {
+    /// Checks what the campaigns role needs: every setting within its bounds ([`CAMPAIGNS_SETTINGS`]), and a
+    /// bearer (or explicit consent) for a listener other hosts reach.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        crate::settings::check(self, CAMPAIGNS_SETTINGS)?;
         let listen = self.listen.parse::<std::net::SocketAddr>().map_err(|e| {
             ConfigError::new("FLOWHOST_CAMPAIGNS_LISTEN", format!("{:?}: {e} (write host:port)", self.listen))
         })?;
@@ -123,30 +128,6 @@ impl CampaignsConfig {
                 ),
             ));
         }
-        for (name, value) in [
-            ("FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS", self.sync_interval_ms),
-            ("FLOWHOST_CAMPAIGNS_FRESH_FOR_SECONDS", self.fresh_for_seconds),
-            ("FLOWHOST_CAMPAIGNS_SYNC_BATCH", self.sync_batch),
-        ] {
-            if value == 0 {
-                return Err(ConfigError::new(name, "must be positive"));
-            }
-        }
-        for (name, url) in [
-            ("FLOWHOST_CAMPAIGNS_SUPPORT_URL", &self.support_url),
-            ("FLOWHOST_CAMPAIGNS_EXTERNAL_URL", &self.external_url),
-        ] {
-            let Some(url) = url else { continue };
-            if !(url.starts_with("http://") || url.starts_with("https://")) || url::Url::parse(url).is_err() {
-                return Err(ConfigError::new(name, "must be an http:// or https:// URL"));
-            }
-        }
-        if !crate::model::is_identifier(&self.database) {
-            return Err(ConfigError::new("FLOWHOST_CAMPAIGNS_DATABASE", "use letters, digits and underscores"));
-        }
-        if self.bearer_token.as_ref().is_some_and(|token| token.expose().len() < 16) {
-            return Err(ConfigError::new("CAMPAIGN_EVENTS_API_BEARER_TOKEN", "use at least 16 characters"));
-        }
         Ok(())
     }
 }
@@ -158,7 +139,7 @@ mod tests {
     fn from_env(vars: &[(&str, &str)]) -> Result<CampaignsConfig, ConfigError> {
         let mut config = CampaignsConfig::default();
         let get = |name: &str| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned());
-        config.apply_env(&get)?;
+        crate::settings::apply_env(&mut config, CAMPAIGNS_SETTINGS, &get)?;
         config.validate()?;
         Ok(config)
     }

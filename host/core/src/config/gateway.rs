@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{parse, split_list, ConfigError, Secret};
+use super::{ConfigError, Secret};
+use crate::settings::{at_least, rule, topic_name, Setting};
 
 /// The shortest HMAC key the spec allows (`GATEWAY_EDGE_CACHE_HMAC_KEY`, at least 32 bytes).
 pub const MIN_CACHE_HMAC_KEY_BYTES: usize = 32;
@@ -120,102 +121,83 @@ impl Default for GatewayConfig {
     }
 }
 
-impl GatewayConfig {
-    pub(super) fn apply_env(&mut self, get: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-        for (name, slot) in [
-            ("GATEWAY_BIND_HOST", &mut self.bind_host),
-            ("GATEWAY_INGEST_PRIVATE_HOST", &mut self.ingest_private_host),
-            ("GATEWAY_EDGE_INGEST_URL", &mut self.ingest_url),
-            ("GATEWAY_ANALYTICS_TOPIC", &mut self.analytics_topic),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = v.trim().to_owned();
-            }
-        }
-        for (name, slot) in [
-            ("GATEWAY_EDGE_HTTP_PORT", &mut self.edge_port),
-            ("GATEWAY_INGEST_HTTP_PORT", &mut self.ingest_port),
-            ("GATEWAY_ADMIN_HTTP_PORT", &mut self.admin_port),
-            ("GATEWAY_INGEST_PRIVATE_PORT", &mut self.ingest_private_port),
-            ("GATEWAY_METRICS_PORT", &mut self.metrics_port),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = parse(name, v)?;
-            }
-        }
-        for (name, slot) in [
-            ("GATEWAY_EDGE_ORIGINS_FILE", &mut self.origins_file),
-            ("GATEWAY_EDGE_ORIGINS_JSON", &mut self.origins_json),
-            ("GATEWAY_EDGE_ROLLOUT_CHECKSUM", &mut self.rollout_checksum),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = Some(v.trim().to_owned());
-            }
-        }
-        for (name, slot) in
-            [("GATEWAY_EDGE_CACHE_URL", &mut self.cache_url), ("GATEWAY_EDGE_CACHE_HMAC_KEY", &mut self.cache_hmac_key)]
-        {
-            if let Some(v) = get(name) {
-                *slot = Some(Secret::new(v));
-            }
-        }
-        if let Some(v) = get("GATEWAY_EDGE_TRUSTED_PROXY_CIDRS") {
-            self.trusted_proxy_cidrs = split_list(&v);
-        }
-        for (name, slot) in [
-            ("GATEWAY_EDGE_MAX_INFLIGHT", &mut self.max_inflight),
-            ("GATEWAY_EDGE_MAX_BODY_BYTES", &mut self.max_body_bytes),
-            ("GATEWAY_WORKER_BATCH_SIZE", &mut self.worker_batch_size),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = parse(name, v)?;
-            }
-        }
-        for (name, slot) in [
-            ("GATEWAY_EDGE_CACHE_TIMEOUT_MS", &mut self.cache_timeout_ms),
-            ("GATEWAY_EDGE_PLAYER_TIMEOUT_MS", &mut self.player_timeout_ms),
-            ("GATEWAY_EDGE_PLAYER_CACHE_TTL_SECONDS", &mut self.player_cache_ttl_seconds),
-            ("GATEWAY_EDGE_PLAYER_NEGATIVE_TTL_SECONDS", &mut self.player_negative_ttl_seconds),
-            ("GATEWAY_EDGE_INGEST_TIMEOUT_MS", &mut self.ingest_timeout_ms),
-            ("GATEWAY_EDGE_TOKEN_REQUESTS_PER_MINUTE", &mut self.requests_per_minute.token),
-            ("GATEWAY_EDGE_TENANT_REQUESTS_PER_MINUTE", &mut self.requests_per_minute.tenant),
-            ("GATEWAY_EDGE_GLOBAL_REQUESTS_PER_MINUTE", &mut self.requests_per_minute.global),
-            ("GATEWAY_EDGE_TOKEN_VALIDATIONS_PER_MINUTE", &mut self.validations_per_minute.token),
-            ("GATEWAY_EDGE_TENANT_VALIDATIONS_PER_MINUTE", &mut self.validations_per_minute.tenant),
-            ("GATEWAY_EDGE_GLOBAL_VALIDATIONS_PER_MINUTE", &mut self.validations_per_minute.global),
-            ("GATEWAY_WORKER_LEASE_MS", &mut self.worker_lease_ms),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = parse(name, v)?;
-            }
-        }
-        if let Some(v) = get("GATEWAY_EDGE_PLAYER_INVALID_STATUSES") {
-            self.player_invalid_statuses = split_list(&v)
-                .into_iter()
-                .map(|status| parse("GATEWAY_EDGE_PLAYER_INVALID_STATUSES", status))
-                .collect::<Result<_, _>>()?;
-        }
-        Ok(())
-    }
+/// Every `[gateway]` setting (see `crate::settings`).
+pub static GATEWAY_SETTINGS: &[Setting<GatewayConfig>] = crate::settings!(GatewayConfig, "gateway.", [
+    { "GATEWAY_EDGE_CACHE_HMAC_KEY", cache_hmac_key, "keys every cache identity", check: rule(hmac_key, "at least 32 bytes"), default: "(required by the edge)" },
+    { "GATEWAY_EDGE_CACHE_URL", cache_url, "Redis URL of the validation cache and limits", default: "unset (embedded)" },
+    { "GATEWAY_EDGE_ROLLOUT_CHECKSUM", rollout_checksum, "checksum of the two secrets above, changed on every rotation (see rotation); required, non-empty, when either is set" },
+    { "GATEWAY_EDGE_ORIGINS_FILE", origins_file, "the mounted origin map (the edge needs it or the next one)" },
+    { "GATEWAY_EDGE_ORIGINS_JSON", origins_json, "an inline origin map, for local use only" },
+    { "GATEWAY_EDGE_TRUSTED_PROXY_CIDRS", trusted_proxy_cidrs, "the ingress's prefixes, comma-separated canonical prefixes", default: "empty: local mode (only with a loopback `GATEWAY_BIND_HOST`; otherwise the start is refused)" },
+    { "GATEWAY_EDGE_MAX_INFLIGHT", max_inflight, "in-flight budget per process", check: at_least(1) },
+    { "GATEWAY_EDGE_MAX_BODY_BYTES", max_body_bytes, "largest event body", check: at_least(1) },
+    { "GATEWAY_EDGE_CACHE_TIMEOUT_MS", cache_timeout_ms, "each cache call", check: at_least(1) },
+    { "GATEWAY_EDGE_PLAYER_TIMEOUT_MS", player_timeout_ms, "the validation request", check: at_least(1) },
+    { "GATEWAY_EDGE_PLAYER_CACHE_TTL_SECONDS", player_cache_ttl_seconds, "a valid player's cache entry", check: at_least(1) },
+    { "GATEWAY_EDGE_PLAYER_NEGATIVE_TTL_SECONDS", player_negative_ttl_seconds, "an invalid player's cache entry", check: at_least(1) },
+    { "GATEWAY_EDGE_PLAYER_INVALID_STATUSES", player_invalid_statuses, "statuses that mean \"invalid player\"", check: rule(client_errors, "4xx only") },
+    { "GATEWAY_EDGE_INGEST_URL", ingest_url, "internal ingest", check: rule(http_url, "") },
+    { "GATEWAY_EDGE_INGEST_TIMEOUT_MS", ingest_timeout_ms, "the ingest request and the readiness probe", check: at_least(1) },
+    { "GATEWAY_EDGE_TOKEN_REQUESTS_PER_MINUTE", requests_per_minute.token, "requests of one bearer (`0`: no limit)" },
+    { "GATEWAY_EDGE_TENANT_REQUESTS_PER_MINUTE", requests_per_minute.tenant, "requests of one tenant (`0`: no limit)" },
+    { "GATEWAY_EDGE_GLOBAL_REQUESTS_PER_MINUTE", requests_per_minute.global, "every request (`0`: no limit)" },
+    { "GATEWAY_EDGE_TOKEN_VALIDATIONS_PER_MINUTE", validations_per_minute.token, "calls to the validation backend for one bearer (`0`: no limit)" },
+    { "GATEWAY_EDGE_TENANT_VALIDATIONS_PER_MINUTE", validations_per_minute.tenant, "calls for one tenant (`0`: no limit)" },
+    { "GATEWAY_EDGE_GLOBAL_VALIDATIONS_PER_MINUTE", validations_per_minute.global, "every call (`0`: no limit)" },
+    { "GATEWAY_EDGE_HTTP_PORT", edge_port, "the edge's public listener" },
+    { "GATEWAY_INGEST_HTTP_PORT", ingest_port, "the ingest's probes" },
+    { "GATEWAY_ADMIN_HTTP_PORT", admin_port, "the queue administration API" },
+    { "GATEWAY_INGEST_PRIVATE_PORT", ingest_private_port, "the private ingest listener" },
+    { "GATEWAY_METRICS_PORT", metrics_port, "`/metrics` of every part" },
+    { "GATEWAY_BIND_HOST", bind_host, "address of the edge, probes, admin and metrics listeners", check: rule(ip_address, "an IP address") },
+    { "GATEWAY_INGEST_PRIVATE_HOST", ingest_private_host, "address of the private ingest listener", check: rule(ip_address, "an IP address") },
+    { "GATEWAY_ANALYTICS_TOPIC", analytics_topic, "topic of non-presence events", check: topic_name() },
+    { "GATEWAY_WORKER_BATCH_SIZE", worker_batch_size, "messages the worker leases and produces at once", check: at_least(1) },
+    { "GATEWAY_WORKER_LEASE_MS", worker_lease_ms, "how long a leased message stays hidden before it is delivered again", check: at_least(1) },
+]);
 
+fn hmac_key(key: &Option<Secret>) -> Result<(), String> {
+    match key {
+        Some(key) if key.expose().len() < MIN_CACHE_HMAC_KEY_BYTES => {
+            Err(format!("must be at least {MIN_CACHE_HMAC_KEY_BYTES} bytes"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn client_errors(statuses: &[u16]) -> Result<(), String> {
+    match statuses.iter().find(|status| !(400..=499).contains(*status)) {
+        Some(status) => Err(format!("{status} is not a 4xx status (only a client error can say a player is invalid)")),
+        None => Ok(()),
+    }
+}
+
+fn http_url(url: &str) -> Result<(), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("{url:?}: {e}"))?;
+    if matches!(parsed.scheme(), "http" | "https") {
+        Ok(())
+    } else {
+        Err("must be an http:// or https:// URL".to_owned())
+    }
+}
+
+fn ip_address(host: &str) -> Result<(), String> {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(_) => Ok(()),
+        Err(_) => Err(format!("{host:?} is not an IP address")),
+    }
+}
+
+impl GatewayConfig {
     /// Checks what every gateway process needs; `edge` adds what only the public listener needs (the HMAC
     /// key and an origin map).
     pub fn validate(&self, edge: bool) -> Result<(), ConfigError> {
         if edge {
-            match &self.cache_hmac_key {
-                None => {
-                    return Err(ConfigError::new(
-                        "GATEWAY_EDGE_CACHE_HMAC_KEY",
-                        "is required by the gateway (at least 32 bytes; generate one with `openssl rand -base64 48`)",
-                    ))
-                }
-                Some(key) if key.expose().len() < MIN_CACHE_HMAC_KEY_BYTES => {
-                    return Err(ConfigError::new(
-                        "GATEWAY_EDGE_CACHE_HMAC_KEY",
-                        format!("must be at least {MIN_CACHE_HMAC_KEY_BYTES} bytes"),
-                    ))
-                }
-                Some(_) => {}
+            if self.cache_hmac_key.is_none() {
+                return Err(ConfigError::new(
+                    "GATEWAY_EDGE_CACHE_HMAC_KEY",
+                    "is required by the gateway (at least 32 bytes; generate one with `openssl rand -base64 48`)",
+                ));
             }
             if self.origins_file.is_none() && self.origins_json.is_none() {
                 return Err(ConfigError::new(
@@ -224,46 +206,7 @@ impl GatewayConfig {
                 ));
             }
         }
-        if self.max_inflight == 0 {
-            return Err(ConfigError::new("GATEWAY_EDGE_MAX_INFLIGHT", "must be positive"));
-        }
-        if self.max_body_bytes == 0 {
-            return Err(ConfigError::new("GATEWAY_EDGE_MAX_BODY_BYTES", "must be positive"));
-        }
-        for (name, value) in [
-            ("GATEWAY_EDGE_CACHE_TIMEOUT_MS", self.cache_timeout_ms),
-            ("GATEWAY_EDGE_PLAYER_TIMEOUT_MS", self.player_timeout_ms),
-            ("GATEWAY_EDGE_PLAYER_CACHE_TTL_SECONDS", self.player_cache_ttl_seconds),
-            ("GATEWAY_EDGE_PLAYER_NEGATIVE_TTL_SECONDS", self.player_negative_ttl_seconds),
-            ("GATEWAY_EDGE_INGEST_TIMEOUT_MS", self.ingest_timeout_ms),
-            ("GATEWAY_WORKER_LEASE_MS", self.worker_lease_ms),
-        ] {
-            if value == 0 {
-                return Err(ConfigError::new(name, "must be positive"));
-            }
-        }
-        if self.worker_batch_size == 0 {
-            return Err(ConfigError::new("GATEWAY_WORKER_BATCH_SIZE", "must be positive"));
-        }
-        if let Some(status) = self.player_invalid_statuses.iter().find(|s| !(400..=499).contains(*s)) {
-            return Err(ConfigError::new(
-                "GATEWAY_EDGE_PLAYER_INVALID_STATUSES",
-                format!("{status} is not a 4xx status (only a client error can say a player is invalid)"),
-            ));
-        }
-        let url = url::Url::parse(&self.ingest_url)
-            .map_err(|e| ConfigError::new("GATEWAY_EDGE_INGEST_URL", format!("{:?}: {e}", self.ingest_url)))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(ConfigError::new("GATEWAY_EDGE_INGEST_URL", "must be an http:// or https:// URL"));
-        }
-        super::flowhost_topic_name("GATEWAY_ANALYTICS_TOPIC", &self.analytics_topic)?;
-        for (name, host) in
-            [("GATEWAY_BIND_HOST", &self.bind_host), ("GATEWAY_INGEST_PRIVATE_HOST", &self.ingest_private_host)]
-        {
-            if host.parse::<std::net::IpAddr>().is_err() {
-                return Err(ConfigError::new(name, format!("{host:?} is not an IP address")));
-            }
-        }
+        crate::settings::check(self, GATEWAY_SETTINGS)?;
         // Spec 002 rule 1: only local mode may leave the list empty (the socket peer is the client). An edge
         // other hosts reach without a proxy list would take any peer for the player.
         let local = self.bind_host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
@@ -332,7 +275,7 @@ mod tests {
     fn with(vars: &[(&str, &str)]) -> Result<GatewayConfig, ConfigError> {
         let mut config = GatewayConfig::default();
         let get = |name: &str| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned());
-        config.apply_env(&get)?;
+        crate::settings::apply_env(&mut config, GATEWAY_SETTINGS, &get)?;
         config.validate(true)?;
         Ok(config)
     }

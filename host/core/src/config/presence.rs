@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{parse, split_list, ConfigError, Secret};
+use super::{ConfigError, Secret};
+use crate::settings::{at_least, rule, topic_name, Setting};
 
 /// The only database name the projector accepts (`PRESENCE_DOCDB_DATABASE`).
 pub const PRESENCE_DATABASE: &str = "presence";
@@ -67,85 +68,54 @@ impl Default for PresenceConfig {
     }
 }
 
-impl PresenceConfig {
-    pub(super) fn apply_env(&mut self, get: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-        if let Some(v) = get("PRESENCE_BROKER_BOOTSTRAP_SERVERS") {
-            self.bootstrap_servers = split_list(&v);
-        }
-        for (name, slot) in [
-            ("PRESENCE_HTTP_ADDR", &mut self.http_addr),
-            ("PRESENCE_LOG_LEVEL", &mut self.log_level),
-            ("PRESENCE_DOCDB_DATABASE", &mut self.database),
-            ("PRESENCE_INPUT_TOPIC", &mut self.input_topic),
-            ("PRESENCE_CONSUMER_GROUP", &mut self.group),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = v.trim().to_owned();
-            }
-        }
-        if let Some(v) = get("DOCDB_URI") {
-            self.docdb_uri = Some(Secret::new(v.trim()));
-        }
-        if let Some(v) = get("DOCDB_URI_SECRET_NAME") {
-            self.docdb_uri_secret_name = Some(v.trim().to_owned());
-        }
-        for (name, slot) in [
-            ("PRESENCE_DOCDB_TIMEOUT_MS", &mut self.docdb_timeout_ms),
-            ("PRESENCE_PRESENCE_EXPIRY_SECONDS", &mut self.expiry_seconds),
-            ("PRESENCE_PRESENCE_SWEEP_INTERVAL_SECONDS", &mut self.sweep_interval_seconds),
-            ("PRESENCE_PRESENCE_SWEEP_BATCH_SIZE", &mut self.sweep_batch_size),
-            ("PRESENCE_RETRY_INITIAL_MS", &mut self.retry_initial_ms),
-            ("PRESENCE_RETRY_MAX_MS", &mut self.retry_max_ms),
-        ] {
-            if let Some(v) = get(name) {
-                *slot = parse(name, v)?;
-            }
-        }
-        if let Some(v) = get("PRESENCE_BROKER_DLQ_PARTITIONS") {
-            self.dlq_partitions = parse("PRESENCE_BROKER_DLQ_PARTITIONS", v)?;
-        }
-        if let Some(v) = get("PRESENCE_BROKER_DLQ_REPLICATION_FACTOR") {
-            self.dlq_replication_factor = parse("PRESENCE_BROKER_DLQ_REPLICATION_FACTOR", v)?;
-        }
-        Ok(())
-    }
+/// Every `[presence]` setting (see `crate::settings`).
+pub static PRESENCE_SETTINGS: &[Setting<PresenceConfig>] = crate::settings!(PresenceConfig, "presence.", [
+    { "PRESENCE_BROKER_BOOTSTRAP_SERVERS", bootstrap_servers, "the broker's bootstrap servers, comma-separated; `embedded` is the process's embedded log", default: "(required by the role)" },
+    { "PRESENCE_HTTP_ADDR", http_addr, "the operational listener, `[host]:port` (`:8080` is every interface; beside the gateway's ingest in one process the default moves to `:8084`)" },
+    { "PRESENCE_LOG_LEVEL", log_level, "the projector's own log lines", check: rule(log_level, "`debug`, `info`, `warn` or `error`") },
+    { "PRESENCE_DOCDB_DATABASE", database, "the projection's database; any other value is refused at start", check: rule(database, "`presence` only") },
+    { "DOCDB_URI", docdb_uri, "the MongoDB of the projection (wins over its secret name)", parse: |value: &str| Ok(Some(Secret::new(value.trim()))), default: "unset (the embedded store)" },
+    { "DOCDB_URI_SECRET_NAME", docdb_uri_secret_name, "secret-store name of `DOCDB_URI`" },
+    { "PRESENCE_DOCDB_TIMEOUT_MS", docdb_timeout_ms, "every document-store operation", check: at_least(1) },
+    { "PRESENCE_PRESENCE_EXPIRY_SECONDS", expiry_seconds, "a site's expiry after its last heartbeat", check: at_least(1) },
+    { "PRESENCE_PRESENCE_SWEEP_INTERVAL_SECONDS", sweep_interval_seconds, "how often the expiry sweep runs", check: at_least(1) },
+    { "PRESENCE_PRESENCE_SWEEP_BATCH_SIZE", sweep_batch_size, "sites one sweep pass expires at most", check: at_least(1) },
+    { "PRESENCE_RETRY_INITIAL_MS", retry_initial_ms, "first delay of a blocked partition's backoff", check: at_least(1) },
+    { "PRESENCE_RETRY_MAX_MS", retry_max_ms, "longest delay of a blocked partition's backoff (at least the first)" },
+    { "PRESENCE_BROKER_DLQ_PARTITIONS", dlq_partitions, "partitions of the dead-letter topic, when it is created", check: at_least(1) },
+    { "PRESENCE_BROKER_DLQ_REPLICATION_FACTOR", dlq_replication_factor, "replication factor of the dead-letter topic, when it is created", check: at_least(1) },
+    { "PRESENCE_INPUT_TOPIC", input_topic, "the consumed topic (keep it unless an offset migration is planned)", check: topic_name() },
+    { "PRESENCE_CONSUMER_GROUP", group, "the consumer group (keep it unless an offset migration is planned)" },
+]);
 
-    /// Checks what the presence role needs.
+fn log_level(level: &str) -> Result<(), String> {
+    if ["debug", "info", "warn", "error"].contains(&level) {
+        Ok(())
+    } else {
+        Err("use debug, info, warn or error".to_owned())
+    }
+}
+
+fn database(database: &str) -> Result<(), String> {
+    if database == PRESENCE_DATABASE {
+        Ok(())
+    } else {
+        Err(format!("{database:?} is not supported: the projection lives in database {PRESENCE_DATABASE:?}"))
+    }
+}
+
+impl PresenceConfig {
+    /// Checks what the presence role needs: every setting within its bounds ([`PRESENCE_SETTINGS`]), a broker,
+    /// a listener address, and retries that grow.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        crate::settings::check(self, PRESENCE_SETTINGS)?;
         if self.bootstrap_servers.is_empty() {
             return Err(ConfigError::new("PRESENCE_BROKER_BOOTSTRAP_SERVERS", "is required by the presence role"));
         }
-        if self.database != PRESENCE_DATABASE {
-            return Err(ConfigError::new(
-                "PRESENCE_DOCDB_DATABASE",
-                format!("{:?} is not supported: the projection lives in database {PRESENCE_DATABASE:?}", self.database),
-            ));
-        }
-        if !["debug", "info", "warn", "error"].contains(&self.log_level.as_str()) {
-            return Err(ConfigError::new("PRESENCE_LOG_LEVEL", "use debug, info, warn or error"));
-        }
         self.listen_addr(false)?;
-        for (name, value) in [
-            ("PRESENCE_DOCDB_TIMEOUT_MS", self.docdb_timeout_ms),
-            ("PRESENCE_PRESENCE_EXPIRY_SECONDS", self.expiry_seconds),
-            ("PRESENCE_PRESENCE_SWEEP_INTERVAL_SECONDS", self.sweep_interval_seconds),
-            ("PRESENCE_PRESENCE_SWEEP_BATCH_SIZE", self.sweep_batch_size),
-            ("PRESENCE_RETRY_INITIAL_MS", self.retry_initial_ms),
-        ] {
-            if value == 0 {
-                return Err(ConfigError::new(name, "must be positive"));
-            }
-        }
         if self.retry_max_ms < self.retry_initial_ms {
             return Err(ConfigError::new("PRESENCE_RETRY_MAX_MS", "must be at least PRESENCE_RETRY_INITIAL_MS"));
         }
-        if self.dlq_partitions < 1 {
-            return Err(ConfigError::new("PRESENCE_BROKER_DLQ_PARTITIONS", "must be positive"));
-        }
-        if self.dlq_replication_factor < 1 {
-            return Err(ConfigError::new("PRESENCE_BROKER_DLQ_REPLICATION_FACTOR", "must be positive"));
-        }
-        super::flowhost_topic_name("PRESENCE_INPUT_TOPIC", &self.input_topic)?;
         Ok(())
     }
 
