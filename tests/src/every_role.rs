@@ -2,7 +2,7 @@
 //! push, presence, campaigns beside the main one), for the suites that walk every socket's OpenAPI document.
 //! Without the sender: requests made up from a document must not become web pushes to the endpoints they name.
 
-use flowhost_core::config::{Config, Role};
+use flowhost_core::config::Config;
 
 use crate::gateway::{configure, GatewayAddrs, PlayerBackend};
 use crate::process::free_addr;
@@ -27,9 +27,15 @@ impl EveryRole {
         let (push, presence, campaigns) = (free_addr(), free_addr(), free_addr());
         let host = TestHost::start_configured(backends, None, |config| {
             configure(config, &gateway, &[ORIGIN], &backend);
-            config.roles =
-                vec![Role::Admin, Role::Engine, Role::PushApi, Role::Gateway, Role::Presence, Role::Campaigns];
-            config.push.listen = Some(push.clone());
+            config.roles = vec![
+                "admin".to_owned(),
+                "engine".to_owned(),
+                "push-api".to_owned(),
+                "gateway".to_owned(),
+                "presence".to_owned(),
+                "campaigns".to_owned(),
+            ];
+            config.section_mut::<flowhost_push_api::PushConfig>().listen = Some(push.clone());
             configure_presence_and_campaigns(config, backends, &presence, &campaigns);
             // Outbound calls to names a request made up go nowhere but loopback.
             config.egress.allowed = vec!["127.0.0.1".to_owned()];
@@ -46,7 +52,7 @@ impl EveryRole {
         );
         // The presence projector's input topic, as the gateway's worker creates its own in production: a member
         // subscribed to no existing topic is never assigned, and presence is ready only once assigned.
-        let input = host.config.presence.input_topic.clone();
+        let input = host.config.section::<flowhost_presence::PresenceConfig>().input_topic.clone();
         let _ = host.ports.topics.create_topic(&input, 1).await;
         // Every socket ready too (the presence consumer joins its group on Kafka after the main socket is
         // ready), or a listener without readiness (the gateway's metrics listener answers no `/ready`).
@@ -68,9 +74,9 @@ impl EveryRole {
 /// Runs the presence projector on `presence` (its consumer on `backends`' broker, its documents in MongoDB on the
 /// real servers) and the campaign events API on `campaigns` (its own read-model database), both named afresh.
 pub fn configure_presence_and_campaigns(config: &mut Config, backends: Backends, presence: &str, campaigns: &str) {
-    config.campaigns.listen = campaigns.to_owned();
-    config.campaigns.database = crate::unique("campaigns").replace('-', "_");
-    let presence_config = &mut config.presence;
+    config.section_mut::<flowhost_campaigns::CampaignsConfig>().listen = campaigns.to_owned();
+    config.section_mut::<flowhost_campaigns::CampaignsConfig>().database = crate::unique("campaigns").replace('-', "_");
+    let presence_config = config.section_mut::<flowhost_presence::PresenceConfig>();
     presence_config.http_addr = presence.to_owned();
     presence_config.group = crate::unique("presence");
     presence_config.input_topic = crate::unique("presence.events");

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use flowhost_core::config::{Config, Role};
+use flowhost_core::config::Config;
 use serde_json::{json, Value};
 
 /// The HMAC key the tests configure (32 bytes).
@@ -139,8 +139,8 @@ pub fn origins_json(origins: &[&str], player_url: &str) -> String {
 
 /// Turns `config` into a gateway on `addrs` for `origins`, validated by `backend`.
 pub fn configure(config: &mut Config, addrs: &GatewayAddrs, origins: &[&str], backend: &PlayerBackend) {
-    config.roles = vec![Role::Gateway];
-    let gateway = &mut config.gateway;
+    config.roles = vec!["gateway".to_owned()];
+    let gateway = config.section_mut::<flowhost_gateway::GatewayConfig>();
     gateway.edge_port = addrs.edge.port();
     gateway.ingest_port = addrs.ingest.port();
     gateway.admin_port = addrs.admin.port();

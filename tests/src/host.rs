@@ -56,9 +56,9 @@ impl TestHost {
     pub fn config(backends: Backends, data_dir: &Path) -> Config {
         let mut config = Config { data_dir: data_dir.to_path_buf(), ..Config::default() };
         config.api.port = 0;
-        config.engine.reload_interval_ms = 200;
-        config.engine.group_id = unique("engine");
-        config.engine.invalid_events_topic = unique("invalid");
+        config.section_mut::<flowhost_runs::EngineConfig>().reload_interval_ms = 200;
+        config.section_mut::<flowhost_runs::EngineConfig>().group_id = unique("engine");
+        config.section_mut::<flowhost_runs::EngineConfig>().invalid_events_topic = unique("invalid");
         // Suites that test plugins turn the bundled ones on; the others start with an empty component catalog
         // (and without compiling three components per host).
         config.plugins.bundled = false;
@@ -95,7 +95,8 @@ impl TestHost {
     /// namespaces, database and consumer group (so a second replica shares the first one's work).
     pub fn join_deployment(config: &mut Config, deployment: &Config) {
         config.mongodb.database = deployment.mongodb.database.clone();
-        config.engine.group_id = deployment.engine.group_id.clone();
+        config.section_mut::<flowhost_runs::EngineConfig>().group_id =
+            deployment.section::<flowhost_runs::EngineConfig>().group_id.clone();
         config.nats.subject_prefix = deployment.nats.subject_prefix.clone();
         config.kafka.topic_prefix = deployment.kafka.topic_prefix.clone();
         config.redis.key_prefix = deployment.redis.key_prefix.clone();
@@ -104,7 +105,8 @@ impl TestHost {
     /// The environment that makes a `flowhost` process started by a test a node of `config`'s deployment:
     /// the servers it names, its database, consumer group and namespaces (nothing for the embedded backends).
     pub fn deployment_env(config: &Config) -> Vec<(&'static str, String)> {
-        let mut env = vec![("FLOWHOST_ENGINE_GROUP_ID", config.engine.group_id.clone())];
+        let mut env =
+            vec![("FLOWHOST_ENGINE_GROUP_ID", config.section::<flowhost_runs::EngineConfig>().group_id.clone())];
         let settings = [
             ("FLOWHOST_MONGODB_URI", config.mongodb.uri.clone()),
             ("FLOWHOST_MONGODB_DATABASE", config.mongodb.uri.as_ref().map(|_| config.mongodb.database.clone())),

@@ -60,7 +60,7 @@ pub fn configure(config: &mut Config) {
     static VAPID: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
     let (public, private) =
         VAPID.get_or_init(|| flowhost_notifications::vapid::generate().expect("VAPID keypair")).clone();
-    let push = &mut config.push;
+    let push = config.section_mut::<flowhost_push_api::PushConfig>();
     push.callers_json = Some(Secret::new(callers_json()));
     push.vapid_public_key = Some(public);
     push.vapid_private_key = Some(Secret::new(private));

@@ -13,10 +13,10 @@ use crate::{unique, Backends, TestHost};
 /// The settings that let the sender reach `service` (loopback, its CA) with the bundled plugins.
 pub fn configure(config: &mut Config, service: &PushService) {
     config.plugins.bundled = true;
-    config.engine.flows_poll_interval_ms = 50;
-    config.push.push_service_hosts = Some("127.0.0.1".into());
-    config.push.ssl_cert_file = Some(service.ca_path.display().to_string());
-    config.push.vapid_subject = "mailto:push-ops@casino.example".into();
+    config.section_mut::<flowhost_runs::EngineConfig>().flows_poll_interval_ms = 50;
+    config.section_mut::<flowhost_push_api::PushConfig>().push_service_hosts = Some("127.0.0.1".into());
+    config.section_mut::<flowhost_push_api::PushConfig>().ssl_cert_file = Some(service.ca_path.display().to_string());
+    config.section_mut::<flowhost_push_api::PushConfig>().vapid_subject = "mailto:push-ops@casino.example".into();
 }
 
 /// A ready host (changed by `tweak`) with [`template`] stored as template 1 of `tenant-a`.

@@ -128,8 +128,9 @@ async fn the_service_worker_shows_a_push_and_reports_displayed() {
     let service = PushService::start().await;
     let host = TestHost::start_configured(Backends::Embedded, None, |config| {
         config.plugins.bundled = true;
-        config.push.push_service_hosts = Some("127.0.0.1".into());
-        config.push.ssl_cert_file = Some(service.ca_path.display().to_string());
+        config.section_mut::<flowhost_push_api::PushConfig>().push_service_hosts = Some("127.0.0.1".into());
+        config.section_mut::<flowhost_push_api::PushConfig>().ssl_cert_file =
+            Some(service.ca_path.display().to_string());
     })
     .await;
     host.wait_ready().await;

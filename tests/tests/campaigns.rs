@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flowhost_core::config::Role;
 use flowhost_tests::faulty::FaultyDocuments;
 use flowhost_tests::gateway::free_port;
 use flowhost_tests::{eventually, Backends, TestHost};
@@ -25,27 +24,28 @@ struct Campaigns {
 
 impl Campaigns {
     async fn start(backends: Backends) -> Campaigns {
-        Campaigns::start_with(backends, &[Role::Admin, Role::Campaigns]).await
+        Campaigns::start_with(backends, &["admin".to_owned(), "campaigns".to_owned()]).await
     }
 
-    async fn start_with(backends: Backends, roles: &[Role]) -> Campaigns {
+    async fn start_with(backends: Backends, roles: &[String]) -> Campaigns {
         Campaigns::start_configured(backends, roles, |_| {}).await
     }
 
     async fn start_configured(
         backends: Backends,
-        roles: &[Role],
+        roles: &[String],
         change: impl FnOnce(&mut flowhost_core::config::Config),
     ) -> Campaigns {
         let addr = format!("127.0.0.1:{}", free_port());
         let dir = tempfile::tempdir().unwrap();
         let mut config = TestHost::config(backends, dir.path());
         config.roles = roles.to_vec();
-        config.campaigns.listen = addr.clone();
-        config.campaigns.sync_interval_ms = 200;
-        config.campaigns.fresh_for_seconds = 2;
+        config.section_mut::<flowhost_campaigns::CampaignsConfig>().listen = addr.clone();
+        config.section_mut::<flowhost_campaigns::CampaignsConfig>().sync_interval_ms = 200;
+        config.section_mut::<flowhost_campaigns::CampaignsConfig>().fresh_for_seconds = 2;
         // The MongoDB server is shared by every test: each host has its own read models.
-        config.campaigns.database = format!("campaigns_{}", uuid::Uuid::new_v4().simple());
+        config.section_mut::<flowhost_campaigns::CampaignsConfig>().database =
+            format!("campaigns_{}", uuid::Uuid::new_v4().simple());
         change(&mut config);
         let mut ports = flowhost::connect(&config).await.unwrap();
         let faulty = FaultyDocuments::new(ports.documents.clone());
@@ -60,7 +60,7 @@ impl Campaigns {
     /// A direct call, with the bearer when one is configured (as an in-cluster client holding it).
     async fn get(&self, path: &str) -> (u16, Value) {
         let mut request = self.host.http.get(format!("http://{}{path}", self.addr));
-        if let Some(token) = &self.host.config.campaigns.bearer_token {
+        if let Some(token) = &self.host.config.section::<flowhost_campaigns::CampaignsConfig>().bearer_token {
             request = request.bearer_auth(token.expose());
         }
         let response = request.send().await.unwrap();
@@ -420,7 +420,7 @@ async fn clicked(host: &TestHost, tenant: &str, notification: &str, player: i64)
 /// its notifications and one interaction become the tenant's live events, newest first, filterable by kind and
 /// campaign; the campaign's detail counts two engaged players, two deliveries and one interaction.
 async fn live_events_and_engagement(backends: Backends) {
-    let c = Campaigns::start_with(backends, &[Role::Admin, Role::Engine, Role::Campaigns]).await;
+    let c = Campaigns::start_with(backends, &["admin".to_owned(), "engine".to_owned(), "campaigns".to_owned()]).await;
     let t = c.tenant.clone();
     let topic = flowhost_tests::unique("deposits");
     let body = json!({
@@ -525,8 +525,9 @@ async fn mongodb_live_events_and_engagement() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openapi_document_and_the_explorer_bearer() {
     const TOKEN: &str = "explorer-token-0123456789";
-    let c = Campaigns::start_configured(Backends::Embedded, &[Role::Admin, Role::Campaigns], |config| {
-        config.campaigns.bearer_token = Some(flowhost_core::config::Secret::new(TOKEN));
+    let c = Campaigns::start_configured(Backends::Embedded, &["admin".to_owned(), "campaigns".to_owned()], |config| {
+        config.section_mut::<flowhost_campaigns::CampaignsConfig>().bearer_token =
+            Some(flowhost_core::config::Secret::new(TOKEN));
     })
     .await;
     let t = c.tenant.clone();
@@ -625,11 +626,13 @@ async fn the_openapi_document_and_the_explorer_bearer() {
     closed.host.stop().await;
 
     // The specification's in-cluster model: direct callers need no bearer, the explorer's path still does.
-    let open = Campaigns::start_configured(Backends::Embedded, &[Role::Admin, Role::Campaigns], |config| {
-        config.campaigns.bearer_token = Some(flowhost_core::config::Secret::new(TOKEN));
-        config.campaigns.direct_without_bearer = true;
-    })
-    .await;
+    let open =
+        Campaigns::start_configured(Backends::Embedded, &["admin".to_owned(), "campaigns".to_owned()], |config| {
+            config.section_mut::<flowhost_campaigns::CampaignsConfig>().bearer_token =
+                Some(flowhost_core::config::Secret::new(TOKEN));
+            config.section_mut::<flowhost_campaigns::CampaignsConfig>().direct_without_bearer = true;
+        })
+        .await;
     let direct = open.host.http.get(format!("http://{}/api/v1/overview?tenant_id=x", open.addr)).send();
     assert_eq!(direct.await.unwrap().status(), 200, "direct callers need no bearer in the in-cluster model");
     let response = open.host.http.get(format!("http://{}/explorer/api/v1/overview?tenant_id=x", open.addr)).send();
@@ -699,9 +702,10 @@ async fn fake_source(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn support_cases_count_chat_conversations_from_the_external_source() {
     let (source, url, server) = FakeSource::serve("cases").await;
-    let c = Campaigns::start_configured(Backends::Embedded, &[Role::Admin, Role::Campaigns], |config| {
-        config.campaigns.support_url = Some(url);
-        config.campaigns.support_token = Some(flowhost_core::config::Secret::new("support-secret"));
+    let c = Campaigns::start_configured(Backends::Embedded, &["admin".to_owned(), "campaigns".to_owned()], |config| {
+        config.section_mut::<flowhost_campaigns::CampaignsConfig>().support_url = Some(url);
+        config.section_mut::<flowhost_campaigns::CampaignsConfig>().support_token =
+            Some(flowhost_core::config::Secret::new("support-secret"));
     })
     .await;
     let t = c.tenant.clone();
@@ -758,7 +762,13 @@ async fn support_cases_count_chat_conversations_from_the_external_source() {
 async fn history_predating_the_totals_is_counted(backends: Backends) {
     let c = Campaigns::start(backends).await;
     let t = c.tenant.clone();
-    let read_models = c.host.ports.documents.database(&c.host.config.campaigns.database).await.unwrap();
+    let read_models = c
+        .host
+        .ports
+        .documents
+        .database(&c.host.config.section::<flowhost_campaigns::CampaignsConfig>().database)
+        .await
+        .unwrap();
     let now = flowhost_core::Clock::now_ms(&flowhost_core::SystemClock);
     let docs = (0..50i64)
         .map(|n| {
@@ -836,9 +846,10 @@ async fn mongodb_history_predating_the_totals_is_counted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn campaigns_of_the_external_source() {
     let (source, url, server) = FakeSource::serve("campaigns").await;
-    let c = Campaigns::start_configured(Backends::Embedded, &[Role::Admin, Role::Campaigns], |config| {
-        config.campaigns.external_url = Some(url);
-        config.campaigns.external_token = Some(flowhost_core::config::Secret::new("crm-secret"));
+    let c = Campaigns::start_configured(Backends::Embedded, &["admin".to_owned(), "campaigns".to_owned()], |config| {
+        config.section_mut::<flowhost_campaigns::CampaignsConfig>().external_url = Some(url);
+        config.section_mut::<flowhost_campaigns::CampaignsConfig>().external_token =
+            Some(flowhost_core::config::Secret::new("crm-secret"));
     })
     .await;
     let t = c.tenant.clone();

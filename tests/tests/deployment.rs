@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use flowhost_core::config::{parse_roles, Config, Role};
+use flowhost_core::config::{parse_roles, Config};
 use serde_json::Value;
 use yaml_rust2::{Yaml, YamlLoader};
 
@@ -26,10 +26,11 @@ fn deploy_dir() -> PathBuf {
     flowhost_tests::cli::repository_root().join("examples/deploy")
 }
 
-/// Every environment variable the configuration reads: `apply_env` asks for each of them by name.
+/// Every environment variable the configuration reads, the roles' sections' included: `apply_env` asks for
+/// each of them by name.
 fn configuration_names() -> BTreeSet<String> {
     let asked = RefCell::new(BTreeSet::new());
-    Config::default()
+    flowhost::default_config()
         .apply_env(|name| {
             asked.borrow_mut().insert(name.to_owned());
             None
@@ -132,7 +133,7 @@ struct Workload {
 
 impl Workload {
     fn config(&self) -> Config {
-        let mut config = Config::default();
+        let mut config = flowhost::default_config();
         config
             .apply_env(|name| self.env.get(name).cloned())
             .unwrap_or_else(|e| panic!("{}: a setting does not parse: {e}", self.file));
@@ -145,13 +146,13 @@ impl Workload {
         let config = self.config();
         let roles = &config.roles;
         let mut listeners = vec![("main listener (FLOWHOST_API_HOST, API_PORT)", config.api_addr())];
-        if roles.contains(&Role::PushApi) {
-            if let Some(listen) = &config.push.listen {
+        if roles.iter().any(|role| role == "push-api") {
+            if let Some(listen) = &config.section::<flowhost_push_api::PushConfig>().listen {
                 listeners.push(("push API (FLOWHOST_PUSH_API_LISTEN)", listen.clone()));
             }
         }
-        let parts: Vec<_> = roles.iter().filter_map(|role| role.gateway_parts()).collect();
-        let gateway = &config.gateway;
+        let parts: Vec<_> = roles.iter().filter_map(|role| flowhost_gateway::GatewayParts::of(role)).collect();
+        let gateway = &config.section::<flowhost_gateway::GatewayConfig>();
         if parts.iter().any(|p| p.edge) {
             listeners.push(("gateway edge (GATEWAY_EDGE_HTTP_PORT)", gateway.addr(gateway.edge_port)));
         }
@@ -164,11 +165,17 @@ impl Workload {
         if !parts.is_empty() {
             listeners.push(("gateway metrics (GATEWAY_METRICS_PORT)", gateway.addr(gateway.metrics_port)));
         }
-        if roles.contains(&Role::Presence) {
-            listeners.push(("presence (PRESENCE_HTTP_ADDR)", config.presence.listen_addr(ingest).unwrap()));
+        if roles.iter().any(|role| role == "presence") {
+            listeners.push((
+                "presence (PRESENCE_HTTP_ADDR)",
+                config.section::<flowhost_presence::PresenceConfig>().listen_addr(ingest).unwrap(),
+            ));
         }
-        if roles.contains(&Role::Campaigns) {
-            listeners.push(("campaigns (FLOWHOST_CAMPAIGNS_LISTEN)", config.campaigns.listen.clone()));
+        if roles.iter().any(|role| role == "campaigns") {
+            listeners.push((
+                "campaigns (FLOWHOST_CAMPAIGNS_LISTEN)",
+                config.section::<flowhost_campaigns::CampaignsConfig>().listen.clone(),
+            ));
         }
         listeners
             .into_iter()
@@ -415,20 +422,20 @@ fn ports_and_probes_are_the_configured_listeners() {
     let edge = workloads.iter().find(|w| w.roles == "gateway-edge").unwrap();
     let ingest = workloads.iter().find(|w| w.roles == "gateway-ingest").unwrap();
     let ingest_config = ingest.config();
-    let url = url::Url::parse(&edge.config().gateway.ingest_url).unwrap();
+    let url = url::Url::parse(&edge.config().section::<flowhost_gateway::GatewayConfig>().ingest_url).unwrap();
     assert_eq!(url.path(), "/internal/v1/events");
     let service_name = url.host_str().unwrap().split('.').next().unwrap();
     let (target, ports) = services.get(service_name).unwrap_or_else(|| panic!("no Service {service_name}"));
     assert_eq!(target.name, ingest.name, "GATEWAY_EDGE_INGEST_URL names the ingest Service");
     assert!(
         ports.values().any(|(port, target)| Some(*port) == url.port().map(i64::from)
-            && *target == ingest_config.gateway.ingest_private_port),
+            && *target == ingest_config.section::<flowhost_gateway::GatewayConfig>().ingest_private_port),
         "GATEWAY_EDGE_INGEST_URL {url} does not reach the private ingest port"
     );
 
     // The edge Ingress: one host, TLS for it, the exact path only, to the edge listener. No other Ingress
     // reaches a gateway Service.
-    let edge_port = edge.config().gateway.edge_port;
+    let edge_port = edge.config().section::<flowhost_gateway::GatewayConfig>().edge_port;
     let mut edge_ingresses = 0;
     for doc in docs.iter().filter(|doc| doc.kind() == "Ingress") {
         let rules = list(&doc.yaml["spec"]["rules"]);
@@ -482,7 +489,7 @@ fn ports_and_probes_are_the_configured_listeners() {
 
     // Private ingest: some policy selects the ingest pods, and every rule of such a policy that opens the
     // private port (or every port) admits edge pods only.
-    let private = i64::from(ingest_config.gateway.ingest_private_port);
+    let private = i64::from(ingest_config.section::<flowhost_gateway::GatewayConfig>().ingest_private_port);
     let mut guarded = false;
     for doc in docs.iter().filter(|doc| doc.kind() == "NetworkPolicy") {
         if !selects(&string_map(&doc.yaml["spec"]["podSelector"]["matchLabels"]), &ingest.labels) {

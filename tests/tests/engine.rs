@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flowhost_core::config::{NodeKindsMode, Role};
 use flowhost_core::ports::Record;
 use flowhost_runs::nodes::{ConditionNode, MappingNode, NodeAnswer, NodeCall, NodeRef, PluginNode};
+use flowhost_runs::NodeKindsMode;
 use flowhost_runs::{CallError, NodeFailure, NodeKinds, Runner};
 use flowhost_tests::host::{json_value, read_topic};
 use flowhost_tests::{on_both_backends, unique, Backends, TestHost};
@@ -66,7 +66,7 @@ async fn rules_route_events(backends: Backends) {
 /// The same routing with conditions and mappings run by the bundled `condition` and `mapping` components.
 async fn rules_route_events_through_the_node_kind_components(backends: Backends) {
     let host = TestHost::start_configured(backends, None, |config| {
-        config.engine.node_kinds = NodeKindsMode::Wasm;
+        config.section_mut::<flowhost_runs::EngineConfig>().node_kinds = NodeKindsMode::Wasm;
         config.plugins.bundled = true;
     })
     .await;
@@ -125,7 +125,7 @@ async fn route_events(host: &TestHost) {
             json!({"who": "p3", "amount": 5.0})
         ]
     );
-    let invalid = host.read(&host.config.engine.invalid_events_topic, 1, WAIT).await;
+    let invalid = host.read(&host.config.section::<flowhost_runs::EngineConfig>().invalid_events_topic, 1, WAIT).await;
     assert_eq!(values(&invalid), vec![json!({"no_event_type": true})]);
     assert_eq!(invalid[0].header("flowhost-source-topic"), Some(source.as_bytes()));
     assert_eq!(invalid[0].header("flowhost-invalid-reason"), Some(&b"missing_event_type"[..]));
@@ -175,7 +175,7 @@ async fn compiled_flow_routes_events(backends: Backends) {
 async fn change_signal_applies_without_waiting_for_the_tick(backends: Backends) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(backends, dir.path());
-    config.engine.reload_interval_ms = 3_600_000;
+    config.section_mut::<flowhost_runs::EngineConfig>().reload_interval_ms = 3_600_000;
     let host = TestHost::start_with(config).await;
     // Wait for the first (immediate) reload to pass, so only the change signal can load the rule.
     let until = tokio::time::Instant::now() + WAIT;
@@ -228,7 +228,8 @@ async fn restart_resumes_from_committed_offsets_without_loss() {
         if players.len() != 5 {
             // What the restarted engine did, for the failure's message.
             let consumed = host.metric("flowhost_engine_events_consumed_total").await;
-            let lag = host.ports.topics.lag(&host.config.engine.group_id, &source).await;
+            let lag =
+                host.ports.topics.lag(&host.config.section::<flowhost_runs::EngineConfig>().group_id, &source).await;
             let ready = host.call("GET", "/ready", None).await;
             eprintln!("{backends:?}: the restarted engine consumed {consumed}; group lag {lag:?}; ready {ready:?}");
         }
@@ -304,12 +305,12 @@ impl NodeKinds for ScriptedCondition {
 /// published; one that fails for good, or runs out of attempts, goes to the dead-letter topic with headers
 /// naming its origin and cause; a skipped condition publishes nothing; every record is accounted for.
 async fn one_records_failures_are_retried_alone_and_dead_lettered(backends: Backends) {
-    let host = TestHost::start_configured(backends, None, |config| config.roles = vec![Role::Admin]).await;
+    let host = TestHost::start_configured(backends, None, |config| config.roles = vec!["admin".to_owned()]).await;
     setup_schema(&host).await;
     let (source, out, dead) = (unique("in"), unique("out"), unique("dead"));
     assert_eq!(host.call("POST", "/api/v1/triggers", Some(rule("r", &source, "true", &out))).await.0, 201);
 
-    let mut config = host.config.engine.clone();
+    let mut config = host.config.section::<flowhost_runs::EngineConfig>().into_owned();
     config.dead_letter_topic = dead.clone();
     config.retry.max_attempts = 3;
     config.retry.initial_backoff_ms = 1000;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use flowhost_core::config::{Config, Role, Secret};
+use flowhost_core::config::{Config, Secret};
 use flowhost_tests::gateway::{configure, presence_event, GatewayAddrs, PlayerBackend};
 use flowhost_tests::process::{self, free_port};
 use flowhost_tests::{Backends, TestHost};
@@ -62,7 +62,7 @@ async fn the_flow_runtime_starts_without_its_backends_and_recovers_them() {
     let (mongo_port, kafka_port, nats_port, redis_port) = (free_port(), free_port(), free_port(), free_port());
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(Backends::Embedded, dir.path());
-    config.roles = Role::ALL.to_vec();
+    config.roles = vec!["all".to_owned()];
     config.plugins.bundled = true;
     config.mongodb.uri = Some(format!("mongodb://127.0.0.1:{mongo_port}/?serverSelectionTimeoutMS=1000"));
     config.mongodb.database = "fail_soft".to_owned();
@@ -121,7 +121,7 @@ async fn presence_starts_without_its_document_store() {
     let mongo_port = free_port();
     let presence_addr = format!("127.0.0.1:{}", free_port());
     let host = TestHost::start_configured(Backends::Embedded, None, |config: &mut Config| {
-        config.roles = vec![Role::Presence];
+        config.roles = vec!["presence".to_owned()];
         config.plugins.bundled = true;
         flowhost_tests::every_role::configure_presence_and_campaigns(
             config,
@@ -129,9 +129,9 @@ async fn presence_starts_without_its_document_store() {
             &presence_addr,
             &format!("127.0.0.1:{}", free_port()),
         );
-        config.presence.docdb_uri =
+        config.section_mut::<flowhost_presence::PresenceConfig>().docdb_uri =
             Some(Secret::new(format!("mongodb://127.0.0.1:{mongo_port}/?serverSelectionTimeoutMS=1000")));
-        config.presence.docdb_timeout_ms = 1000;
+        config.section_mut::<flowhost_presence::PresenceConfig>().docdb_timeout_ms = 1000;
     })
     .await;
     let (health, _) = until_status(&format!("http://{presence_addr}/health"), 200).await;
@@ -156,7 +156,8 @@ async fn the_gateway_edge_starts_without_its_cache_and_recovers_it() {
     let addrs = GatewayAddrs::free();
     let host = TestHost::start_configured(Backends::Embedded, None, |config: &mut Config| {
         configure(config, &addrs, &[ORIGIN], &backend);
-        config.gateway.cache_url = Some(Secret::new(format!("redis://127.0.0.1:{redis_port}")));
+        config.section_mut::<flowhost_gateway::GatewayConfig>().cache_url =
+            Some(Secret::new(format!("redis://127.0.0.1:{redis_port}")));
     })
     .await;
     let edge_ready = addrs.edge_url("/ready");
@@ -202,19 +203,20 @@ async fn the_gateway_presence_and_campaigns_start_without_their_servers() {
     let (presence, campaigns) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
     let host = TestHost::start_configured(Backends::Embedded, None, |config: &mut Config| {
         configure(config, &addrs, &[ORIGIN], &backend);
-        config.roles = vec![Role::Gateway, Role::Presence, Role::Campaigns];
+        config.roles = vec!["gateway".to_owned(), "presence".to_owned(), "campaigns".to_owned()];
         config.plugins.bundled = true;
         flowhost_tests::every_role::configure_presence_and_campaigns(config, Backends::Embedded, &presence, &campaigns);
         config.mongodb.uri = Some(mongo.clone());
         config.kafka.brokers = Some(kafka.clone());
         config.kafka.properties.insert("session.timeout.ms".into(), "6000".into());
         config.redis.url = Some(format!("redis://127.0.0.1:{redis_port}"));
-        config.presence.bootstrap_servers = vec![kafka.clone()];
-        config.presence.docdb_uri = Some(Secret::new(mongo.clone()));
-        config.presence.docdb_timeout_ms = 1000;
-        config.presence.dlq_replication_factor = 1;
+        config.section_mut::<flowhost_presence::PresenceConfig>().bootstrap_servers = vec![kafka.clone()];
+        config.section_mut::<flowhost_presence::PresenceConfig>().docdb_uri = Some(Secret::new(mongo.clone()));
+        config.section_mut::<flowhost_presence::PresenceConfig>().docdb_timeout_ms = 1000;
+        config.section_mut::<flowhost_presence::PresenceConfig>().dlq_replication_factor = 1;
         // The topic the gateway's worker publishes presence events to.
-        config.presence.input_topic = "gateway.player-casino-presence.v1".to_owned();
+        config.section_mut::<flowhost_presence::PresenceConfig>().input_topic =
+            "gateway.player-casino-presence.v1".to_owned();
     })
     .await;
     let waiting = [

@@ -123,7 +123,7 @@ fn event_id(body: &Value) -> String {
 async fn the_public_route_answers_every_status_of_its_errors_table() {
     let backend = PlayerBackend::start().await;
     let gateway = Gateway::start(Backends::Embedded, &backend, |config| {
-        config.gateway.requests_per_minute.token = 5;
+        config.section_mut::<flowhost_gateway::GatewayConfig>().requests_per_minute.token = 5;
     })
     .await;
 
@@ -277,7 +277,7 @@ fn chrono_like(text: &str) -> bool {
 async fn only_a_trusted_proxy_naming_one_client_ip_gets_through() {
     let backend = PlayerBackend::start().await;
     let untrusted = Gateway::start(Backends::Embedded, &backend, |config| {
-        config.gateway.trusted_proxy_cidrs = vec!["10.0.0.0/8".into()];
+        config.section_mut::<flowhost_gateway::GatewayConfig>().trusted_proxy_cidrs = vec!["10.0.0.0/8".into()];
     })
     .await;
     let (status, _, body) = untrusted.post(ORIGIN, Some("player-1"), &presence_event("opened")).await;
@@ -287,7 +287,7 @@ async fn only_a_trusted_proxy_naming_one_client_ip_gets_through() {
     untrusted.host.stop().await;
 
     let trusted = Gateway::start(Backends::Embedded, &backend, |config| {
-        config.gateway.trusted_proxy_cidrs = vec!["127.0.0.0/8".into()];
+        config.section_mut::<flowhost_gateway::GatewayConfig>().trusted_proxy_cidrs = vec!["127.0.0.0/8".into()];
     })
     .await;
     let post = |client_ips: &[&str]| {
@@ -320,8 +320,8 @@ async fn only_a_trusted_proxy_naming_one_client_ip_gets_through() {
 async fn a_spent_inflight_budget_sheds_at_once_and_timeouts_are_enforced() {
     let backend = PlayerBackend::start().await;
     let gateway = Gateway::start(Backends::Embedded, &backend, |config| {
-        config.gateway.max_inflight = 1;
-        config.gateway.player_timeout_ms = 1500;
+        config.section_mut::<flowhost_gateway::GatewayConfig>().max_inflight = 1;
+        config.section_mut::<flowhost_gateway::GatewayConfig>().player_timeout_ms = 1500;
     })
     .await;
     // `slow` holds the only permit for its validation (answered after 3 s: past the 1.5 s player timeout).
@@ -371,8 +371,8 @@ async fn readiness_fails_while_internal_ingest_is_unavailable() {
     // An edge alone, whose ingest URL points at nothing.
     let host = TestHost::start_configured(Backends::Embedded, None, |config| {
         configure(config, &addrs, &[ORIGIN], &backend);
-        config.roles = vec![flowhost_core::config::Role::GatewayEdge];
-        config.gateway.ingest_url =
+        config.roles = vec!["gateway-edge".to_owned()];
+        config.section_mut::<flowhost_gateway::GatewayConfig>().ingest_url =
             format!("http://127.0.0.1:{}/internal/v1/events", flowhost_tests::gateway::free_port());
     })
     .await;
@@ -404,8 +404,9 @@ async fn on_redis_and_kafka_events_reach_the_broker_and_limits_are_shared() {
     let backend = PlayerBackend::start().await;
     let redis = format!("{}/5", servers::redis_url().trim_end_matches('/'));
     let gateway = Gateway::start(Backends::Distributed, &backend, |config| {
-        config.gateway.cache_url = Some(flowhost_core::config::Secret::new(redis.clone()));
-        config.gateway.requests_per_minute.token = 3;
+        config.section_mut::<flowhost_gateway::GatewayConfig>().cache_url =
+            Some(flowhost_core::config::Secret::new(redis.clone()));
+        config.section_mut::<flowhost_gateway::GatewayConfig>().requests_per_minute.token = 3;
     })
     .await;
     let token = format!("player-{}", rand_id());
@@ -423,8 +424,9 @@ async fn on_redis_and_kafka_events_reach_the_broker_and_limits_are_shared() {
 
     // A second gateway on the same Redis shares the validation cache and the token's request window.
     let second = Gateway::start(Backends::Distributed, &backend, |config| {
-        config.gateway.cache_url = Some(flowhost_core::config::Secret::new(redis.clone()));
-        config.gateway.requests_per_minute.token = 3;
+        config.section_mut::<flowhost_gateway::GatewayConfig>().cache_url =
+            Some(flowhost_core::config::Secret::new(redis.clone()));
+        config.section_mut::<flowhost_gateway::GatewayConfig>().requests_per_minute.token = 3;
         TestHost::join_deployment(config, &gateway.host.config);
     })
     .await;
@@ -436,7 +438,7 @@ async fn on_redis_and_kafka_events_reach_the_broker_and_limits_are_shared() {
     let records = read_events(&gateway.host.ports, PRESENCE_TOPIC, &ids, Duration::from_secs(60)).await;
     let player = token.trim_start_matches("player-");
     assert!(records.iter().all(|r| r.key.as_deref() == Some(format!("{TENANT}:{player}").as_bytes())));
-    let analytics_topic = gateway.host.config.gateway.analytics_topic.clone();
+    let analytics_topic = gateway.host.config.section::<flowhost_gateway::GatewayConfig>().analytics_topic.clone();
     let records =
         read_events(&gateway.host.ports, &analytics_topic, &[event_id(&analytics)].into(), Duration::from_secs(60))
             .await;
@@ -684,7 +686,8 @@ async fn a_hung_cache_is_a_dependency_failure_within_the_cache_timeout() {
     let redis = flowhost_tests::process::redis(port).await;
     let backend = PlayerBackend::start().await;
     let gateway = Gateway::start(Backends::Embedded, &backend, |config| {
-        config.gateway.cache_url = Some(flowhost_core::config::Secret::new(format!("redis://127.0.0.1:{port}")));
+        config.section_mut::<flowhost_gateway::GatewayConfig>().cache_url =
+            Some(flowhost_core::config::Secret::new(format!("redis://127.0.0.1:{port}")));
     })
     .await;
     assert_eq!(gateway.post(ORIGIN, Some("player-21"), &presence_event("opened")).await.0, 202);
@@ -792,7 +795,7 @@ async fn the_example_browser_client_follows_rule_7_against_the_edge() {
     let addrs = GatewayAddrs::free();
     let host = TestHost::start_configured(Backends::Embedded, None, |config| {
         configure(config, &addrs, &[page_origin.as_str()], &backend);
-        config.gateway.requests_per_minute.token = 1;
+        config.section_mut::<flowhost_gateway::GatewayConfig>().requests_per_minute.token = 1;
     })
     .await;
     let gateway = Gateway { host, addrs, http: reqwest::Client::new() };
@@ -867,9 +870,9 @@ async fn the_example_browser_client_follows_rule_7_against_the_edge() {
 /// other parts write. A worker-only process serves no `/ready` at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_admin_api_runs_as_its_own_role() {
-    use flowhost_core::config::Role;
     let backend = PlayerBackend::start().await;
-    let gateway = Gateway::launch(Backends::Embedded, &backend, |config| config.roles = vec![Role::GatewayAdmin]).await;
+    let gateway =
+        Gateway::launch(Backends::Embedded, &backend, |config| config.roles = vec!["gateway-admin".to_owned()]).await;
     let addrs = gateway.addrs;
     gateway.wait_ready(addrs.admin).await;
     gateway.host.ports.queue.enqueue("gateway-events", b"{}".to_vec()).await.unwrap();
@@ -883,14 +886,16 @@ async fn the_queue_admin_api_runs_as_its_own_role() {
     assert_eq!(metrics("/ready").await.unwrap().status(), 404);
     gateway.host.stop().await;
 
-    let ingest = Gateway::launch(Backends::Embedded, &backend, |config| config.roles = vec![Role::GatewayIngest]).await;
+    let ingest =
+        Gateway::launch(Backends::Embedded, &backend, |config| config.roles = vec!["gateway-ingest".to_owned()]).await;
     ingest.wait_ready(ingest.addrs.ingest).await;
     assert!(tokio::net::TcpStream::connect(ingest.addrs.admin).await.is_err(), "ingest serves no queue admin");
     ingest.host.stop().await;
 
     // A process running only the worker answers no readiness anywhere, its main socket included: liveness and
     // metrics only (spec 002 gives the worker no HTTP readiness).
-    let worker = Gateway::launch(Backends::Embedded, &backend, |config| config.roles = vec![Role::GatewayWorker]).await;
+    let worker =
+        Gateway::launch(Backends::Embedded, &backend, |config| config.roles = vec!["gateway-worker".to_owned()]).await;
     for base in [worker.host.base_url.clone(), format!("http://{}", worker.addrs.metrics)] {
         assert_eq!(worker.http.get(format!("{base}/health")).send().await.unwrap().status(), 200, "{base}");
         assert_eq!(worker.http.get(format!("{base}/ready")).send().await.unwrap().status(), 404, "{base}");

@@ -26,7 +26,7 @@ const WAIT: Duration = Duration::from_secs(20);
 
 fn configure(config: &mut Config) {
     config.plugins.bundled = true;
-    config.engine.flows_poll_interval_ms = 50;
+    config.section_mut::<flowhost_runs::EngineConfig>().flows_poll_interval_ms = 50;
 }
 
 async fn start_with(backends: Backends, tweak: impl FnOnce(&mut Config)) -> TestHost {
@@ -309,7 +309,10 @@ async fn admitted_within(host: &TestHost, player: i64, wait: Duration) -> bool {
 /// a client that stops reading is closed once a write has waited its timeout, freeing its slot; and other
 /// players connect throughout.
 async fn one_client_cannot_exhaust_the_websockets(backends: Backends) {
-    let host = start_with(backends, |config| config.push.max_inapp_connections_per_player = 1).await;
+    let host = start_with(backends, |config| {
+        config.section_mut::<flowhost_push_api::PushConfig>().max_inapp_connections_per_player = 1
+    })
+    .await;
     let (status, created) = editor(&host, Some(TENANT_A), "POST", "/api/v1/templates/in-app", Some(template())).await;
     assert_eq!(status, 201, "{created}");
 
@@ -365,7 +368,10 @@ async fn one_client_cannot_exhaust_the_websockets(backends: Backends) {
 /// template has it, else the template's first language. The tenants list shows each tenant's default.
 async fn the_language_falls_back_to_the_template_then_the_tenant(backends: Backends) {
     let host = start_with(backends, |config| {
-        config.push.tenant_default_languages.insert(TENANT_A.into(), "fr".into());
+        config
+            .section_mut::<flowhost_push_api::PushConfig>()
+            .tenant_default_languages
+            .insert(TENANT_A.into(), "fr".into());
     })
     .await;
     let contents = json!({ "de": { "title": "T", "body": "deutsch" }, "en": { "title": "T", "body": "english" },
@@ -430,7 +436,8 @@ async fn a_component_built_for_notify_0_1_keeps_working(backends: Backends) {
 
     let host = start_with(backends, |config| {
         granted(config);
-        config.push.channels_enabled = vec![flowhost_core::config::Channel::WebPush];
+        config.section_mut::<flowhost_push_api::PushConfig>().channels_enabled =
+            vec![flowhost_notifications::Channel::WebPush];
     })
     .await;
     assert!(upload(&host).await.unwrap().status().is_success());

@@ -17,7 +17,10 @@ on_both_backends!(
 );
 
 async fn start(backends: Backends) -> TestHost {
-    let host = TestHost::start_configured(backends, None, |config| config.engine.flows_poll_interval_ms = 50).await;
+    let host = TestHost::start_configured(backends, None, |config| {
+        config.section_mut::<flowhost_runs::EngineConfig>().flows_poll_interval_ms = 50
+    })
+    .await;
     let schema = json!({"fields": [
         {"name": "amount", "type": "double"}, {"name": "player_id", "type": "string"}
     ]});

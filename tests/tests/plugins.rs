@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use flowhost_core::config::{Config, NodeKindsMode};
+use flowhost_core::config::Config;
+use flowhost_runs::NodeKindsMode;
 use flowhost_runtime_fixtures as fixtures;
 use flowhost_tests::host::{json_value, response_parts};
 use flowhost_tests::{on_both_backends, unique, Backends, TestHost};
@@ -361,8 +362,10 @@ async fn documents_and_in_process_data_sources(backends: Backends) {
 /// With `engine.node_kinds = wasm` and no `condition`/`mapping` component yet, the engine retries the batch
 /// (counted) instead of dropping it; once an operator uploads them, the event comes out mapped.
 async fn the_engine_waits_for_a_missing_node_kind_and_loses_nothing(backends: Backends) {
-    let host =
-        TestHost::start_configured(backends, None, |config| config.engine.node_kinds = NodeKindsMode::Wasm).await;
+    let host = TestHost::start_configured(backends, None, |config| {
+        config.section_mut::<flowhost_runs::EngineConfig>().node_kinds = NodeKindsMode::Wasm
+    })
+    .await;
     let schema = json!({"fields": [{"name": "amount", "type": "double"}, {"name": "player", "type": "string"}]});
     assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
     let (source, out) = (unique("deposits"), unique("big"));
@@ -454,7 +457,7 @@ async fn a_failed_catalog_step_leaves_no_orphan_row_and_a_retry_completes(backen
 async fn a_plugin_waiting_in_a_host_call_ends_at_its_deadline(backends: Backends) {
     let host = TestHost::start_configured(backends, None, |config| {
         config.plugins.timeout_ms = 300;
-        config.engine.flows_poll_interval_ms = 50;
+        config.section_mut::<flowhost_runs::EngineConfig>().flows_poll_interval_ms = 50;
     })
     .await;
     assert_eq!(upload(&host, "sleeper", "0.1.0", fixtures::bytes("sleeper")).await.0, 201);
@@ -597,7 +600,7 @@ async fn capabilities_are_granted_scoped_to_the_tenant_and_capped(backends: Back
 /// in process and through the service endpoint's reply over HTTP.
 async fn a_trap_never_shows_its_internals_in_an_answer(backends: Backends) {
     let host = TestHost::start_configured(backends, None, |config| {
-        config.engine.flows_poll_interval_ms = 50;
+        config.section_mut::<flowhost_runs::EngineConfig>().flows_poll_interval_ms = 50;
     })
     .await;
     assert_eq!(upload(&host, "trap", "0.1.0", fixtures::bytes("trap")).await.0, 201);

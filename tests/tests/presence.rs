@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use flowhost_core::config::Role;
 use flowhost_core::ports::{OutRecord, Versioned};
 use flowhost_tests::gateway::free_port;
 use flowhost_tests::host::read_topic;
@@ -48,9 +47,9 @@ impl Presence {
             flowhost_core::ports::Topics::create_topic(&kafka, &input, 2).await.unwrap();
         }
         let host = TestHost::start_configured(backends, None, |config| {
-            config.roles = vec![Role::Presence];
+            config.roles = vec!["presence".to_owned()];
             config.plugins.bundled = true;
-            let presence = &mut config.presence;
+            let presence = config.section_mut::<flowhost_presence::PresenceConfig>();
             presence.http_addr = addr.clone();
             presence.expiry_seconds = expiry_seconds;
             presence.sweep_interval_seconds = 1;
@@ -60,7 +59,7 @@ impl Presence {
             presence.group = unique("presence");
             if distributed {
                 config.kafka.topic_prefix = Some(deployment.clone());
-                let presence = &mut config.presence;
+                let presence = config.section_mut::<flowhost_presence::PresenceConfig>();
                 presence.bootstrap_servers = vec![servers::kafka_brokers()];
                 presence.docdb_uri = Some(flowhost_core::config::Secret::new(servers::mongodb_uri()));
                 presence.dlq_replication_factor = 1;
@@ -71,7 +70,7 @@ impl Presence {
         })
         .await;
         // A test may have named another input topic (a second replica of another test's group).
-        let input = host.config.presence.input_topic.clone();
+        let input = host.config.section::<flowhost_presence::PresenceConfig>().input_topic.clone();
         let dead_letters = flowhost_presence::dead_letter::dead_letter_topic(&input);
         // Tenants differ per test: the MongoDB database `presence` is shared by every run.
         let tenant = (uuid::Uuid::new_v4().as_u128() % 1_000_000_000 + 1).to_string();
@@ -145,7 +144,7 @@ impl Presence {
     }
 
     async fn documents(&self) -> std::sync::Arc<dyn flowhost_core::ports::DocumentStore> {
-        match &self.host.config.presence.docdb_uri {
+        match &self.host.config.section::<flowhost_presence::PresenceConfig>().docdb_uri {
             Some(uri) => {
                 std::sync::Arc::new(flowhost_mongo::MongoDocuments::connect(uri.expose(), "presence").await.unwrap())
             }
@@ -453,8 +452,9 @@ async fn a_frozen_document_store_blocks_the_partition_until_it_answers_and_loses
     let port = free_port();
     let mongo = flowhost_tests::process::mongodb(port).await;
     let presence = Presence::start_with(Backends::Embedded, 120, |config| {
-        config.presence.docdb_uri = Some(flowhost_core::config::Secret::new(format!("mongodb://127.0.0.1:{port}")));
-        config.presence.docdb_timeout_ms = 1000;
+        config.section_mut::<flowhost_presence::PresenceConfig>().docdb_uri =
+            Some(flowhost_core::config::Secret::new(format!("mongodb://127.0.0.1:{port}")));
+        config.section_mut::<flowhost_presence::PresenceConfig>().docdb_timeout_ms = 1000;
     })
     .await;
     presence.send(&presence.envelope("701", "34", SESSION_A, "opened")).await;
@@ -718,10 +718,14 @@ async fn sigterm_commits_what_was_marked_and_leaves_the_group_within_20_s() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_and_the_sweep_never_overwrite_a_newer_state() {
     let first = Presence::start(Backends::Distributed, 1).await;
-    let (input, group, tenant) = (first.input.clone(), first.host.config.presence.group.clone(), first.tenant.clone());
+    let (input, group, tenant) = (
+        first.input.clone(),
+        first.host.config.section::<flowhost_presence::PresenceConfig>().group.clone(),
+        first.tenant.clone(),
+    );
     let second = Presence::start_with(Backends::Distributed, 1, |config| {
-        config.presence.input_topic = input.clone();
-        config.presence.group = group.clone();
+        config.section_mut::<flowhost_presence::PresenceConfig>().input_topic = input.clone();
+        config.section_mut::<flowhost_presence::PresenceConfig>().group = group.clone();
         TestHost::join_deployment(config, &first.host.config);
     })
     .await;

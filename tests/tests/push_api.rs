@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flowhost_core::collections::{WEBPUSH_ACTIVITY, WEBPUSH_EVENTS, WEBPUSH_SUBSCRIPTIONS, WEBPUSH_TEMPLATES};
-use flowhost_core::config::{Channel, Role, Secret};
+use flowhost_core::config::Secret;
 use flowhost_core::{Clock, ManualClock, SystemClock};
 use flowhost_notifications::records::{retention, store_activity, NotificationActivity};
 use flowhost_notifications::token::{mint, InteractionClaims};
+use flowhost_notifications::Channel;
 use flowhost_tests::process::free_port;
 use flowhost_tests::push::{
     assert_error, callers_json, detail_fields, editor, platform, send, subscription, Body, BRIDGE_TOKEN,
@@ -66,7 +67,7 @@ async fn push_host_with(
     configure: impl FnOnce(&mut flowhost_core::config::Config),
 ) -> TestHost {
     TestHost::start_configured(backends, clock, |config| {
-        config.roles = vec![Role::Admin, Role::PushApi];
+        config.roles = vec!["admin".to_owned(), "push-api".to_owned()];
         configure(config);
     })
     .await
@@ -144,7 +145,7 @@ async fn client_config(backends: Backends) {
     assert_eq!(host.call("GET", "/health", None).await, (200, json!({ "status": "ok" })));
     let (_, ready) = host.call("GET", "/ready", None).await;
     assert_eq!(ready.get("warnings"), None, "the target hosts are restricted: {ready}");
-    let public_key = host.config.push.vapid_public_key.clone().unwrap();
+    let public_key = host.config.section::<flowhost_push_api::PushConfig>().vapid_public_key.clone().unwrap();
     for token in [BRIDGE_TOKEN, OPS_TOKEN, CONFIG_ONLY_TOKEN] {
         // The bridge is limited to tenant-a: tenant scope is not checked on this route.
         let response = platform(&host, token, "GET", CLIENT_CONFIG, None).await;
@@ -154,10 +155,10 @@ async fn client_config(backends: Backends) {
 
     // Dry run and a temporary (auto) VAPID pair: not ready, and the reasons say why.
     let host = push_host_with(backends, None, |config| {
-        config.push.dry_run = true;
-        config.push.vapid_public_key = None;
-        config.push.vapid_private_key = None;
-        config.push.allow_auto_vapid = true;
+        config.section_mut::<flowhost_push_api::PushConfig>().dry_run = true;
+        config.section_mut::<flowhost_push_api::PushConfig>().vapid_public_key = None;
+        config.section_mut::<flowhost_push_api::PushConfig>().vapid_private_key = None;
+        config.section_mut::<flowhost_push_api::PushConfig>().allow_auto_vapid = true;
     })
     .await;
     let response = platform(&host, BRIDGE_TOKEN, "GET", CLIENT_CONFIG, None).await;
@@ -167,7 +168,9 @@ async fn client_config(backends: Backends) {
     host.stop().await;
 
     // Dry run alone also keeps it not ready.
-    let host = push_host_with(backends, None, |config| config.push.dry_run = true).await;
+    let host =
+        push_host_with(backends, None, |config| config.section_mut::<flowhost_push_api::PushConfig>().dry_run = true)
+            .await;
     let response = platform(&host, BRIDGE_TOKEN, "GET", CLIENT_CONFIG, None).await;
     let details = assert_error(&response, 503, "PUSH_ENV_NOT_READY", "dry run");
     assert_eq!(details["reasons"], json!(["WEB_PUSH_DRY_RUN is true"]));
@@ -177,7 +180,7 @@ async fn client_config(backends: Backends) {
 /// No VAPID pair, no interaction secret, no editor token, web push not among the channels.
 async fn unconfigured_environment(backends: Backends) {
     let host = push_host_with(backends, None, |config| {
-        let push = &mut config.push;
+        let push = config.section_mut::<flowhost_push_api::PushConfig>();
         push.vapid_public_key = None;
         push.vapid_private_key = None;
         push.interaction_token_secret = None;
@@ -378,7 +381,10 @@ async fn bad_policy_fails_health_not_the_start(backends: Backends) {
         ),
     ];
     for (name, policy) in cases {
-        let host = push_host_with(backends, None, |config| config.push.callers_json = Some(Secret::new(policy))).await;
+        let host = push_host_with(backends, None, |config| {
+            config.section_mut::<flowhost_push_api::PushConfig>().callers_json = Some(Secret::new(policy))
+        })
+        .await;
         let health = host.call("GET", "/health", None).await;
         assert_eq!(health, (503, json!({ "status": "unavailable", "failing": ["push_caller_policy"] })), "{name}");
         for token in [BRIDGE_TOKEN, OPS_TOKEN] {
@@ -408,7 +414,10 @@ async fn wait_for_listener(port: u16) {
 
 async fn separate_listener(backends: Backends) {
     let port = free_port();
-    let host = push_host_with(backends, None, |config| config.push.listen = Some(format!("127.0.0.1:{port}"))).await;
+    let host = push_host_with(backends, None, |config| {
+        config.section_mut::<flowhost_push_api::PushConfig>().listen = Some(format!("127.0.0.1:{port}"))
+    })
+    .await;
     let push_url = |path: &str| format!("http://127.0.0.1:{port}{path}");
     let auth = format!("Bearer {BRIDGE_TOKEN}");
     let headers = [("authorization", auth.as_str()), ("x-source-app", SOURCE_APP)];
@@ -427,8 +436,8 @@ async fn separate_listener(backends: Backends) {
     // With a broken policy both listeners' /health answer 503.
     let port = free_port();
     let host = push_host_with(backends, None, |config| {
-        config.push.listen = Some(format!("127.0.0.1:{port}"));
-        config.push.callers_json = Some(Secret::new("[]"));
+        config.section_mut::<flowhost_push_api::PushConfig>().listen = Some(format!("127.0.0.1:{port}"));
+        config.section_mut::<flowhost_push_api::PushConfig>().callers_json = Some(Secret::new("[]"));
     })
     .await;
     wait_for_listener(port).await;
@@ -1065,14 +1074,14 @@ async fn activity_and_notifications(backends: Backends) {
     // The activity list pages through the store's queries: reading the collection whole fails here.
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(backends, dir.path());
-    config.roles = vec![Role::Admin, Role::PushApi];
+    config.roles = vec!["admin".to_owned(), "push-api".to_owned()];
     let mut ports = flowhost::connect(&config).await.unwrap();
     let faulty = flowhost_tests::faulty::FaultyDocuments::new(ports.documents.clone());
     faulty.refuse_scans(flowhost_core::collections::WEBPUSH_ACTIVITY);
     ports.documents = faulty;
     let host = TestHost::start_on(config, ports).await;
     // The sender's write path, as the sender will use it.
-    let kept = retention(host.config.push.retention_days);
+    let kept = retention(host.config.section::<flowhost_push_api::PushConfig>().retention_days);
     let t0 = SystemClock.now_ms();
     for record in [
         activity("n-a1", TENANT_A, 42, t0, "delivered"),
@@ -1227,13 +1236,19 @@ async fn send_routes(backends: Backends) {
     host.stop().await;
 
     // A disabled channel says so on the send path; client-config stays ready (both keys, no dry run).
-    let host = push_host_with(backends, None, |config| config.push.channels_enabled = vec![Channel::InApp]).await;
+    let host = push_host_with(backends, None, |config| {
+        config.section_mut::<flowhost_push_api::PushConfig>().channels_enabled = vec![Channel::InApp]
+    })
+    .await;
     let (status, config) = platform(&host, BRIDGE_TOKEN, "GET", CLIENT_CONFIG, None).await;
     assert_eq!(status, 200, "{config}");
     let response = editor(&host, None, "POST", "/api/v1/webpush/send", Some(valid)).await;
     assert_error(&response, 503, "CHANNEL_DISABLED", "web push disabled");
     host.stop().await;
-    let host = push_host_with(backends, None, |config| config.push.channels_enabled = vec![Channel::WebPush]).await;
+    let host = push_host_with(backends, None, |config| {
+        config.section_mut::<flowhost_push_api::PushConfig>().channels_enabled = vec![Channel::WebPush]
+    })
+    .await;
     let response = editor(&host, None, "POST", "/api/v1/templates/in-app/send", Some(inapp)).await;
     assert_error(&response, 503, "CHANNEL_DISABLED", "in-app disabled");
     host.stop().await;
@@ -1244,10 +1259,12 @@ async fn send_routes(backends: Backends) {
 /// time) never removes anything early.
 async fn retention_expires_activity_and_events(backends: Backends) {
     let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
-    let host =
-        push_host_with(backends, Some(clock.clone()), |config| config.push.retention_sweep_interval_ms = 50).await;
-    assert_eq!(host.config.push.retention_days, 30);
-    let kept = retention(host.config.push.retention_days);
+    let host = push_host_with(backends, Some(clock.clone()), |config| {
+        config.section_mut::<flowhost_push_api::PushConfig>().retention_sweep_interval_ms = 50
+    })
+    .await;
+    assert_eq!(host.config.section::<flowhost_push_api::PushConfig>().retention_days, 30);
+    let kept = retention(host.config.section::<flowhost_push_api::PushConfig>().retention_days);
     let t0 = clock.now_ms();
     store_activity(&host.ports, kept, &activity("n-old", TENANT_A, 42, t0, "delivered")).await.unwrap();
     let token = mint(INTERACTION_SECRET.as_bytes(), &claims(TENANT_A, 42, "n-old", "d-old", t0 + 90 * DAY_MS));
@@ -1321,7 +1338,7 @@ async fn retention_expires_activity_and_events(backends: Backends) {
 async fn storage_failures_answer_internal_error(backends: Backends) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(backends, dir.path());
-    config.roles = vec![Role::Admin, Role::PushApi];
+    config.roles = vec!["admin".to_owned(), "push-api".to_owned()];
     let mut ports = flowhost::connect(&config).await.unwrap();
     let faulty = flowhost_tests::faulty::FaultyDocuments::new(ports.documents.clone());
     ports.documents = faulty.clone();
@@ -1352,9 +1369,9 @@ async fn interaction_events_keep_the_30_day_ttl(backends: Backends) {
     let t0 = clock.now_ms();
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(backends, dir.path());
-    config.roles = vec![Role::Admin, Role::PushApi];
-    config.push.retention_days = 90;
-    config.push.retention_sweep_interval_ms = 50;
+    config.roles = vec!["admin".to_owned(), "push-api".to_owned()];
+    config.section_mut::<flowhost_push_api::PushConfig>().retention_days = 90;
+    config.section_mut::<flowhost_push_api::PushConfig>().retention_sweep_interval_ms = 50;
     let ports = flowhost::connect_with_clock(&config, clock.clone()).await.unwrap();
     // Written by an earlier deployment, 31 days ago, to expire in a year.
     let stale = json!({ "source": "semantic", "event_id": "stale", "event_type": "read", "tenant_id": TENANT_A,
@@ -1370,7 +1387,7 @@ async fn interaction_events_keep_the_30_day_ttl(backends: Backends) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    let kept = retention(host.config.push.retention_days);
+    let kept = retention(host.config.section::<flowhost_push_api::PushConfig>().retention_days);
     store_activity(&host.ports, kept, &activity("n-1", TENANT_A, 42, t0, "delivered")).await.unwrap();
     let event = semantic_event(TENANT_A, 42, "s-1", "read");
     assert_eq!(platform(&host, BRIDGE_TOKEN, "POST", SEMANTIC, Some(event)).await.0, 202);

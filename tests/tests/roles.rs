@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use flowhost_core::config::{Role, Secret};
+use flowhost_core::config::Secret;
 use flowhost_tests::process::free_port;
 use flowhost_tests::{on_both_backends, Backends, TestHost};
 use serde_json::{json, Value};
@@ -54,7 +54,7 @@ async fn start_with_push_listener(
     for _ in 0..5 {
         let port = free_port();
         let host = TestHost::start_configured(backends, None, |config| {
-            config.push.listen = Some(format!("127.0.0.1:{port}"));
+            config.section_mut::<flowhost_push_api::PushConfig>().listen = Some(format!("127.0.0.1:{port}"));
             configure(config);
         })
         .await;
@@ -80,8 +80,10 @@ async fn every_listener_answers_health_and_ready(backends: Backends) {
     host.stop().await;
 
     // A broken caller policy is a liveness failure: /health and /ready of every listener name it.
-    let (host, push_port) =
-        start_with_push_listener(backends, |config| config.push.callers_json = Some(Secret::new("[]"))).await;
+    let (host, push_port) = start_with_push_listener(backends, |config| {
+        config.section_mut::<flowhost_push_api::PushConfig>().callers_json = Some(Secret::new("[]"))
+    })
+    .await;
     let push = |path: &str| format!("http://127.0.0.1:{push_port}{path}");
     let expected = json!({"status": "not_ready", "failing": ["push_caller_policy"]});
     let until = Instant::now() + Duration::from_secs(30);
@@ -146,7 +148,8 @@ async fn admin_token_guards_the_admin_routes(backends: Backends) {
 /// A process running only the engine has no admin routes, but its main listener still answers the probes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_only_process_answers_its_probes() {
-    let host = TestHost::start_configured(Backends::Embedded, None, |config| config.roles = vec![Role::Engine]).await;
+    let host =
+        TestHost::start_configured(Backends::Embedded, None, |config| config.roles = vec!["engine".to_owned()]).await;
     assert_eq!(wait_ready(&host.http, &host.url("/ready")).await, json!({"status": "ready"}));
     assert_eq!(get(&host.http, &host.url("/health"), None).await.1, json!({"status": "ok"}));
     assert!(host.metric("flowhost_engine_rule_cache_reloads_total").await >= 1.0);

@@ -31,7 +31,7 @@ on_both_backends!(
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 
 fn configure(config: &mut flowhost_core::config::Config) {
-    config.engine.flows_poll_interval_ms = 50;
+    config.section_mut::<flowhost_runs::EngineConfig>().flows_poll_interval_ms = 50;
 }
 
 async fn start(backends: Backends, clock: Option<Arc<ManualClock>>) -> TestHost {
@@ -338,7 +338,7 @@ async fn a_record_consumed_again_starts_no_second_run(backends: Backends) {
     drop(ports);
 
     // The same store, another consumer group: every source record is consumed again from the start.
-    config.engine.group_id = unique("engine");
+    config.section_mut::<flowhost_runs::EngineConfig>().group_id = unique("engine");
     let host = TestHost::start_with(config).await;
     tokio::time::sleep(host.quiet_period()).await;
     host.publish(&source, &[deposit(500.0, "p3")]).await;
@@ -372,13 +372,13 @@ async fn runs_and_dead_letters_expire_and_the_store_shrinks(backends: Backends) 
     let clock = Arc::new(ManualClock::new(T0));
     let host = TestHost::start_configured(backends, Some(clock.clone() as Arc<dyn flowhost_core::Clock>), |config| {
         configure(config);
-        config.engine.runs.sweep_interval_ms = 50;
+        config.section_mut::<flowhost_runs::EngineConfig>().runs.sweep_interval_ms = 50;
         // The source events stay in their topics, so the file shrinks by the runs alone.
         config.topics.retention_ms = 10 * 365 * 24 * 60 * 60 * 1000;
     })
     .await;
     prepare(&host).await;
-    let storage = host.config.engine.runs.clone();
+    let storage = host.config.section::<flowhost_runs::EngineConfig>().runs.clone();
     assert_eq!((storage.retention_ms, storage.dead_letter_retention_ms), (7 * 86_400_000, 30 * 86_400_000));
     let (source, out) = (unique("deposits"), unique("accepted"));
     let id = host.release_flow(flow(&source, &out, "limit", json!({"amount": "{{amount}}", "limit": 1000}))).await;
@@ -441,7 +441,7 @@ async fn runs_and_dead_letters_expire_and_the_store_shrinks(backends: Backends) 
 async fn finished_runs_keep_node_payloads_as_configured(backends: Backends) {
     let host = TestHost::start_configured(backends, None, |config| {
         configure(config);
-        config.engine.runs.node_payloads = flowhost_core::config::NodePayloads::Failed;
+        config.section_mut::<flowhost_runs::EngineConfig>().runs.node_payloads = flowhost_runs::NodePayloads::Failed;
     })
     .await;
     prepare(&host).await;
@@ -469,7 +469,7 @@ async fn finished_runs_keep_node_payloads_as_configured(backends: Backends) {
 async fn conditions_and_mappings_run_as_components_of_the_active_version(backends: Backends) {
     let host = TestHost::start_configured(backends, None, |config| {
         configure(config);
-        config.engine.node_kinds = flowhost_core::config::NodeKindsMode::Wasm;
+        config.section_mut::<flowhost_runs::EngineConfig>().node_kinds = flowhost_runs::NodeKindsMode::Wasm;
         config.plugins.bundled = true;
     })
     .await;

@@ -156,7 +156,7 @@ async fn every_call_has_a_time_limit() {
 #[tokio::test]
 async fn key_vault_url_must_be_https_off_loopback() {
     let mut config = Config { key_vault_url: Some("http://flowhost.vault.azure.net".into()), ..Config::default() };
-    config.push.editor_token_secret_name = Some("editor".into());
+    config.section_mut::<flowhost_push_api::PushConfig>().editor_token_secret_name = Some("editor".into());
     let error = flowhost::resolve_secrets(&mut config, &|_| None).await.unwrap_err();
     let config_error = error.downcast_ref::<ConfigError>().expect("a ConfigError");
     assert_eq!(config_error.setting, "KEY_VAULT_URL");
@@ -166,10 +166,11 @@ async fn key_vault_url_must_be_https_off_loopback() {
 /// The configuration of a host whose editor token and interaction secret are only named in the vault.
 fn named_in_vault(config: &mut Config, stand_in: &StandInVault) {
     config.key_vault_url = Some(stand_in.url.clone());
-    config.push.editor_token = None;
-    config.push.editor_token_secret_name = Some("editor-token".into());
-    config.push.interaction_token_secret = None;
-    config.push.interaction_token_secret_secret_name = Some("interaction-secret".into());
+    config.section_mut::<flowhost_push_api::PushConfig>().editor_token = None;
+    config.section_mut::<flowhost_push_api::PushConfig>().editor_token_secret_name = Some("editor-token".into());
+    config.section_mut::<flowhost_push_api::PushConfig>().interaction_token_secret = None;
+    config.section_mut::<flowhost_push_api::PushConfig>().interaction_token_secret_secret_name =
+        Some("interaction-secret".into());
 }
 
 #[tokio::test]
@@ -197,7 +198,10 @@ async fn flowhost_starts_with_push_secrets_from_the_vault() {
     named_in_vault(&mut config, &stand_in);
     let env = stand_in.env(&CredentialKind::Imds);
     flowhost::resolve_secrets(&mut config, &|name| env.get(name).cloned()).await.unwrap();
-    assert_eq!(config.push.editor_token, Some(Secret::new("value-editor-token-from-vault")));
+    assert_eq!(
+        config.section::<flowhost_push_api::PushConfig>().editor_token,
+        Some(Secret::new("value-editor-token-from-vault"))
+    );
     assert_eq!((stand_in.token_requests(), stand_in.secret_requests()), (1, 2));
     let host = TestHost::start_with(config).await;
     let tenants = |token: &'static str| {

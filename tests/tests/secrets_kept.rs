@@ -17,7 +17,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use flowhost_core::config::{Role, Secret};
+use flowhost_core::config::Secret;
 use flowhost_tests::every_role::{configure_presence_and_campaigns, ORIGIN};
 use flowhost_tests::gateway::{configure as configure_gateway, GatewayAddrs, PlayerBackend};
 use flowhost_tests::process::free_addr;
@@ -92,22 +92,22 @@ async fn no_secret_leaves_its_place(backends: Backends) {
         configure_gateway(config, &gateway, &[ORIGIN], &player_backend);
         sender::configure(config, &service);
         config.roles = vec![
-            Role::Admin,
-            Role::Engine,
-            Role::PushApi,
-            Role::Sender,
-            Role::Gateway,
-            Role::Presence,
-            Role::Campaigns,
+            "admin".to_owned(),
+            "engine".to_owned(),
+            "push-api".to_owned(),
+            "sender".to_owned(),
+            "gateway".to_owned(),
+            "presence".to_owned(),
+            "campaigns".to_owned(),
         ];
         config.api.admin_token = Some(Secret::new(&admin_token));
         config.metrics_token = Some(Secret::new(&metrics_token));
         config.service_signing_key = Some(Secret::new(&signing_key));
-        config.gateway.cache_hmac_key = Some(Secret::new(&hmac_key));
+        config.section_mut::<flowhost_gateway::GatewayConfig>().cache_hmac_key = Some(Secret::new(&hmac_key));
         config.redis.password = Some(Secret::new(&redis_password));
-        config.push.listen = Some(push_addr.clone());
+        config.section_mut::<flowhost_push_api::PushConfig>().listen = Some(push_addr.clone());
         configure_presence_and_campaigns(config, backends, &presence_addr, &campaigns_addr);
-        let campaigns = &mut config.campaigns;
+        let campaigns = config.section_mut::<flowhost_campaigns::CampaignsConfig>();
         campaigns.bearer_token = Some(Secret::new(&campaigns_bearer));
         campaigns.external_url = Some(format!("http://{closed}/campaigns"));
         campaigns.external_token = Some(Secret::new(&external_token));
@@ -118,7 +118,8 @@ async fn no_secret_leaves_its_place(backends: Backends) {
         config.egress.allowed = vec!["127.0.0.1".to_owned()];
     })
     .await;
-    let vapid_private_key = host.config.push.vapid_private_key.as_ref().unwrap().expose().to_owned();
+    let vapid_private_key =
+        host.config.section::<flowhost_push_api::PushConfig>().vapid_private_key.as_ref().unwrap().expose().to_owned();
     let secrets = Secrets(vec![
         ("FLOWHOST_ADMIN_TOKEN", admin_token.clone()),
         ("FLOWHOST_METRICS_TOKEN", metrics_token.clone()),

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use flowhost_core::collections::WEBPUSH_SUBSCRIPTIONS;
-use flowhost_core::config::{Channel, Role};
+use flowhost_notifications::Channel;
 use flowhost_tests::push::{assert_error, editor, platform, EDITOR_TOKEN, OPS_TOKEN, TENANT_A};
 use flowhost_tests::push_service::PushService;
 use flowhost_tests::sender::{configure, release_push_flow, release_push_flow_through, start, subscribe};
@@ -220,7 +220,8 @@ async fn a_redelivered_send_pushes_once_and_honours_retry_after(backends: Backen
 
 async fn dry_run_records_skipped_deliveries(backends: Backends) {
     let service = PushService::start().await;
-    let host = start(backends, &service, |config| config.push.dry_run = true).await;
+    let host =
+        start(backends, &service, |config| config.section_mut::<flowhost_push_api::PushConfig>().dry_run = true).await;
     let sub = service.subscribe(&[201], None).await;
     subscribe(&host, 60, &sub).await;
     let (status, result) = editor(&host, None, "POST", SEND, Some(send_body(60))).await;
@@ -349,7 +350,7 @@ async fn a_segment_retargeted_to_another_kafka_topic_reaches_the_service(backend
     let service = PushService::start().await;
     let host = start(backends, &service, |config| {
         // Far beyond the test's patience: an unanswered envelope would show as no output, not as a late one.
-        config.engine.reply_timeout_ms = 600_000;
+        config.section_mut::<flowhost_runs::EngineConfig>().reply_timeout_ms = 600_000;
     })
     .await;
     let sub = service.subscribe(&[201], None).await;
@@ -461,7 +462,7 @@ async fn sender_process(
     let mut config = api.config.clone();
     TestHost::join_deployment(&mut config, &api.config);
     configure(&mut config, service);
-    config.roles = vec![Role::Sender];
+    config.roles = vec!["sender".to_owned()];
     config.api.port = 0;
     tweak(&mut config);
     if api.config.nats.url.is_some() {
@@ -475,7 +476,7 @@ async fn sender_process(
 /// port to the sender process, which delivers it (decrypted by the push service) and answers the route.
 async fn an_editor_send_is_delivered_by_a_sender_in_another_process(backends: Backends) {
     let service = PushService::start().await;
-    let api = start(backends, &service, |config| config.roles = vec![Role::Admin, Role::PushApi]).await;
+    let api = start(backends, &service, |config| config.roles = vec!["admin".to_owned(), "push-api".to_owned()]).await;
     let sub = service.subscribe(&[201], None).await;
     subscribe(&api, 42, &sub).await;
     // No sender anywhere: nothing is sent, and the answer says so.
@@ -525,12 +526,15 @@ async fn dead_letter_of_a_push_flow(host: &TestHost, player: i64) -> Value {
 /// step's error and its dead letter name it.
 async fn without_a_vapid_pair_sends_and_flow_steps_name_push_env_not_ready(backends: Backends) {
     let service = PushService::start().await;
-    let api = start(backends, &service, |config| config.roles = vec![Role::Admin, Role::Engine, Role::PushApi]).await;
+    let api = start(backends, &service, |config| {
+        config.roles = vec!["admin".to_owned(), "engine".to_owned(), "push-api".to_owned()]
+    })
+    .await;
     let sub = service.subscribe(&[201], None).await;
     subscribe(&api, 42, &sub).await;
     let sender = sender_process(&api, &service, |config| {
-        config.push.vapid_public_key = None;
-        config.push.vapid_private_key = None;
+        config.section_mut::<flowhost_push_api::PushConfig>().vapid_public_key = None;
+        config.section_mut::<flowhost_push_api::PushConfig>().vapid_private_key = None;
     })
     .await;
     let response = send_once_a_sender_answers(&api, &send_body(42)).await;
@@ -545,10 +549,10 @@ async fn without_a_vapid_pair_sends_and_flow_steps_name_push_env_not_ready(backe
     // A flow step on such a sender (in process here) fails naming the code, and so does its dead letter.
     let host = TestHost::start_configured(backends, None, |config| {
         configure(config, &service);
-        config.push.vapid_public_key = None;
-        config.push.vapid_private_key = None;
-        config.engine.retry.max_attempts = 2;
-        config.engine.retry.initial_backoff_ms = 100;
+        config.section_mut::<flowhost_push_api::PushConfig>().vapid_public_key = None;
+        config.section_mut::<flowhost_push_api::PushConfig>().vapid_private_key = None;
+        config.section_mut::<flowhost_runs::EngineConfig>().retry.max_attempts = 2;
+        config.section_mut::<flowhost_runs::EngineConfig>().retry.initial_backoff_ms = 100;
     })
     .await;
     let (status, created) =
@@ -598,7 +602,10 @@ async fn player_zero_and_a_disabled_channel_dead_letter_a_flow_step_as_permanent
     host.stop().await;
 
     // Web push not among the deployment's channels: the flow step is dead-lettered at once, naming the setting.
-    let host = start(backends, &service, |config| config.push.channels_enabled = vec![Channel::InApp]).await;
+    let host = start(backends, &service, |config| {
+        config.section_mut::<flowhost_push_api::PushConfig>().channels_enabled = vec![Channel::InApp]
+    })
+    .await;
     let letter = dead_letter_of_a_push_flow(&host, 42).await;
     assert_eq!((letter["reason"].as_str(), letter["attempts"].as_u64()), (Some("permanent"), Some(1)), "{letter}");
     assert!(letter["error"].as_str().unwrap().contains("FLOWHOST_CHANNELS_ENABLED"), "{letter}");

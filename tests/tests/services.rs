@@ -28,7 +28,7 @@ on_both_backends!(
 
 async fn start(backends: Backends, configure: impl FnOnce(&mut flowhost_core::config::Config)) -> TestHost {
     let host = TestHost::start_configured(backends, None, |config| {
-        config.engine.flows_poll_interval_ms = 50;
+        config.section_mut::<flowhost_runs::EngineConfig>().flows_poll_interval_ms = 50;
         configure(config);
     })
     .await;
@@ -252,9 +252,9 @@ async fn a_missing_retarget_topic_fails_closed(backends: Backends) {
 
 async fn a_service_that_never_replies_is_asked_again_then_dead_lettered(backends: Backends) {
     let host = start(backends, |config| {
-        config.engine.reply_timeout_ms = 300;
-        config.engine.retry.max_attempts = 2;
-        config.engine.retry.initial_backoff_ms = 100;
+        config.section_mut::<flowhost_runs::EngineConfig>().reply_timeout_ms = 300;
+        config.section_mut::<flowhost_runs::EngineConfig>().retry.max_attempts = 2;
+        config.section_mut::<flowhost_runs::EngineConfig>().retry.initial_backoff_ms = 100;
     })
     .await;
     let service = format!("quiet{}", &unique("s")[2..10]);
@@ -425,7 +425,7 @@ async fn a_kafka_reply_the_store_cannot_take_yet_is_not_lost(backends: Backends)
     use flowhost_core::collections::FLOW_RUNS;
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(backends, dir.path());
-    config.engine.flows_poll_interval_ms = 50;
+    config.section_mut::<flowhost_runs::EngineConfig>().flows_poll_interval_ms = 50;
     let mut ports = flowhost::connect(&config).await.unwrap();
     let faulty = flowhost_tests::faulty::FaultyDocuments::new(ports.documents.clone());
     ports.documents = faulty.clone();

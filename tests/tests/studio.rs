@@ -364,8 +364,10 @@ fn components(names: &[&str]) -> tempfile::TempDir {
 /// two versions diffed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wasm_flow_is_built_run_replayed_and_diffed_in_chromium() {
-    let host =
-        TestHost::start_configured(Backends::Embedded, None, |config| config.engine.flows_poll_interval_ms = 50).await;
+    let host = TestHost::start_configured(Backends::Embedded, None, |config| {
+        config.section_mut::<flowhost_runs::EngineConfig>().flows_poll_interval_ms = 50
+    })
+    .await;
     let schema = json!({"fields": [{"name": "amount", "type": "double"}, {"name": "player_id", "type": "string"}]});
     assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
     let wasm = components(&["ledger"]);

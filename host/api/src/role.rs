@@ -21,7 +21,6 @@ pub struct AdminRole;
 #[async_trait::async_trait]
 impl Role for AdminRole {
     const NAME: &'static str = "admin";
-    const CONFIG_SECTION: &'static str = "api";
     const USES_COMPONENTS: bool = true;
 
     async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
@@ -29,13 +28,16 @@ impl Role for AdminRole {
         check_exposure(config)?;
         let mut state =
             AppState::new(context.ports.clone()).with_egress(flowhost_egress::EgressPolicy::of(&config.egress)?);
-        state.reply_dedup = config.reply_dedup();
+        // The engine's section: the reply window and the consumer group are the flow runtime's, which this API
+        // answers for.
+        let engine = config.section::<flowhost_runs::EngineConfig>();
+        state.reply_dedup = engine.reply_dedup();
         if let Some(store) = context.service::<Arc<flowhost_components::ComponentStore>>() {
             let ports = context.ports.clone();
             state.endpoint = Some(flowhost_runs::ServiceEndpoint::new(
                 store.clone(),
                 ports,
-                &config.engine.group_id,
+                &engine.group_id,
                 &config.public_base_url(),
             ));
             state = state.with_components(store);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use flowhost_components::{ComponentStore, StoreConfig};
-use flowhost_core::config::{Config, ConfigError, PluginsConfig, Role};
+use flowhost_core::config::{Config, ConfigError, PluginsConfig, SectionEntry};
 use flowhost_core::ports::{Cache, DocumentStore, Ports, Subjects, Topics, WorkQueue};
 use flowhost_core::{Clock, SystemClock};
 use flowhost_embedded::{EmbeddedStore, LocalCache, LocalSubjects};
@@ -33,13 +33,15 @@ pub async fn resolve_secrets(config: &mut Config, env: &dyn Fn(&str) -> Option<S
         return Ok(());
     }
     let Some(url) = config.key_vault_url.clone() else {
-        let setting = pending[0].0.setting;
+        let setting = pending[0].setting;
         return Err(ConfigError { setting: setting.to_owned(), message: "needs KEY_VAULT_URL".to_owned() }.into());
     };
     let vault = flowhost_keyvault::KeyVault::from_env(&url, env, Arc::new(SystemClock)).map_err(|error| {
         ConfigError { setting: error.setting().unwrap_or("KEY_VAULT_URL").to_owned(), message: error.to_string() }
     })?;
     let read = config.resolve_secrets(&vault).await?;
+    // The values read may be what a role needs (a token, a key): checked again with them.
+    check_roles(config)?;
     info!(secrets = read, credential = vault.credential().kind(), "settings read from Key Vault");
     Ok(())
 }
@@ -305,23 +307,93 @@ pub fn dependency_checks(ports: &Ports) -> Vec<Check> {
     checks
 }
 
-/// The role of each `--roles` name: adding a role is one crate implementing [`Role`] and one line here.
+/// Every role this binary runs, by its `--roles` name: adding a role is one crate implementing [`Role`] (with
+/// its section in its `config.rs`) and one line here.
 ///
 /// [`Role`]: flowhost_role::Role
-fn role_entry(role: Role) -> RoleEntry {
-    match role {
-        Role::Admin => RoleEntry::of::<flowhost_api::AdminRole>(),
-        Role::Engine => RoleEntry::of::<flowhost_runs::EngineRole>(),
-        Role::PushApi => RoleEntry::of::<flowhost_push_api::PushRole>(),
-        Role::Sender => RoleEntry::of::<flowhost_push_api::SenderRole>(),
-        Role::Gateway => RoleEntry::of::<flowhost_gateway::GatewayRole>(),
-        Role::GatewayEdge => RoleEntry::of::<flowhost_gateway::GatewayEdgeRole>(),
-        Role::GatewayIngest => RoleEntry::of::<flowhost_gateway::GatewayIngestRole>(),
-        Role::GatewayWorker => RoleEntry::of::<flowhost_gateway::GatewayWorkerRole>(),
-        Role::GatewayAdmin => RoleEntry::of::<flowhost_gateway::GatewayAdminRole>(),
-        Role::Presence => RoleEntry::of::<flowhost_presence::PresenceRole>(),
-        Role::Campaigns => RoleEntry::of::<flowhost_campaigns::CampaignsRole>(),
+pub fn roles() -> Vec<RoleEntry> {
+    vec![
+        RoleEntry::of::<flowhost_api::AdminRole>(),
+        RoleEntry::of::<flowhost_runs::EngineRole>(),
+        RoleEntry::of::<flowhost_push_api::PushRole>(),
+        RoleEntry::of::<flowhost_push_api::SenderRole>(),
+        RoleEntry::of::<flowhost_gateway::GatewayRole>(),
+        RoleEntry::of::<flowhost_gateway::GatewayEdgeRole>(),
+        RoleEntry::of::<flowhost_gateway::GatewayIngestRole>(),
+        RoleEntry::of::<flowhost_gateway::GatewayWorkerRole>(),
+        RoleEntry::of::<flowhost_gateway::GatewayAdminRole>(),
+        RoleEntry::of::<flowhost_presence::PresenceRole>(),
+        RoleEntry::of::<flowhost_campaigns::CampaignsRole>(),
+    ]
+}
+
+/// What `all` (and no `FLOWHOST_ROLES`) runs: the flow runtime and the notification service. The gateway's,
+/// presence's and campaigns' roles are named explicitly: they need their own settings and own public ports.
+pub const DEFAULT_ROLES: [&str; 4] = ["admin", "engine", "push-api", "sender"];
+
+/// The sections of the roles this binary runs, each once (roles may share one), in the roles' order.
+pub fn sections() -> Vec<SectionEntry> {
+    let mut sections: Vec<SectionEntry> = Vec::new();
+    for section in roles().into_iter().filter_map(|role| role.section) {
+        if !sections.iter().any(|known| known.name == section.name) {
+            sections.push(section);
+        }
     }
+    sections
+}
+
+/// The defaults, with the section of every role this binary runs at its defaults (what [`load_config`] starts
+/// from, for configurations built in code).
+pub fn default_config() -> Config {
+    let mut config = Config::default();
+    for section in sections() {
+        config.sections.add_default(&section);
+    }
+    config
+}
+
+/// The configuration: defaults, the file, the environment, with every section this binary's roles read; each
+/// setting validated, then what the configured roles need ([`check_roles`]).
+pub fn load_config(
+    file: Option<&std::path::Path>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let config = Config::load(file, env, &sections())?;
+    check_roles(&config)?;
+    Ok(config)
+}
+
+/// The configured roles' entries, in the configured order (`all` is [`DEFAULT_ROLES`]); a name this binary does
+/// not know is an error naming `FLOWHOST_ROLES` and the known names.
+pub fn select_roles(config: &Config) -> Result<Vec<RoleEntry>, ConfigError> {
+    let known = roles();
+    let mut selected: Vec<RoleEntry> = Vec::new();
+    for name in &config.roles {
+        let names: Vec<&str> = if name == "all" { DEFAULT_ROLES.to_vec() } else { vec![name.as_str()] };
+        for name in names {
+            let Some(entry) = known.iter().find(|entry| entry.name == name) else {
+                let known: Vec<&str> = known.iter().map(|entry| entry.name).collect();
+                return Err(ConfigError::new(
+                    "FLOWHOST_ROLES",
+                    format!("unknown role {name:?} (known: all, {})", known.join(", ")),
+                ));
+            };
+            if !selected.iter().any(|chosen| chosen.name == entry.name) {
+                selected.push(*entry);
+            }
+        }
+    }
+    if selected.is_empty() {
+        return Err(ConfigError::new("FLOWHOST_ROLES", "no role given"));
+    }
+    Ok(selected)
+}
+
+/// Checks what each configured role needs of the configuration (see `flowhost_role::Role::check`).
+pub fn check_roles(config: &Config) -> Result<(), ConfigError> {
+    let selected = select_roles(config)?;
+    let names: Vec<&str> = selected.iter().map(|entry| entry.name).collect();
+    selected.iter().try_for_each(|entry| (entry.check)(config, &names))
 }
 
 /// The broker and the document store of the presence role: Kafka at `PRESENCE_BROKER_BOOTSTRAP_SERVERS` (the
@@ -331,7 +403,7 @@ async fn presence_services(
     config: &Config,
     ports: &Ports,
 ) -> anyhow::Result<(flowhost_presence::PresenceTopics, flowhost_presence::PresenceDocuments)> {
-    let presence = &config.presence;
+    let presence = config.section::<flowhost_presence::PresenceConfig>();
     let topics: Arc<dyn Topics> = if presence.bootstrap_servers == ["embedded"] {
         ports.topics.clone()
     } else {
@@ -358,7 +430,7 @@ async fn presence_services(
 /// The cache of the gateway's player validations and limits: Redis at `GATEWAY_EDGE_CACHE_URL` (its own
 /// logical database, never the flow runtime's), else a cache inside this process.
 async fn gateway_cache(config: &Config, clock: Arc<dyn Clock>) -> anyhow::Result<flowhost_gateway::GatewayCache> {
-    let cache: Arc<dyn Cache> = match &config.gateway.cache_url {
+    let cache: Arc<dyn Cache> = match &config.section::<flowhost_gateway::GatewayConfig>().cache_url {
         Some(url) => Arc::new(
             flowhost_redis::RedisCache::open_in(url.expose(), config.redis.namespace())
                 .await
@@ -375,7 +447,7 @@ async fn gateway_cache(config: &Config, clock: Arc<dyn Clock>) -> anyhow::Result
 /// other addresses are bound here. A role whose task or listener ends stops the others.
 pub async fn serve(config: Config, ports: Ports, main: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
     let registry = prometheus::Registry::new();
-    let entries: Vec<RoleEntry> = config.roles.iter().map(|role| role_entry(*role)).collect();
+    let entries = select_roles(&config)?;
     let mut services = axum::http::Extensions::new();
     let mut tasks = tokio::task::JoinSet::new();
     let mut loading = None;
@@ -390,10 +462,10 @@ pub async fn serve(config: Config, ports: Ports, main: TcpListener, shutdown: Ca
         services.insert(store);
         loading = loaded;
     }
-    if config.roles.iter().any(|role| role.gateway_parts().is_some_and(|parts| parts.edge)) {
+    if entries.iter().any(|entry| flowhost_gateway::GatewayParts::of(entry.name).is_some_and(|parts| parts.edge)) {
         services.insert(gateway_cache(&config, ports.clock.clone()).await?);
     }
-    if config.roles.contains(&Role::Presence) {
+    if entries.iter().any(|entry| entry.name == <flowhost_presence::PresenceRole as flowhost_role::Role>::NAME) {
         let (topics, documents) = presence_services(&config, &ports).await?;
         services.insert(topics);
         services.insert(documents);
@@ -428,7 +500,7 @@ pub async fn serve(config: Config, ports: Ports, main: TcpListener, shutdown: Ca
         tasks.spawn(named("listener", task));
     }
     info!(
-        roles = ?config.roles,
+        roles = ?entries.iter().map(|entry| entry.name).collect::<Vec<_>>(),
         listeners = ?bound.iter().map(|l| format!("{} {:?}", l.addr, l.names)).collect::<Vec<_>>(),
         documents = ports.documents.backend(),
         topics = ports.topics.backend(),
@@ -502,6 +574,53 @@ fn is_configuration_error(error: &anyhow::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn load(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        load_config(None, |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    fn selected(config: &Config) -> Vec<&'static str> {
+        select_roles(config).unwrap().iter().map(|entry| entry.name).collect()
+    }
+
+    #[test]
+    fn role_names_come_from_the_role_table() {
+        // `all` is the default roles, the sender among them; names are the table's.
+        assert_eq!(selected(&load(&[]).unwrap()), DEFAULT_ROLES);
+        assert_eq!(selected(&load(&[("FLOWHOST_ROLES", "sender")]).unwrap()), ["sender"]);
+        assert_eq!(selected(&load(&[("FLOWHOST_ROLES", "admin, push-api,admin")]).unwrap()), ["admin", "push-api"]);
+        let error = load(&[("FLOWHOST_ROLES", "admin,push")]).unwrap_err();
+        assert_eq!(error.setting, "FLOWHOST_ROLES");
+        assert!(error.message.contains("\"push\"") && error.message.contains("gateway-admin"), "{error}");
+        // The documentation's default is the table's.
+        let roles = flowhost_core::config::CORE_SETTINGS.iter().find(|s| s.env == "FLOWHOST_ROLES").unwrap();
+        assert!(roles.shown_default.unwrap().contains(&DEFAULT_ROLES.join(",")));
+        // Every section a role reads is known once, by the name of its file table.
+        let names: Vec<&str> = sections().iter().map(|section| section.name).collect();
+        assert_eq!(names, ["engine", "push", "gateway", "presence", "campaigns"]);
+    }
+
+    #[test]
+    fn the_queue_admin_api_is_a_gateway_role_of_its_own() {
+        let admin = flowhost_gateway::GatewayParts::of("gateway-admin").unwrap();
+        assert!(admin.admin && !admin.edge && !admin.ingest && !admin.worker);
+        assert!(!flowhost_gateway::GatewayParts::of("gateway-ingest").unwrap().admin);
+        assert!(flowhost_gateway::GatewayParts::of("gateway").unwrap().admin, "gateway runs every part");
+        for (roles, refused) in
+            [("gateway-ingest,gateway-admin,gateway-worker", false), ("gateway,gateway-admin", true)]
+        {
+            let result = load(&[("FLOWHOST_ROLES", roles)]);
+            assert_eq!(result.is_err(), refused, "{roles}: {result:?}");
+            if let Err(error) = result {
+                assert_eq!(error.setting, "FLOWHOST_ROLES");
+            }
+        }
+        // What a role needs is checked only when it runs: the edge's key and origin map.
+        assert_eq!(load(&[("FLOWHOST_ROLES", "gateway-edge")]).unwrap_err().setting, "GATEWAY_EDGE_CACHE_HMAC_KEY");
+        assert_eq!(load(&[("FLOWHOST_ROLES", "presence")]).unwrap_err().setting, "PRESENCE_BROKER_BOOTSTRAP_SERVERS");
+        assert!(load(&[("PRESENCE_RETRY_INITIAL_MS", "5")]).is_ok(), "presence's section without its role");
+    }
 
     /// The configuration (flowhost-core) and the runtime name the capabilities in two places; they must agree,
     /// or a configured grant would be dropped silently.

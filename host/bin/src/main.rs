@@ -12,6 +12,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use flowhost_core::config::{parse_roles, Config, LogFormat};
 use flowhost_core::ports::{ConsumerConfig, OutRecord, StartFrom};
+use flowhost_presence::PresenceConfig;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -185,9 +186,9 @@ struct TailArgs {
 
 fn init_logging(config: &Config) {
     let mut directives = config.log.filter.clone();
-    if config.roles.contains(&flowhost_core::config::Role::Presence) {
+    if config.roles.iter().any(|role| role == "presence") {
         // PRESENCE_LOG_LEVEL sets the projector's own lines; FLOWHOST_LOG the rest.
-        directives.push_str(&format!(",flowhost_presence={}", config.presence.log_level));
+        directives.push_str(&format!(",flowhost_presence={}", config.section::<PresenceConfig>().log_level));
     }
     let filter = EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
@@ -217,13 +218,14 @@ async fn run() -> anyhow::Result<()> {
     if let Command::Gateway(GatewayCommand::OriginMap(OriginMapCommand::Generate { input, output })) = &cli.command {
         return generate_origin_map(input, output);
     }
-    let mut config = Config::load(cli.config.as_deref(), |name| std::env::var(name).ok())?;
+    let mut config = flowhost::load_config(cli.config.as_deref(), |name| std::env::var(name).ok())?;
     match cli.command {
         Command::Serve { roles } => {
             if let Some(roles) = roles {
                 config.roles = parse_roles(&roles).map_err(|e| anyhow::anyhow!("--roles: {e}"))?;
                 // What the roles need is checked for the roles given here (the gateway's key and origin map).
                 config.validate()?;
+                flowhost::check_roles(&config)?;
             }
             init_logging(&config);
             flowhost::resolve_secrets(&mut config, &|name| std::env::var(name).ok()).await?;

@@ -13,6 +13,7 @@
 //! - `role`: the `campaigns` role.
 
 pub mod api;
+pub mod config;
 pub mod explorer;
 pub mod external;
 pub mod list_cache;
@@ -27,4 +28,5 @@ pub mod source;
 pub mod support;
 pub mod sync;
 
+pub use config::{CampaignsConfig, CAMPAIGNS_SETTINGS};
 pub use role::CampaignsRole;

@@ -6,12 +6,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use flowhost_core::config::{Config, ConfigError, SectionEntry};
 use flowhost_core::ports::DocumentStore;
 use flowhost_flows::Flows;
 use flowhost_role::{Check, HealthStyle, Listener, RoleContext, RoleParts};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, Api};
+use crate::config::CampaignsConfig;
 use crate::explorer;
 use crate::external::ExternalSource;
 use crate::live::Settled;
@@ -26,10 +28,14 @@ pub struct CampaignsRole;
 #[async_trait::async_trait]
 impl flowhost_role::Role for CampaignsRole {
     const NAME: &'static str = "campaigns";
-    const CONFIG_SECTION: &'static str = "campaigns";
+    const SECTION: Option<SectionEntry> = Some(SectionEntry::of::<CampaignsConfig>());
+
+    fn check(config: &Config, _: &[&str]) -> Result<(), ConfigError> {
+        config.section::<CampaignsConfig>().check_role()
+    }
 
     async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
-        let config = &context.config.campaigns;
+        let config = &*context.config.section::<CampaignsConfig>();
         let read_models = ReadModels { documents: context.ports.documents.database(&config.database).await? };
         let gauges = SyncGauges::register(&context.registry)?;
         let status = Arc::new(SyncStatus::default());

@@ -5,139 +5,41 @@
 //! `FLOWHOST_KAFKA_BROKERS` topics live in Kafka, with `FLOWHOST_NATS_URL` subjects go through NATS and with a
 //! Redis URL (or host) the cache is Redis. Anything left unset uses the embedded default in `data_dir`.
 //!
-//! A setting listed in [`SECRET_SETTINGS`] may instead name a secret (`*_SECRET_NAME`, with `KEY_VAULT_URL`):
+//! A setting listed in [`REDIS_SECRETS`], [`PROCESS_SECRETS`] or a section's `secrets` may instead name a secret (`*_SECRET_NAME`, with `KEY_VAULT_URL`):
 //! loading only checks that the store's address is there; [`Config::resolve_secrets`] reads the values at
 //! start and fills the literals, so the rest of the process only ever sees literals.
 //!
 //! Every setting is declared once, in its section's table (`crate::settings`): [`CORE_SETTINGS`] here for the
-//! process-wide ones, and one table beside each role's section (`engine.rs`, `push.rs`, `plugins.rs`,
-//! `gateway.rs`, `presence.rs`, `campaigns.rs`). Loading, the bounds and docs/configuration.md come from them.
-//!
-//! tidy: over the line budget (its tests are half of it) until each role's section lives in the role's crate.
+//! process-wide ones, [`PLUGINS_SETTINGS`] for the plugin runtime every role shares, and one table beside each
+//! role's own section in the role's crate (`host/<role>/src/config.rs`, a [`Section`]). The process holds the
+//! sections of the roles its binary knows in [`Config::sections`]; loading, the bounds and the documentation's
+//! settings tables come from the tables.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::ports::SecretStore;
 pub use crate::secret::Secret;
 
-pub use crate::settings::ConfigError;
-use crate::settings::{at_least, between, keyword, not_blank, rule, Setting};
+use crate::settings::{at_least, between, keyword, not_blank, rule, SecretSetting, Setting};
+pub use crate::settings::{ConfigError, PendingSecret, Section, SectionEntry, Sections};
 
-mod campaigns;
-mod engine;
-mod gateway;
+mod api;
 mod plugins;
-mod presence;
-mod push;
-pub use campaigns::{CampaignsConfig, CAMPAIGNS_SETTINGS};
-pub use engine::{EngineConfig, NodeKindsMode, NodePayloads, RetryPolicy, RunStorage, ENGINE_SETTINGS};
-pub use gateway::{GatewayConfig, ScopeLimits, DEFAULT_INVALID_STATUSES, GATEWAY_SETTINGS, MIN_CACHE_HMAC_KEY_BYTES};
+mod redis;
+pub use api::ApiConfig;
 pub use plugins::{
     PluginsConfig, COMPILE_CACHE_DIR_ENV, PLUGINS_MAX_COMPONENT_BYTES, PLUGINS_MAX_MEMORY_BYTES, PLUGINS_SETTINGS,
     PLUGIN_CAPABILITIES,
 };
-pub use presence::{PresenceConfig, PRESENCE_DATABASE, PRESENCE_SETTINGS};
-pub use push::{Channel, PushConfig, DEFAULT_VAPID_SUBJECT, MAX_PUSH_TTL_SECONDS, PUSH_SETTINGS};
+pub use redis::{RedisConfig, REDIS_SECRETS};
 
-
-/// The roles one process can run (see DESIGN: one binary, many roles).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// The flow runtime's administration API (v1), `/health` and `/metrics`.
-    Admin,
-    /// The rule engine: consumes source topics and publishes rule outputs.
-    Engine,
-    /// The web-push notification service's API: push-platform routes, editor routes, browser and semantic
-    /// events, retention sweep.
-    #[serde(rename = "push-api")]
-    PushApi,
-    /// The web-push notification service's sender: delivers what the bundled `notifications` plugin asks for
-    /// (the host side of the `notifications` capability, with the VAPID keys and the token secret).
-    Sender,
-    /// The edge analytics gateway in one process: edge, ingest, worker and queue admin (spec 002 part A).
-    Gateway,
-    /// The gateway's public listener alone (`/api/gateway/events`), posting to `GATEWAY_EDGE_INGEST_URL`.
-    #[serde(rename = "gateway-edge")]
-    GatewayEdge,
-    /// The gateway's ingest process: the private ingest listener and its health listener.
-    #[serde(rename = "gateway-ingest")]
-    GatewayIngest,
-    /// The gateway's queue administration API alone (`GET /admin/v1/queues`), a process of its own in the spec's
-    /// topology; it reads the same durable queue as ingest and the worker.
-    #[serde(rename = "gateway-admin")]
-    GatewayAdmin,
-    /// The gateway's worker: the durable queue to the broker.
-    #[serde(rename = "gateway-worker")]
-    GatewayWorker,
-    /// The presence projector (spec 002 part B): presence events into one document per player.
-    Presence,
-    /// The campaign events read API (spec 002 part C): read models synchronized from Flowhost's stores.
-    Campaigns,
-}
-
-impl Role {
-    /// What `all` (and no `FLOWHOST_ROLES`) runs: the flow runtime and the notification service. The gateway
-    /// roles are named explicitly: they need their own secrets and origin map, and own public ports.
-    pub const ALL: [Role; 4] = [Role::Admin, Role::Engine, Role::PushApi, Role::Sender];
-
-    /// Whether this is one of the gateway's roles, and which of its parts it runs.
-    pub fn gateway_parts(self) -> Option<GatewayParts> {
-        let (edge, ingest, worker, admin) = match self {
-            Role::Gateway => (true, true, true, true),
-            Role::GatewayEdge => (true, false, false, false),
-            Role::GatewayIngest => (false, true, false, false),
-            Role::GatewayWorker => (false, false, true, false),
-            Role::GatewayAdmin => (false, false, false, true),
-            _ => return None,
-        };
-        Some(GatewayParts { edge, ingest, worker, admin })
-    }
-}
-
-/// The parts of the gateway one role runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GatewayParts {
-    pub edge: bool,
-    pub ingest: bool,
-    pub worker: bool,
-    /// The queue administration API.
-    pub admin: bool,
-}
-
-impl FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "admin" => Ok(Role::Admin),
-            "engine" => Ok(Role::Engine),
-            "push-api" => Ok(Role::PushApi),
-            "sender" => Ok(Role::Sender),
-            "gateway" => Ok(Role::Gateway),
-            "gateway-edge" => Ok(Role::GatewayEdge),
-            "gateway-ingest" => Ok(Role::GatewayIngest),
-            "gateway-worker" => Ok(Role::GatewayWorker),
-            "gateway-admin" => Ok(Role::GatewayAdmin),
-            "presence" => Ok(Role::Presence),
-            "campaigns" => Ok(Role::Campaigns),
-            other => Err(format!(
-                "unknown role {other:?} (known: admin, engine, push-api, sender, gateway, gateway-edge, \
-                 gateway-ingest, gateway-worker, gateway-admin, presence, campaigns)"
-            )),
-        }
-    }
-}
-
-/// Parses a comma-separated role list; `all` means every role.
-pub fn parse_roles(list: &str) -> Result<Vec<Role>, String> {
-    if list.trim() == "all" {
-        return Ok(Role::ALL.to_vec());
-    }
-    let roles: Vec<Role> =
-        list.split(',').filter(|s| !s.trim().is_empty()).map(Role::from_str).collect::<Result<_, _>>()?;
+/// Splits a comma-separated role list into names (`all` is one name: the binary's default roles). Which
+/// names exist is the binary's role table's business (`flowhost_bin::select_roles`).
+pub fn parse_roles(list: &str) -> Result<Vec<String>, String> {
+    let roles = crate::settings::split_list(list);
     if roles.is_empty() {
         return Err("no role given".to_owned());
     }
@@ -147,8 +49,9 @@ pub fn parse_roles(list: &str) -> Result<Vec<Role>, String> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// Roles this process runs (`FLOWHOST_ROLES`, comma-separated; default: all).
-    pub roles: Vec<Role>,
+    /// Roles this process runs, by name (`FLOWHOST_ROLES`, comma-separated; default `all`, the binary's
+    /// default roles).
+    pub roles: Vec<String>,
     /// Directory of the embedded store (`FLOWHOST_DATA_DIR`; default `./flowhost-data`).
     pub data_dir: PathBuf,
     pub api: ApiConfig,
@@ -160,13 +63,8 @@ pub struct Config {
     pub egress: EgressConfig,
     pub redis: RedisConfig,
     pub cache: CacheConfig,
-    pub engine: EngineConfig,
     pub log: LogConfig,
-    pub push: PushConfig,
     pub plugins: PluginsConfig,
-    pub gateway: GatewayConfig,
-    pub presence: PresenceConfig,
-    pub campaigns: CampaignsConfig,
     /// Secret store address (`KEY_VAULT_URL`, an Azure Key Vault `https://` URL); needed by every
     /// `*_SECRET_NAME` setting.
     pub key_vault_url: Option<String>,
@@ -180,12 +78,16 @@ pub struct Config {
     pub metrics_token: Option<Secret>,
     /// Secret-store name of the metrics token (`FLOWHOST_METRICS_TOKEN_SECRET_NAME`); the literal wins.
     pub metrics_token_secret_name: Option<String>,
+    /// The roles' own sections (`[engine]`, `[push]`, ...), each defined by its role's crate: read them with
+    /// [`Config::section`]. Loading adds every section the binary knows, from the file's table of that name.
+    #[serde(skip)]
+    pub sections: Sections,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
-            roles: Role::ALL.to_vec(),
+            roles: vec!["all".to_owned()],
             data_dir: PathBuf::from("flowhost-data"),
             api: ApiConfig::default(),
             topics: TopicsConfig::default(),
@@ -195,69 +97,14 @@ impl Default for Config {
             egress: EgressConfig::default(),
             cache: CacheConfig::default(),
             redis: RedisConfig::default(),
-            engine: EngineConfig::default(),
             log: LogConfig::default(),
-            push: PushConfig::default(),
             plugins: PluginsConfig::default(),
-            gateway: GatewayConfig::default(),
-            presence: PresenceConfig::default(),
-            campaigns: CampaignsConfig::default(),
             key_vault_url: None,
             service_signing_key: None,
             service_signing_key_secret_name: None,
             metrics_token: None,
             metrics_token_secret_name: None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ApiConfig {
-    /// Listen address (`FLOWHOST_API_HOST`; default `127.0.0.1`, set `0.0.0.0` to accept remote callers).
-    pub host: String,
-    /// Listen port (`API_PORT` or `api.port`; default 8787).
-    pub port: u16,
-    /// Largest accepted request body in bytes (`FLOWHOST_API_MAX_BODY_BYTES`; default 1 MiB); larger -> 413.
-    pub max_body_bytes: usize,
-    /// Bearer token every admin route requires (`FLOWHOST_ADMIN_TOKEN`); unset: the admin routes are open, and
-    /// a non-loopback `host` is refused unless `allow_unauthenticated` is true.
-    pub admin_token: Option<Secret>,
-    /// Secret-store name of the admin token (`FLOWHOST_ADMIN_TOKEN_SECRET_NAME`); the literal wins.
-    pub admin_token_secret_name: Option<String>,
-    /// Accept an admin API without a token on a non-loopback address (`FLOWHOST_ADMIN_ALLOW_UNAUTHENTICATED`;
-    /// default false).
-    pub allow_unauthenticated: bool,
-    /// Without an admin token, the admin routes answer only requests whose `Host` is a loopback name or address
-    /// with the listener's port (a DNS-rebinding page names its own host), or one of these names (`host` or
-    /// `host:port`; `FLOWHOST_ADMIN_ALLOWED_HOSTS`, comma-separated; default none).
-    pub allowed_hosts: Vec<String>,
-    /// How often the drift pass re-checks services' active manifests besides reacting to registration and
-    /// activation signals (`FLOWHOST_DRIFT_INTERVAL_MS`; default 60000).
-    pub drift_interval_ms: u64,
-    /// The URL under which this API is reachable from services (`FLOWHOST_HTTP_PUBLIC_BASE_URL`; default
-    /// `http://<api.host>:<api.port>`, loopback for a wildcard host): external services post their replies to
-    /// `<it>/api/v2/runs/<run_id>/reply`.
-    pub public_base_url: Option<String>,
-    /// The address of the HTTP ingress (`FLOWHOST_HTTP_ADDR`: `host:port`, `:port`, or an `http://` or
-    /// `https://` URL): spec 001 publishes a service's `/v2/<service>/inbound` (and the reply URL) under
-    /// `FLOWHOST_HTTP_PUBLIC_BASE_URL` or, when that is unset, under this address; unset too, the API's address.
-    pub http_addr: Option<String>,
-}
-
-impl Default for ApiConfig {
-    fn default() -> Self {
-        Self {
-            host: "127.0.0.1".into(),
-            port: 8787,
-            max_body_bytes: 1024 * 1024,
-            admin_token: None,
-            admin_token_secret_name: None,
-            allow_unauthenticated: false,
-            allowed_hosts: Vec::new(),
-            drift_interval_ms: 60_000,
-            public_base_url: None,
-            http_addr: None,
+            sections: Sections::default(),
         }
     }
 }
@@ -364,49 +211,6 @@ impl Default for EgressConfig {
     }
 }
 
-/// Redis address, resolved as the spec orders it: `FLOWHOST_REDIS_URL`, then `FLOWHOST_REDIS_URL_SECRET_NAME`,
-/// then host and password composition (`FLOWHOST_REDIS_HOST` / `_PASSWORD` win over their `_SECRET_NAME`
-/// variants; `FLOWHOST_REDIS_DB` supplies the database when the host carries none).
-#[derive(Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RedisConfig {
-    pub url: Option<String>,
-    pub url_secret_name: Option<String>,
-    pub host: Option<String>,
-    pub host_secret_name: Option<String>,
-    pub password: Option<Secret>,
-    pub password_secret_name: Option<String>,
-    pub db: Option<u32>,
-    /// A name put, with a `:`, in front of every key this process writes to Redis, the work queue's and the
-    /// gateway cache's included (`FLOWHOST_REDIS_KEY_PREFIX`; default none). For deployments that share a
-    /// logical database (a Redis Cluster has only one).
-    pub key_prefix: Option<String>,
-}
-
-impl RedisConfig {
-    /// The deployment's namespace on Redis.
-    pub fn namespace(&self) -> crate::ports::Namespace {
-        crate::ports::Namespace::from_setting(self.key_prefix.as_deref(), ':')
-    }
-}
-
-/// A Redis URL may carry the password (`redis://:pw@host`), read from the secret store or not, so `Debug` shows
-/// only whether it is set.
-impl std::fmt::Debug for RedisConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisConfig")
-            .field("url", &self.url.as_ref().map(|_| "<redacted>"))
-            .field("url_secret_name", &self.url_secret_name)
-            .field("host", &self.host)
-            .field("host_secret_name", &self.host_secret_name)
-            .field("password", &self.password)
-            .field("password_secret_name", &self.password_secret_name)
-            .field("db", &self.db)
-            .field("key_prefix", &self.key_prefix)
-            .finish()
-    }
-}
-
 /// The embedded (in-process) cache, used when no Redis is configured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -445,16 +249,6 @@ impl Default for LogConfig {
     }
 }
 
-/// The push settings whose value may come from the secret store, resolved (see [`Config::push_secrets`]).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct PushSecrets {
-    pub callers_json: Option<Secret>,
-    pub vapid_public_key: Option<String>,
-    pub vapid_private_key: Option<Secret>,
-    pub interaction_token_secret: Option<Secret>,
-    pub editor_token: Option<Secret>,
-}
-
 /// Every process-wide setting (see `crate::settings`); each role's section has its own table beside it.
 pub static CORE_SETTINGS: &[Setting<Config>] = crate::settings!(Config, "", [
     { "FLOWHOST_ROLES", roles, "roles this process runs, comma-separated (or `serve --roles`)", parse: parse_roles, default: "all (`admin,engine,push-api,sender`)" },
@@ -468,7 +262,7 @@ pub static CORE_SETTINGS: &[Setting<Config>] = crate::settings!(Config, "", [
     { "FLOWHOST_ADMIN_ALLOWED_HOSTS", api.allowed_hosts, "without a token, `Host` names the admin API answers besides loopback ones with its port (`host` or `host:port`, comma-separated)" },
     { "FLOWHOST_DRIFT_INTERVAL_MS", api.drift_interval_ms, "how often released v2 flows are re-checked for manifest drift besides the change signals", check: at_least(1) },
     { "FLOWHOST_HTTP_PUBLIC_BASE_URL", api.public_base_url, "where services reach this API (the reply URL in inbound envelopes)", parse: |value: &str| Ok(Some(value.trim().trim_end_matches('/').to_owned())), check: rule(http_url, "an `http://` or `https://` URL"), default: "`http://<api.host>:<api.port>`" },
-    { "FLOWHOST_HTTP_ADDR", api.http_addr, "the HTTP ingress address (`host:port`, `:port` or an `http(s)://` URL): `/v2/<service>/inbound` and the reply URL are published under it when `FLOWHOST_HTTP_PUBLIC_BASE_URL` is unset (a wildcard or empty host publishes loopback)", check: rule(|addr: &Option<String>| addr.as_deref().map_or(Ok(()), |addr| http_addr_base(addr).map(|_| ())), "") },
+    { "FLOWHOST_HTTP_ADDR", api.http_addr, "the HTTP ingress address (`host:port`, `:port` or an `http(s)://` URL): `/v2/<service>/inbound` and the reply URL are published under it when `FLOWHOST_HTTP_PUBLIC_BASE_URL` is unset (a wildcard or empty host publishes loopback)", check: rule(|addr: &Option<String>| addr.as_deref().map_or(Ok(()), |addr| api::http_addr_base(addr).map(|_| ())), "") },
     { "FLOWHOST_SERVICE_SIGNING_KEY", service_signing_key, "signs and checks every message on the service transports (see [External services](flows.md#external-services))", check: rule(signing_key, "at least 32 bytes"), default: "unset (nothing signed)" },
     { "FLOWHOST_SERVICE_SIGNING_KEY_SECRET_NAME", service_signing_key_secret_name, "secret-store name of the signing key" },
     { "FLOWHOST_METRICS_TOKEN", metrics_token, "`/metrics` on every listener needs `Authorization: Bearer <token>`", default: "unset (metrics open)" },
@@ -493,7 +287,7 @@ pub static CORE_SETTINGS: &[Setting<Config>] = crate::settings!(Config, "", [
     { "FLOWHOST_REDIS_PASSWORD", redis.password, "the password put into the composed Redis URL" },
     { "FLOWHOST_REDIS_PASSWORD_SECRET_NAME", redis.password_secret_name, "secret-store name of the Redis password" },
     { "FLOWHOST_REDIS_DB", redis.db, "the logical database of the composed URL, when the host names none" },
-    { "FLOWHOST_REDIS_KEY_PREFIX", redis.key_prefix, "`P` puts every Redis key under `P:` (the work queue's and the gateway cache's too)", check: rule(redis_prefix, "") },
+    { "FLOWHOST_REDIS_KEY_PREFIX", redis.key_prefix, "`P` puts every Redis key under `P:` (the work queue's and the gateway cache's too)", check: rule(redis::key_prefix, "") },
     { "KEY_VAULT_URL", key_vault_url, "secret store for `*_SECRET_NAME` settings" },
     { "FLOWHOST_LOG", log.filter, "`tracing` filter" },
     { "FLOWHOST_LOG_FORMAT", log.format, "`text` or `json`", parse: keyword },
@@ -551,47 +345,59 @@ fn kafka_prefix(prefix: &Option<String>) -> Result<(), String> {
     }
 }
 
-fn redis_prefix(prefix: &Option<String>) -> Result<(), String> {
-    let bad = |prefix: &str| {
-        prefix.is_empty()
-            || prefix.len() > 100
-            || prefix.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b == b'{' || b == b'}')
-    };
-    match prefix {
-        Some(prefix) if bad(prefix) => Err("must be 1 to 100 characters without whitespace or braces".to_owned()),
-        _ => Ok(()),
-    }
-}
-
-/// The documentation's configuration tables, one per section: its name, the page that holds it, and its rows
-/// (see `crate::settings::markdown_rows`). A test compares each page with them.
+/// The documentation's settings tables of the process-wide sections: a name, the page in `docs/` that holds
+/// it, and its rows (see `crate::settings::markdown_rows`). The roles' sections give theirs through their
+/// [`SectionEntry`]; the binary's test compares every page with them.
 pub fn documentation() -> Vec<(&'static str, &'static str, String)> {
     use crate::settings::markdown_rows;
     vec![
         ("core", "configuration.md", markdown_rows(CORE_SETTINGS)),
         ("plugins", "configuration.md", markdown_rows(PLUGINS_SETTINGS)),
-        ("engine", "configuration.md", markdown_rows(ENGINE_SETTINGS)),
-        ("push", "configuration.md", markdown_rows(PUSH_SETTINGS)),
-        ("gateway", "gateway.md", markdown_rows(GATEWAY_SETTINGS)),
-        ("presence", "presence.md", markdown_rows(PRESENCE_SETTINGS)),
-        ("campaigns", "campaigns.md", markdown_rows(CAMPAIGNS_SETTINGS)),
     ]
 }
 
 impl Config {
-    /// Defaults, then the TOML file (if any), then the environment; validated.
-    pub fn load(file: Option<&Path>, env: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    /// Defaults, then the TOML file (if any), then the environment; validated. `sections` are the roles'
+    /// sections the binary knows: each is read from the file's table of its name; any other table is an error.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+        sections: &[SectionEntry],
+    ) -> Result<Config, ConfigError> {
         let mut config = match file {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| ConfigError::new(path.display().to_string(), e.to_string()))?;
-                toml::from_str(&text).map_err(|e| ConfigError::new(path.display().to_string(), e.to_string()))?
+                let setting = || path.display().to_string();
+                let text = std::fs::read_to_string(path).map_err(|e| ConfigError::new(setting(), e.to_string()))?;
+                let mut table: toml::Table =
+                    toml::from_str(&text).map_err(|e| ConfigError::new(setting(), e.to_string()))?;
+                let mut known = Sections::default();
+                for entry in sections {
+                    known.add(entry, table.remove(entry.name))?;
+                }
+                let mut config: Config = toml::Value::Table(table)
+                    .try_into()
+                    .map_err(|e: toml::de::Error| ConfigError::new(setting(), e.to_string()))?;
+                config.sections = known;
+                config
             }
             None => Config::default(),
         };
+        for entry in sections {
+            config.sections.add_default(entry);
+        }
         config.apply_env(env)?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// Section `T`: as configured, or its defaults when this configuration does not have it.
+    pub fn section<T: Section>(&self) -> Cow<'_, T> {
+        self.sections.get::<T>().map_or_else(|| Cow::Owned(T::default()), Cow::Borrowed)
+    }
+
+    /// Section `T` to change (added with its defaults when missing).
+    pub fn section_mut<T: Section>(&mut self) -> &mut T {
+        self.sections.get_mut::<T>()
     }
 
     /// Overrides settings from environment variables, through every section's table; an unparsable value
@@ -600,45 +406,15 @@ impl Config {
         use crate::settings::apply_env;
         apply_env(self, CORE_SETTINGS, &env)?;
         apply_env(&mut self.plugins, PLUGINS_SETTINGS, &env)?;
-        apply_env(&mut self.engine, ENGINE_SETTINGS, &env)?;
-        apply_env(&mut self.push, PUSH_SETTINGS, &env)?;
-        apply_env(&mut self.gateway, GATEWAY_SETTINGS, &env)?;
-        apply_env(&mut self.presence, PRESENCE_SETTINGS, &env)?;
-        apply_env(&mut self.campaigns, CAMPAIGNS_SETTINGS, &env)?;
-        Ok(())
+        self.sections.apply_env(&env)
     }
 
-    /// Every setting within its bounds (the tables), then the rules that tie settings together, then what the
-    /// selected roles need.
+    /// Every setting within its bounds (the tables), then the rules that tie settings together. What a selected
+    /// role needs besides is the role's to check (`flowhost_role::Role::check`).
     pub fn validate(&self) -> Result<(), ConfigError> {
         crate::settings::check(self, CORE_SETTINGS)?;
-        self.engine.validate()?;
         self.plugins.validate()?;
-        self.push.validate()?;
-        crate::settings::check(&self.gateway, GATEWAY_SETTINGS)?;
-        crate::settings::check(&self.presence, PRESENCE_SETTINGS)?;
-        crate::settings::check(&self.campaigns, CAMPAIGNS_SETTINGS)?;
-        if self.roles.is_empty() {
-            return Err(ConfigError::new("roles", "no role given"));
-        }
-        let gateway_parts: Vec<GatewayParts> = self.roles.iter().filter_map(|r| r.gateway_parts()).collect();
-        if !gateway_parts.is_empty() {
-            let count = |part: fn(&GatewayParts) -> bool| gateway_parts.iter().filter(|p| part(p)).count();
-            if count(|p| p.edge) > 1 || count(|p| p.ingest) > 1 || count(|p| p.worker) > 1 || count(|p| p.admin) > 1 {
-                return Err(ConfigError::new(
-                    "FLOWHOST_ROLES",
-                    "a gateway part is named twice (gateway already runs gateway-edge, gateway-ingest, gateway-worker \
-                     and gateway-admin)",
-                ));
-            }
-            self.gateway.validate(count(|p| p.edge) > 0)?;
-        }
-        if self.roles.contains(&Role::Presence) {
-            self.presence.validate()?;
-        }
-        if self.roles.contains(&Role::Campaigns) {
-            self.campaigns.validate()?;
-        }
+        self.sections.validate()?;
         let redis = &self.redis;
         let no_host = redis.url.is_none()
             && redis.url_secret_name.is_none()
@@ -648,34 +424,16 @@ impl Config {
             return Err(ConfigError::new("FLOWHOST_REDIS_HOST", "a Redis password or db is set without a host"));
         }
         let pending = self.pending_secrets();
-        if let Some((setting, _)) = pending.first() {
+        if let Some(first) = pending.first() {
             // Values come at start (resolve_secrets, which validates again); only the store's address is
             // needed now.
             if self.key_vault_url.is_none() {
-                return Err(ConfigError::new(setting.setting, "needs KEY_VAULT_URL"));
+                return Err(ConfigError::new(first.setting, "needs KEY_VAULT_URL"));
             }
         } else {
             self.redis_url()?;
-            self.push_secrets()?;
         }
         Ok(())
-    }
-
-    /// The base URL services reach this API under: `api.public_base_url`, else `api.http_addr`, else the API's
-    /// address (loopback when it listens on every interface).
-    pub fn public_base_url(&self) -> String {
-        if let Some(url) = &self.api.public_base_url {
-            return url.clone();
-        }
-        if let Some(base) = self.api.http_addr.as_deref().and_then(|addr| http_addr_base(addr).ok()) {
-            return base;
-        }
-        http_base(&self.api.host, self.api.port)
-    }
-
-    /// The reply dedup window (`engine.dedup_ttl_ms`), `None` when turned off.
-    pub fn reply_dedup(&self) -> Option<std::time::Duration> {
-        self.engine.reply_dedup()
     }
 
     /// Where compiled components are cached: `plugins.compile_cache_dir`, else `component-cache` in the data
@@ -684,81 +442,8 @@ impl Config {
         self.plugins.compile_cache_dir.clone().unwrap_or_else(|| self.data_dir.join("component-cache"))
     }
 
-    /// The main listener's address, `api.host:api.port` (the admin API's, and the push routes' by default).
-    pub fn api_addr(&self) -> String {
-        if self.api.host.contains(':') && !self.api.host.starts_with('[') {
-            format!("[{}]:{}", self.api.host, self.api.port)
-        } else {
-            format!("{}:{}", self.api.host, self.api.port)
-        }
-    }
-
-    /// The push settings that may come from the secret store. Each is its literal value: at start
-    /// [`Config::resolve_secrets`] fills the literals left unset from the secrets their `*_SECRET_NAME` names,
-    /// so a name still unresolved here is an error naming it.
-    pub fn push_secrets(&self) -> Result<PushSecrets, ConfigError> {
-        let push = &self.push;
-        Ok(PushSecrets {
-            callers_json: self.literal(
-                push.callers_json.as_ref(),
-                &push.callers_json_secret_name,
-                "FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME",
-            )?,
-            vapid_public_key: self.literal(
-                push.vapid_public_key.as_ref(),
-                &push.vapid_public_key_secret_name,
-                "FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY_SECRET_NAME",
-            )?,
-            vapid_private_key: self.literal(
-                push.vapid_private_key.as_ref(),
-                &push.vapid_private_key_secret_name,
-                "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME",
-            )?,
-            interaction_token_secret: self.literal(
-                push.interaction_token_secret.as_ref(),
-                &push.interaction_token_secret_secret_name,
-                "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME",
-            )?,
-            editor_token: self.literal(
-                push.editor_token.as_ref(),
-                &push.editor_token_secret_name,
-                "INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME",
-            )?,
-        })
-    }
-
-    /// The Redis URL to use, or `None` for the embedded cache, composed from the literals (see
-    /// [`RedisConfig`] for the order; [`Config::resolve_secrets`] filled the ones named in the secret store).
-    pub fn redis_url(&self) -> Result<Option<String>, ConfigError> {
-        let redis = &self.redis;
-        let url = self.literal(redis.url.as_ref(), &redis.url_secret_name, "FLOWHOST_REDIS_URL_SECRET_NAME")?;
-        if let Some(url) = url {
-            if !url.starts_with("redis://") && !url.starts_with("rediss://") {
-                let message = match &redis.url_secret_name {
-                    Some(_) => "must start with redis:// or rediss:// (so must the secret FLOWHOST_REDIS_URL_SECRET_NAME names)",
-                    None => "must start with redis:// or rediss://",
-                };
-                return Err(ConfigError::new("FLOWHOST_REDIS_URL", message));
-            }
-            return Ok(Some(url));
-        }
-        let host = self.literal(redis.host.as_ref(), &redis.host_secret_name, "FLOWHOST_REDIS_HOST_SECRET_NAME")?;
-        let Some(host) = host else {
-            return Ok(None);
-        };
-        let password =
-            self.literal(redis.password.as_ref(), &redis.password_secret_name, "FLOWHOST_REDIS_PASSWORD_SECRET_NAME")?;
-        let host = host.trim_start_matches("redis://");
-        let auth = password.map(|p| format!(":{}@", p.expose())).unwrap_or_default();
-        let db = match redis.db {
-            Some(db) if !host.contains('/') => format!("/{db}"),
-            _ => String::new(),
-        };
-        Ok(Some(format!("redis://{auth}{host}{db}")))
-    }
-
     /// A setting's literal value; an error naming `setting` when only its secret name is set (not resolved).
-    fn literal<T: Clone>(
+    pub fn literal<T: Clone>(
         &self,
         literal: Option<&T>,
         secret_name: &Option<String>,
@@ -766,27 +451,23 @@ impl Config {
     ) -> Result<Option<T>, ConfigError> {
         match (literal, secret_name) {
             (Some(value), _) => Ok(Some(value.clone())),
-            (None, Some(_)) => Err(self.unresolved(setting)),
+            (None, Some(_)) => Err(match &self.key_vault_url {
+                None => ConfigError::new(setting, "needs KEY_VAULT_URL"),
+                Some(_) => ConfigError::new(setting, "is not resolved yet: the secret store is read at start"),
+            }),
             (None, None) => Ok(None),
         }
     }
 
-    fn unresolved(&self, setting: &str) -> ConfigError {
-        match &self.key_vault_url {
-            None => ConfigError::new(setting, "needs KEY_VAULT_URL"),
-            Some(_) => ConfigError::new(setting, "is not resolved yet: the secret store is read at start"),
-        }
-    }
-
-    /// The settings whose value is still to be read from the secret store, in the spec's order, with the
-    /// secret name each one gives. A literal that is set wins, so its secret name is not listed; Redis host
-    /// and password are not listed when a Redis URL (literal or named) is configured.
-    pub fn pending_secrets(&self) -> Vec<(&'static SecretSetting, String)> {
-        SECRET_SETTINGS
-            .iter()
-            .filter(|setting| (setting.needed)(self))
-            .filter_map(|setting| (setting.secret_name)(self).map(|name| (setting, name)))
-            .collect()
+    /// The settings whose value is still to be read from the secret store, in the spec's order (Redis, then
+    /// the roles' sections, then the admin token, the signing key and the metrics token), with the secret name
+    /// each one gives. A literal that is set wins, so its secret name is not listed; Redis host and password are
+    /// not listed when a Redis URL (literal or named) is configured.
+    pub fn pending_secrets(&self) -> Vec<PendingSecret> {
+        let mut pending = crate::settings::pending(self, REDIS_SECRETS);
+        pending.extend(self.sections.pending());
+        pending.extend(crate::settings::pending(self, PROCESS_SECRETS));
+        pending
     }
 
     /// Reads every pending secret (see [`Config::pending_secrets`]) from `store`, in order, fills its
@@ -794,15 +475,22 @@ impl Config {
     /// secret's name, never a value. Returns how many secrets were read.
     pub async fn resolve_secrets(&mut self, store: &dyn SecretStore) -> Result<usize, ConfigError> {
         let mut resolved = 0;
-        for setting in SECRET_SETTINGS {
+        for setting in REDIS_SECRETS {
             // Asked again per setting: a Redis URL read from the store makes host and password unneeded.
             if !(setting.needed)(self) {
                 continue;
             }
             let Some(name) = (setting.secret_name)(self) else { continue };
-            // The store's errors name the secret already (and never its value).
-            let value = store.get(&name).await.map_err(|error| ConfigError::new(setting.setting, error.to_string()))?;
-            (setting.fill)(self, value);
+            (setting.fill)(self, read_secret(store, setting.setting, &name).await?);
+            resolved += 1;
+        }
+        let rest = self.sections.pending().into_iter().chain(crate::settings::pending(self, PROCESS_SECRETS));
+        for pending in rest.collect::<Vec<_>>() {
+            let value = read_secret(store, pending.setting, &pending.name).await?;
+            match PROCESS_SECRETS.iter().find(|setting| setting.setting == pending.setting) {
+                Some(setting) => (setting.fill)(self, value),
+                None => self.sections.fill(pending.setting, value),
+            }
             resolved += 1;
         }
         self.validate()?;
@@ -810,159 +498,94 @@ impl Config {
     }
 }
 
-/// One setting whose value may instead be named in the secret store: the literal wins when set, else the
-/// secret its `*_SECRET_NAME` names is read at start. [`SECRET_SETTINGS`] lists them all; a new one (e.g.
-/// presence's `DOCDB_URI_SECRET_NAME`) is one entry there.
-pub struct SecretSetting {
-    /// The literal's environment variable (`FLOWHOST_REDIS_URL`).
-    pub literal: &'static str,
-    /// The secret-name environment variable (`FLOWHOST_REDIS_URL_SECRET_NAME`).
-    pub setting: &'static str,
-    secret_name: fn(&Config) -> Option<String>,
-    /// Whether the value is still wanted: the literal is unset (and nothing earlier in the order made it moot).
-    needed: fn(&Config) -> bool,
-    fill: fn(&mut Config, Secret),
+/// The secret `name` from `store`; the store's errors name the secret already (and never its value).
+async fn read_secret(store: &dyn SecretStore, setting: &str, name: &str) -> Result<Secret, ConfigError> {
+    store.get(name).await.map_err(|error| ConfigError::new(setting, error.to_string()))
 }
 
-impl std::fmt::Debug for SecretSetting {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SecretSetting").field("literal", &self.literal).field("setting", &self.setting).finish()
-    }
-}
-
-/// Every `*_SECRET_NAME` setting, in the spec's order (spec 001 item 8 for Redis: URL, then the URL's secret
-/// name, then host and password composition; spec 000 for the push settings).
-pub static SECRET_SETTINGS: &[SecretSetting] = &[
-    SecretSetting {
-        literal: "FLOWHOST_REDIS_URL",
-        setting: "FLOWHOST_REDIS_URL_SECRET_NAME",
-        secret_name: |c| c.redis.url_secret_name.clone(),
-        needed: |c| c.redis.url.is_none(),
-        fill: |c, v| c.redis.url = Some(v.expose().to_owned()),
-    },
-    SecretSetting {
-        literal: "FLOWHOST_REDIS_HOST",
-        setting: "FLOWHOST_REDIS_HOST_SECRET_NAME",
-        secret_name: |c| c.redis.host_secret_name.clone(),
-        needed: |c| c.redis.url.is_none() && c.redis.url_secret_name.is_none() && c.redis.host.is_none(),
-        fill: |c, v| c.redis.host = Some(v.expose().to_owned()),
-    },
-    SecretSetting {
-        literal: "FLOWHOST_REDIS_PASSWORD",
-        setting: "FLOWHOST_REDIS_PASSWORD_SECRET_NAME",
-        secret_name: |c| c.redis.password_secret_name.clone(),
-        needed: |c| c.redis.url.is_none() && c.redis.url_secret_name.is_none() && c.redis.password.is_none(),
-        fill: |c, v| c.redis.password = Some(v),
-    },
-    SecretSetting {
-        literal: "FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON",
-        setting: "FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME",
-        secret_name: |c| c.push.callers_json_secret_name.clone(),
-        needed: |c| c.push.callers_json.is_none(),
-        fill: |c, v| c.push.callers_json = Some(v),
-    },
-    SecretSetting {
-        literal: "FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY",
-        setting: "FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY_SECRET_NAME",
-        secret_name: |c| c.push.vapid_public_key_secret_name.clone(),
-        needed: |c| c.push.vapid_public_key.is_none(),
-        fill: |c, v| c.push.vapid_public_key = Some(v.expose().to_owned()),
-    },
-    SecretSetting {
-        literal: "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY",
-        setting: "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME",
-        secret_name: |c| c.push.vapid_private_key_secret_name.clone(),
-        needed: |c| c.push.vapid_private_key.is_none(),
-        fill: |c, v| c.push.vapid_private_key = Some(v),
-    },
-    SecretSetting {
-        literal: "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET",
-        setting: "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME",
-        secret_name: |c| c.push.interaction_token_secret_secret_name.clone(),
-        needed: |c| c.push.interaction_token_secret.is_none(),
-        fill: |c, v| c.push.interaction_token_secret = Some(v),
-    },
-    SecretSetting {
-        literal: "INAPP_EDITOR_API_AUTH_TOKEN",
-        setting: "INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME",
-        secret_name: |c| c.push.editor_token_secret_name.clone(),
-        needed: |c| c.push.editor_token.is_none(),
-        fill: |c, v| c.push.editor_token = Some(v),
-    },
-    SecretSetting {
-        literal: "DOCDB_URI",
-        setting: "DOCDB_URI_SECRET_NAME",
-        secret_name: |c| c.presence.docdb_uri_secret_name.clone(),
-        needed: |c| c.presence.docdb_uri.is_none(),
-        fill: |c, v| c.presence.docdb_uri = Some(v),
-    },
-    SecretSetting {
-        literal: "FLOWHOST_ADMIN_TOKEN",
-        setting: "FLOWHOST_ADMIN_TOKEN_SECRET_NAME",
-        secret_name: |c| c.api.admin_token_secret_name.clone(),
-        needed: |c| c.api.admin_token.is_none(),
-        fill: |c, v| c.api.admin_token = Some(v),
-    },
-    SecretSetting {
-        literal: "FLOWHOST_SERVICE_SIGNING_KEY",
-        setting: "FLOWHOST_SERVICE_SIGNING_KEY_SECRET_NAME",
-        secret_name: |c| c.service_signing_key_secret_name.clone(),
-        needed: |c| c.service_signing_key.is_none(),
-        fill: |c, v| c.service_signing_key = Some(v),
-    },
-    SecretSetting {
-        literal: "FLOWHOST_METRICS_TOKEN",
-        setting: "FLOWHOST_METRICS_TOKEN_SECRET_NAME",
-        secret_name: |c| c.metrics_token_secret_name.clone(),
-        needed: |c| c.metrics_token.is_none(),
-        fill: |c, v| c.metrics_token = Some(v),
-    },
+/// The other process-wide `*_SECRET_NAME` settings; read after the roles' sections'.
+pub static PROCESS_SECRETS: &[SecretSetting<Config>] = &[
+    crate::secret_setting!(Config, "FLOWHOST_ADMIN_TOKEN", api.admin_token, api.admin_token_secret_name),
+    crate::secret_setting!(
+        Config,
+        "FLOWHOST_SERVICE_SIGNING_KEY",
+        service_signing_key,
+        service_signing_key_secret_name
+    ),
+    crate::secret_setting!(Config, "FLOWHOST_METRICS_TOKEN", metrics_token, metrics_token_secret_name),
 ];
-
-/// `http://<host>:<port>`, loopback for a wildcard host, brackets around an IPv6 address.
-fn http_base(host: &str, port: u16) -> String {
-    let host = match host {
-        "0.0.0.0" | "" => "127.0.0.1",
-        "::" | "[::]" => "[::1]",
-        other => other,
-    };
-    let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() };
-    format!("http://{host}:{port}")
-}
-
-/// The base URL `FLOWHOST_HTTP_ADDR` publishes under: an `http://` or `https://` URL as given (without a
-/// trailing `/`), or `host:port` / `:port` as `http://<host>:<port>` (loopback for an empty or wildcard host).
-fn http_addr_base(addr: &str) -> Result<String, String> {
-    let addr = addr.trim();
-    if addr.starts_with("http://") || addr.starts_with("https://") {
-        let url = addr.trim_end_matches('/');
-        return match url.split_once("://") {
-            Some((_, rest)) if !rest.is_empty() => Ok(url.to_owned()),
-            _ => Err("names no host".to_owned()),
-        };
-    }
-    if addr.contains("://") {
-        return Err("must be host:port, :port, or an http:// or https:// URL".to_owned());
-    }
-    let (host, port) = addr.rsplit_once(':').ok_or("must be host:port, :port, or an http:// or https:// URL")?;
-    let port: u16 = port.parse().map_err(|_| format!("port {port:?} is not a number from 1 to 65535"))?;
-    if port == 0 {
-        return Err("port 0 is not an address services can reach".to_owned());
-    }
-    if host.contains('/') || host.chars().any(char::is_whitespace) {
-        return Err(format!("host {host:?} is not a host name or address"));
-    }
-    Ok(http_base(host.trim_start_matches('[').trim_end_matches(']'), port))
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// A role's section as a role's crate declares one: a setting with bounds, a secret that may be named in
+    /// the store, and a rule tying two settings together.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    struct Example {
+        interval_ms: u64,
+        limit_ms: u64,
+        token: Option<Secret>,
+        token_secret_name: Option<String>,
+    }
+
+    impl Default for Example {
+        fn default() -> Self {
+            Self { interval_ms: 100, limit_ms: 1000, token: None, token_secret_name: None }
+        }
+    }
+
+    static EXAMPLE_SETTINGS: &[Setting<Example>] = crate::settings!(Example, "example.", [
+        { "EXAMPLE_INTERVAL_MS", interval_ms, "an interval", check: at_least(10) },
+        { "EXAMPLE_LIMIT_MS", limit_ms, "a limit (at least the interval)" },
+        { "EXAMPLE_TOKEN", token, "a token" },
+        { "EXAMPLE_TOKEN_SECRET_NAME", token_secret_name, "secret-store name of the token" },
+    ]);
+
+    impl Section for Example {
+        const NAME: &'static str = "example";
+        const PAGE: &'static str = "example.md";
+        fn settings() -> &'static [Setting<Self>] {
+            EXAMPLE_SETTINGS
+        }
+        fn secrets() -> &'static [SecretSetting<Self>] {
+            &[SecretSetting {
+                literal: "EXAMPLE_TOKEN",
+                setting: "EXAMPLE_TOKEN_SECRET_NAME",
+                secret_name: |example| example.token_secret_name.clone(),
+                needed: |example| example.token.is_none(),
+                fill: |example, value| example.token = Some(value),
+            }]
+        }
+        fn validate(&self) -> Result<(), ConfigError> {
+            if self.limit_ms < self.interval_ms {
+                return Err(ConfigError::new("EXAMPLE_LIMIT_MS", "must be at least EXAMPLE_INTERVAL_MS"));
+            }
+            Ok(())
+        }
+    }
+
+    const SECTIONS: [SectionEntry; 1] = [SectionEntry::of::<Example>()];
+
     fn load(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Config::load(None, |name| vars.get(name).cloned())
+        Config::load(None, |name| vars.get(name).cloned(), &SECTIONS)
+    }
+
+    #[test]
+    fn a_roles_section_loads_from_the_file_and_the_environment_through_its_table() {
+        let config = load(&[("EXAMPLE_INTERVAL_MS", "250")]).unwrap();
+        assert_eq!(config.section::<Example>().interval_ms, 250);
+        assert_eq!(load(&[("EXAMPLE_INTERVAL_MS", "5")]).unwrap_err().setting, "EXAMPLE_INTERVAL_MS");
+        assert_eq!(load(&[("EXAMPLE_LIMIT_MS", "50")]).unwrap_err().setting, "EXAMPLE_LIMIT_MS");
+        // A configuration built in code has every section at its defaults until changed.
+        let mut config = Config::default();
+        assert_eq!(*config.section::<Example>(), Example::default());
+        config.section_mut::<Example>().limit_ms = 5000;
+        assert_eq!(config.section::<Example>().limit_ms, 5000);
+        assert_ne!(config, Config::default(), "sections take part in equality");
     }
 
     #[test]
@@ -971,7 +594,7 @@ mod tests {
         assert_eq!(config.api.port, 8787);
         assert_eq!(config.mongodb.uri, None);
         assert_eq!(config.redis_url().unwrap(), None);
-        assert_eq!(config.roles, Role::ALL.to_vec());
+        assert_eq!(config.roles, ["all"], "the binary's default roles");
     }
 
     #[test]
@@ -1007,56 +630,17 @@ mod tests {
     fn errors_name_the_setting() {
         let cases = [
             (vec![("API_PORT", "eighty")], "API_PORT"),
-            (vec![("FLOWHOST_ROLES", "admin,bogus")], "FLOWHOST_ROLES"),
+            (vec![("FLOWHOST_ROLES", " , ")], "FLOWHOST_ROLES"),
             (vec![("FLOWHOST_REDIS_URL_SECRET_NAME", "x")], "FLOWHOST_REDIS_URL_SECRET_NAME"),
             (vec![("FLOWHOST_MONGODB_URI", "http://x")], "FLOWHOST_MONGODB_URI"),
             (vec![("FLOWHOST_LOG_FORMAT", "xml")], "FLOWHOST_LOG_FORMAT"),
             (vec![("FLOWHOST_REDIS_PASSWORD", "p")], "FLOWHOST_REDIS_HOST"),
-            (vec![("FLOWHOST_ENGINE_RUNS_RETENTION_MS", "1000")], "FLOWHOST_ENGINE_RUNS_RETENTION_MS"),
-            (
-                vec![("FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS", "86400000")],
-                "FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS",
-            ),
-            (vec![("FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS", "0")], "FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS"),
-            (vec![("FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS", "some")], "FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS"),
         ];
         for (vars, setting) in cases {
             let error = load(&vars).unwrap_err();
             assert_eq!(error.setting, setting, "{vars:?}: {error}");
             assert!(error.to_string().contains(setting));
         }
-    }
-
-    #[test]
-    fn sender_settings_come_from_the_environment_and_are_bounded() {
-        let defaults = load(&[]).unwrap().push;
-        assert_eq!(defaults.vapid_subject, DEFAULT_VAPID_SUBJECT);
-        assert_eq!((defaults.push_ttl_seconds, defaults.max_concurrent_pushes), (86_400, 256));
-        assert_eq!((defaults.push_service_hosts, defaults.ssl_cert_file), (None, None));
-        let push = load(&[
-            ("FLOWHOST_WEBPUSH_PUSH_SERVICE_HOSTS", " 127.0.0.1, push.example:8443 "),
-            ("FLOWHOST_WEBPUSH_VAPID_SUBJECT", "https://casino.example/contact"),
-            ("FLOWHOST_WEBPUSH_TTL_SECONDS", "600"),
-            ("FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES", "32"),
-            ("SSL_CERT_FILE", "/etc/ssl/extra.pem"),
-        ])
-        .unwrap()
-        .push;
-        assert_eq!(push.push_service_hosts.as_deref(), Some("127.0.0.1, push.example:8443"));
-        assert_eq!(push.vapid_subject, "https://casino.example/contact");
-        assert_eq!((push.push_ttl_seconds, push.max_concurrent_pushes), (600, 32));
-        assert_eq!(push.ssl_cert_file.as_deref(), Some("/etc/ssl/extra.pem"));
-        for (name, value) in [
-            ("FLOWHOST_WEBPUSH_VAPID_SUBJECT", "ops@casino.example"),
-            ("FLOWHOST_WEBPUSH_TTL_SECONDS", "0"),
-            ("FLOWHOST_WEBPUSH_TTL_SECONDS", "2419201"),
-            ("FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES", "0"),
-            ("FLOWHOST_WEBPUSH_MAX_CONCURRENT_PUSHES", "many"),
-        ] {
-            assert_eq!(load(&[(name, value)]).unwrap_err().setting, name, "{name}={value}");
-        }
-        assert_eq!(parse_roles("sender").unwrap(), [Role::Sender]);
-        assert!(Role::ALL.contains(&Role::Sender), "serve runs the sender by default");
     }
 
     #[test]
@@ -1114,120 +698,6 @@ mod tests {
         assert_eq!(config.redis_url().unwrap().as_deref(), Some("redis://b:2/5"));
     }
 
-    #[test]
-    fn the_queue_admin_api_is_a_gateway_role_of_its_own() {
-        assert_eq!(parse_roles("gateway-admin").unwrap(), [Role::GatewayAdmin]);
-        let admin = Role::GatewayAdmin.gateway_parts().unwrap();
-        assert!(admin.admin && !admin.edge && !admin.ingest && !admin.worker);
-        assert!(!Role::GatewayIngest.gateway_parts().unwrap().admin, "ingest no longer serves the queue admin");
-        assert!(Role::Gateway.gateway_parts().unwrap().admin, "gateway runs every part");
-        for (roles, refused) in
-            [("gateway-ingest,gateway-admin,gateway-worker", false), ("gateway,gateway-admin", true)]
-        {
-            let result = load(&[("FLOWHOST_ROLES", roles)]);
-            assert_eq!(result.is_err(), refused, "{roles}: {result:?}");
-            if let Err(error) = result {
-                assert_eq!(error.setting, "FLOWHOST_ROLES");
-            }
-        }
-    }
-
-    #[test]
-    fn push_defaults() {
-        let config = load(&[]).unwrap();
-        assert!(config.roles.contains(&Role::PushApi));
-        assert_eq!(config.push.retention_days, 30);
-        assert_eq!(config.push.retention_sweep_interval_ms, 3_600_000);
-        assert_eq!(config.push.channels_enabled, vec![Channel::WebPush, Channel::InApp]);
-        assert!(!config.push.dry_run && !config.push.allow_auto_vapid);
-        assert_eq!(config.push.listen, None);
-        assert_eq!(config.push_secrets().unwrap(), PushSecrets::default());
-        assert_eq!(parse_roles("admin,push-api").unwrap(), vec![Role::Admin, Role::PushApi]);
-        assert_eq!(parse_roles("all").unwrap(), Role::ALL.to_vec());
-    }
-
-    #[test]
-    fn push_settings_from_the_environment() {
-        let config = load(&[
-            ("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON", r#"{"callers":[]}"#),
-            ("FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY", "pub"),
-            ("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY", "priv"),
-            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET", "s1"),
-            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS", "s0"),
-            ("FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS", " casino.example , *.cdn.example ,"),
-            ("WEB_PUSH_DRY_RUN", "TRUE"),
-            ("FLOWHOST_CHANNELS_ENABLED", "WEB_PUSH"),
-            ("INAPP_EDITOR_API_AUTH_TOKEN", "editor"),
-            ("FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID", "1"),
-            ("FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS", "7"),
-            ("FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS", "250"),
-            ("FLOWHOST_PUSH_API_LISTEN", "127.0.0.1:8788"),
-            ("FLOWHOST_WEBPUSH_TENANTS", "t1,t2"),
-            ("FLOWHOST_WEBPUSH_SMOKE_TEST_CALLERS", "dashboard"),
-            ("FLOWHOST_ROLES", "push-api"),
-        ])
-        .unwrap();
-        let push = &config.push;
-        assert_eq!(config.roles, vec![Role::PushApi]);
-        assert_eq!(push.allowed_target_hosts, ["casino.example", "*.cdn.example"]);
-        assert!(push.dry_run && push.allow_auto_vapid);
-        assert_eq!(push.channels_enabled, vec![Channel::WebPush]);
-        assert_eq!((push.retention_days, push.retention_sweep_interval_ms), (7, 250));
-        assert_eq!(push.listen.as_deref(), Some("127.0.0.1:8788"));
-        assert_eq!(push.tenants, ["t1", "t2"]);
-        assert_eq!(push.smoke_test_callers, ["dashboard"]);
-        assert_eq!(push.interaction_token_secret_previous.as_ref().map(Secret::expose), Some("s0"));
-        let secrets = config.push_secrets().unwrap();
-        assert_eq!(secrets.callers_json.as_ref().map(Secret::expose), Some(r#"{"callers":[]}"#));
-        assert_eq!(secrets.vapid_public_key.as_deref(), Some("pub"));
-        assert_eq!(secrets.vapid_private_key.as_ref().map(Secret::expose), Some("priv"));
-        assert_eq!(secrets.interaction_token_secret.as_ref().map(Secret::expose), Some("s1"));
-        assert_eq!(secrets.editor_token.as_ref().map(Secret::expose), Some("editor"));
-    }
-
-    #[test]
-    fn push_errors_name_the_setting() {
-        let cases = [
-            (vec![("WEB_PUSH_DRY_RUN", "maybe")], "WEB_PUSH_DRY_RUN"),
-            (vec![("FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID", "sometimes")], "FLOWHOST_WEBPUSH_ALLOW_AUTO_VAPID"),
-            (vec![("FLOWHOST_CHANNELS_ENABLED", "WEB_PUSH,SMS")], "FLOWHOST_CHANNELS_ENABLED"),
-            (vec![("FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS", "0")], "FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS"),
-            (vec![("FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS", "-1")], "FLOWHOST_SENDER_WEBPUSH_RETENTION_DAYS"),
-            (
-                vec![("FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS", "1")],
-                "FLOWHOST_WEBPUSH_RETENTION_SWEEP_INTERVAL_MS",
-            ),
-            (
-                vec![("FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS", "https://x.example")],
-                "FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS",
-            ),
-            (vec![("FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS", "x.example:443")], "FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS"),
-            (vec![("FLOWHOST_PUSH_API_LISTEN", "localhost")], "FLOWHOST_PUSH_API_LISTEN"),
-            (vec![("FLOWHOST_ROLES", "push")], "FLOWHOST_ROLES"),
-            (
-                vec![("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME", "callers")],
-                "FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME",
-            ),
-            (
-                vec![("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME", "hmac")],
-                "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME",
-            ),
-            (vec![("INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME", "editor")], "INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME"),
-            (
-                vec![("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS", "old")],
-                "FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_PREVIOUS",
-            ),
-        ];
-        for (vars, setting) in cases {
-            let error = load(&vars).unwrap_err();
-            assert_eq!(error.setting, setting, "{vars:?}: {error}");
-            assert!(error.to_string().contains(setting));
-        }
-        // The literal wins over the secret-store name, so no secret store is needed then.
-        let config = load(&[("INAPP_EDITOR_API_AUTH_TOKEN", "t"), ("INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME", "n")]);
-        assert_eq!(config.unwrap().push_secrets().unwrap().editor_token, Some(Secret::new("t")));
-    }
-
     /// A secret store answering from a map, recording the names asked for: enough to pin the resolution order
     /// (the real store is `flowhost-keyvault`, tested against a stand-in Key Vault in `tests/tests/secrets.rs`).
     #[derive(Default)]
@@ -1265,50 +735,44 @@ mod tests {
     async fn a_literal_wins_over_its_secret_name() {
         let mut config = load(&[
             VAULT,
-            ("INAPP_EDITOR_API_AUTH_TOKEN", "literal"),
-            ("INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME", "editor"),
-            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME", "hmac"),
+            ("FLOWHOST_ADMIN_TOKEN", "literal"),
+            ("FLOWHOST_ADMIN_TOKEN_SECRET_NAME", "admin"),
+            ("EXAMPLE_TOKEN_SECRET_NAME", "example"),
         ])
         .unwrap();
-        let pending: Vec<&str> = config.pending_secrets().iter().map(|(s, _)| s.setting).collect();
-        assert_eq!(pending, ["FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME"]);
-        let store = MapStore::with(&[("editor", "from-store"), ("hmac", "hmac-from-store")]);
+        let pending: Vec<&str> = config.pending_secrets().iter().map(|pending| pending.setting).collect();
+        assert_eq!(pending, ["EXAMPLE_TOKEN_SECRET_NAME"]);
+        let store = MapStore::with(&[("admin", "from-store"), ("example", "example-from-store")]);
         assert_eq!(config.resolve_secrets(&store).await.unwrap(), 1);
-        assert_eq!(store.asked(), ["hmac"]);
-        let secrets = config.push_secrets().unwrap();
-        assert_eq!(secrets.editor_token, Some(Secret::new("literal")));
-        assert_eq!(secrets.interaction_token_secret, Some(Secret::new("hmac-from-store")));
+        assert_eq!(store.asked(), ["example"]);
+        assert_eq!(config.api.admin_token, Some(Secret::new("literal")));
+        assert_eq!(config.section::<Example>().token, Some(Secret::new("example-from-store")));
     }
 
     #[tokio::test]
-    async fn every_push_secret_resolves_by_name() {
+    async fn secrets_are_read_redis_first_then_the_sections_then_the_process_tokens() {
         let mut config = load(&[
             VAULT,
-            ("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME", "callers"),
-            ("FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY_SECRET_NAME", "vapid-public"),
-            ("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME", "vapid-private"),
-            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET_SECRET_NAME", "hmac"),
-            ("INAPP_EDITOR_API_AUTH_TOKEN_SECRET_NAME", "editor"),
+            ("FLOWHOST_METRICS_TOKEN_SECRET_NAME", "metrics"),
+            ("EXAMPLE_TOKEN_SECRET_NAME", "example"),
+            ("FLOWHOST_REDIS_URL_SECRET_NAME", "url"),
+            ("FLOWHOST_SERVICE_SIGNING_KEY_SECRET_NAME", "signing"),
         ])
         .unwrap();
-        // Before resolution the values are not there, and saying so names the setting.
-        assert_eq!(config.push_secrets().unwrap_err().setting, "FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON_SECRET_NAME");
         let store = MapStore::with(&[
-            ("callers", r#"{"callers":[]}"#),
-            ("vapid-public", "pub"),
-            ("vapid-private", "priv"),
-            ("hmac", "mac"),
-            ("editor", "ed"),
+            ("metrics", "m"),
+            ("example", "e"),
+            ("url", "redis://r:1"),
+            ("signing", "0123456789abcdef0123456789abcdef"),
         ]);
-        assert_eq!(config.resolve_secrets(&store).await.unwrap(), 5);
-        assert_eq!(store.asked(), ["callers", "vapid-public", "vapid-private", "hmac", "editor"]);
-        let secrets = config.push_secrets().unwrap();
-        assert_eq!(secrets.callers_json, Some(Secret::new(r#"{"callers":[]}"#)));
-        assert_eq!(secrets.vapid_public_key.as_deref(), Some("pub"));
-        assert_eq!(secrets.vapid_private_key, Some(Secret::new("priv")));
-        assert_eq!(secrets.interaction_token_secret, Some(Secret::new("mac")));
-        assert_eq!(secrets.editor_token, Some(Secret::new("ed")));
+        assert_eq!(config.resolve_secrets(&store).await.unwrap(), 4);
+        assert_eq!(store.asked(), ["url", "example", "signing", "metrics"]);
+        assert_eq!(config.metrics_token, Some(Secret::new("m")));
         assert!(config.pending_secrets().is_empty());
+        // A value that breaks a bound once read stops the start too, naming its setting.
+        let mut config = load(&[VAULT, ("FLOWHOST_SERVICE_SIGNING_KEY_SECRET_NAME", "signing")]).unwrap();
+        let error = config.resolve_secrets(&MapStore::with(&[("signing", "short")])).await.unwrap_err();
+        assert_eq!(error.setting, "FLOWHOST_SERVICE_SIGNING_KEY");
     }
 
     #[tokio::test]
@@ -1359,10 +823,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_lookup_names_the_setting_and_the_secret_never_its_value() {
-        let mut config = load(&[VAULT, ("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME", "vapid")]).unwrap();
+        let mut config = load(&[VAULT, ("EXAMPLE_TOKEN_SECRET_NAME", "example")]).unwrap();
         let error = config.resolve_secrets(&MapStore::default()).await.unwrap_err();
-        assert_eq!(error.setting, "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY_SECRET_NAME");
-        assert!(error.message.contains("\"vapid\"") && error.message.contains("does not exist"), "{error}");
+        assert_eq!(error.setting, "EXAMPLE_TOKEN_SECRET_NAME");
+        assert!(error.message.contains("\"example\"") && error.message.contains("does not exist"), "{error}");
         // A value that fails validation after resolution: the error names the setting, not the value.
         let mut config = load(&[VAULT, ("FLOWHOST_REDIS_URL_SECRET_NAME", "url")]).unwrap();
         let store = MapStore::with(&[("url", "http://user:hunter2@cache")]);
@@ -1388,51 +852,18 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_caller_policy_does_not_stop_the_start() {
-        // The policy's content is the push-api role's business (it answers 503 and /health 503), not a
-        // configuration error.
-        let config = load(&[("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON", "{not json")]).unwrap();
-        assert_eq!(
-            config.push_secrets().unwrap().callers_json.map(|s| s.expose().to_owned()).as_deref(),
-            Some("{not json")
-        );
-    }
-
-    #[test]
     fn secrets_are_redacted_in_debug() {
         let config = load(&[
-            ("FLOWHOST_WEBPUSH_INTERACTION_TOKEN_SECRET", "hmac-secret-value"),
-            ("INAPP_EDITOR_API_AUTH_TOKEN", "editor-token-value"),
-            ("FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON", r#"{"callers":[{"token":"caller-token-value"}]}"#),
+            ("FLOWHOST_ADMIN_TOKEN", "admin-token-value"),
+            ("FLOWHOST_METRICS_TOKEN", "metrics-token-value"),
+            ("EXAMPLE_TOKEN", "example-token-value"),
         ])
         .unwrap();
-        let debug = format!("{config:?} {:?}", config.push_secrets().unwrap());
-        for secret in ["hmac-secret-value", "editor-token-value", "caller-token-value"] {
+        let debug = format!("{config:?}");
+        for secret in ["admin-token-value", "metrics-token-value", "example-token-value"] {
             assert!(!debug.contains(secret), "{secret} leaked in Debug");
         }
         assert!(debug.contains("<redacted>"));
-    }
-
-    #[test]
-    fn push_section_in_the_file() {
-        let dir = std::env::temp_dir().join(format!("flowhost-config-push-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("flowhost.toml");
-        std::fs::write(
-            &path,
-            "roles = [\"admin\", \"push-api\"]\n[push]\nretention_days = 9\nchannels_enabled = [\"IN_APP\"]\n\
-             editor_token = \"e\"\n",
-        )
-        .unwrap();
-        let config = Config::load(Some(&path), |_| None).unwrap();
-        assert_eq!(config.roles, vec![Role::Admin, Role::PushApi]);
-        assert_eq!(config.push.retention_days, 9);
-        assert_eq!(config.push.channels_enabled, vec![Channel::InApp]);
-        assert_eq!(config.push.editor_token, Some(Secret::new("e")));
-        std::fs::write(&path, "[push]\nretention = 9\n").unwrap();
-        let error = Config::load(Some(&path), |_| None).unwrap_err();
-        assert!(error.message.contains("retention"), "{error}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -1440,12 +871,26 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("flowhost-config-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("flowhost.toml");
-        std::fs::write(&path, "[api]\nport = 9000\nhost = \"0.0.0.0\"\n[engine]\nreload_interval_ms = 250\n").unwrap();
-        let config = Config::load(Some(&path), |name| (name == "API_PORT").then(|| "9100".to_owned())).unwrap();
-        assert_eq!((config.api.port, config.api.host.as_str()), (9100, "0.0.0.0"));
-        assert_eq!(config.engine.reload_interval_ms, 250);
-        std::fs::write(&path, "[api]\nprot = 1\n").unwrap();
-        let error = Config::load(Some(&path), |_| None).unwrap_err();
-        assert!(error.message.contains("prot"), "{error}");
+        std::fs::write(
+            &path,
+            "roles = [\"admin\"]\n[api]\nport = 9000\nhost = \"0.0.0.0\"\n[example]\ninterval_ms = 250\n",
+        )
+        .unwrap();
+        let env = |name: &str| (name == "API_PORT" || name == "EXAMPLE_LIMIT_MS").then(|| "9100".to_owned());
+        let config = Config::load(Some(&path), env, &SECTIONS).unwrap();
+        assert_eq!(
+            (config.api.port, config.api.host.as_str(), config.roles.as_slice()),
+            (9100, "0.0.0.0", &["admin".to_owned()][..])
+        );
+        assert_eq!((config.section::<Example>().interval_ms, config.section::<Example>().limit_ms), (250, 9100));
+        for (text, unknown) in [
+            ("[api]\nprot = 1\n", "prot"),
+            ("[example]\nintervall = 1\n", "intervall"),
+            ("[engine]\nx = 1\n", "engine"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let error = Config::load(Some(&path), |_| None, &SECTIONS).unwrap_err();
+            assert!(error.message.contains(unknown), "{error}");
+        }
     }
 }

@@ -293,10 +293,7 @@ impl<T: ?Sized> Rule<T> {
 
 /// A text that must not be empty (a consumer group, a topic).
 pub fn not_empty() -> Rule<str> {
-    rule(
-        |value: &str| if value.trim().is_empty() { Err("must not be empty".to_owned()) } else { Ok(()) },
-        "not empty",
-    )
+    rule(|value: &str| if value.trim().is_empty() { Err("must not be empty".to_owned()) } else { Ok(()) }, "not empty")
 }
 
 /// A topic name Flowhost may create (see `ports::check_topic_name`).
@@ -387,6 +384,287 @@ macro_rules! __setting_check {
     ($field:expr, $check:expr) => {
         ($check).check($field)
     };
+}
+
+/// One setting whose value may instead be named in the secret store: the literal wins when set, else the
+/// secret its `*_SECRET_NAME` names is read at start (`Config::resolve_secrets`).
+pub struct SecretSetting<S: 'static> {
+    /// The literal's environment variable (`FLOWHOST_REDIS_URL`).
+    pub literal: &'static str,
+    /// The secret-name environment variable (`FLOWHOST_REDIS_URL_SECRET_NAME`).
+    pub setting: &'static str,
+    /// The secret's name, when one is configured.
+    pub secret_name: fn(&S) -> Option<String>,
+    /// Whether the value is still wanted: the literal is unset (and nothing earlier in the order made it moot).
+    pub needed: fn(&S) -> bool,
+    /// Puts the value read from the store in the literal's place.
+    pub fill: fn(&mut S, Secret),
+}
+
+impl<S> std::fmt::Debug for SecretSetting<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretSetting").field("literal", &self.literal).field("setting", &self.setting).finish()
+    }
+}
+
+/// What a secret read from the store becomes in its literal's place: the secret itself, or its text (a value
+/// that is not secret once known, such as a VAPID public key or a Redis host).
+pub trait FromSecret {
+    fn from_secret(secret: Secret) -> Self;
+}
+
+impl FromSecret for Secret {
+    fn from_secret(secret: Secret) -> Self {
+        secret
+    }
+}
+
+impl FromSecret for String {
+    fn from_secret(secret: Secret) -> Self {
+        secret.expose().to_owned()
+    }
+}
+
+/// The usual [`SecretSetting`] of section `S`: `secret_setting!(S, "LITERAL", literal.field, name.field)` is
+/// wanted while its literal field is unset, reads the secret its name field names, and is set as
+/// `LITERAL_SECRET_NAME`.
+#[macro_export]
+macro_rules! secret_setting {
+    ($section:ty, $literal:literal, $($field:ident).+, $($name:ident).+) => {
+        $crate::settings::SecretSetting::<$section> {
+            literal: $literal,
+            setting: concat!($literal, "_SECRET_NAME"),
+            secret_name: |section| section.$($name).+.clone(),
+            needed: |section| section.$($field).+.is_none(),
+            fill: |section, value| section.$($field).+ = Some($crate::settings::FromSecret::from_secret(value)),
+        }
+    };
+}
+
+/// A secret setting still to be read from the store: its two variables and the secret's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingSecret {
+    pub literal: &'static str,
+    pub setting: &'static str,
+    pub name: String,
+}
+
+/// The settings of `secrets` still to be read for `section`, in order.
+pub fn pending<S>(section: &S, secrets: &[SecretSetting<S>]) -> Vec<PendingSecret> {
+    secrets
+        .iter()
+        .filter(|secret| (secret.needed)(section))
+        .filter_map(|secret| {
+            (secret.secret_name)(section).map(|name| PendingSecret {
+                literal: secret.literal,
+                setting: secret.setting,
+                name,
+            })
+        })
+        .collect()
+}
+
+/// A role's section of the configuration: its own table in the file (`[engine]`), its settings, and the rules
+/// that tie them together. The role's crate defines it (`host/<role>/src/config.rs`) and names it in its `Role`;
+/// the process's configuration holds the sections of the roles the binary knows (`Config::section`).
+pub trait Section:
+    std::any::Any
+    + Clone
+    + Default
+    + std::fmt::Debug
+    + PartialEq
+    + Serialize
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The section's table in the configuration file, and the first part of its settings' paths.
+    const NAME: &'static str;
+    /// The page in `docs/` that holds its settings' table.
+    const PAGE: &'static str;
+    /// Its settings.
+    fn settings() -> &'static [Setting<Self>];
+    /// Its settings whose value may be named in the secret store, in the order they are read.
+    fn secrets() -> &'static [SecretSetting<Self>] {
+        &[]
+    }
+    /// The rules that tie its settings together; each setting's bounds are checked before.
+    fn validate(&self) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
+/// A section behind a pointer: what [`Sections`] keeps.
+trait AnySection: Send + Sync + std::fmt::Debug {
+    fn as_any(&self) -> &dyn std::any::Any;
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+    fn clone_box(&self) -> Box<dyn AnySection>;
+    fn equals(&self, other: &dyn AnySection) -> bool;
+    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError>;
+    fn validate(&self) -> Result<(), ConfigError>;
+    fn pending(&self) -> Vec<PendingSecret>;
+    fn fill(&mut self, setting: &str, value: Secret);
+}
+
+impl<T: Section> AnySection for T {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+    fn clone_box(&self) -> Box<dyn AnySection> {
+        Box::new(self.clone())
+    }
+    fn equals(&self, other: &dyn AnySection) -> bool {
+        other.as_any().downcast_ref::<T>() == Some(self)
+    }
+    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        apply_env(self, T::settings(), env)
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        check(self, T::settings())?;
+        Section::validate(self)
+    }
+    fn pending(&self) -> Vec<PendingSecret> {
+        pending(self, T::secrets())
+    }
+    fn fill(&mut self, setting: &str, value: Secret) {
+        if let Some(secret) = T::secrets().iter().find(|secret| secret.setting == setting) {
+            (secret.fill)(self, value);
+        }
+    }
+}
+
+/// A section as a value, for the binary's table of roles: loading reads each known section's table from the
+/// file, and the documentation test renders each one's settings.
+#[derive(Clone, Copy)]
+pub struct SectionEntry {
+    pub name: &'static str,
+    pub page: &'static str,
+    /// The section's rows of its page's settings table (see [`markdown_rows`]).
+    pub documentation: fn() -> String,
+    default: fn() -> Box<dyn AnySection>,
+    parse: fn(toml::Value) -> Result<Box<dyn AnySection>, String>,
+}
+
+impl std::fmt::Debug for SectionEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SectionEntry").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl SectionEntry {
+    /// The entry of section `T`.
+    pub const fn of<T: Section>() -> SectionEntry {
+        SectionEntry {
+            name: T::NAME,
+            page: T::PAGE,
+            documentation: documentation_of::<T>,
+            default: default_of::<T>,
+            parse: parse_of::<T>,
+        }
+    }
+}
+
+fn documentation_of<T: Section>() -> String {
+    markdown_rows(T::settings())
+}
+
+fn default_of<T: Section>() -> Box<dyn AnySection> {
+    Box::new(T::default())
+}
+
+fn parse_of<T: Section>(value: toml::Value) -> Result<Box<dyn AnySection>, String> {
+    value.try_into::<T>().map(|section| Box::new(section) as Box<dyn AnySection>).map_err(|error| error.to_string())
+}
+
+/// The roles' sections of one configuration, in the order they were added (the order secrets are read in).
+#[derive(Default)]
+pub struct Sections(Vec<(&'static str, Box<dyn AnySection>)>);
+
+impl Clone for Sections {
+    fn clone(&self) -> Self {
+        Sections(self.0.iter().map(|(name, section)| (*name, section.clone_box())).collect())
+    }
+}
+
+impl PartialEq for Sections {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self.0.iter().all(|(name, section)| {
+                other.0.iter().any(|(other_name, other_section)| name == other_name && section.equals(&**other_section))
+            })
+    }
+}
+
+impl std::fmt::Debug for Sections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.0.iter().map(|(name, section)| (name, section))).finish()
+    }
+}
+
+impl Sections {
+    /// Section `T`, if this configuration has it.
+    pub fn get<T: Section>(&self) -> Option<&T> {
+        self.0.iter().find(|(name, _)| *name == T::NAME).and_then(|(_, section)| section.as_any().downcast_ref())
+    }
+
+    /// Section `T`, added with its defaults when missing.
+    pub fn get_mut<T: Section>(&mut self) -> &mut T {
+        let at = match self.0.iter().position(|(name, _)| *name == T::NAME) {
+            Some(at) => at,
+            None => {
+                self.0.push((T::NAME, Box::new(T::default())));
+                self.0.len() - 1
+            }
+        };
+        self.0[at].1.as_any_mut().downcast_mut().expect("a section's name belongs to one type")
+    }
+
+    /// Adds `entry`'s section from the file's table of its name (its defaults when the file has none); a
+    /// section already there is kept.
+    pub fn add(&mut self, entry: &SectionEntry, table: Option<toml::Value>) -> Result<(), ConfigError> {
+        if let Some(table) = table {
+            if !self.has(entry) {
+                let section =
+                    (entry.parse)(table).map_err(|error| ConfigError::new(format!("[{}]", entry.name), error))?;
+                self.0.push((entry.name, section));
+            }
+        }
+        self.add_default(entry);
+        Ok(())
+    }
+
+    /// Adds `entry`'s section with its defaults, unless it is there already.
+    pub fn add_default(&mut self, entry: &SectionEntry) {
+        if !self.has(entry) {
+            self.0.push((entry.name, (entry.default)()));
+        }
+    }
+
+    fn has(&self, entry: &SectionEntry) -> bool {
+        self.0.iter().any(|(name, _)| *name == entry.name)
+    }
+
+    pub(crate) fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        self.0.iter_mut().try_for_each(|(_, section)| section.apply_env(env))
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        self.0.iter().try_for_each(|(_, section)| section.validate())
+    }
+
+    pub(crate) fn pending(&self) -> Vec<PendingSecret> {
+        self.0.iter().flat_map(|(_, section)| section.pending()).collect()
+    }
+
+    pub(crate) fn fill(&mut self, setting: &str, value: Secret) {
+        for (_, section) in &mut self.0 {
+            section.fill(setting, value.clone());
+        }
+    }
 }
 
 #[cfg(test)]

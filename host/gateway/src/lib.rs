@@ -6,6 +6,7 @@
 //! ([`role`]).
 
 pub mod client_ip;
+pub mod config;
 pub mod edge;
 pub mod event;
 pub mod forward;
@@ -18,4 +19,7 @@ pub mod pipeline;
 pub mod player;
 pub mod role;
 
+pub use config::{
+    GatewayConfig, GatewayParts, ScopeLimits, DEFAULT_INVALID_STATUSES, GATEWAY_SETTINGS, MIN_CACHE_HMAC_KEY_BYTES,
+};
 pub use role::{GatewayAdminRole, GatewayCache, GatewayEdgeRole, GatewayIngestRole, GatewayRole, GatewayWorkerRole};

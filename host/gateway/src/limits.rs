@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flowhost_core::config::ScopeLimits;
+use crate::config::ScopeLimits;
 use flowhost_core::ports::Cache;
 
 use crate::keys::PREFIX;

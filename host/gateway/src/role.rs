@@ -18,12 +18,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use flowhost_core::config::{GatewayConfig, GatewayParts};
+use flowhost_core::config::{Config, ConfigError, SectionEntry};
 use flowhost_core::ports::{Cache, WorkQueue};
 use flowhost_role::{metrics_router, Check, Listener, RoleContext, RoleParts};
 use tokio::sync::Semaphore;
 
 use crate::client_ip::TrustedProxies;
+use crate::config::{GatewayConfig, GatewayParts};
 use crate::edge::Edge;
 use crate::forward::{Forwarder, MAX_FORWARD_BATCH};
 use crate::ingest::{admin_router, Ingest};
@@ -46,7 +47,11 @@ macro_rules! gateway_role {
         #[async_trait::async_trait]
         impl flowhost_role::Role for $name {
             const NAME: &'static str = $role;
-            const CONFIG_SECTION: &'static str = "gateway";
+            const SECTION: Option<SectionEntry> = Some(SectionEntry::of::<GatewayConfig>());
+
+            fn check(config: &Config, roles: &[&str]) -> Result<(), ConfigError> {
+                crate::config::check_roles(config, roles)
+            }
 
             async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
                 build(context, $parts).await
@@ -77,7 +82,7 @@ gateway_role!(
 );
 
 async fn build(context: &RoleContext, parts: GatewayParts) -> anyhow::Result<RoleParts> {
-    let config = &context.config.gateway;
+    let config = &*context.config.section::<GatewayConfig>();
     // The metrics listener is the worker's only one, and the worker has no HTTP readiness (spec 002): it serves
     // `/metrics` and liveness, never `/ready` (an orchestrator must not take a worker that answers for ready).
     let mut role = RoleParts::default().listener(

@@ -11,6 +11,7 @@
 //! The push-api role (`host/push-api`) is thin handlers over this crate: request parsing, authentication, and the
 //! mapping of these errors to its HTTP envelope. The sender role and Studio reuse it without HTTP.
 
+mod channel;
 mod error;
 pub mod events;
 pub mod fields;
@@ -27,6 +28,7 @@ pub mod templates;
 pub mod token;
 pub mod vapid;
 
+pub use channel::Channel;
 pub use error::{FieldError, WebPushError};
 
 /// The delivered-payload schema version (`payload_version`).

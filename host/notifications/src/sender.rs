@@ -33,9 +33,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::channel::Channel;
 use async_trait::async_trait;
 use flowhost_core::collections::{WEBPUSH_ACTIVITY, WEBPUSH_SUBSCRIPTIONS};
-use flowhost_core::config::{Channel, Secret};
+use flowhost_core::config::Secret;
 use flowhost_core::digest::sha256_hex;
 use flowhost_core::notify::{
     Delivery, DeliveryOutcome, InAppOutcome, InAppReport, InAppRequest, Notifications, SendFailure, TemplateChannel,

@@ -9,8 +9,8 @@
 use flowhost_core::stored;
 use std::collections::{BTreeMap, HashSet};
 
+use crate::channel::Channel;
 use flowhost_core::collections::{INAPP_TEMPLATES, WEBPUSH_TEMPLATES};
-use flowhost_core::config::Channel;
 use flowhost_core::placeholders::{is_placeholder_name, pieces, used_placeholders, Piece};
 use flowhost_core::ports::{DocumentStore, PortError, Ports};
 use serde::{Deserialize, Serialize};

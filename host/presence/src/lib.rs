@@ -5,6 +5,7 @@
 //! and blocked partitions ([`consumer`]), the expiry sweep ([`sweep`]), metrics ([`metrics`]) and the role with
 //! its operational listener ([`role`]).
 
+pub mod config;
 pub mod consumer;
 pub mod dead_letter;
 pub mod metrics;
@@ -12,4 +13,5 @@ pub mod project;
 pub mod role;
 pub mod sweep;
 
+pub use config::{PresenceConfig, PRESENCE_DATABASE, PRESENCE_SETTINGS};
 pub use role::{PresenceDocuments, PresenceRole, PresenceTopics};

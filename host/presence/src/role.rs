@@ -10,12 +10,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use flowhost_components::ComponentStore;
+use flowhost_core::config::{Config, ConfigError, SectionEntry};
 use flowhost_core::ports::{DocumentStore, IndexSpec, Topics};
 use flowhost_role::{metrics_router, Check, HealthStyle, Listener, RoleContext, RoleParts};
 use prometheus::IntGauge;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use crate::config::PresenceConfig;
 use crate::consumer::{Consumer, ConsumerSettings, ConsumerStatus};
 use crate::metrics::PresenceMetrics;
 use crate::project::{Projection, COLLECTION};
@@ -47,13 +49,18 @@ pub struct PresenceRole;
 #[async_trait::async_trait]
 impl flowhost_role::Role for PresenceRole {
     const NAME: &'static str = "presence";
-    const CONFIG_SECTION: &'static str = "presence";
+    const SECTION: Option<SectionEntry> = Some(SectionEntry::of::<PresenceConfig>());
     const USES_COMPONENTS: bool = true;
 
+    fn check(config: &Config, _: &[&str]) -> Result<(), ConfigError> {
+        config.section::<PresenceConfig>().check_role()
+    }
+
     async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
-        let config = &context.config.presence;
+        let config = &*context.config.section::<PresenceConfig>();
+        // The gateway's ingest probes hold port 8080 in a process that runs them.
         let beside_gateway_ingest =
-            context.config.roles.iter().any(|role| role.gateway_parts().is_some_and(|parts| parts.ingest));
+            context.config.roles.iter().any(|role| matches!(role.as_str(), "gateway" | "gateway-ingest"));
         let topics = context.service::<PresenceTopics>().context("the presence broker was not provided")?.0;
         let documents = context.service::<PresenceDocuments>().context("the presence store was not provided")?.0;
         let components = context.service::<Arc<ComponentStore>>().context("the component store was not provided")?;

@@ -13,6 +13,7 @@
 
 mod auth;
 mod body;
+mod config;
 mod editor;
 pub mod error;
 pub mod inapp;
@@ -33,9 +34,10 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::MethodRouter;
 use axum::Router;
-use flowhost_core::config::{Channel, Config, ConfigError, Secret};
+use flowhost_core::config::{Config, ConfigError, Secret};
 use flowhost_core::digest::TokenDigest;
 use flowhost_core::ports::Ports;
+use flowhost_notifications::Channel;
 use flowhost_role::openapi::{documented, with_default_error};
 use flowhost_role::ApiRouter;
 use tracing::{error, info, warn};
@@ -43,6 +45,7 @@ use utoipa::openapi::path::{Operation, PathItem, Paths};
 use utoipa::openapi::{RefOr, Schema};
 
 pub use body::parse_object;
+pub use config::{PushConfig, PushSecrets, DEFAULT_VAPID_SUBJECT, MAX_PUSH_TTL_SECONDS, PUSH_SETTINGS};
 pub use error::PushError;
 pub use flowhost_notifications::policy::{CallerPolicy, PolicyError};
 pub use flowhost_notifications::retention::{run_retention, sweep_once};
@@ -100,8 +103,8 @@ impl PushState {
     /// Resolves the push settings. A bad VAPID pair or an unresolvable secret fails the start (naming the
     /// setting); a bad caller policy does not: it is kept as an error state, logged once here.
     pub fn from_config(config: &Config, ports: Ports) -> Result<PushState, ConfigError> {
-        let push = &config.push;
-        let secrets = config.push_secrets()?;
+        let push = config.section::<PushConfig>();
+        let secrets = push.secret_values(config)?;
         let policy = match &secrets.callers_json {
             None => {
                 info!("no push-platform callers configured (FLOWHOST_API_PUSH_PLATFORM_CALLERS_JSON); every caller gets 401");
@@ -391,7 +394,8 @@ mod tests {
 
     #[test]
     fn a_bad_policy_is_a_state_not_a_start_failure() {
-        let state = state(|c| c.push.callers_json = Some(Secret::new("{\"callers\": [}"))).unwrap();
+        let state =
+            state(|c| c.section_mut::<PushConfig>().callers_json = Some(Secret::new("{\"callers\": [}"))).unwrap();
         assert!(!state.healthy());
         assert_eq!(state.failing_checks(), [POLICY_CHECK]);
         let state = state_default();
@@ -407,24 +411,24 @@ mod tests {
         let (public, private) = vapid::generate().unwrap();
         let (_, other_private) = vapid::generate().unwrap();
         let ok = state(|c| {
-            c.push.vapid_public_key = Some(public.clone());
-            c.push.vapid_private_key = Some(Secret::new(private.clone()));
+            c.section_mut::<PushConfig>().vapid_public_key = Some(public.clone());
+            c.section_mut::<PushConfig>().vapid_private_key = Some(Secret::new(private.clone()));
         })
         .unwrap();
         assert!(ok.settings.vapid.as_ref().is_some_and(|k| !k.temporary && k.public_key == public));
         let mismatch = state(|c| {
-            c.push.vapid_public_key = Some(public.clone());
-            c.push.vapid_private_key = Some(Secret::new(other_private));
+            c.section_mut::<PushConfig>().vapid_public_key = Some(public.clone());
+            c.section_mut::<PushConfig>().vapid_private_key = Some(Secret::new(other_private));
         })
         .unwrap_err();
         assert_eq!(mismatch.setting, "FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY");
         let bad_public = state(|c| {
-            c.push.vapid_public_key = Some("abc".into());
-            c.push.vapid_private_key = Some(Secret::new(private.clone()));
+            c.section_mut::<PushConfig>().vapid_public_key = Some("abc".into());
+            c.section_mut::<PushConfig>().vapid_private_key = Some(Secret::new(private.clone()));
         })
         .unwrap_err();
         assert_eq!(bad_public.setting, "FLOWHOST_WEBPUSH_VAPID_PUBLIC_KEY");
-        let auto = state(|c| c.push.allow_auto_vapid = true).unwrap();
+        let auto = state(|c| c.section_mut::<PushConfig>().allow_auto_vapid = true).unwrap();
         assert!(auto.settings.vapid.as_ref().is_some_and(|k| k.temporary));
         assert!(state_default().settings.vapid.is_none());
     }
@@ -433,11 +437,11 @@ mod tests {
     fn debug_shows_no_secret() {
         let (public, private) = vapid::generate().unwrap();
         let state = state(|c| {
-            c.push.vapid_public_key = Some(public);
-            c.push.vapid_private_key = Some(Secret::new(private.clone()));
-            c.push.interaction_token_secret = Some(Secret::new("hmac-secret-value"));
-            c.push.editor_token = Some(Secret::new("editor-token-value"));
-            c.push.callers_json = Some(Secret::new(
+            c.section_mut::<PushConfig>().vapid_public_key = Some(public);
+            c.section_mut::<PushConfig>().vapid_private_key = Some(Secret::new(private.clone()));
+            c.section_mut::<PushConfig>().interaction_token_secret = Some(Secret::new("hmac-secret-value"));
+            c.section_mut::<PushConfig>().editor_token = Some(Secret::new("editor-token-value"));
+            c.section_mut::<PushConfig>().callers_json = Some(Secret::new(
                 r#"{"callers": [{"caller_id": "a", "token": "caller-token-value", "allowed_source_apps": ["*"], "allowed_routes": ["*"]}]}"#,
             ));
         })
@@ -455,8 +459,8 @@ mod tests {
     #[test]
     fn tokens_minted_by_the_state_verify_with_its_secrets() {
         let state = state(|c| {
-            c.push.interaction_token_secret = Some(Secret::new("new"));
-            c.push.interaction_token_secret_previous = Some(Secret::new("old"));
+            c.section_mut::<PushConfig>().interaction_token_secret = Some(Secret::new("new"));
+            c.section_mut::<PushConfig>().interaction_token_secret_previous = Some(Secret::new("old"));
         })
         .unwrap();
         let claims = InteractionClaims {

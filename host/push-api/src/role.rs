@@ -6,8 +6,10 @@
 
 use std::sync::Arc;
 
+use flowhost_core::config::SectionEntry;
 use flowhost_role::{Check, Listener, Role, RoleContext, RoleParts};
 
+use crate::config::PushConfig;
 use crate::{fallback, router, run_retention, PushState, POLICY_CHECK};
 
 /// The push-api role (see the module documentation).
@@ -17,13 +19,13 @@ pub struct PushRole;
 #[async_trait::async_trait]
 impl Role for PushRole {
     const NAME: &'static str = "push-api";
-    const CONFIG_SECTION: &'static str = "push";
+    const SECTION: Option<SectionEntry> = Some(SectionEntry::of::<PushConfig>());
 
     async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
         let config = &context.config;
         // Editor sends go to a sender over the subjects port (`send.rs`): this role runs no plugin itself.
         let state = Arc::new(PushState::from_config(config, context.ports.clone())?);
-        let addr = config.push.listen.clone().unwrap_or_else(|| config.api_addr());
+        let addr = config.section::<PushConfig>().listen.clone().unwrap_or_else(|| config.api_addr());
         let listener =
             Listener::new("push", addr, "FLOWHOST_PUSH_API_LISTEN", router(state.clone())).with_fallback(fallback());
         let policy = state.clone();

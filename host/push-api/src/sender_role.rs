@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use flowhost_components::ComponentStore;
-use flowhost_core::config::Config;
+use flowhost_core::config::{Config, SectionEntry};
 use flowhost_core::notify::{
     InAppReport, InAppRequest, Notifications, SendFailure, TemplateChannel, WebPushReport, WebPushRequest,
 };
@@ -26,7 +26,9 @@ use flowhost_notifications::sender::{Sender, SenderSettings};
 use flowhost_role::{Check, Role, RoleContext, RoleParts};
 use tracing::{info, warn};
 
+use crate::config::PushConfig;
 use crate::PushState;
+use flowhost_runs::EngineConfig;
 
 /// The readiness check of the sender role.
 pub const SENDER_CHECK: &str = "notifications_sender";
@@ -42,7 +44,7 @@ pub struct SenderRole;
 /// The sender for this configuration, or why it cannot send (missing keys or secret). Settings that are set but
 /// wrong are a [`ConfigError`].
 async fn build_sender(config: &Config, state: &PushState) -> anyhow::Result<Result<Sender, String>> {
-    let push = &config.push;
+    let push = config.section::<PushConfig>();
     let hosts = match &push.push_service_hosts {
         Some(list) => PushServiceHosts::parse(list)
             .map_err(|message| crate::config_error("FLOWHOST_WEBPUSH_PUSH_SERVICE_HOSTS", message))?,
@@ -78,7 +80,7 @@ async fn build_sender(config: &Config, state: &PushState) -> anyhow::Result<Resu
 #[async_trait::async_trait]
 impl Role for SenderRole {
     const NAME: &'static str = "sender";
-    const CONFIG_SECTION: &'static str = "push";
+    const SECTION: Option<SectionEntry> = Some(SectionEntry::of::<PushConfig>());
     const USES_COMPONENTS: bool = true;
 
     async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
@@ -90,7 +92,10 @@ impl Role for SenderRole {
             Ok(sender) => {
                 let sender = sender.with_metrics(PushMetrics::new().register(&context.registry)?);
                 store.runtime().provide_notifications(Arc::new(sender));
-                info!(dry_run = config.push.dry_run, "sender ready: the notifications capability is served");
+                info!(
+                    dry_run = config.section::<PushConfig>().dry_run,
+                    "sender ready: the notifications capability is served"
+                );
                 None
             }
             Err(reason) => {
@@ -110,7 +115,7 @@ impl Role for SenderRole {
             not_ready: not_ready.clone(),
         }
         .serve_subscribed(
-            format!("{}.sender", config.engine.group_id),
+            format!("{}.sender", config.section::<EngineConfig>().group_id),
             subscribed.clone(),
             context.shutdown.clone(),
         );
@@ -133,7 +138,7 @@ impl Role for SenderRole {
         let endpoint = flowhost_runs::ServiceEndpoint::new(
             store.clone(),
             context.ports.clone(),
-            &config.engine.group_id,
+            &config.section::<EngineConfig>().group_id,
             &config.public_base_url(),
         );
         let serving = endpoint.run(NOTIFICATIONS_SERVICE.to_owned(), context.shutdown.clone());
@@ -214,7 +219,7 @@ impl Notifications for Unconfigured {
 /// With `FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS` empty, a rendered `target_url` may name any https host: the
 /// spec allows it, but an operator should know (a warning at start and on `/ready`).
 pub(crate) fn warn_unrestricted_targets(config: &flowhost_core::config::Config, parts: RoleParts) -> RoleParts {
-    if config.push.allowed_target_hosts.is_empty() {
+    if config.section::<PushConfig>().allowed_target_hosts.is_empty() {
         parts.warning("FLOWHOST_WEBPUSH_ALLOWED_TARGET_HOSTS")
     } else {
         parts

@@ -28,7 +28,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::http::Extensions;
-use flowhost_core::config::Config;
+use flowhost_core::config::{Config, ConfigError, SectionEntry};
 use flowhost_core::ports::Ports;
 use tokio_util::sync::CancellationToken;
 
@@ -128,10 +128,19 @@ impl RoleParts {
 pub trait Role: Send + 'static {
     /// The role's name in `--roles` / `FLOWHOST_ROLES`.
     const NAME: &'static str;
-    /// The section of the configuration file (and prefix of its environment settings) the role reads.
-    const CONFIG_SECTION: &'static str;
+    /// The role's own section of the configuration (`[engine]`), defined in its crate's `config.rs`; roles may
+    /// share one (the gateway's parts, the push API and the sender). The process-wide settings are the core's.
+    const SECTION: Option<SectionEntry> = None;
     /// Whether the role needs the plugin runtime's component store (started once per process, shared).
     const USES_COMPONENTS: bool = false;
+
+    /// Checks, before anything starts, what the role needs of the configuration beyond each setting's bounds
+    /// (a required secret, a listener other hosts reach only with a token). `roles` are the names of every role
+    /// the process runs. The error names the setting.
+    fn check(config: &Config, roles: &[&str]) -> Result<(), ConfigError> {
+        let _ = (config, roles);
+        Ok(())
+    }
 
     /// Builds the role's parts. Bad settings fail here, naming the setting; nothing is served yet.
     async fn build(context: &RoleContext) -> anyhow::Result<RoleParts>;
@@ -144,8 +153,9 @@ pub type BuildFuture<'a> = Pin<Box<dyn Future<Output = anyhow::Result<RoleParts>
 #[derive(Clone, Copy)]
 pub struct RoleEntry {
     pub name: &'static str,
-    pub config_section: &'static str,
+    pub section: Option<SectionEntry>,
     pub uses_components: bool,
+    pub check: fn(&Config, &[&str]) -> Result<(), ConfigError>,
     pub build: for<'a> fn(&'a RoleContext) -> BuildFuture<'a>,
 }
 
@@ -160,8 +170,9 @@ impl RoleEntry {
     pub fn of<R: Role>() -> RoleEntry {
         RoleEntry {
             name: R::NAME,
-            config_section: R::CONFIG_SECTION,
+            section: R::SECTION,
             uses_components: R::USES_COMPONENTS,
+            check: R::check,
             build: |context| R::build(context),
         }
     }

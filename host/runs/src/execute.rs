@@ -23,8 +23,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::config::RetryPolicy;
 use async_trait::async_trait;
-use flowhost_core::config::RetryPolicy;
 use flowhost_core::digest::iso_utc;
 use flowhost_core::placeholders::render_value;
 use flowhost_core::ports::{OutRecord, Ports};

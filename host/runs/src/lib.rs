@@ -23,6 +23,7 @@
 //! - [`role`]: the engine role.
 
 pub mod call;
+pub mod config;
 pub mod effects;
 pub mod endpoint;
 pub mod execute;
@@ -42,6 +43,7 @@ pub mod services;
 pub mod store;
 
 pub use call::CallError;
+pub use config::{EngineConfig, NodeKindsMode, NodePayloads, RetryPolicy, RunStorage, ENGINE_SETTINGS};
 pub use endpoint::ServiceEndpoint;
 pub use execute::ServiceCalls;
 pub use metrics::RunMetrics;

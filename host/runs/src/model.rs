@@ -301,8 +301,8 @@ impl Run {
     /// Sets `status`, `next_due_ms` and `finished_at` from what is pending and dead-lettered.
     /// This run as stored under `keep`: a finished run not to keep its nodes' payloads keeps only its source
     /// event (`None` when it is stored as it is).
-    pub fn stored_as(&self, keep: flowhost_core::config::NodePayloads) -> Option<Run> {
-        use flowhost_core::config::NodePayloads;
+    pub fn stored_as(&self, keep: crate::config::NodePayloads) -> Option<Run> {
+        use crate::config::NodePayloads;
         let keeps = match keep {
             NodePayloads::All => true,
             NodePayloads::Failed => self.status == RunStatus::DeadLettered,

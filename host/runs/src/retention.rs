@@ -15,8 +15,8 @@
 
 use std::time::Duration;
 
+use crate::config::RunStorage;
 use flowhost_core::collections::{FLOW_DEAD_LETTERS, FLOW_RUNS};
-use flowhost_core::config::RunStorage;
 use flowhost_core::ports::{Filter, PortError, Ports, Query};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;

@@ -8,10 +8,11 @@
 
 use std::sync::Arc;
 
-use flowhost_core::config::NodeKindsMode;
+use flowhost_core::config::SectionEntry;
 use flowhost_role::{Check, Role, RoleContext, RoleParts};
 use tracing::info;
 
+use crate::config::{EngineConfig, NodeKindsMode};
 use crate::rules::EngineMetrics;
 use crate::{ComponentNodes, RunMetrics, Runner, RunnerConfig, Services};
 
@@ -22,11 +23,12 @@ pub struct EngineRole;
 #[async_trait::async_trait]
 impl Role for EngineRole {
     const NAME: &'static str = "engine";
-    const CONFIG_SECTION: &'static str = "engine";
+    const SECTION: Option<SectionEntry> = Some(SectionEntry::of::<EngineConfig>());
     const USES_COMPONENTS: bool = true;
 
     async fn build(context: &RoleContext) -> anyhow::Result<RoleParts> {
         let config = &context.config;
+        let engine = config.section::<EngineConfig>().into_owned();
         let components = context.service::<Arc<flowhost_components::ComponentStore>>();
         let egress = flowhost_egress::EgressPolicy::of(&config.egress)?;
         let services = Arc::new(Services::new(
@@ -36,11 +38,11 @@ impl Role for EngineRole {
             context.ports.signing.clone(),
         ));
         let runner_config = RunnerConfig {
-            engine: config.engine.clone(),
+            engine: engine.clone(),
             topic_partitions: config.topics.partitions,
-            poll_interval: std::time::Duration::from_millis(config.engine.flows_poll_interval_ms),
+            poll_interval: std::time::Duration::from_millis(engine.flows_poll_interval_ms),
             reply_url_base: config.public_base_url(),
-            reply_dedup: config.reply_dedup(),
+            reply_dedup: engine.reply_dedup(),
             admin_token: config.api.admin_token.clone(),
             egress,
         };
@@ -49,7 +51,7 @@ impl Role for EngineRole {
         let mut runner = Runner::new(context.ports.clone(), runner_config, services, metrics, rule_metrics);
         // Plugin node kinds always run in their components; conditions and mappings by `engine.node_kinds`.
         if let Some(store) = components {
-            let nodes = match config.engine.node_kinds {
+            let nodes = match engine.node_kinds {
                 NodeKindsMode::Wasm => {
                     info!("rules and flows run conditions and mappings through the condition and mapping components");
                     ComponentNodes::new(store)
@@ -67,7 +69,7 @@ impl Role for EngineRole {
                 Ok(())
             })
             .task({
-                let (ports, storage) = (context.ports.clone(), config.engine.runs.clone());
+                let (ports, storage) = (context.ports.clone(), engine.runs.clone());
                 let shutdown = context.shutdown.clone();
                 async move {
                     crate::retention::run_sweep(ports, storage, shutdown).await;

@@ -23,10 +23,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::config::EngineConfig;
 use flowhost_core::backoff::{until_done, Backoff};
 use flowhost_core::clock::sleep_or_shutdown;
 use flowhost_core::collections::{CONFIG_CHANGED_SUBJECT, FLOW_RUNS};
-use flowhost_core::config::EngineConfig;
 use flowhost_core::digest::iso_utc;
 use flowhost_core::envelope::Event;
 use flowhost_core::ports::{KnownTopics, Ports, Query, Record, Wakeups};

@@ -5,8 +5,8 @@
 
 use std::collections::HashSet;
 
+use crate::config::NodePayloads;
 use flowhost_core::collections::{FLOW_DEAD_LETTERS, FLOW_RUNS};
-use flowhost_core::config::NodePayloads;
 use flowhost_core::ports::{Direction, Filter, IndexSpec, PortError, Ports, Query};
 use flowhost_core::stored::{self, Collection, Document};
 use serde::Serialize;

@@ -13,7 +13,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flowhost_core::config::Role;
 use flowhost_core::{Clock, SystemClock};
 use flowhost_flows::{CampaignMeta, FlowInput, Flows};
 use flowhost_tests::{Backends, TestHost};
@@ -93,10 +92,11 @@ async fn main() {
     let engagement: usize = std::env::args().nth(2).and_then(|n| n.parse().ok()).unwrap_or(1_000_000);
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(backends, dir.path());
-    config.roles = vec![Role::Admin, Role::Campaigns];
-    config.campaigns.listen = format!("127.0.0.1:{}", flowhost_tests::gateway::free_port());
-    config.campaigns.sync_interval_ms = 250;
-    config.campaigns.sync_batch = 5000;
+    config.roles = vec!["admin".to_owned(), "campaigns".to_owned()];
+    config.section_mut::<flowhost_campaigns::CampaignsConfig>().listen =
+        format!("127.0.0.1:{}", flowhost_tests::gateway::free_port());
+    config.section_mut::<flowhost_campaigns::CampaignsConfig>().sync_interval_ms = 250;
+    config.section_mut::<flowhost_campaigns::CampaignsConfig>().sync_batch = 5000;
     let ports = flowhost::connect(&config).await.unwrap();
     let tenant = "7";
     println!(
@@ -131,7 +131,8 @@ async fn main() {
     let created = started.elapsed();
 
     // 1,000,000 engagement records of the tenant's campaigns (the live-events read model's history).
-    let read_models = ports.documents.database(&config.campaigns.database).await.unwrap();
+    let read_models =
+        ports.documents.database(&config.section::<flowhost_campaigns::CampaignsConfig>().database).await.unwrap();
     let now = SystemClock.now_ms();
     let started = Instant::now();
     for chunk in (0..engagement).collect::<Vec<_>>().chunks(20_000) {
@@ -154,7 +155,7 @@ async fn main() {
 
     let started = Instant::now();
     let host = TestHost::start_on(config.clone(), ports.clone()).await;
-    let base = format!("http://{}", config.campaigns.listen);
+    let base = format!("http://{}", config.section::<flowhost_campaigns::CampaignsConfig>().listen);
     let http = reqwest::Client::new();
     let list = format!("{base}/api/v1/campaigns?tenant_id={tenant}&page_size=1");
     while get(&http, &list).await["total_items"] != CAMPAIGNS {

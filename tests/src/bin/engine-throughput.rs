@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flowhost_core::collections::{RULES, SCHEMAS};
-use flowhost_core::config::{Config, EngineConfig};
+use flowhost_core::config::Config;
 use flowhost_core::model::{EventSchema, FieldType, Rule, RuleConditions, RuleSource, SourceType};
 use flowhost_core::ports::{OutRecord, Ports, Record, Topics};
+use flowhost_runs::EngineConfig;
 use flowhost_runs::{
     process_batch, process_batch_with, ComponentNodes, Destinations, EngineMetrics, ExpressionMemo, RuleSet, Runner,
 };

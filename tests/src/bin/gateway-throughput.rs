@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use flowhost_core::config::Role;
 use flowhost_tests::gateway::{configure, presence_event, GatewayAddrs, PlayerBackend};
 use flowhost_tests::{Backends, TestHost};
 use http_body_util::{BodyExt, Full};
@@ -192,12 +191,13 @@ async fn worker_throughput(count: usize, kafka: Option<String>) {
     let dir = tempfile::tempdir().unwrap();
     let backends = if kafka.is_some() { Backends::Distributed } else { Backends::Embedded };
     let mut config = TestHost::config(backends, dir.path());
-    config.roles = vec![Role::GatewayWorker];
+    config.roles = vec!["gateway-worker".to_owned()];
     config.mongodb.uri = None;
     config.nats.url = None;
     config.redis.url = None;
-    config.gateway.metrics_port = flowhost_tests::gateway::free_port();
-    config.gateway.analytics_topic = flowhost_tests::unique("gateway.analytics");
+    config.section_mut::<flowhost_gateway::GatewayConfig>().metrics_port = flowhost_tests::gateway::free_port();
+    config.section_mut::<flowhost_gateway::GatewayConfig>().analytics_topic =
+        flowhost_tests::unique("gateway.analytics");
     let ports = flowhost::connect(&config).await.unwrap();
     let event = presence_event("heartbeat");
     let record = serde_json::json!({"topic": "gateway.player-casino-presence.v1", "key": "12:1", "envelope": {
@@ -240,8 +240,8 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(Backends::Embedded, dir.path());
     configure(&mut config, &addrs, &[ORIGIN], &backend);
-    config.gateway.requests_per_minute = Default::default();
-    config.gateway.validations_per_minute = Default::default();
+    config.section_mut::<flowhost_gateway::GatewayConfig>().requests_per_minute = Default::default();
+    config.section_mut::<flowhost_gateway::GatewayConfig>().validations_per_minute = Default::default();
     let host = TestHost::start_with(config).await;
     let client = reqwest::Client::new();
     while client.get(format!("http://{}/ready", addrs.edge)).send().await.map(|r| r.status() != 200).unwrap_or(true) {

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use flowhost_core::config::{Config, Role, Secret};
+use flowhost_core::config::{Config, Secret};
 use flowhost_core::digest::iso_utc;
 use flowhost_core::ports::OutRecord;
 use flowhost_core::{Clock, SystemClock};
@@ -42,18 +42,18 @@ fn envelope(tenant: &str, player: usize, n: usize) -> String {
 
 fn config(backends: Backends, dir: &std::path::Path, addr: &str, input: &str, sweep_interval_seconds: u64) -> Config {
     let mut config = TestHost::config(backends, dir);
-    config.roles = vec![Role::Presence];
+    config.roles = vec!["presence".to_owned()];
     config.plugins.bundled = true;
-    config.presence.http_addr = addr.to_owned();
-    config.presence.group = unique("presence");
-    config.presence.input_topic = input.to_owned();
-    config.presence.sweep_interval_seconds = sweep_interval_seconds;
+    config.section_mut::<flowhost_presence::PresenceConfig>().http_addr = addr.to_owned();
+    config.section_mut::<flowhost_presence::PresenceConfig>().group = unique("presence");
+    config.section_mut::<flowhost_presence::PresenceConfig>().input_topic = input.to_owned();
+    config.section_mut::<flowhost_presence::PresenceConfig>().sweep_interval_seconds = sweep_interval_seconds;
     if backends == Backends::Distributed {
-        config.presence.bootstrap_servers = vec![servers::kafka_brokers()];
-        config.presence.docdb_uri = Some(Secret::new(servers::mongodb_uri()));
-        config.presence.dlq_replication_factor = 1;
+        config.section_mut::<flowhost_presence::PresenceConfig>().bootstrap_servers = vec![servers::kafka_brokers()];
+        config.section_mut::<flowhost_presence::PresenceConfig>().docdb_uri = Some(Secret::new(servers::mongodb_uri()));
+        config.section_mut::<flowhost_presence::PresenceConfig>().dlq_replication_factor = 1;
     } else {
-        config.presence.bootstrap_servers = vec!["embedded".to_owned()];
+        config.section_mut::<flowhost_presence::PresenceConfig>().bootstrap_servers = vec!["embedded".to_owned()];
     }
     config
 }

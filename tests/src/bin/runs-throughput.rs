@@ -21,8 +21,9 @@
 
 use std::time::{Duration, Instant};
 
-use flowhost_core::config::{Config, NodeKindsMode};
+use flowhost_core::config::Config;
 use flowhost_core::ports::OutRecord;
+use flowhost_runs::NodeKindsMode;
 use flowhost_tests::{unique, Backends, TestHost};
 use serde_json::{json, Value};
 
@@ -31,8 +32,8 @@ const LATENCY_SECONDS: u64 = 5;
 async fn host(kafka: bool, node_kinds: NodeKindsMode, dir: &std::path::Path) -> TestHost {
     let mut config: Config = TestHost::config(Backends::Embedded, dir);
     config.plugins.bundled = true;
-    config.engine.node_kinds = node_kinds;
-    config.engine.reload_interval_ms = 1000;
+    config.section_mut::<flowhost_runs::EngineConfig>().node_kinds = node_kinds;
+    config.section_mut::<flowhost_runs::EngineConfig>().reload_interval_ms = 1000;
     if kafka {
         config.kafka.brokers = Some(flowhost_tests::servers::kafka_brokers());
         config.kafka.properties.insert("session.timeout.ms".into(), "6000".into());

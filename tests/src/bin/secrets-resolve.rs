@@ -28,11 +28,11 @@ fn config(vault_url: &str) -> Config {
     let mut config = Config { key_vault_url: Some(vault_url.to_owned()), ..Config::default() };
     config.redis.host_secret_name = Some("redis-host".into());
     config.redis.password_secret_name = Some("redis-password".into());
-    config.push.callers_json_secret_name = Some("callers".into());
-    config.push.vapid_public_key_secret_name = Some("vapid-public".into());
-    config.push.vapid_private_key_secret_name = Some("vapid-private".into());
-    config.push.interaction_token_secret_secret_name = Some("hmac".into());
-    config.push.editor_token_secret_name = Some("editor".into());
+    config.section_mut::<flowhost_push_api::PushConfig>().callers_json_secret_name = Some("callers".into());
+    config.section_mut::<flowhost_push_api::PushConfig>().vapid_public_key_secret_name = Some("vapid-public".into());
+    config.section_mut::<flowhost_push_api::PushConfig>().vapid_private_key_secret_name = Some("vapid-private".into());
+    config.section_mut::<flowhost_push_api::PushConfig>().interaction_token_secret_secret_name = Some("hmac".into());
+    config.section_mut::<flowhost_push_api::PushConfig>().editor_token_secret_name = Some("editor".into());
     config
 }
 

@@ -19,13 +19,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flowhost_core::config::{Channel, Secret};
+use flowhost_core::config::Secret;
 use flowhost_core::notify::{InAppOutcome, InAppRequest, Notifications, WebPushRequest};
 use flowhost_core::SystemClock;
 use flowhost_notifications::push::{PushClient, PushMessage, PushServiceHosts, Urgency, VapidSigner};
 use flowhost_notifications::sender::{Sender, SenderSettings};
 use flowhost_notifications::targets::TargetPolicy;
 use flowhost_notifications::vapid::{generate, VapidKeys};
+use flowhost_notifications::Channel;
 use flowhost_tests::push::{editor, platform, subscription, INTERACTION_SECRET, OPS_TOKEN, TENANT_A};
 use flowhost_tests::push_service::{PushService, PushSubscription};
 use flowhost_tests::{Backends, TestHost};
@@ -311,8 +312,8 @@ async fn main() {
 
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(Backends::Embedded, dir.path());
-    config.roles = vec![flowhost_core::config::Role::Admin, flowhost_core::config::Role::PushApi];
-    config.push.max_inapp_connections = WEBSOCKETS + 100;
+    config.roles = vec!["admin".to_owned(), "push-api".to_owned()];
+    config.section_mut::<flowhost_push_api::PushConfig>().max_inapp_connections = WEBSOCKETS + 100;
     let host = TestHost::start_with(config).await;
     let (status, _) = editor(
         &host,

@@ -9,8 +9,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::config::{EngineConfig, RetryPolicy};
 use flowhost_core::backoff::Backoff;
-use flowhost_core::config::{EngineConfig, RetryPolicy};
 use flowhost_core::ports::{KnownTopics, PortError, Record, Topics};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;

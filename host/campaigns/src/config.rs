@@ -1,11 +1,10 @@
-//! The campaign events API's settings (spec 002 part C): its listener, the explorer's bearer
+//! The campaigns role's section (spec 002 part C): its listener, the explorer's bearer
 //! (`CAMPAIGN_EVENTS_API_BEARER_TOKEN`), how often the read models sync and how long a sync stays fresh, and the
 //! optional external sources.
 
+use flowhost_core::config::{ConfigError, Secret};
+use flowhost_core::settings::{at_least, rule, Section, Setting};
 use serde::{Deserialize, Serialize};
-
-use super::{ConfigError, Secret};
-use crate::settings::{at_least, rule, Setting};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -63,7 +62,7 @@ impl Default for CampaignsConfig {
 }
 
 /// Every `[campaigns]` setting (see `crate::settings`).
-pub static CAMPAIGNS_SETTINGS: &[Setting<CampaignsConfig>] = crate::settings!(CampaignsConfig, "campaigns.", [
+pub static CAMPAIGNS_SETTINGS: &[Setting<CampaignsConfig>] = flowhost_core::settings!(CampaignsConfig, "campaigns.", [
     { "FLOWHOST_CAMPAIGNS_LISTEN", listen, "the API's listener, `host:port`", check: rule(socket_addr, "") },
     { "FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS", sync_interval_ms, "time between sync passes", check: at_least(1) },
     { "FLOWHOST_CAMPAIGNS_FRESH_FOR_SECONDS", fresh_for_seconds, "how long a successful sync counts as fresh", check: at_least(1) },
@@ -87,7 +86,7 @@ fn socket_addr(listen: &str) -> Result<(), String> {
 }
 
 fn identifier(database: &str) -> Result<(), String> {
-    if crate::model::is_identifier(database) {
+    if flowhost_core::model::is_identifier(database) {
         Ok(())
     } else {
         Err("use letters, digits and underscores".to_owned())
@@ -110,11 +109,20 @@ fn bearer(token: &Option<Secret>) -> Result<(), String> {
     }
 }
 
+impl Section for CampaignsConfig {
+    const NAME: &'static str = "campaigns";
+    const PAGE: &'static str = "campaigns.md";
+
+    fn settings() -> &'static [Setting<Self>] {
+        CAMPAIGNS_SETTINGS
+    }
+}
+
 impl CampaignsConfig {
-    /// Checks what the campaigns role needs: every setting within its bounds ([`CAMPAIGNS_SETTINGS`]), and a
-    /// bearer (or explicit consent) for a listener other hosts reach.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        crate::settings::check(self, CAMPAIGNS_SETTINGS)?;
+    /// What the campaigns role needs besides each setting's bounds: a bearer (or explicit consent) for a
+    /// listener other hosts reach.
+    pub fn check_role(&self) -> Result<(), ConfigError> {
+        flowhost_core::settings::check(self, CAMPAIGNS_SETTINGS)?;
         let listen = self.listen.parse::<std::net::SocketAddr>().map_err(|e| {
             ConfigError::new("FLOWHOST_CAMPAIGNS_LISTEN", format!("{:?}: {e} (write host:port)", self.listen))
         })?;
@@ -139,8 +147,8 @@ mod tests {
     fn from_env(vars: &[(&str, &str)]) -> Result<CampaignsConfig, ConfigError> {
         let mut config = CampaignsConfig::default();
         let get = |name: &str| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned());
-        crate::settings::apply_env(&mut config, CAMPAIGNS_SETTINGS, &get)?;
-        config.validate()?;
+        flowhost_core::settings::apply_env(&mut config, CAMPAIGNS_SETTINGS, &get)?;
+        config.check_role()?;
         Ok(config)
     }
 

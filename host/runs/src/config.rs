@@ -1,10 +1,9 @@
-//! The flow runtime's settings (`[engine]`, `FLOWHOST_ENGINE_*`): its consumer group and topics, the retry
-//! policy, the reply wait, and how long runs are kept.
+//! The engine role's section (`[engine]`, `FLOWHOST_ENGINE_*`): the flow runtime's consumer group and topics,
+//! the retry policy, the reply wait, and how long runs are kept.
 
+use flowhost_core::config::ConfigError;
+use flowhost_core::settings::{at_least, keyword, not_empty, rule, topic_name, Section, Setting};
 use serde::{Deserialize, Serialize};
-
-use super::ConfigError;
-use crate::settings::{at_least, keyword, not_empty, rule, topic_name, Setting};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -110,8 +109,8 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// The backoff between attempts of one record.
-    pub fn backoff(&self) -> crate::backoff::Backoff {
-        crate::backoff::Backoff::new(
+    pub fn backoff(&self) -> flowhost_core::backoff::Backoff {
+        flowhost_core::backoff::Backoff::new(
             std::time::Duration::from_millis(self.initial_backoff_ms),
             self.backoff_factor,
             std::time::Duration::from_millis(self.max_backoff_ms),
@@ -150,7 +149,7 @@ impl Default for EngineConfig {
     }
 }
 /// Every `[engine]` setting (see `crate::settings`).
-pub static ENGINE_SETTINGS: &[Setting<EngineConfig>] = crate::settings!(EngineConfig, "engine.", [
+pub static ENGINE_SETTINGS: &[Setting<EngineConfig>] = flowhost_core::settings!(EngineConfig, "engine.", [
     { "FLOWHOST_ENGINE_GROUP_ID", group_id, "consumer group of the flow runtime; every group it derives starts with it", check: not_empty() },
     { "FLOWHOST_ENGINE_RELOAD_INTERVAL_MS", reload_interval_ms, "periodic reload of rules and released flows besides the change signals", check: at_least(10) },
     { "FLOWHOST_ENGINE_BATCH_SIZE", batch_size, "records per poll", check: at_least(1) },
@@ -171,10 +170,16 @@ pub static ENGINE_SETTINGS: &[Setting<EngineConfig>] = crate::settings!(EngineCo
     { "FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS", runs.node_payloads, "which finished runs keep their nodes' inputs and outputs: `all`, `failed` (dead-lettered runs only) or `none`; every run keeps its summary and source event", parse: keyword },
 ]);
 
-impl EngineConfig {
-    /// The rules that tie settings together (each setting's bounds are in [`ENGINE_SETTINGS`]).
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        crate::settings::check(self, ENGINE_SETTINGS)?;
+impl Section for EngineConfig {
+    const NAME: &'static str = "engine";
+    const PAGE: &'static str = "configuration.md";
+
+    fn settings() -> &'static [Setting<Self>] {
+        ENGINE_SETTINGS
+    }
+
+    /// A dead letter's run is kept at least as long as runs are.
+    fn validate(&self) -> Result<(), ConfigError> {
         if self.runs.dead_letter_retention_ms < self.runs.retention_ms {
             return Err(ConfigError::new(
                 "FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS",
@@ -183,9 +188,52 @@ impl EngineConfig {
         }
         Ok(())
     }
+}
 
+impl EngineConfig {
     /// The reply dedup window (`dedup_ttl_ms`), `None` when turned off.
     pub fn reply_dedup(&self) -> Option<std::time::Duration> {
         (self.dedup_ttl_ms > 0).then(|| std::time::Duration::from_millis(self.dedup_ttl_ms))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowhost_core::config::{Config, SectionEntry};
+
+    fn load(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let env = |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        Config::load(None, env, &[SectionEntry::of::<EngineConfig>()])
+    }
+
+    #[test]
+    fn errors_name_the_setting() {
+        let cases = [
+            (vec![("FLOWHOST_ENGINE_RUNS_RETENTION_MS", "1000")], "FLOWHOST_ENGINE_RUNS_RETENTION_MS"),
+            (
+                vec![("FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS", "86400000")],
+                "FLOWHOST_ENGINE_RUNS_DEAD_LETTER_RETENTION_MS",
+            ),
+            (vec![("FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS", "0")], "FLOWHOST_ENGINE_RUNS_SWEEP_INTERVAL_MS"),
+            (vec![("FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS", "some")], "FLOWHOST_ENGINE_RUNS_NODE_PAYLOADS"),
+            (vec![("FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS", "0")], "FLOWHOST_ENGINE_RETRY_MAX_ATTEMPTS"),
+            (vec![("FLOWHOST_ENGINE_RETRY_BACKOFF_FACTOR", "0.5")], "FLOWHOST_ENGINE_RETRY_BACKOFF_FACTOR"),
+            (vec![("FLOWHOST_ENGINE_DEAD_LETTER_TOPIC", "bad topic")], "FLOWHOST_ENGINE_DEAD_LETTER_TOPIC"),
+            (vec![("FLOWHOST_ENGINE_GROUP_ID", "   ")], "FLOWHOST_ENGINE_GROUP_ID"),
+        ];
+        for (vars, setting) in cases {
+            // A blank value is no value: the group keeps its default.
+            if vars[0].1.trim().is_empty() {
+                assert!(load(&vars).is_ok());
+                continue;
+            }
+            let error = load(&vars).unwrap_err();
+            assert_eq!(error.setting, setting, "{vars:?}: {error}");
+        }
+        let config = load(&[("FLOWHOST_ENGINE_NODE_KINDS", "wasm"), ("FLOWHOST_ENGINE_DEDUP_TTL_MS", "0")]).unwrap();
+        let engine = config.section::<EngineConfig>();
+        assert_eq!((engine.node_kinds, engine.reply_dedup()), (NodeKindsMode::Wasm, None));
     }
 }

@@ -1,9 +1,8 @@
-//! The presence projector's settings (spec 002 part B): every `PRESENCE_*`, `DOCDB_*` name of the spec.
+//! The presence role's section (spec 002 part B): every `PRESENCE_*`, `DOCDB_*` name of the spec.
 
+use flowhost_core::config::{ConfigError, Secret};
+use flowhost_core::settings::{at_least, rule, topic_name, SecretSetting, Section, Setting};
 use serde::{Deserialize, Serialize};
-
-use super::{ConfigError, Secret};
-use crate::settings::{at_least, rule, topic_name, Setting};
 
 /// The only database name the projector accepts (`PRESENCE_DOCDB_DATABASE`).
 pub const PRESENCE_DATABASE: &str = "presence";
@@ -69,7 +68,7 @@ impl Default for PresenceConfig {
 }
 
 /// Every `[presence]` setting (see `crate::settings`).
-pub static PRESENCE_SETTINGS: &[Setting<PresenceConfig>] = crate::settings!(PresenceConfig, "presence.", [
+pub static PRESENCE_SETTINGS: &[Setting<PresenceConfig>] = flowhost_core::settings!(PresenceConfig, "presence.", [
     { "PRESENCE_BROKER_BOOTSTRAP_SERVERS", bootstrap_servers, "the broker's bootstrap servers, comma-separated; `embedded` is the process's embedded log", default: "(required by the role)" },
     { "PRESENCE_HTTP_ADDR", http_addr, "the operational listener, `[host]:port` (`:8080` is every interface; beside the gateway's ingest in one process the default moves to `:8084`)" },
     { "PRESENCE_LOG_LEVEL", log_level, "the projector's own log lines", check: rule(log_level, "`debug`, `info`, `warn` or `error`") },
@@ -104,18 +103,34 @@ fn database(database: &str) -> Result<(), String> {
     }
 }
 
+impl Section for PresenceConfig {
+    const NAME: &'static str = "presence";
+    const PAGE: &'static str = "presence.md";
+
+    fn settings() -> &'static [Setting<Self>] {
+        PRESENCE_SETTINGS
+    }
+
+    fn secrets() -> &'static [SecretSetting<Self>] {
+        &[flowhost_core::secret_setting!(PresenceConfig, "DOCDB_URI", docdb_uri, docdb_uri_secret_name)]
+    }
+
+    /// Retries that grow.
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.retry_max_ms < self.retry_initial_ms {
+            return Err(ConfigError::new("PRESENCE_RETRY_MAX_MS", "must be at least PRESENCE_RETRY_INITIAL_MS"));
+        }
+        Ok(())
+    }
+}
+
 impl PresenceConfig {
-    /// Checks what the presence role needs: every setting within its bounds ([`PRESENCE_SETTINGS`]), a broker,
-    /// a listener address, and retries that grow.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        crate::settings::check(self, PRESENCE_SETTINGS)?;
+    /// What the presence role needs besides: a broker and a listener address.
+    pub fn check_role(&self) -> Result<(), ConfigError> {
         if self.bootstrap_servers.is_empty() {
             return Err(ConfigError::new("PRESENCE_BROKER_BOOTSTRAP_SERVERS", "is required by the presence role"));
         }
         self.listen_addr(false)?;
-        if self.retry_max_ms < self.retry_initial_ms {
-            return Err(ConfigError::new("PRESENCE_RETRY_MAX_MS", "must be at least PRESENCE_RETRY_INITIAL_MS"));
-        }
         Ok(())
     }
 

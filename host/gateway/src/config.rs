@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, Secret};
-use crate::settings::{at_least, rule, topic_name, Setting};
+use flowhost_core::config::{Config, ConfigError, Secret};
+use flowhost_core::settings::{at_least, rule, topic_name, Section, Setting};
 
 /// The shortest HMAC key the spec allows (`GATEWAY_EDGE_CACHE_HMAC_KEY`, at least 32 bytes).
 pub const MIN_CACHE_HMAC_KEY_BYTES: usize = 32;
@@ -122,7 +122,7 @@ impl Default for GatewayConfig {
 }
 
 /// Every `[gateway]` setting (see `crate::settings`).
-pub static GATEWAY_SETTINGS: &[Setting<GatewayConfig>] = crate::settings!(GatewayConfig, "gateway.", [
+pub static GATEWAY_SETTINGS: &[Setting<GatewayConfig>] = flowhost_core::settings!(GatewayConfig, "gateway.", [
     { "GATEWAY_EDGE_CACHE_HMAC_KEY", cache_hmac_key, "keys every cache identity", check: rule(hmac_key, "at least 32 bytes"), default: "(required by the edge)" },
     { "GATEWAY_EDGE_CACHE_URL", cache_url, "Redis URL of the validation cache and limits", default: "unset (embedded)" },
     { "GATEWAY_EDGE_ROLLOUT_CHECKSUM", rollout_checksum, "checksum of the two secrets above, changed on every rotation (see rotation); required, non-empty, when either is set" },
@@ -188,6 +188,55 @@ fn ip_address(host: &str) -> Result<(), String> {
     }
 }
 
+impl Section for GatewayConfig {
+    const NAME: &'static str = "gateway";
+    const PAGE: &'static str = "gateway.md";
+
+    fn settings() -> &'static [Setting<Self>] {
+        GATEWAY_SETTINGS
+    }
+}
+
+/// The parts of the gateway one role runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatewayParts {
+    pub edge: bool,
+    pub ingest: bool,
+    pub worker: bool,
+    /// The queue administration API.
+    pub admin: bool,
+}
+
+impl GatewayParts {
+    /// The parts role `name` runs, when it is one of the gateway's roles.
+    pub fn of(name: &str) -> Option<GatewayParts> {
+        let (edge, ingest, worker, admin) = match name {
+            "gateway" => (true, true, true, true),
+            "gateway-edge" => (true, false, false, false),
+            "gateway-ingest" => (false, true, false, false),
+            "gateway-worker" => (false, false, true, false),
+            "gateway-admin" => (false, false, false, true),
+            _ => return None,
+        };
+        Some(GatewayParts { edge, ingest, worker, admin })
+    }
+}
+
+/// What the gateway's roles need of the configuration, given every role the process runs: each part once, and
+/// what the edge needs when one of them runs it.
+pub fn check_roles(config: &Config, roles: &[&str]) -> Result<(), ConfigError> {
+    let parts: Vec<GatewayParts> = roles.iter().filter_map(|role| GatewayParts::of(role)).collect();
+    let count = |part: fn(&GatewayParts) -> bool| parts.iter().filter(|p| part(p)).count();
+    if count(|p| p.edge) > 1 || count(|p| p.ingest) > 1 || count(|p| p.worker) > 1 || count(|p| p.admin) > 1 {
+        return Err(ConfigError::new(
+            "FLOWHOST_ROLES",
+            "a gateway part is named twice (gateway already runs gateway-edge, gateway-ingest, gateway-worker and \
+             gateway-admin)",
+        ));
+    }
+    config.section::<GatewayConfig>().validate(count(|p| p.edge) > 0)
+}
+
 impl GatewayConfig {
     /// Checks what every gateway process needs; `edge` adds what only the public listener needs (the HMAC
     /// key and an origin map).
@@ -206,7 +255,7 @@ impl GatewayConfig {
                 ));
             }
         }
-        crate::settings::check(self, GATEWAY_SETTINGS)?;
+        flowhost_core::settings::check(self, GATEWAY_SETTINGS)?;
         // Spec 002 rule 1: only local mode may leave the list empty (the socket peer is the client). An edge
         // other hosts reach without a proxy list would take any peer for the player.
         let local = self.bind_host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
@@ -275,7 +324,7 @@ mod tests {
     fn with(vars: &[(&str, &str)]) -> Result<GatewayConfig, ConfigError> {
         let mut config = GatewayConfig::default();
         let get = |name: &str| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned());
-        crate::settings::apply_env(&mut config, GATEWAY_SETTINGS, &get)?;
+        flowhost_core::settings::apply_env(&mut config, GATEWAY_SETTINGS, &get)?;
         config.validate(true)?;
         Ok(config)
     }
