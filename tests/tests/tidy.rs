@@ -1,7 +1,8 @@
 //! House rules that keep the tree readable, checked over every source file of the repository:
 //! - every Rust file opens with a `//!` comment saying what it owns;
-//! - no value is turned into a document or body with `to_value(..).unwrap_or(Value::Null)`, which stores `null`
-//!   when serialization fails: `flowhost_core::stored::encode` answers an error instead;
+//! - no value is turned into a document or body with `to_value(..).unwrap_or(Value::Null)` (or
+//!   `.unwrap_or_default()`), which stores `null` when serialization fails: `flowhost_core::stored::encode`
+//!   answers an error instead;
 //! - no source file grows past [`LINE_BUDGET`] lines unless it says why in a comment holding [`OVER_BUDGET`];
 //! - within a host crate, no module reaches back, through the modules it uses, to itself: a name two modules
 //!   share lives in a module of its own.
@@ -72,12 +73,42 @@ fn no_serialization_failure_becomes_null() {
             read(path)
                 .lines()
                 .enumerate()
-                .filter(|(_, line)| line.contains("to_value(") && line.contains("unwrap_or(") && line.contains("Null)"))
+                .filter(|(_, line)| serializes_to_null(line))
                 .map(|(n, _)| format!("{}:{}", relative(path), n + 1))
                 .collect::<Vec<_>>()
         })
         .collect();
     assert!(offenders.is_empty(), "use flowhost_core::stored::encode (an error, not `null`): {offenders:#?}");
+}
+
+/// Whether `line` turns a failed `to_value(..)` straight into `null`: `.unwrap_or(Value::Null)` or
+/// `.unwrap_or_default()` right after the call's closing parenthesis.
+fn serializes_to_null(line: &str) -> bool {
+    line.match_indices("to_value(").any(|(at, call)| {
+        let open = at + call.len() - 1;
+        let mut depth = 0;
+        for (offset, c) in line[open..].char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => continue,
+            }
+            if depth == 0 {
+                let rest = &line[open + offset + 1..];
+                return rest.starts_with(".unwrap_or_default()")
+                    || (rest.starts_with(".unwrap_or(") && rest.contains("Null)"));
+            }
+        }
+        false
+    })
+}
+
+#[test]
+fn the_null_check_reads_the_call() {
+    assert!(serializes_to_null("let v = serde_json::to_value(&x).unwrap_or(Value::Null);"));
+    assert!(serializes_to_null("serde_json::to_value(f(a, (b))).unwrap_or_default()"));
+    assert!(!serializes_to_null("serde_json::to_value(self).ok().and_then(|v| v.as_str()).unwrap_or_default()"));
+    assert!(!serializes_to_null("stored::encode(COLLECTION, &value)?"));
 }
 
 #[test]

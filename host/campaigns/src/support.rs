@@ -9,7 +9,8 @@
 //! failure in its own state and keeps its last count.
 
 use flowhost_core::ports::{Direction, IndexSpec, PortError, Query};
-use serde::Deserialize;
+use flowhost_core::stored::{Collection, Document};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::model::instant_ms;
@@ -36,6 +37,28 @@ struct Case {
     updated_at: String,
 }
 
+/// A support case as the read model keeps it: enough to count a tenant's cases by channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SupportCase {
+    pub tenant_id: String,
+    pub case_id: String,
+    pub channel: String,
+    pub updated_at: String,
+}
+
+impl Document for SupportCase {
+    const COLLECTION: &'static str = SUPPORT_CASES;
+
+    fn id(&self) -> String {
+        format!("{}:{}", self.tenant_id, self.case_id)
+    }
+
+    fn indexes() -> Vec<IndexSpec> {
+        let fields = [("tenant_id".to_owned(), Direction::Asc), ("channel".to_owned(), Direction::Asc)];
+        vec![IndexSpec { fields: fields.to_vec(), unique: false, sparse: false }]
+    }
+}
+
 /// The external source, when one is configured.
 #[derive(Debug, Clone)]
 pub struct SupportSource(pub JsonSource);
@@ -50,11 +73,7 @@ pub enum SupportError {
 }
 
 pub async fn ensure_indexes(read_models: &ReadModels) -> Result<(), PortError> {
-    let fields = [("tenant_id".to_owned(), Direction::Asc), ("channel".to_owned(), Direction::Asc)];
-    read_models
-        .documents
-        .ensure_index(SUPPORT_CASES, &IndexSpec { fields: fields.to_vec(), unique: false, sparse: false })
-        .await
+    Collection::<SupportCase>::ensure_indexes_in(read_models.documents.as_ref()).await
 }
 
 impl SupportSource {
@@ -72,17 +91,17 @@ impl SupportSource {
             return Err(SupportError::Source(format!("more than {MAX_CASES} cases in one answer")));
         }
         let mut newest = cursor;
-        let mut docs = Vec::with_capacity(answer.cases.len());
+        let mut cases = Vec::with_capacity(answer.cases.len());
         for case in answer.cases {
             let Some(at) = instant_ms(&case.updated_at) else {
                 return Err(SupportError::Source(format!("case {:?} has no RFC 3339 updated_at", case.id)));
             };
             newest = Some(newest.map_or(at, |newest| newest.max(at)));
-            let id = format!("{tenant}:{}", case.id);
-            docs.push((id, json!({"tenant_id": tenant, "case_id": case.id, "channel": case.channel, "updated_at": case.updated_at})));
+            let Case { id, channel, updated_at } = case;
+            cases.push(SupportCase { tenant_id: tenant.to_owned(), case_id: id, channel, updated_at });
         }
-        let written = docs.len();
-        read_models.documents.upsert_many(SUPPORT_CASES, docs).await?;
+        let written = cases.len();
+        Collection::<SupportCase>::new(read_models.documents.clone()).upsert_many(&cases).await?;
         if let Some(newest) = newest {
             read_models.put_cursor(&cursor_name, &newest.to_string()).await?;
         }

@@ -118,6 +118,15 @@ impl<T: Document> Collection<T> {
         Ok(())
     }
 
+    /// Creates [`Document::indexes`] on `T`'s collection of `store` (for code that holds a store, not a
+    /// [`Collection`]).
+    pub async fn ensure_indexes_in(store: &dyn DocumentStore) -> Result<(), PortError> {
+        for index in T::indexes() {
+            store.ensure_index(T::COLLECTION, &index).await?;
+        }
+        Ok(())
+    }
+
     pub async fn get(&self, id: &str) -> Result<Option<T>, PortError> {
         self.store.get(&self.name, id).await?.map(|body| self.decode(body)).transpose()
     }

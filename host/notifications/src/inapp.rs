@@ -14,6 +14,7 @@
 use flowhost_core::collections::{INAPP_CHANNELS, INAPP_MESSAGES};
 use flowhost_core::digest::sha256_hex;
 use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, PortError, Ports, Query};
+use flowhost_core::stored::{self, Collection, Document};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -81,22 +82,33 @@ pub struct InAppDelivery {
     pub message: InboxMessage,
 }
 
+/// An in-app message is stored under its notification's id, found by its player's identity in cursor order.
+impl Document for InboxMessage {
+    const COLLECTION: &'static str = INAPP_MESSAGES;
+
+    fn id(&self) -> String {
+        self.notification_id.clone()
+    }
+
+    fn indexes() -> Vec<IndexSpec> {
+        vec![IndexSpec::ascending(&["user_identity", "cursor"])]
+    }
+}
+
 /// Creates the indexes the inbox queries use.
 pub async fn ensure_indexes(documents: &dyn DocumentStore) -> Result<(), PortError> {
-    let index = IndexSpec::ascending(&["user_identity", "cursor"]);
-    documents.ensure_index(INAPP_MESSAGES, &index).await
+    Collection::<InboxMessage>::ensure_indexes_in(documents).await
 }
 
 /// The message of notification `id`, if stored.
 pub async fn message(documents: &dyn DocumentStore, id: &str) -> Result<Option<InboxMessage>, PortError> {
-    let stored = documents.get(INAPP_MESSAGES, id).await?;
-    Ok(stored.and_then(|doc| serde_json::from_value(doc).ok()))
+    documents.get(INAPP_MESSAGES, id).await?.map(|doc| stored::decode(INAPP_MESSAGES, doc)).transpose()
 }
 
 /// Stores (or rewrites) `message`, expiring at its `expires_at_ms`.
 pub async fn store(documents: &dyn DocumentStore, message: &InboxMessage) -> Result<(), PortError> {
-    let doc = serde_json::to_value(message).map_err(|e| PortError::Invalid(e.to_string()))?;
-    documents.upsert_expiring(INAPP_MESSAGES, &message.notification_id, doc, message.expires_at_ms).await
+    let doc = stored::encode(INAPP_MESSAGES, message)?;
+    documents.upsert_expiring(INAPP_MESSAGES, &message.id(), doc, message.expires_at_ms).await
 }
 
 /// The expiry of a message created at `created_at_ms` and kept for `retention`.
@@ -138,10 +150,8 @@ pub async fn inbox(
         None => q.sort("cursor", Direction::Desc),
     };
     let page = documents.query(INAPP_MESSAGES, &q.limit(query.limit.min(MAX_PAGE)).offset(query.offset)).await?;
-    let items = page
-        .items
+    let items = stored::decode_valid::<InboxMessage>(INAPP_MESSAGES, page.items)
         .into_iter()
-        .filter_map(|doc| serde_json::from_value::<InboxMessage>(doc).ok())
         .filter(|m| m.tenant_id == tenant_id && m.player_id == player_id)
         .collect();
     Ok(InboxPage { items, total: page.total })

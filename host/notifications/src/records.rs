@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use flowhost_core::collections::{WEBPUSH_ACTIVITY, WEBPUSH_EVENTS, WEBPUSH_TENANTS};
 use flowhost_core::ports::{Direction, DocumentStore, IndexSpec, PortError, Ports, Query};
+use flowhost_core::stored::{self, Collection, Document};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -105,9 +106,9 @@ pub async fn store_activity(
     let mut record = activity.clone();
     record.created_at = iso(record.created_at_ms);
     record.updated_at = iso(now);
-    let doc = serde_json::to_value(&record).map_err(|e| PortError::Invalid(e.to_string()))?;
+    let doc = stored::encode(WEBPUSH_ACTIVITY, &record)?;
     let expires_at = expiry(record.created_at_ms, retention);
-    ports.documents.upsert_expiring(WEBPUSH_ACTIVITY, &record.notification_id, doc, expires_at).await
+    ports.documents.upsert_expiring(WEBPUSH_ACTIVITY, &record.id(), doc, expires_at).await
 }
 
 /// Which activity records to list: filters (each `None` matches all) and the page.
@@ -149,20 +150,37 @@ pub async fn list_activity(documents: &dyn DocumentStore, query: &ActivityQuery)
     Ok(ActivityPage { total: usize::try_from(found.total).unwrap_or(usize::MAX), items: found.items })
 }
 
-/// The indexes the activity list's queries use: by tenant, newest first (with or without a player), and the
-/// whole collection newest first.
+/// An activity record is stored under its notification's id. Its indexes are the activity list's: by tenant,
+/// newest first (with or without a player), and the whole collection newest first.
+impl Document for NotificationActivity {
+    const COLLECTION: &'static str = WEBPUSH_ACTIVITY;
+
+    fn id(&self) -> String {
+        self.notification_id.clone()
+    }
+
+    fn indexes() -> Vec<IndexSpec> {
+        let index = |fields: &[&str]| IndexSpec {
+            fields: fields
+                .iter()
+                .map(|field| {
+                    (field.to_string(), if *field == "created_at_ms" { Direction::Desc } else { Direction::Asc })
+                })
+                .collect(),
+            unique: false,
+            sparse: false,
+        };
+        vec![
+            index(&["tenant_id", "created_at_ms"]),
+            index(&["tenant_id", "player_id", "created_at_ms"]),
+            index(&["created_at_ms"]),
+        ]
+    }
+}
+
+/// Creates the activity list's indexes ([`NotificationActivity`]'s).
 pub async fn ensure_activity_indexes(documents: &dyn DocumentStore) -> Result<(), PortError> {
-    let index = |fields: &[&str]| IndexSpec {
-        fields: fields
-            .iter()
-            .map(|field| (field.to_string(), if *field == "created_at_ms" { Direction::Desc } else { Direction::Asc }))
-            .collect(),
-        unique: false,
-        sparse: false,
-    };
-    documents.ensure_index(WEBPUSH_ACTIVITY, &index(&["tenant_id", "created_at_ms"])).await?;
-    documents.ensure_index(WEBPUSH_ACTIVITY, &index(&["tenant_id", "player_id", "created_at_ms"])).await?;
-    documents.ensure_index(WEBPUSH_ACTIVITY, &index(&["created_at_ms"])).await
+    Collection::<NotificationActivity>::ensure_indexes_in(documents).await
 }
 
 /// The activity record of notification `id` with its interaction events (oldest first) under `events`; `None`

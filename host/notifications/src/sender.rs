@@ -42,7 +42,7 @@ use flowhost_core::notify::{
     Delivery, DeliveryOutcome, InAppOutcome, InAppReport, InAppRequest, Notifications, SendFailure, TemplateChannel,
     WebPushReport, WebPushRequest, MAX_PASSTHROUGH_DATA_BYTES,
 };
-use flowhost_core::ports::{IndexSpec, PortError, Ports};
+use flowhost_core::ports::{PortError, Ports};
 use serde_json::{json, Map, Value};
 use tokio::sync::Semaphore;
 use tracing::{debug, info};
@@ -51,7 +51,7 @@ use crate::inapp::{self, DeliveryAnswer, InAppDelivery, InboxMessage};
 use crate::metrics::PushMetrics;
 use crate::push::{PushClient, PushMessage, PushOutcome, Urgency};
 use crate::records::{self, iso, DeliveryRecord, NotificationActivity};
-use crate::subscriptions;
+use crate::subscriptions::{self, Subscription};
 use crate::targets::TargetPolicy;
 use crate::templates::{self, Template};
 use crate::token::{self, InteractionClaims};
@@ -167,8 +167,7 @@ impl Sender {
 
     /// The indexes the sender's reads use (subscriptions by player, the activity list, the in-app inbox).
     pub async fn ensure_indexes(documents: &dyn flowhost_core::ports::DocumentStore) -> Result<(), PortError> {
-        let index = |field: &str| IndexSpec::ascending(&[field]);
-        documents.ensure_index(WEBPUSH_SUBSCRIPTIONS, &index("user_identity")).await?;
+        crate::subscriptions::ensure_indexes(documents).await?;
         crate::records::ensure_activity_indexes(documents).await?;
         inapp::ensure_indexes(documents).await
     }
@@ -185,27 +184,17 @@ impl Sender {
     async fn active_subscriptions(&self, tenant_id: &str, player_id: i64) -> Result<Vec<Target>, PortError> {
         let identity = records::user_identity(tenant_id, player_id);
         let found = self.ports.documents.find(WEBPUSH_SUBSCRIPTIONS, "user_identity", &json!(identity)).await?;
-        Ok(found
+        Ok(flowhost_core::stored::decode_valid::<Subscription>(WEBPUSH_SUBSCRIPTIONS, found)
             .into_iter()
-            .filter(|doc| {
-                doc["status"] == "active"
-                    && doc["tenant_id"].as_str() == Some(tenant_id)
-                    && doc["player_id"].as_i64() == Some(player_id)
-            })
-            .filter_map(|doc| {
-                Some(Target {
-                    endpoint: doc["endpoint"].as_str()?.to_owned(),
-                    p256dh: doc["keys"]["p256dh"].as_str()?.to_owned(),
-                    auth: doc["keys"]["auth"].as_str()?.to_owned(),
-                })
-            })
+            .filter(|stored| stored.is_active() && stored.tenant_id == tenant_id && stored.player_id == player_id)
+            .map(|stored| Target { endpoint: stored.endpoint, p256dh: stored.keys.p256dh, auth: stored.keys.auth })
             .collect())
     }
 
     async fn load_activity(&self, id: &str) -> Result<Option<NotificationActivity>, SendFailure> {
         let stored = self.ports.documents.get(WEBPUSH_ACTIVITY, id).await.map_err(unavailable)?;
-        // A record that no longer parses is written anew rather than blocking the notification for good.
-        Ok(stored.and_then(|doc| serde_json::from_value(doc).ok()))
+        // A record that no longer decodes (logged) is written anew rather than blocking the notification for good.
+        Ok(stored.and_then(|doc| flowhost_core::stored::decode(WEBPUSH_ACTIVITY, doc).ok()))
     }
 
     /// The `DeliveryContent` v1 of one delivery: the rendered notification with the delivery's id and token,

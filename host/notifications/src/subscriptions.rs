@@ -5,8 +5,9 @@
 //! the caller's decision, made before [`store`].
 
 use flowhost_core::collections::WEBPUSH_SUBSCRIPTIONS;
-use flowhost_core::ports::{DocumentStore, PortError, Ports};
-use serde_json::json;
+use flowhost_core::ports::{DocumentStore, IndexSpec, PortError, Ports};
+use flowhost_core::stored::{self, Collection, Document};
+use serde::{Deserialize, Serialize};
 
 use crate::records::{iso, register_tenant, subscription_id, user_identity};
 
@@ -28,6 +29,65 @@ pub struct NewSubscription {
     pub source_app: String,
 }
 
+/// A subscription as stored, under [`subscription_id`] of its endpoint; the sender finds a player's by
+/// `user_identity`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subscription {
+    pub id: String,
+    pub tenant_id: String,
+    pub player_id: i64,
+    pub user_identity: String,
+    pub endpoint: String,
+    pub keys: SubscriptionKeys,
+    #[serde(default)]
+    pub user_agent: Option<String>,
+    pub platform: String,
+    /// `active` or `deactivated`.
+    pub status: String,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(default)]
+    pub deactivated_at: Option<String>,
+    pub caller_id: String,
+    pub source_app: String,
+}
+
+/// The browser's keys of a subscription, base64url.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscriptionKeys {
+    pub p256dh: String,
+    pub auth: String,
+}
+
+impl Subscription {
+    pub fn is_active(&self) -> bool {
+        self.status == "active"
+    }
+}
+
+impl Document for Subscription {
+    const COLLECTION: &'static str = WEBPUSH_SUBSCRIPTIONS;
+
+    fn id(&self) -> String {
+        self.id.clone()
+    }
+
+    fn indexes() -> Vec<IndexSpec> {
+        vec![IndexSpec::ascending(&["user_identity"])]
+    }
+}
+
+/// Creates the index the sender's lookups by player use.
+pub async fn ensure_indexes(documents: &dyn DocumentStore) -> Result<(), PortError> {
+    Collection::<Subscription>::ensure_indexes_in(documents).await
+}
+
+/// The stored subscription of `endpoint`, active or deactivated.
+async fn stored_subscription(documents: &dyn DocumentStore, endpoint: &str) -> Result<Option<Subscription>, PortError> {
+    let id = subscription_id(endpoint);
+    documents.get(WEBPUSH_SUBSCRIPTIONS, &id).await?.map(|doc| stored::decode(WEBPUSH_SUBSCRIPTIONS, doc)).transpose()
+}
+
 /// Who holds an endpoint's subscription before a write, and since when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
@@ -45,11 +105,11 @@ pub struct Stored {
 
 /// The holder of `endpoint`'s stored subscription, if there is one (active or deactivated).
 pub async fn holder(documents: &dyn DocumentStore, endpoint: &str) -> Result<Option<Holder>, PortError> {
-    let existing = documents.get(WEBPUSH_SUBSCRIPTIONS, &subscription_id(endpoint)).await?;
-    Ok(existing.map(|doc| Holder {
-        tenant_id: doc["tenant_id"].as_str().unwrap_or_default().to_owned(),
-        player_id: doc["player_id"].as_i64(),
-        created_at: doc["created_at"].as_str().map(str::to_owned),
+    let existing = stored_subscription(documents, endpoint).await?;
+    Ok(existing.map(|subscription| Holder {
+        tenant_id: subscription.tenant_id,
+        player_id: Some(subscription.player_id),
+        created_at: Some(subscription.created_at),
     }))
 }
 
@@ -69,24 +129,24 @@ pub async fn store(
             created_at = holder.created_at.clone().unwrap_or(created_at);
         }
     }
-    let doc = json!({
-        "id": id,
-        "tenant_id": tenant_id,
-        "player_id": player_id,
-        "user_identity": user_identity(tenant_id, *player_id),
-        "endpoint": endpoint,
-        "keys": { "p256dh": subscription.p256dh, "auth": subscription.auth },
-        "user_agent": subscription.user_agent,
-        "platform": subscription.platform,
-        "status": "active",
-        "created_at": created_at,
-        "updated_at": iso(now),
-        "deactivated_at": null,
-        "caller_id": subscription.caller_id,
-        "source_app": subscription.source_app,
-    });
+    let stored = Subscription {
+        id: id.clone(),
+        tenant_id: tenant_id.clone(),
+        player_id: *player_id,
+        user_identity: user_identity(tenant_id, *player_id),
+        endpoint: endpoint.clone(),
+        keys: SubscriptionKeys { p256dh: subscription.p256dh.clone(), auth: subscription.auth.clone() },
+        user_agent: subscription.user_agent.clone(),
+        platform: subscription.platform.clone(),
+        status: "active".to_owned(),
+        created_at: created_at.clone(),
+        updated_at: iso(now),
+        deactivated_at: None,
+        caller_id: subscription.caller_id.clone(),
+        source_app: subscription.source_app.clone(),
+    };
     let documents = &ports.documents;
-    documents.upsert(WEBPUSH_SUBSCRIPTIONS, &id, doc).await?;
+    documents.upsert(WEBPUSH_SUBSCRIPTIONS, &id, stored::encode(WEBPUSH_SUBSCRIPTIONS, &stored)?).await?;
     register_tenant(documents.as_ref(), tenant_id, now).await?;
     Ok(Stored { id, created_at })
 }
@@ -109,24 +169,23 @@ pub async fn deactivate(
     player_id: i64,
     endpoint: &str,
 ) -> Result<Deactivation, PortError> {
-    let documents = &ports.documents;
-    let id = subscription_id(endpoint);
-    let Some(mut doc) = documents.get(WEBPUSH_SUBSCRIPTIONS, &id).await? else {
+    let documents = ports.documents.as_ref();
+    let Some(mut subscription) = stored_subscription(documents, endpoint).await? else {
         return Ok(Deactivation::NoMatch);
     };
-    let matches = doc["tenant_id"].as_str() == Some(tenant_id)
-        && doc["player_id"].as_i64() == Some(player_id)
-        && doc["endpoint"].as_str() == Some(endpoint);
+    let matches =
+        subscription.tenant_id == tenant_id && subscription.player_id == player_id && subscription.endpoint == endpoint;
     if !matches {
         return Ok(Deactivation::NoMatch);
     }
-    if doc["status"] == "deactivated" {
+    if subscription.status == "deactivated" {
         return Ok(Deactivation::AlreadyDeactivated);
     }
     let now = iso(ports.clock.now_ms());
-    doc["status"] = json!("deactivated");
-    doc["deactivated_at"] = json!(now);
-    doc["updated_at"] = json!(now);
-    documents.replace(WEBPUSH_SUBSCRIPTIONS, &id, doc).await?;
+    subscription.status = "deactivated".to_owned();
+    subscription.deactivated_at = Some(now.clone());
+    subscription.updated_at = now;
+    let doc = stored::encode(WEBPUSH_SUBSCRIPTIONS, &subscription)?;
+    documents.replace(WEBPUSH_SUBSCRIPTIONS, &subscription.id, doc).await?;
     Ok(Deactivation::Deactivated)
 }

@@ -14,14 +14,44 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flowhost_core::digest::iso_utc;
-use flowhost_core::ports::{DocumentStore, PortError, Record, Versioned, VersionedWrite};
+use flowhost_core::ports::{DocumentStore, IndexSpec, PortError, Record, Versioned, VersionedWrite};
+use flowhost_core::stored::Document;
 use flowhost_core::Clock;
 use flowhost_runtime::{InvokeError, Plugin};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// The collection of player documents.
 pub const COLLECTION: &str = "presence_state";
+
+/// A player's presence document as the projector plugin writes it. The plugin owns its shape (spec 002 part B),
+/// so the host keeps it whole and only names its collection, its id (`<tenant_id>:<player_id>`) and the indexes
+/// its queries need.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PresenceState(pub Value);
+
+impl Document for PresenceState {
+    const COLLECTION: &'static str = COLLECTION;
+
+    fn id(&self) -> String {
+        let field = |name: &str| match &self.0[name] {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        format!("{}:{}", field("tenant_id"), field("player_id"))
+    }
+
+    /// The spec's two indexes, and the one the sweep's query uses on every backend.
+    fn indexes() -> Vec<IndexSpec> {
+        let index = |fields: &[&str], unique| IndexSpec { unique, ..IndexSpec::ascending(fields) };
+        vec![
+            index(&["tenant_id", "player_id"], true),
+            index(&["sites.state", "sites.expires_at"], false),
+            index(&["state", "next_expiry"], false),
+        ]
+    }
+}
 /// Compare-and-replace attempts before the record counts as a transient failure (retried with the partition).
 const MAX_RACES: usize = 16;
 /// The fewest groups a fold task takes (smaller batches are folded on one task).

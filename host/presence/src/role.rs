@@ -11,7 +11,8 @@ use std::time::Duration;
 use anyhow::Context;
 use flowhost_components::ComponentStore;
 use flowhost_core::config::{Config, ConfigError, SectionEntry};
-use flowhost_core::ports::{DocumentStore, IndexSpec, Topics};
+use flowhost_core::ports::{DocumentStore, Topics};
+use flowhost_core::stored::Document;
 use flowhost_role::{metrics_router, Check, HealthStyle, Listener, RoleContext, RoleParts};
 use prometheus::IntGauge;
 use tokio_util::sync::CancellationToken;
@@ -20,7 +21,7 @@ use tracing::warn;
 use crate::config::PresenceConfig;
 use crate::consumer::{Consumer, ConsumerSettings, ConsumerStatus};
 use crate::metrics::PresenceMetrics;
-use crate::project::{Projection, COLLECTION};
+use crate::project::{PresenceState, Projection, COLLECTION};
 use crate::sweep::Sweep;
 
 /// The plugin whose projection the role runs.
@@ -33,16 +34,6 @@ pub struct PresenceTopics(pub Arc<dyn Topics>);
 /// The document store of the role: MongoDB at `DOCDB_URI`, else the embedded store; database `presence`.
 #[derive(Clone)]
 pub struct PresenceDocuments(pub Arc<dyn DocumentStore>);
-
-/// The indexes of `presence_state`: the spec's two, and the one the sweep's query uses on every backend.
-pub fn indexes() -> Vec<IndexSpec> {
-    let index = |fields: &[&str], unique| IndexSpec { unique, ..IndexSpec::ascending(fields) };
-    vec![
-        index(&["tenant_id", "player_id"], true),
-        index(&["sites.state", "sites.expires_at"], false),
-        index(&["state", "next_expiry"], false),
-    ]
-}
 
 pub struct PresenceRole;
 
@@ -184,7 +175,7 @@ async fn ensure_indexes(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let mut backoff = flowhost_core::backoff::Backoff::for_backend();
-    'indexes: for index in indexes() {
+    'indexes: for index in PresenceState::indexes() {
         loop {
             match documents.ensure_index(COLLECTION, &index).await {
                 Ok(()) => continue 'indexes,

@@ -125,8 +125,12 @@ fn run_id(headers: &HeaderMap) -> Result<String, PushError> {
 /// How long the client should wait before retrying notification `id`: the longest `Retry-After` a push service
 /// asked for on a delivery still to retry, else the default.
 async fn retry_after(state: &PushState, id: &str) -> u64 {
-    let stored = state.ports.documents.get(flowhost_core::collections::WEBPUSH_ACTIVITY, id).await.ok().flatten();
-    let activity: Option<NotificationActivity> = stored.and_then(|doc| serde_json::from_value(doc).ok());
+    // Best effort: without the record (unreadable or gone), the default.
+    let activity = flowhost_core::stored::Collection::<NotificationActivity>::new(state.ports.documents.clone())
+        .get(id)
+        .await
+        .ok()
+        .flatten();
     activity
         .iter()
         .flat_map(|a| &a.deliveries)

@@ -383,6 +383,15 @@ pub enum DeadLetterStatus {
     Replayed,
 }
 
+impl DeadLetterStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadLetterStatus::Open => "open",
+            DeadLetterStatus::Replayed => "replayed",
+        }
+    }
+}
+
 /// Where a replay runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -462,4 +471,20 @@ pub struct CompletionEvent {
     pub path: Vec<PathStep>,
     pub at: String,
     pub at_ms: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Queries filter on the words `as_str` gives: they must be the stored ones.
+    #[test]
+    fn status_words_are_the_stored_ones() {
+        for status in RunStatus::ALL {
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+        for status in [DeadLetterStatus::Open, DeadLetterStatus::Replayed] {
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+    }
 }

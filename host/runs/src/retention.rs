@@ -31,20 +31,16 @@ pub struct Swept {
     pub dead_letters: u64,
 }
 
-fn status(value: impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(value).unwrap_or_default()
-}
-
 /// One sweep at `now_ms`.
 pub async fn sweep_once(ports: &Ports, storage: &RunStorage, now_ms: i64) -> Result<Swept, PortError> {
     let documents = ports.documents.as_ref();
     let before = |age_ms: u64| json!(now_ms.saturating_sub(i64::try_from(age_ms).unwrap_or(i64::MAX)));
     let without_open_letters = Query::new()
-        .filter("status", Filter::In(vec![status(RunStatus::Waiting), status(RunStatus::Completed)]))
+        .filter("status", Filter::In(vec![json!(RunStatus::Waiting.as_str()), json!(RunStatus::Completed.as_str())]))
         .filter("updated_ms", Filter::Lte(before(storage.retention_ms)));
     let any_run = Query::new().filter("updated_ms", Filter::Lte(before(storage.dead_letter_retention_ms)));
     let replayed = Query::new()
-        .eq("status", status(DeadLetterStatus::Replayed))
+        .eq("status", json!(DeadLetterStatus::Replayed.as_str()))
         .filter("at_ms", Filter::Lte(before(storage.retention_ms)));
     let any_letter = Query::new().filter("at_ms", Filter::Lte(before(storage.dead_letter_retention_ms)));
     let mut swept = Swept::default();
