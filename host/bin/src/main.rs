@@ -5,7 +5,7 @@
 //! listener, as the container image's HEALTHCHECK.
 
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -97,6 +97,33 @@ enum EventsCommand {
 
 #[derive(Subcommand)]
 enum PluginCommand {
+    /// Start a plugin project: the manifest with one action and its `config_schema`, a unit test, a build
+    /// script and a README, from templates carried in this binary.
+    New {
+        /// The plugin's id: lowercase letters, digits and `-`.
+        name: String,
+        /// The guest language.
+        #[arg(long, default_value = "rust")]
+        lang: String,
+        /// What the plugin is: `action` (one action a flow can place).
+        #[arg(long, default_value = "action")]
+        world: String,
+        /// Where to write it (default: `./NAME`); it must not exist or be empty.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The SDK dependency as Cargo.toml writes it (default: this binary's SDK when its source is at hand,
+        /// e.g. `{ git = "https://..." }`).
+        #[arg(long)]
+        sdk: Option<String>,
+    },
+    /// Build the plugin project in DIR (default: the current directory) into a component, with cargo and the
+    /// `wasm32-wasip2` target; prints the component's path.
+    Build {
+        dir: Option<PathBuf>,
+        /// Cargo's target directory (default: DIR/target).
+        #[arg(long)]
+        target_dir: Option<PathBuf>,
+    },
     /// Print the manifest a component declares.
     Manifest {
         /// The component (`.wasm`), e.g. from `bash plugins/build.sh`.
@@ -215,6 +242,24 @@ async fn run() -> anyhow::Result<()> {
         println!("FLOWHOST_WEBPUSH_VAPID_PRIVATE_KEY={private}");
         return Ok(());
     }
+    // Project commands need no configuration: an author runs them without a server.
+    match &cli.command {
+        Command::Plugin(PluginCommand::New { name, lang, world, dir, sdk }) => {
+            let dir = dir.clone().unwrap_or_else(|| PathBuf::from(name));
+            for path in flowhost::scaffold::new_project(&dir, name, lang, world, sdk.as_deref())? {
+                println!("{}", path.display());
+            }
+            eprintln!("next: cd {} && flowhost plugin build", dir.display());
+            return Ok(());
+        }
+        Command::Plugin(PluginCommand::Build { dir, target_dir }) => {
+            let dir = dir.as_deref().unwrap_or(Path::new("."));
+            let component = flowhost::scaffold::build_project(dir, target_dir.as_deref())?;
+            println!("{}", component.display());
+            return Ok(());
+        }
+        _ => {}
+    }
     if let Command::Gateway(GatewayCommand::OriginMap(OriginMapCommand::Generate { input, output })) = &cli.command {
         return generate_origin_map(input, output);
     }
@@ -327,6 +372,9 @@ async fn plugin(config: &Config, command: PluginCommand) -> anyhow::Result<()> {
 
     let path = match &command {
         PluginCommand::Manifest { path } | PluginCommand::Invoke { path, .. } => path.clone(),
+        PluginCommand::New { .. } | PluginCommand::Build { .. } => {
+            unreachable!("handled before the configuration loads")
+        }
         PluginCommand::Upload { .. }
         | PluginCommand::List { .. }
         | PluginCommand::Activate { .. }
@@ -392,7 +440,10 @@ async fn remote_plugin(config: &Config, command: PluginCommand) -> anyhow::Resul
             }
             http.post(format!("{}/api/v1/plugins/{id}/invoke", base(&server))).json(&body)
         }
-        PluginCommand::Manifest { .. } | PluginCommand::Invoke { .. } => unreachable!("local commands"),
+        PluginCommand::Manifest { .. }
+        | PluginCommand::Invoke { .. }
+        | PluginCommand::New { .. }
+        | PluginCommand::Build { .. } => unreachable!("local commands"),
     };
     // The same FLOWHOST_ADMIN_TOKEN the server checks authorizes the CLI.
     let request = match &config.api.admin_token {
