@@ -40,13 +40,15 @@ const RUST_ACTION: &[TemplateFile] = &[
     },
 ];
 
-/// The SDK this binary was built with, when its source is still where it was built (a checkout of Flowhost);
-/// else a git dependency the author points at their copy of the SDK.
-fn default_sdk() -> String {
+/// The SDK this binary was built with, when its source is still where it was built (a checkout of Flowhost).
+fn default_sdk() -> anyhow::Result<String> {
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk-guest");
     match sdk.canonicalize() {
-        Ok(path) => format!("{{ path = {:?} }}", path.display().to_string()),
-        Err(_) => format!("{{ version = {:?} }}", env!("CARGO_PKG_VERSION")),
+        Ok(path) => Ok(format!("{{ path = {:?} }}", path.display().to_string())),
+        Err(_) => bail!(
+            "this binary's SDK source is not at hand: name the SDK with --sdk, e.g. \
+             --sdk '{{ path = \"/src/flowhost/sdk-guest\" }}' or --sdk '{{ git = \"<URL of the Flowhost repository>\" }}'"
+        ),
     }
 }
 
@@ -89,7 +91,10 @@ pub fn new_project(dir: &Path, name: &str, lang: &str, world: &str, sdk: Option<
     if dir.exists() && dir.read_dir().with_context(|| format!("reading {}", dir.display()))?.next().is_some() {
         bail!("{} exists and is not empty", dir.display());
     }
-    let sdk = sdk.map(str::to_owned).unwrap_or_else(default_sdk);
+    let sdk = match sdk {
+        Some(sdk) => sdk.to_owned(),
+        None => default_sdk()?,
+    };
     let fill = |text: &str| {
         text.replace("__NAME__", name)
             .replace("__CRATE__", &name.replace('-', "_"))
