@@ -367,8 +367,25 @@ impl Manifest {
         self
     }
     /// The names `node_kinds` lists, bare or declared.
-    fn node_kind_names(&self) -> Vec<String> {
-        self.node_kinds.iter().map(|kind| kind.name().to_owned()).collect()
+    fn node_kind_names(&self) -> Vec<&str> {
+        self.node_kinds.iter().map(NodeKindEntry::name).collect()
+    }
+    /// Whether `node_kinds` lists exactly the kinds of `declared` ([`Plugin::NODE_KINDS`]), in any order; else
+    /// what differs, in words. A plugin's unit test can call it:
+    /// `manifest.check_node_kinds(MyPlugin::NODE_KINDS).unwrap()`.
+    pub fn check_node_kinds(&self, declared: &[&str]) -> Result<(), String> {
+        let mut listed = self.node_kind_names();
+        let mut constant = declared.to_vec();
+        listed.sort_unstable();
+        constant.sort_unstable();
+        if listed == constant {
+            return Ok(());
+        }
+        Err(format!(
+            "plugin {:?}: Plugin::NODE_KINDS is {constant:?} but the manifest declares the node kinds {listed:?}; \
+             list every node kind of the manifest in NODE_KINDS",
+            self.id
+        ))
     }
     /// Declares a data source answered by [`Plugin::data_source`]; the host passes on only the listed `params`.
     pub fn data_source(mut self, name: impl Into<String>, params: &[&str]) -> Self {
@@ -567,6 +584,11 @@ pub trait Prepared {
 /// A plugin: its manifest, its actions, data sources and node kinds. Export it with [`export_plugin!`]. Every
 /// method but [`Plugin::manifest`] has a default that answers "not offered".
 pub trait Plugin {
+    /// The node kinds the manifest declares ([`Manifest::node_kind`], [`Manifest::declare_node_kind`]), by
+    /// name: what an action call by one of these names is routed to ([`Plugin::prepare`]). The SDK checks it
+    /// against the manifest when the host reads the manifest, and refuses to load a component where they
+    /// differ; actions never build the manifest.
+    const NODE_KINDS: &'static [&'static str] = &[];
     /// The manifest the host reads when loading the component.
     fn manifest() -> Manifest;
     /// Runs one action. By default a plugin has none (a node-kind plugin needs only [`Plugin::prepare`]).
@@ -728,8 +750,34 @@ pub mod __private {
     use super::*;
     use crate::bindings::exports::flowhost::plugin::node_kinds as wit_nodes;
 
+    /// The manifest as JSON, once [`Plugin::NODE_KINDS`] is checked against it: a mismatch panics, which the
+    /// host reports as a failed load with this message in the plugin's log.
+    /// The component's version marker, the custom section [`SDK_MARKER_SECTION`] written by
+    /// [`export_plugin!`](crate::export_plugin): which SDK built it, against which WIT package. The host reads
+    /// it before compiling and refuses, with a clear error, a component whose package it does not serve.
+    pub const SDK_MARKER: &str =
+        concat!("{\"sdk\":\"", env!("CARGO_PKG_VERSION"), "\",\"wit\":\"flowhost:plugin@0.2.0\"}");
+    /// The name of the marker's custom section.
+    pub const SDK_MARKER_SECTION: &str = "flowhost:sdk";
+
+    /// [`SDK_MARKER`] as the array the marker's static holds (`N` is its length).
+    pub const fn sdk_marker<const N: usize>() -> [u8; N] {
+        let bytes = SDK_MARKER.as_bytes();
+        let mut marker = [0u8; N];
+        let mut at = 0;
+        while at < N {
+            marker[at] = bytes[at];
+            at += 1;
+        }
+        marker
+    }
+
     pub fn manifest<P: Plugin>() -> String {
-        P::manifest().to_json()
+        let manifest = P::manifest();
+        if let Err(mismatch) = manifest.check_node_kinds(P::NODE_KINDS) {
+            panic!("{mismatch}");
+        }
+        manifest.to_json()
     }
 
     pub fn invoke<P: Plugin>(
@@ -738,17 +786,10 @@ pub mod __private {
         input: String,
     ) -> Result<String, wit::PluginError> {
         let context = Context::from(context);
-        if node_kinds::<P>().contains(&action) {
+        if P::NODE_KINDS.contains(&action.as_str()) {
             return invoke_node_kind::<P>(&context, &action, &input).map(Output::into_string).map_err(to_wit);
         }
         P::invoke(Call { action, input, context }).map(Output::into_string).map_err(to_wit)
-    }
-
-    /// The node kinds the plugin implements, read off its manifest once per instance (a component exports one
-    /// plugin, so one cache serves it).
-    fn node_kinds<P: Plugin>() -> &'static [String] {
-        static KINDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-        KINDS.get_or_init(|| P::manifest().node_kind_names())
     }
 
     /// A node kind called as an action: `{"config": ..., "event": ...}`, prepared and evaluated once.
@@ -818,6 +859,11 @@ macro_rules! export_plugin {
     ($plugin:ty) => {
         #[doc(hidden)]
         pub struct __FlowhostPluginExport;
+
+        // The version marker (`__private::SDK_MARKER`), a custom section the host checks at load.
+        #[used]
+        #[unsafe(link_section = "flowhost:sdk")]
+        static __FLOWHOST_SDK_MARKER: [u8; $crate::__private::SDK_MARKER.len()] = $crate::__private::sdk_marker();
 
         impl $crate::bindings::Guest for __FlowhostPluginExport {
             fn manifest() -> ::std::string::String {
@@ -975,6 +1021,8 @@ mod tests {
             }
         }
         impl Plugin for Doubler {
+            const NODE_KINDS: &'static [&'static str] = &["double"];
+
             fn manifest() -> Manifest {
                 Manifest::new("doubler", "1").declare_node_kind(NodeKind::new("double", serde_json::json!({})))
             }

@@ -1,30 +1,27 @@
-//! `flowhost plugin new` to a running action, as a plugin author goes: scaffold a project, run its unit tests,
-//! build it with `flowhost plugin build`, and run its action with the host's runtime (`plugin invoke`), success
-//! and a permanent failure. Needs `target/<profile>/flowhost` (built by `tests/run.sh`) and the `wasm32-wasip2`
-//! target (added by the build when missing).
+//! `flowhost plugin new` to a running action, as a plugin author goes: scaffold a project of each world, run its
+//! unit tests, build it with `flowhost plugin build`, and run it with the host's runtime (`plugin test`):
+//! success with its log line and context, and each failure's outcome class. Needs `target/<profile>/flowhost`
+//! (built by `tests/run.sh`) and the `wasm32-wasip2` target (added by the build when missing).
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use flowhost_tests::cli::{plugin, repository_root};
 use serde_json::{json, Value};
 
-#[test]
-fn a_new_plugin_builds_tests_and_runs() {
+/// Scaffolds `name` of `world` into `work`, runs its unit tests and builds it; answers the project and its
+/// component. One target directory serves every project, so reruns and later worlds are quick.
+fn scaffold(work: &Path, name: &str, world: &str) -> (PathBuf, String) {
     let root = repository_root();
-    let work = tempfile::tempdir().unwrap();
-    let project = work.path().join("greeter-two");
+    let project = work.join(name);
     let sdk = format!("{{ path = {:?} }}", root.join("sdk-guest").display().to_string());
     let dir = project.display().to_string();
-    let out = plugin(&["new", "greeter-two", "--dir", &dir, "--sdk", &sdk], None);
+    let out = plugin(&["new", name, "--world", world, "--dir", &dir, "--sdk", &sdk], None);
     assert!(out.status.success(), "plugin new: {}", String::from_utf8_lossy(&out.stderr));
     let listed = String::from_utf8_lossy(&out.stdout);
-    for file in ["Cargo.toml", "src/lib.rs", "build.sh", "README.md", ".gitignore"] {
+    for file in ["Cargo.toml", "src/lib.rs", "build.sh", "README.md", ".gitignore", "example-input.json"] {
         assert!(project.join(file).is_file() && listed.contains(file), "{file} missing: {listed}");
     }
-    // Not over an author's files.
-    assert!(!plugin(&["new", "greeter-two", "--dir", &dir], None).status.success());
-
-    // The template's unit tests pass as written (one shared target directory keeps reruns quick).
     let target = root.join("target/scaffold");
     let tests = Command::new("cargo")
         .args(["test", "--quiet", "--manifest-path"])
@@ -35,25 +32,87 @@ fn a_new_plugin_builds_tests_and_runs() {
         .env_remove("CARGO_TARGET_DIR")
         .output()
         .unwrap();
-    assert!(tests.status.success(), "cargo test: {}", String::from_utf8_lossy(&tests.stderr));
-
+    assert!(tests.status.success(), "cargo test of {world}: {}", String::from_utf8_lossy(&tests.stderr));
     let out = plugin(&["build", &dir, "--target-dir", &target.display().to_string()], None);
-    assert!(out.status.success(), "plugin build: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "plugin build of {world}: {}", String::from_utf8_lossy(&out.stderr));
     let component = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert!(component.ends_with("wasm32-wasip2/release/greeter_two.wasm"), "{component}");
+    assert!(component.ends_with(&format!("wasm32-wasip2/release/{}.wasm", name.replace('-', "_"))), "{component}");
+    (project, component)
+}
+
+/// `plugin test COMPONENT --action ACTION --input - --json` with `input` on standard input and `extra`
+/// arguments: the exit code and the report.
+fn test_call(component: &str, action: &str, input: &str, extra: &[&str]) -> (Option<i32>, Value) {
+    let mut args = vec!["test", component, "--action", action, "--input", "-", "--json"];
+    args.extend_from_slice(extra);
+    let out = plugin(&args, Some(input));
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("no report: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), report)
+}
+
+#[test]
+fn a_new_action_plugin_builds_tests_and_runs() {
+    let work = tempfile::tempdir().unwrap();
+    let (project, component) = scaffold(work.path(), "greeter-two", "action");
+    // Not over an author's files.
+    assert!(!plugin(&["new", "greeter-two", "--dir", &project.display().to_string()], None).status.success());
 
     let out = plugin(&["manifest", &component], None);
     let manifest: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((&manifest["id"], &manifest["actions"][0]["name"]), (&json!("greeter-two"), &json!("greet")));
     assert_eq!(manifest["actions"][0]["config_schema"]["required"], json!(["player_id"]));
 
-    let out = plugin(&["invoke", &component, "greet", r#"{"player_id": "p-1", "greeting": "Welcome"}"#], None);
-    assert!(out.status.success(), "invoke: {}", String::from_utf8_lossy(&out.stderr));
-    let output: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(output, json!({"player_id": "p-1", "message": "Welcome, p-1!"}));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("greeted p-1"), "the log line");
+    // The README's command, as written: the example input from a file.
+    let example = project.join("example-input.json").display().to_string();
+    let out = plugin(&["test", &component, "--action", "greet", "--input", &example], None);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.starts_with("outcome   ok\n"), "{text}");
+    assert!(text.contains("info  greeted p-1") && text.contains("\"message\": \"Welcome, p-1!\""), "{text}");
 
-    let out = plugin(&["invoke", &component, "greet", r#"{"player_id": " "}"#], None);
+    let context = r#"{"tenant_id": "t-1", "run_id": "r-1", "attempt": 2}"#;
+    let (code, report) = test_call(&component, "greet", r#"{"player_id": "p-1"}"#, &["--context", context]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["outcome"], "ok");
+    assert_eq!(report["output"], json!({"player_id": "p-1", "message": "Hello, p-1!"}));
+    assert_eq!(report["logs"], json!([{"level": "info", "message": "greeted p-1"}]));
+    assert!(report["duration_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{report}");
+
+    let (code, report) = test_call(&component, "greet", r#"{"player_id": " "}"#, &[]);
+    assert_eq!((code, &report["outcome"]), (Some(1), &json!("permanent")), "{report}");
+    assert_eq!(report["error"], "permanent failure: player_id is empty");
+    let (code, report) = test_call(&component, "wave", "{}", &[]);
+    assert_eq!((code, &report["outcome"]), (Some(1), &json!("permanent")), "{report}");
+
+    // A bad --context is refused before anything runs.
+    let out = plugin(&["test", &component, "--action", "greet", "--input", &example, "--context", "{\"x\":1}"], None);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("permanent"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--context"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_new_node_kind_and_service_build_and_run() {
+    let work = tempfile::tempdir().unwrap();
+    let (project, component) = scaffold(work.path(), "threshold", "node-kind");
+    let out = plugin(&["manifest", &component], None);
+    let manifest: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(manifest["node_kinds"][0]["name"], "threshold");
+    let example = std::fs::read_to_string(project.join("example-input.json")).unwrap();
+    let (code, report) = test_call(&component, "threshold", &example, &[]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["output"]["event"], json!({"player_id": "p-1", "amount": 250, "reached": true}));
+    let below = r#"{"config": {"field": "amount", "min": 100}, "event": {"amount": 5}}"#;
+    assert_eq!(test_call(&component, "threshold", below, &[]).1["output"], json!({"pass": false}));
+    let missing = r#"{"config": {"field": "amount", "min": 100}, "event": {"bet": 5}}"#;
+    let (code, report) = test_call(&component, "threshold", missing, &[]);
+    assert_eq!((code, &report["outcome"]), (Some(1), &json!("skip-forward")), "{report}");
+
+    let (project, component) = scaffold(work.path(), "segments", "service");
+    let out = plugin(&["manifest", &component], None);
+    let manifest: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((&manifest["service"], &manifest["data_sources"][0]["name"]), (&json!("segments"), &json!("segments")));
+    let example = std::fs::read_to_string(project.join("example-input.json")).unwrap();
+    let (code, report) = test_call(&component, "tag", &example, &[]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["logs"][0]["message"], "tagged p-1 as vip");
 }

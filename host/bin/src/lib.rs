@@ -1,6 +1,7 @@
 //! Composition of the `flowhost` process: which backend serves each port (from the configuration), and the
 //! roles running over them. `main.rs` is only the command line; tests start the same `serve` in process.
 
+pub mod plugin_test;
 pub mod scaffold;
 
 use std::sync::Arc;

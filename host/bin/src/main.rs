@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
+use flowhost::plugin_test::{GuestLogs, TestCall, TestContext};
 use flowhost_core::config::{parse_roles, Config, LogFormat};
 use flowhost_core::ports::{ConsumerConfig, OutRecord, StartFrom};
 use flowhost_presence::PresenceConfig;
@@ -105,7 +106,8 @@ enum PluginCommand {
         /// The guest language.
         #[arg(long, default_value = "rust")]
         lang: String,
-        /// What the plugin is: `action` (one action a flow can place).
+        /// What the plugin is: `action` (one action a flow can place), `service` (an action and a data source
+        /// Studio's forms read) or `node-kind` (a step flows place, evaluated over batches of events).
         #[arg(long, default_value = "action")]
         world: String,
         /// Where to write it (default: `./NAME`); it must not exist or be empty.
@@ -138,6 +140,31 @@ enum PluginCommand {
         /// Wall-clock limit of the call in milliseconds (default: the runtime's, 1000).
         #[arg(long)]
         timeout_ms: Option<u64>,
+    },
+    /// Run one action the way a flow runs it (the host's runtime, limits and capabilities, `documents` on a
+    /// temporary store) and print its output, outcome class, log lines and duration. Exits 1 when the action
+    /// fails.
+    Test {
+        /// The component (`.wasm`), e.g. from `flowhost plugin build`.
+        path: PathBuf,
+        /// The action to run.
+        #[arg(long)]
+        action: String,
+        /// A file holding the JSON input (the action's rendered configuration), or `-` for standard input.
+        #[arg(long, value_name = "FILE|-")]
+        input: PathBuf,
+        /// The invocation context as JSON: tenant_id, flow_id, run_id, node_id, idempotency_key, attempt.
+        #[arg(long, value_name = "JSON")]
+        context: Option<String>,
+        /// Wall-clock limit of the call in milliseconds (default: the runtime's and the manifest's).
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        /// Keep the `documents` capability's store in DIR across calls (default: a temporary store).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Upload a component to a running Flowhost as the version its manifest declares, and activate it (every
     /// node swaps to it; calls in flight finish on the previous version).
@@ -225,6 +252,30 @@ fn init_logging(config: &Config) {
     }
 }
 
+/// Logging for `plugin test`: the guest's lines go into the report (`GuestLogs`), the host's own at `warn` and
+/// above (or as `FLOWHOST_LOG` says) to standard error.
+fn init_test_logging(config: &Config) -> GuestLogs {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+
+    let directives = if std::env::var_os("FLOWHOST_LOG").is_some() { config.log.filter.as_str() } else { "warn" };
+    let filter = EnvFilter::try_new(directives).unwrap_or_else(|_| EnvFilter::new("warn"));
+    let not_guest = tracing_subscriber::filter::filter_fn(|meta| meta.fields().field("plugin").is_none());
+    let host = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter).with_filter(not_guest);
+    let logs = GuestLogs::default();
+    tracing_subscriber::registry().with(logs.clone()).with(host).init();
+    logs
+}
+
+/// The JSON in FILE, or standard input for `-`.
+fn read_input(path: &Path) -> anyhow::Result<String> {
+    if path == Path::new("-") {
+        return Ok(std::io::read_to_string(std::io::stdin())?);
+    }
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
 #[tokio::main]
 async fn main() {
     if let Err(error) = run().await {
@@ -275,6 +326,29 @@ async fn run() -> anyhow::Result<()> {
             init_logging(&config);
             flowhost::resolve_secrets(&mut config, &|name| std::env::var(name).ok()).await?;
             serve(config).await
+        }
+        Command::Plugin(PluginCommand::Test { path, action, input, context, timeout_ms, data_dir, json }) => {
+            let logs = init_test_logging(&config);
+            let input = read_input(&input)?;
+            let context = context.as_deref().map(TestContext::parse).transpose()?.unwrap_or_default();
+            let call = TestCall {
+                path: &path,
+                action: &action,
+                input: &input,
+                context,
+                timeout: timeout_ms.map(Duration::from_millis),
+                data_dir: data_dir.as_deref(),
+            };
+            let report = flowhost::plugin_test::run(&config.plugins, call, &logs).await?;
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", report.render());
+            }
+            if report.outcome != "ok" {
+                std::process::exit(1);
+            }
+            Ok(())
         }
         Command::Plugin(command) => {
             init_logging(&config);
@@ -372,7 +446,7 @@ async fn plugin(config: &Config, command: PluginCommand) -> anyhow::Result<()> {
 
     let path = match &command {
         PluginCommand::Manifest { path } | PluginCommand::Invoke { path, .. } => path.clone(),
-        PluginCommand::New { .. } | PluginCommand::Build { .. } => {
+        PluginCommand::New { .. } | PluginCommand::Build { .. } | PluginCommand::Test { .. } => {
             unreachable!("handled before the configuration loads")
         }
         PluginCommand::Upload { .. }
@@ -443,7 +517,8 @@ async fn remote_plugin(config: &Config, command: PluginCommand) -> anyhow::Resul
         PluginCommand::Manifest { .. }
         | PluginCommand::Invoke { .. }
         | PluginCommand::New { .. }
-        | PluginCommand::Build { .. } => unreachable!("local commands"),
+        | PluginCommand::Build { .. }
+        | PluginCommand::Test { .. } => unreachable!("local commands"),
     };
     // The same FLOWHOST_ADMIN_TOKEN the server checks authorizes the CLI.
     let request = match &config.api.admin_token {

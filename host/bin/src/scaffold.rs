@@ -7,38 +7,82 @@ use std::process::Command;
 
 use anyhow::{bail, Context};
 
-/// One file of a template: where it goes in the project, and its text with `__NAME__`, `__CRATE__`, `__TYPE__`
-/// and `__SDK__` to fill.
+/// One file of a template: where it goes in the project, and its text with the placeholders [`fill`] replaces.
 struct TemplateFile {
     path: &'static str,
     text: &'static str,
     executable: bool,
 }
 
-/// The Rust action template.
-const RUST_ACTION: &[TemplateFile] = &[
-    TemplateFile {
-        path: "Cargo.toml",
-        text: include_str!("../templates/rust-action/Cargo.toml.tmpl"),
-        executable: false,
+/// A template file carried in the binary: `file!("rust/Cargo.toml.tmpl" => "Cargo.toml")`.
+macro_rules! file {
+    ($template:literal => $path:literal) => {
+        TemplateFile { path: $path, text: include_str!(concat!("../templates/", $template)), executable: false }
+    };
+    ($template:literal => $path:literal, executable) => {
+        TemplateFile { path: $path, text: include_str!(concat!("../templates/", $template)), executable: true }
+    };
+}
+
+/// The files every Rust project has, whatever its world.
+const RUST_COMMON: &[TemplateFile] = &[
+    file!("rust/Cargo.toml.tmpl" => "Cargo.toml"),
+    file!("rust/build.sh.tmpl" => "build.sh", executable),
+    file!("rust/README.md.tmpl" => "README.md"),
+    file!("rust/gitignore.tmpl" => ".gitignore"),
+];
+
+/// What a project of one world is: its own files and the words its README uses.
+struct World {
+    name: &'static str,
+    /// The README's sentence on what the plugin does.
+    what: &'static str,
+    /// The action `plugin test` runs in the README.
+    action: &'static str,
+    /// The README's paragraph on using it in a flow.
+    studio: &'static str,
+    files: &'static [TemplateFile],
+}
+
+/// The Rust templates, by world.
+const RUST_WORLDS: &[World] = &[
+    World {
+        name: "action",
+        what: "Its one action, `greet`, turns its configuration (what a flow author sets on the node, \
+               `{{placeholders}}` filled from the event) into a message.",
+        action: "greet",
+        studio: "Then, in Studio, place `greet` in a flow and set `player_id` to `{{player_id}}`.",
+        files: &[
+            file!("rust/action/lib.rs.tmpl" => "src/lib.rs"),
+            file!("rust/action/example-input.json.tmpl" => "example-input.json"),
+        ],
     },
-    TemplateFile {
-        path: "src/lib.rs",
-        text: include_str!("../templates/rust-action/src/lib.rs.tmpl"),
-        executable: false,
+    World {
+        name: "service",
+        what: "A service: its action, `tag`, tags a player with a segment, and its data source, `segments`, gives \
+               Studio's form the choices.",
+        action: "tag",
+        studio: "Then, in Studio, place `tag` in a flow, set `player_id` to `{{player_id}}` and pick a segment.",
+        files: &[
+            file!("rust/service/lib.rs.tmpl" => "src/lib.rs"),
+            file!("rust/service/example-input.json.tmpl" => "example-input.json"),
+        ],
     },
-    TemplateFile { path: "build.sh", text: include_str!("../templates/rust-action/build.sh.tmpl"), executable: true },
-    TemplateFile {
-        path: "README.md",
-        text: include_str!("../templates/rust-action/README.md.tmpl"),
-        executable: false,
-    },
-    TemplateFile {
-        path: ".gitignore",
-        text: include_str!("../templates/rust-action/gitignore.tmpl"),
-        executable: false,
+    World {
+        name: "node-kind",
+        what: "Its node kind, `__NAME__`, lets an event through when a number field reaches a threshold. Called as an \
+               action (as `plugin test` does), its input is `{\"config\": ..., \"event\": ...}`.",
+        action: "__NAME__",
+        studio: "Then, in Studio, place a `__NAME__` node in a flow and set its field and threshold.",
+        files: &[
+            file!("rust/node-kind/lib.rs.tmpl" => "src/lib.rs"),
+            file!("rust/node-kind/example-input.json.tmpl" => "example-input.json"),
+        ],
     },
 ];
+
+/// The worlds `plugin new --world` knows, as its errors list them.
+pub const WORLDS: &str = "action, service, node-kind";
 
 /// The SDK this binary was built with, when its source is still where it was built (a checkout of Flowhost).
 fn default_sdk() -> anyhow::Result<String> {
@@ -79,14 +123,15 @@ fn type_name(name: &str) -> String {
 }
 
 /// Writes a new plugin project `name` into `dir` (which must not exist yet, or be empty): the manifest with one
-/// action and its `config_schema`, a unit test, a build script and a README. `sdk` is the SDK dependency as
-/// Cargo.toml writes it (default: this binary's SDK). Answers the files written.
+/// action (or node kind) and its `config_schema`, unit tests, an example input, a build script and a README.
+/// `sdk` is the SDK dependency as Cargo.toml writes it (default: this binary's SDK). Answers the files written.
 pub fn new_project(dir: &Path, name: &str, lang: &str, world: &str, sdk: Option<&str>) -> anyhow::Result<Vec<PathBuf>> {
     check_name(name)?;
-    let template = match (lang, world) {
-        ("rust", "action") => RUST_ACTION,
-        ("rust", other) => bail!("no template for the {other:?} world yet (known: action)"),
-        (other, _) => bail!("no template for {other:?} yet (known: rust)"),
+    if lang != "rust" {
+        bail!("no template for {lang:?} yet (known: rust)");
+    }
+    let Some(world) = RUST_WORLDS.iter().find(|known| known.name == world) else {
+        bail!("no template for the {world:?} world (known: {WORLDS})");
     };
     if dir.exists() && dir.read_dir().with_context(|| format!("reading {}", dir.display()))?.next().is_some() {
         bail!("{} exists and is not empty", dir.display());
@@ -96,13 +141,17 @@ pub fn new_project(dir: &Path, name: &str, lang: &str, world: &str, sdk: Option<
         None => default_sdk()?,
     };
     let fill = |text: &str| {
-        text.replace("__NAME__", name)
+        text.replace("__WHAT__", world.what)
+            .replace("__STUDIO__", world.studio)
+            .replace("__ACTION__", world.action)
+            .replace("__WORLD__", world.name)
+            .replace("__NAME__", name)
             .replace("__CRATE__", &name.replace('-', "_"))
             .replace("__TYPE__", &type_name(name))
             .replace("__SDK__", &sdk)
     };
     let mut written = Vec::new();
-    for file in template {
+    for file in RUST_COMMON.iter().chain(world.files) {
         let path = dir.join(file.path);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
@@ -190,17 +239,26 @@ mod tests {
     #[test]
     fn a_project_is_every_template_file_filled() {
         let dir = std::env::temp_dir().join(format!("flowhost-scaffold-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let written = new_project(&dir, "greeter-two", "rust", "action", Some("{ path = \"/sdk\" }")).unwrap();
-        assert_eq!(written.len(), RUST_ACTION.len());
-        let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
-        assert!(lib.contains("pub struct GreeterTwo;") && lib.contains("Manifest::new(\"greeter-two\""), "{lib}");
-        assert!(!written.iter().any(|path| std::fs::read_to_string(path).unwrap().contains("__")), "unfilled");
-        let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-        assert!(cargo.contains("flowhost-sdk-guest = { path = \"/sdk\" }"), "{cargo}");
+        for world in RUST_WORLDS {
+            let _ = std::fs::remove_dir_all(&dir);
+            let written = new_project(&dir, "greeter-two", "rust", world.name, Some("{ path = \"/sdk\" }")).unwrap();
+            assert_eq!(written.len(), RUST_COMMON.len() + world.files.len());
+            let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+            assert!(lib.contains("pub struct GreeterTwoPlugin;") && lib.contains("Manifest::new(\"greeter-two\""), "{lib}");
+            for path in &written {
+                let text = std::fs::read_to_string(path).unwrap();
+                assert!(!text.contains("__"), "{} of {} is not filled: {text}", path.display(), world.name);
+            }
+            let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+            assert!(cargo.contains("flowhost-sdk-guest = { path = \"/sdk\" }"), "{cargo}");
+            let example = std::fs::read_to_string(dir.join("example-input.json")).unwrap();
+            assert!(serde_json::from_str::<serde_json::Value>(&example).is_ok(), "{example}");
+        }
         // Never over an author's files.
         assert!(new_project(&dir, "greeter-two", "rust", "action", None).is_err());
-        assert!(new_project(&dir.join("py"), "greeter", "python", "action", None).is_err());
         let _ = std::fs::remove_dir_all(&dir);
+        let unknown = new_project(&dir, "greeter", "rust", "projector", None).unwrap_err().to_string();
+        assert!(unknown.contains(WORLDS), "{unknown}");
+        assert!(new_project(&dir.join("py"), "greeter", "cobol", "action", None).is_err());
     }
 }

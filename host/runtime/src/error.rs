@@ -12,6 +12,20 @@ pub enum LoadError {
     /// The bytes are not a valid component (or were compiled for another engine / wasmtime version).
     #[error("invalid component: {0}")]
     InvalidComponent(String),
+    /// The component's SDK version marker names a WIT package this host does not serve: the SDK is too new or
+    /// too old for it.
+    #[error(
+        "the component was built with flowhost-sdk-guest {sdk} for {wit}, which this host does not serve (it \
+         serves {served}): build it with an SDK for one of those, or run a host that serves {wit}"
+    )]
+    UnsupportedSdk {
+        /// The SDK's version, from the marker.
+        sdk: String,
+        /// The WIT package the component was built for.
+        wit: String,
+        /// The packages this host serves.
+        served: String,
+    },
     /// The component imports a Flowhost capability the host did not grant.
     #[error(
         "the component imports capability {capability:?}, which is not granted (a plugin gets log and clock; an \

@@ -37,6 +37,7 @@ mod host;
 mod invoke;
 mod limits;
 mod manifest;
+mod marker;
 mod metrics;
 mod plugin;
 mod projector;

@@ -125,6 +125,7 @@ impl Runtime {
     /// Compiles a component to this engine's native code, for [`Runtime::load_precompiled`] (the component
     /// catalog stores both the `.wasm` and this).
     pub fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, LoadError> {
+        crate::marker::check(wasm)?;
         self.inner.engine.precompile_component(wasm).map_err(|error| LoadError::InvalidComponent(format!("{error:#}")))
     }
 
@@ -137,8 +138,10 @@ impl Runtime {
         self.load_compiled(compiled, grants).await
     }
 
-    /// Compiles a component to native code (CPU-bound, synchronous: about 50-150 ms for a small component).
+    /// Checks the SDK's version marker ([`LoadError::UnsupportedSdk`]) and compiles a component to native code
+    /// (CPU-bound, synchronous: about 50-150 ms for a small component).
     pub fn compile(&self, wasm: &[u8]) -> Result<Compiled, LoadError> {
+        crate::marker::check(wasm)?;
         Component::new(&self.inner.engine, wasm)
             .map(Compiled)
             .map_err(|error| LoadError::InvalidComponent(format!("{error:#}")))

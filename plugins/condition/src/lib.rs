@@ -38,6 +38,8 @@ struct Config {
 }
 
 impl Plugin for Condition {
+    const NODE_KINDS: &'static [&'static str] = &["condition"];
+
     fn manifest() -> Manifest {
         Manifest::new("condition", "0.2.0")
             .node_kind("condition")

@@ -48,6 +48,8 @@ struct Mapped {
 }
 
 impl Plugin for Mapping {
+    const NODE_KINDS: &'static [&'static str] = &["mapping"];
+
     fn manifest() -> Manifest {
         Manifest::new("mapping", "0.3.0")
             .node_kind("mapping")

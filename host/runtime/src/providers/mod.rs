@@ -41,6 +41,9 @@ pub enum PackageVersion {
 }
 
 impl PackageVersion {
+    /// Every version this host serves, oldest first.
+    pub const ALL: [PackageVersion; 2] = [PackageVersion::V0_1, PackageVersion::V0_2];
+
     /// The version as written after `@` in an import name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -49,8 +52,8 @@ impl PackageVersion {
         }
     }
 
-    fn parse(text: &str) -> Option<PackageVersion> {
-        [PackageVersion::V0_1, PackageVersion::V0_2].into_iter().find(|version| version.as_str() == text)
+    pub(crate) fn parse(text: &str) -> Option<PackageVersion> {
+        PackageVersion::ALL.into_iter().find(|version| version.as_str() == text)
     }
 }
 
