@@ -57,7 +57,13 @@ fn manifest_shows_the_action_its_schema_and_the_log_capability() {
     assert_eq!(action["name"], "welcome_bonus");
     let schema = &action["config_schema"];
     assert_eq!(schema["type"], "object");
-    let mut limits: Vec<&str> = schema["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+    // The schema is the input's contract: the event's fields (placeholders in a flow) and the limits.
+    assert_eq!(schema["required"], json!(["player_id", "deposit", "currency"]));
+    let mut fields: Vec<&str> = schema["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+    fields.sort_unstable();
+    assert_eq!(fields, ["currency", "deposit", "limits", "player_id"]);
+    let limits = &schema["properties"]["limits"]["properties"];
+    let mut limits: Vec<&str> = limits.as_object().unwrap().keys().map(String::as_str).collect();
     limits.sort_unstable();
     assert_eq!(limits, ["currencies", "match_percent", "max_bonus", "min_deposit"]);
 }

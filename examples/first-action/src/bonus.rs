@@ -4,8 +4,11 @@
 use flowhost_sdk_guest::Error;
 use serde::{Deserialize, Serialize};
 
-/// The input of `welcome_bonus`: fields of the deposit event, and the offer's limits.
+/// The input of `welcome_bonus`, which is its rendered configuration (`config_schema` in `lib.rs` describes
+/// exactly this): fields of the deposit event, filled in by placeholders, and the offer's limits. A field the
+/// schema does not know is refused.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Request {
     /// Who deposited (echoed in the output so the next node can address the player).
     pub player_id: String,
@@ -228,5 +231,9 @@ mod tests {
         let input = json!({"player_id": "p", "deposit": 1.0, "currency": "EUR", "limits": {"max_bonnus": 5}});
         let error = serde_json::from_value::<Request>(input).unwrap_err();
         assert!(error.to_string().starts_with("unknown field `max_bonnus`"), "{error}");
+        // The input is the configuration its schema describes: a field beside them is refused too.
+        let input = json!({"player_id": "p", "deposit": 1.0, "currency": "EUR", "amount": 1.0});
+        let error = serde_json::from_value::<Request>(input).unwrap_err();
+        assert!(error.to_string().starts_with("unknown field `amount`"), "{error}");
     }
 }

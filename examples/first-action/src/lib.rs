@@ -24,7 +24,7 @@ impl Plugin for FirstAction {
             .action(
                 Action::new("welcome_bonus")
                     .description("Matches a first deposit with a capped bonus and writes the player a message.")
-                    .config_schema(limits_schema()),
+                    .config_schema(config_schema()),
             )
     }
 
@@ -42,11 +42,29 @@ impl Plugin for FirstAction {
     }
 }
 
-/// The JSON Schema of the action's configuration: the `limits` object of the input ([`bonus::Limits`]).
+/// The JSON Schema of the action's configuration, which is its input ([`bonus::Request`]): what a flow author
+/// sets on the node in Studio. The event's fields come in through whole-value placeholders (`"deposit":
+/// "{{amount}}"` keeps the amount a number); the limits are set once per node.
+pub fn config_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["player_id", "deposit", "currency"],
+        "properties": {
+            "player_id": {"type": "string", "description": "Who deposited; in a flow, {{player_id}}."},
+            "deposit": {"type": "number", "description": "The amount deposited; in a flow, {{amount}}."},
+            "currency": {"type": "string", "description": "ISO 4217 code of the deposit; in a flow, {{currency}}."},
+            "limits": limits_schema()
+        }
+    })
+}
+
+/// The JSON Schema of the offer's limits ([`bonus::Limits`]), every one with its default.
 pub fn limits_schema() -> serde_json::Value {
     serde_json::json!({
         "type": "object",
         "additionalProperties": false,
+        "description": "The offer: every limit has a default.",
         "properties": {
             "match_percent": {
                 "type": "number", "minimum": 0, "maximum": 500, "default": 100,
@@ -83,7 +101,8 @@ mod tests {
         assert_eq!((id, version), (Some("first-action"), Some(env!("CARGO_PKG_VERSION"))));
         assert_eq!(manifest["capabilities"], serde_json::json!(["log"]));
         assert_eq!(manifest["actions"][0]["name"], "welcome_bonus");
-        assert_eq!(manifest["actions"][0]["config_schema"], limits_schema());
+        assert_eq!(manifest["actions"][0]["config_schema"], config_schema());
+        assert_eq!(manifest["actions"][0]["config_schema"]["properties"]["limits"], limits_schema());
     }
 
     #[test]
