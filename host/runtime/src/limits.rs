@@ -54,7 +54,9 @@ pub struct PoolConfig {
     /// Largest linear memory an instance may ever have, in bytes; the ceiling for [`Limits::memory_bytes`].
     /// Default 256 MiB.
     pub max_memory_bytes: usize,
-    /// Core modules instances per component (a Rust component has its module plus adapter shims). Default 10.
+    /// Core module instances per component. Default 16: a Rust component has its module plus adapter shims (3 to
+    /// 4); a Python one from componentize-py has 14 (libc, libpython, libdl, the WASI adapter, shims and its
+    /// own), a JavaScript one from componentize-js 3.
     pub max_core_instances_per_component: u32,
     /// Freed instance slots are reset (`madvise`) in batches of this size per CPU shard; batching saves system
     /// calls and the cross-core TLB shootdowns they cause. 1 disables batching. Default 16.
@@ -77,7 +79,7 @@ impl Default for PoolConfig {
         Self {
             max_instances: 100,
             max_memory_bytes: 256 << 20,
-            max_core_instances_per_component: 10,
+            max_core_instances_per_component: 16,
             decommit_batch_size: 16,
             memory_keep_resident_bytes: 2 << 20,
             stack_keep_resident_bytes: 0,
