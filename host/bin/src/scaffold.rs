@@ -244,7 +244,10 @@ mod tests {
             let written = new_project(&dir, "greeter-two", "rust", world.name, Some("{ path = \"/sdk\" }")).unwrap();
             assert_eq!(written.len(), RUST_COMMON.len() + world.files.len());
             let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
-            assert!(lib.contains("pub struct GreeterTwoPlugin;") && lib.contains("Manifest::new(\"greeter-two\""), "{lib}");
+            assert!(
+                lib.contains("pub struct GreeterTwoPlugin;") && lib.contains("Manifest::new(\"greeter-two\""),
+                "{lib}"
+            );
             for path in &written {
                 let text = std::fs::read_to_string(path).unwrap();
                 assert!(!text.contains("__"), "{} of {} is not filled: {text}", path.display(), world.name);
