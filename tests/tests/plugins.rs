@@ -48,16 +48,28 @@ async fn greet_version(host: &TestHost) -> String {
     body["output"]["version"].as_str().unwrap().to_owned()
 }
 
-/// The same component with a custom section appended: still valid, same manifest, other bytes.
-fn with_other_bytes(mut wasm: Vec<u8>) -> Vec<u8> {
-    let name = b"flowhost-test";
-    let payload = b"other bytes";
+/// `wasm` with a custom section `name` holding `payload` appended: still valid, same manifest, other bytes.
+fn with_custom_section(mut wasm: Vec<u8>, name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb128(out: &mut Vec<u8>, mut value: usize) {
+        while value >= 0x80 {
+            out.push((value & 0x7f) as u8 | 0x80);
+            value >>= 7;
+        }
+        out.push(value as u8);
+    }
+    let mut section = Vec::new();
+    leb128(&mut section, name.len());
+    section.extend_from_slice(name.as_bytes());
+    section.extend_from_slice(payload);
     wasm.push(0); // custom section id
-    wasm.push(u8::try_from(1 + name.len() + payload.len()).unwrap());
-    wasm.push(u8::try_from(name.len()).unwrap());
-    wasm.extend_from_slice(name);
-    wasm.extend_from_slice(payload);
+    leb128(&mut wasm, section.len());
+    wasm.extend_from_slice(&section);
     wasm
+}
+
+/// The same component with other bytes.
+fn with_other_bytes(wasm: Vec<u8>) -> Vec<u8> {
+    with_custom_section(wasm, "flowhost-test", b"other bytes")
 }
 
 async fn bundled_plugins_are_active_and_in_the_catalog(backends: Backends) {
@@ -326,7 +338,9 @@ async fn versions_and_the_active_one_survive_a_restart(backends: Backends) {
     config.plugins.bundled = true;
     let host = TestHost::start_with(config.clone()).await;
     assert_eq!(upload(&host, "greeter", "0.1.0", fixtures::bytes("greeter")).await.0, 201);
-    assert_eq!(upload(&host, "greeter", "0.2.0", fixtures::bytes("greeter_v2")).await.0, 201);
+    // As big as a component with an interpreter inside (a Python one is about 18 MB): stored in chunks.
+    let big = with_custom_section(fixtures::bytes("greeter_v2"), "flowhost-test", &vec![7; 17 << 20]);
+    assert_eq!(upload(&host, "greeter", "0.2.0", big).await.0, 201);
     let rollback = json!({"version": "0.1.0"});
     assert_eq!(host.call("POST", "/api/v1/plugins/greeter/activate", Some(rollback)).await.0, 200);
     let (_, before) = host.call("GET", "/api/v1/plugins/greeter", None).await;
@@ -336,6 +350,7 @@ async fn versions_and_the_active_one_survive_a_restart(backends: Backends) {
     let (status, after) = host.call("GET", "/api/v1/plugins/greeter", None).await;
     assert_eq!((status, &after), (200, &before));
     assert_eq!(greet_version(&host).await, "0.1.0", "the rolled-back version is still the active one");
+    // The inactive big version loads from its chunks on demand.
     let (status, body) =
         invoke(&host, "greeter", json!({"action": "greet", "input": {"name": "x"}, "version": "0.2.0"})).await;
     assert_eq!((status, body["output"]["version"].clone()), (200, json!("0.2.0")), "{body}");

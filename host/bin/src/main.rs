@@ -442,7 +442,7 @@ async fn wait_for_signal() {
 }
 
 async fn plugin(config: &Config, command: PluginCommand) -> anyhow::Result<()> {
-    use flowhost_runtime::{Capability, Limits, Runtime};
+    use flowhost_runtime::{Limits, Runtime};
 
     let path = match &command {
         PluginCommand::Manifest { path } | PluginCommand::Invoke { path, .. } => path.clone(),
@@ -455,9 +455,7 @@ async fn plugin(config: &Config, command: PluginCommand) -> anyhow::Result<()> {
         | PluginCommand::Call { .. } => return remote_plugin(config, command).await,
     };
     let runtime = Runtime::new(flowhost::runtime_config(&config.plugins))?;
-    let wasm = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    // Locally every capability is on offer; the runtime still refuses one the manifest does not declare.
-    let plugin = runtime.load(&wasm, &Capability::ALL).await.with_context(|| format!("loading {}", path.display()))?;
+    let plugin = flowhost::load_local(&runtime, &config.plugins, &path).await?;
     match command {
         PluginCommand::Manifest { .. } => {
             println!("{}", serde_json::to_string_pretty(plugin.manifest())?);
@@ -487,10 +485,7 @@ async fn remote_plugin(config: &Config, command: PluginCommand) -> anyhow::Resul
             let wasm = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
             // The route names the version; read it from the component itself.
             let runtime = flowhost_runtime::Runtime::new(flowhost::runtime_config(&config.plugins))?;
-            let plugin = runtime
-                .load(&wasm, &flowhost_runtime::Capability::ALL)
-                .await
-                .with_context(|| format!("loading {}", path.display()))?;
+            let plugin = flowhost::load_local(&runtime, &config.plugins, &path).await?;
             let manifest = plugin.manifest();
             let url = format!("{}/api/v1/plugins/{}/versions/{}", base(&server), manifest.id, manifest.version);
             http.put(url)

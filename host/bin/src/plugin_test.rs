@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use flowhost_core::config::PluginsConfig;
 use flowhost_core::SystemClock;
-use flowhost_runtime::{Capability, InvocationContext, Runtime};
+use flowhost_runtime::{InvocationContext, Runtime};
 use serde::{Deserialize, Serialize};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::Context;
@@ -165,8 +165,7 @@ pub async fn run(plugins: &PluginsConfig, call: TestCall<'_>, logs: &GuestLogs) 
     let store = flowhost_embedded::EmbeddedStore::open(data_dir, 1, clock.clone())
         .with_context(|| format!("opening the documents store in {}", data_dir.display()))?;
     let runtime = Runtime::with_host(crate::runtime_config(plugins), clock, Some(store.documents()), None)?;
-    let wasm = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let plugin = runtime.load(&wasm, &Capability::ALL).await.with_context(|| format!("loading {}", path.display()))?;
+    let plugin = crate::load_local(&runtime, plugins, path).await?;
     let mut limits = plugin.limits().clone();
     if let Some(timeout) = timeout {
         limits.timeout = timeout;

@@ -12,8 +12,9 @@
 //!   ([`catalog_manifest`]), registered after the bytes and the version row, so a failed upload leaves no catalog
 //!   row without its component and a retried one completes the registration.
 //! - **Storage** is the documents port (SQLite by default, MongoDB when configured): version metadata in
-//!   `component_versions`, the bytes content-addressed in `component_blobs` (base64; a version's bytes are
-//!   written before its row, so a row always has its bytes), the active version per plugin in
+//!   `component_versions`, the bytes content-addressed in `component_blobs` (base64; a component over 8 MiB in
+//!   chunks in `component_blob_chunks`, see `blobs`; a version's bytes are written before its row, so a row always
+//!   has its bytes), the active version per plugin in
 //!   `component_active`. Everything survives a restart and, on MongoDB, reaches every node.
 //! - **Activation** ([`ComponentStore::activate`], also rollback) writes the active row, swaps the local
 //!   pointer and announces the change on the subjects port; every node's [`ComponentStore::run_sync`] then
@@ -22,6 +23,7 @@
 //!   active [`Plugin`]; an invocation holds its clone until it ends, so it finishes on the version it started
 //!   with while new invocations get the new one.
 
+mod blobs;
 mod store;
 
 pub use store::{

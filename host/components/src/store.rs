@@ -6,10 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
 use flowhost_catalog::{Catalog, CatalogError, ServiceManifest, RUNTIME_FIELD, WASM_RUNTIME};
-use flowhost_core::collections::{COMPONENTS_CHANGED_SUBJECT, COMPONENT_ACTIVE, COMPONENT_BLOBS, COMPONENT_VERSIONS};
+use flowhost_core::collections::{COMPONENTS_CHANGED_SUBJECT, COMPONENT_ACTIVE, COMPONENT_VERSIONS};
 use flowhost_core::digest::{iso_utc, sha256_bytes_hex};
 use flowhost_core::ports::{PortError, Ports, Wakeups};
 use flowhost_runtime::{Capability, LoadError, Manifest, Plugin, Runtime};
@@ -43,7 +41,7 @@ pub struct StoreConfig {
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
-            max_component_bytes: 8 << 20,
+            max_component_bytes: 20 << 20,
             sync_interval: Duration::from_secs(5),
             compile_cache: None,
             grants: Capability::ALL.to_vec(),
@@ -342,8 +340,7 @@ impl ComponentStore {
         let documents = &self.ports.documents;
         let mut created = false;
         if !unchanged {
-            let blob = json!({ "size_bytes": wasm.len(), "wasm_base64": BASE64.encode(&wasm) });
-            documents.upsert(COMPONENT_BLOBS, &content_hash, blob).await?;
+            crate::blobs::write(documents.as_ref(), &content_hash, &wasm).await?;
             let now = self.ports.clock.now_ms();
             let row = VersionRow {
                 id: id.clone(),
@@ -427,15 +424,9 @@ impl ComponentStore {
             .load_row(COMPONENT_VERSIONS, &version_key(id, version))
             .await?
             .ok_or_else(|| ComponentError::NotFound(format!("plugin {id:?} has no version {version:?}")))?;
-        let blob = self.ports.documents.get(COMPONENT_BLOBS, &row.content_hash).await?.ok_or_else(|| {
+        let wasm = crate::blobs::read(self.ports.documents.as_ref(), &row.content_hash).await?.ok_or_else(|| {
             PortError::Backend(format!("the bytes of {id}@{version} (sha256 {}) are missing", row.content_hash))
         })?;
-        let wasm = blob
-            .get("wasm_base64")
-            .and_then(Value::as_str)
-            .and_then(|text| BASE64.decode(text).ok())
-            .filter(|wasm| sha256_bytes_hex(wasm) == row.content_hash)
-            .ok_or_else(|| PortError::Backend(format!("the stored bytes of {id}@{version} are damaged")))?;
         let (_, plugin) = self.compile_and_load(wasm).await?;
         let max_inactive = self.config.max_loaded_versions;
         self.write_loaded().insert(id, version, row.content_hash, plugin.clone(), max_inactive);

@@ -25,6 +25,8 @@ pub const COMPONENTS: &str = "components";
 pub const COMPONENT_VERSIONS: &str = "component_versions";
 /// The bytes of uploaded components, content-addressed (id: the SHA-256 of the `.wasm`).
 pub const COMPONENT_BLOBS: &str = "component_blobs";
+/// The chunks of components too big for one document (id: `{sha256}/{n}`; see `flowhost_components`).
+pub const COMPONENT_BLOB_CHUNKS: &str = "component_blob_chunks";
 /// The active version of each plugin (id: the plugin id).
 pub const COMPONENT_ACTIVE: &str = "component_active";
 /// Subject on which a node announces that a plugin's active version changed, so every node swaps at once.

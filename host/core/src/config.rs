@@ -647,13 +647,13 @@ mod tests {
     fn plugin_settings_come_from_the_environment_and_are_bounded() {
         let config = load(&[("FLOWHOST_PLUGINS_TIMEOUT_MS", "250"), ("FLOWHOST_PLUGINS_BUNDLED", "false")]).unwrap();
         assert_eq!((config.plugins.timeout_ms, config.plugins.bundled), (250, false));
-        assert_eq!(config.plugins.max_component_bytes, 8 << 20);
+        assert_eq!(config.plugins.max_component_bytes, 20 << 20);
         assert_eq!(config.plugins.compile_cache_dir, None, "the default lives in the data directory");
         let shared = load(&[("FLOWHOST_PLUGINS_COMPILE_CACHE_DIR", "/var/cache/flowhost")]).unwrap();
         assert_eq!(shared.plugins.compile_cache_dir, Some(PathBuf::from("/var/cache/flowhost")));
         for (name, value) in [
             ("FLOWHOST_PLUGINS_MEMORY_BYTES", "1000000000"),
-            ("FLOWHOST_PLUGINS_MAX_COMPONENT_BYTES", "20000000"),
+            ("FLOWHOST_PLUGINS_MAX_COMPONENT_BYTES", "70000000"),
             ("FLOWHOST_PLUGINS_TIMEOUT_MS", "0"),
         ] {
             let error = load(&[(name, value)]).unwrap_err();

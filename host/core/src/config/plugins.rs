@@ -25,7 +25,8 @@ pub struct PluginsConfig {
     /// Invocations running at once (`FLOWHOST_PLUGINS_MAX_INSTANCES`; default 100).
     pub max_instances: u32,
     /// Largest component accepted by an upload in bytes (`FLOWHOST_PLUGINS_MAX_COMPONENT_BYTES`; default
-    /// 8 MiB, at most 11 MiB so its stored form fits a MongoDB document).
+    /// 20 MiB, which a Python component from componentize-py (about 18 MB, its interpreter included) needs; at
+    /// most 64 MiB).
     pub max_component_bytes: usize,
     /// How often a node reconciles its active plugin versions with the store, in milliseconds, besides
     /// reacting to change signals at once (`FLOWHOST_PLUGINS_SYNC_INTERVAL_MS`; default 5000).
@@ -61,7 +62,7 @@ impl Default for PluginsConfig {
             memory_bytes: 64 << 20,
             max_output_bytes: 1 << 20,
             max_instances: 100,
-            max_component_bytes: 8 << 20,
+            max_component_bytes: 20 << 20,
             sync_interval_ms: 5000,
             bundled: true,
             capabilities: PLUGIN_CAPABILITIES.iter().map(|c| c.to_string()).collect(),
@@ -73,8 +74,9 @@ impl Default for PluginsConfig {
 
 /// Largest `plugins.memory_bytes`: the pool reserves this much address space per instance slot.
 pub const PLUGINS_MAX_MEMORY_BYTES: usize = 256 << 20;
-/// Largest `plugins.max_component_bytes`: base64 of 11 MiB stays under MongoDB's 16 MiB document limit.
-pub const PLUGINS_MAX_COMPONENT_BYTES: usize = 11 << 20;
+/// Largest `plugins.max_component_bytes`: a component is stored in chunks of 8 MiB (each under MongoDB's
+/// 16 MiB document limit), and compiling one this big takes a minute of CPU.
+pub const PLUGINS_MAX_COMPONENT_BYTES: usize = 64 << 20;
 /// Every `[plugins]` setting (see `crate::settings`).
 pub static PLUGINS_SETTINGS: &[Setting<PluginsConfig>] = crate::settings!(PluginsConfig, "plugins.", [
     { "FLOWHOST_PLUGINS_TIMEOUT_MS", timeout_ms, "wall-clock limit of one plugin invocation", check: between(1, 600_000) },
