@@ -1,12 +1,16 @@
-//! `flowhost plugin new` to a running action, as a plugin author goes: scaffold a project of each world, run its
-//! unit tests, build it with `flowhost plugin build`, and run it with the host's runtime (`plugin test`):
-//! success with its log line and context, and each failure's outcome class. Needs `target/<profile>/flowhost`
-//! (built by `tests/run.sh`) and the `wasm32-wasip2` target (added by the build when missing).
+//! `flowhost plugin new` to a running action, as a plugin author goes: scaffold a project of each world and
+//! language, run its unit tests, build it with `flowhost plugin build`, and run it with the host's runtime
+//! (`plugin test`): success with its log line and context, and each failure's outcome class. The Python and
+//! JavaScript actions then run in a released flow: uploaded into a running Flowhost, placed after their service's
+//! segment and fed an event. Needs `target/<profile>/flowhost` (built by `tests/run.sh`), the `wasm32-wasip2` target
+//! (added by the build when missing), and PyPI and npm (each project's build installs its toolchain).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use flowhost_tests::cli::{plugin, repository_root};
+use flowhost_tests::{unique, Backends, TestHost};
 use serde_json::{json, Value};
 
 /// Scaffolds `name` of `world` into `work`, runs its unit tests and builds it; answers the project and its
@@ -115,4 +119,113 @@ fn a_new_node_kind_and_service_build_and_run() {
     let (code, report) = test_call(&component, "tag", &example, &[]);
     assert_eq!(code, Some(0), "{report}");
     assert_eq!(report["logs"][0]["message"], "tagged p-1 as vip");
+}
+
+/// Scaffolds `name` in `lang` (Python or JavaScript) into `work`, runs its unit tests with `unit_tests` and
+/// builds it; answers the component.
+fn scaffold_interpreted(work: &Path, name: &str, lang: &str, unit_tests: &[&str]) -> String {
+    let project = work.join(name);
+    let dir = project.display().to_string();
+    let out = plugin(&["new", name, "--lang", lang, "--dir", &dir], None);
+    assert!(out.status.success(), "plugin new: {}", String::from_utf8_lossy(&out.stderr));
+    let listed = String::from_utf8_lossy(&out.stdout);
+    for file in ["build.sh", "README.md", ".gitignore", "example-input.json", "wit/world.wit"] {
+        assert!(project.join(file).is_file() && listed.contains(file), "{file} missing: {listed}");
+    }
+    let tests = Command::new(unit_tests[0]).args(&unit_tests[1..]).current_dir(&project).output().unwrap();
+    assert!(
+        tests.status.success(),
+        "{unit_tests:?}: {}{}",
+        String::from_utf8_lossy(&tests.stdout),
+        String::from_utf8_lossy(&tests.stderr)
+    );
+    let out = plugin(&["build", &dir], None);
+    assert!(out.status.success(), "plugin build of {lang}: {}", String::from_utf8_lossy(&out.stderr));
+    let component = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_eq!(component, project.join(format!("build/{name}.wasm")).display().to_string());
+    component
+}
+
+/// The action world of a Python or JavaScript project: `greet` answers, logs, and classifies its failures; the
+/// manifest declares the action's schema and the one capability the world imports.
+fn greets_and_classifies(component: &str, id: &str) {
+    let out = plugin(&["manifest", component], None);
+    let manifest: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("no manifest: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!((&manifest["id"], &manifest["capabilities"]), (&json!(id), &json!(["log"])));
+    assert_eq!(manifest["actions"][0]["config_schema"]["required"], json!(["player_id"]));
+
+    let context = r#"{"tenant_id": "t-1", "attempt": 2}"#;
+    let (code, report) = test_call(component, "greet", r#"{"player_id": "p-1"}"#, &["--context", context]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["output"], json!({"player_id": "p-1", "message": "Hello, p-1!"}));
+    assert_eq!(report["logs"], json!([{"level": "info", "message": "greeted p-1"}]));
+    for bad in [r#"{"player_id": " "}"#, r#"{"player_id": "p-1", "colour": "red"}"#, "[1]", "not json"] {
+        let (code, report) = test_call(component, "greet", bad, &[]);
+        assert_eq!((code, &report["outcome"]), (Some(1), &json!("permanent")), "{bad}: {report}");
+    }
+    let (code, report) = test_call(component, "wave", "{}", &[]);
+    assert_eq!((code, &report["outcome"]), (Some(1), &json!("permanent")), "{report}");
+}
+
+/// Uploads `component` (plugin `id`) into a running Flowhost and runs `greet` in a released flow: source ->
+/// the plugin's segment -> greet, configured with a placeholder -> output topic.
+async fn runs_in_a_released_flow(component: &str, id: &str) {
+    let host = TestHost::start(Backends::Embedded).await;
+    let bytes = std::fs::read(component).unwrap();
+    let url = host.url(&format!("/api/v1/plugins/{id}/versions/0.1.0"));
+    let response = reqwest::Client::new().put(url).body(bytes).send().await.unwrap();
+    assert!(response.status().is_success(), "upload: {}", response.text().await.unwrap());
+    let schema = json!({"fields": [{"name": "player_id", "type": "string"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    let (source, out) = (unique("in"), unique("out"));
+    let flow_id = host
+        .release_flow(json!({
+            "nodes": [
+                {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": source}},
+                {"id": "seg", "kind": "service-in", "config": {"service": id}},
+                {"id": "greet", "kind": "action",
+                 "config": {"action_ref": "greet", "player_id": "{{player_id}}", "greeting": "Welcome"}},
+                {"id": "out", "kind": "output-topic", "config": {"topic": out}}
+            ],
+            "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "greet"}, {"from": "greet", "to": "out"}]
+        }))
+        .await;
+    host.publish(&source, &[json!({"event_type": "deposit", "tenant_id": "casino-1", "player_id": "p-7"})]).await;
+    let records = host.read(&out, 1, Duration::from_secs(60)).await;
+    assert_eq!(records.len(), 1, "no output on {out}");
+    let value: Value = serde_json::from_slice(&records[0].value).unwrap();
+    assert_eq!(value["result"], json!({"player_id": "p-7", "message": "Welcome, p-7!"}), "{value}");
+    let (_, page) = host.call("GET", &format!("/api/v2/flows/{flow_id}/runs"), None).await;
+    assert_eq!(page["total"], 1, "{page}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_action_builds_tests_and_runs_in_a_released_flow() {
+    let work = tempfile::tempdir().unwrap();
+    let component = tokio::task::spawn_blocking({
+        let work = work.path().to_owned();
+        move || scaffold_interpreted(&work, "greeter-py", "python", &["python3", "-m", "unittest"])
+    })
+    .await
+    .unwrap();
+    let size = std::fs::metadata(&component).unwrap().len();
+    assert!(size > 8 << 20 && size < 20 << 20, "an interpreter's component, under the 20 MiB default: {size}");
+    let checked = component.clone();
+    tokio::task::spawn_blocking(move || greets_and_classifies(&checked, "greeter-py")).await.unwrap();
+    runs_in_a_released_flow(&component, "greeter-py").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_javascript_action_builds_tests_and_runs_in_a_released_flow() {
+    let work = tempfile::tempdir().unwrap();
+    let component = tokio::task::spawn_blocking({
+        let work = work.path().to_owned();
+        move || scaffold_interpreted(&work, "greeter-js", "js", &["npm", "test"])
+    })
+    .await
+    .unwrap();
+    let checked = component.clone();
+    tokio::task::spawn_blocking(move || greets_and_classifies(&checked, "greeter-js")).await.unwrap();
+    runs_in_a_released_flow(&component, "greeter-js").await;
 }

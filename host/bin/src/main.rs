@@ -103,7 +103,8 @@ enum PluginCommand {
     New {
         /// The plugin's id: lowercase letters, digits and `-`.
         name: String,
-        /// The guest language.
+        /// The guest language: `rust`, `python` (componentize-py) or `js` (componentize-js). Python and
+        /// JavaScript have the `action` world.
         #[arg(long, default_value = "rust")]
         lang: String,
         /// What the plugin is: `action` (one action a flow can place), `service` (an action and a data source
@@ -113,16 +114,17 @@ enum PluginCommand {
         /// Where to write it (default: `./NAME`); it must not exist or be empty.
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// The SDK dependency as Cargo.toml writes it (default: this binary's SDK when its source is at hand,
-        /// e.g. `{ git = "https://..." }`).
+        /// Rust only: the SDK dependency as Cargo.toml writes it (default: this binary's SDK when its source is
+        /// at hand, e.g. `{ git = "https://..." }`).
         #[arg(long)]
         sdk: Option<String>,
     },
-    /// Build the plugin project in DIR (default: the current directory) into a component, with cargo and the
-    /// `wasm32-wasip2` target; prints the component's path.
+    /// Build the plugin project in DIR (default: the current directory) into a component and print its path:
+    /// Rust with cargo and the `wasm32-wasip2` target; Python and JavaScript by the project's `build.sh`, which
+    /// installs componentize-py (PyPI) or componentize-js (npm) into the project on the first build.
     Build {
         dir: Option<PathBuf>,
-        /// Cargo's target directory (default: DIR/target).
+        /// Rust only: cargo's target directory (default: DIR/target).
         #[arg(long)]
         target_dir: Option<PathBuf>,
     },
@@ -261,10 +263,25 @@ fn init_test_logging(config: &Config) -> GuestLogs {
 
     let directives = if std::env::var_os("FLOWHOST_LOG").is_some() { config.log.filter.as_str() } else { "warn" };
     let filter = EnvFilter::try_new(directives).unwrap_or_else(|_| EnvFilter::new("warn"));
-    let not_guest = tracing_subscriber::filter::filter_fn(|meta| meta.fields().field("plugin").is_none());
+    let host_level = filter.max_level_hint();
+    let is_guest = |meta: &tracing::Metadata<'_>| meta.fields().field("plugin").is_some();
+    let not_guest = tracing_subscriber::filter::filter_fn(move |meta| !is_guest(meta));
     let host = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter).with_filter(not_guest);
+    // Filtered to the guest's events, or the layer formats every event of the process (cranelift's trace lines
+    // while a component compiles: minutes for a component that embeds an interpreter).
     let logs = GuestLogs::default();
-    tracing_subscriber::registry().with(logs.clone()).with(host).init();
+    let guest = logs.clone().with_filter(tracing_subscriber::filter::filter_fn(is_guest));
+    tracing_subscriber::registry().with(guest).with(host).init();
+    // The guest's filter has no level, so the `log` bridge would pass every record of the `log` crate (cranelift
+    // logs each function it compiles at trace): only the host's level reaches it.
+    log::set_max_level(match host_level.and_then(|level| level.into_level()) {
+        None if host_level.is_some() => log::LevelFilter::Off,
+        None | Some(tracing::Level::TRACE) => log::LevelFilter::Trace,
+        Some(tracing::Level::DEBUG) => log::LevelFilter::Debug,
+        Some(tracing::Level::INFO) => log::LevelFilter::Info,
+        Some(tracing::Level::WARN) => log::LevelFilter::Warn,
+        Some(tracing::Level::ERROR) => log::LevelFilter::Error,
+    });
     logs
 }
 

@@ -1,6 +1,6 @@
-//! `flowhost plugin new` and `flowhost plugin build`: a plugin project from templates carried in the binary
-//! (`host/bin/templates/`), and its build into a component with the registry's toolchain only (cargo and the
-//! `wasm32-wasip2` target).
+//! `flowhost plugin new` and `flowhost plugin build`: a plugin project in Rust, Python or JavaScript from templates
+//! carried in the binary (`host/bin/templates/`), and its build into a component with the registries' toolchains
+//! only (cargo and the `wasm32-wasip2` target; componentize-py from PyPI; componentize-js from npm).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,13 +24,30 @@ macro_rules! file {
     };
 }
 
-/// The files every Rust project has, whatever its world.
-const RUST_COMMON: &[TemplateFile] = &[
-    file!("rust/Cargo.toml.tmpl" => "Cargo.toml"),
-    file!("rust/build.sh.tmpl" => "build.sh", executable),
-    file!("rust/README.md.tmpl" => "README.md"),
-    file!("rust/gitignore.tmpl" => ".gitignore"),
-];
+/// The host's WIT (`flowhost:plugin@0.2.0`), which a Python or JavaScript project builds against, as carried in
+/// this binary: written verbatim (it has no placeholders).
+const HOST_WIT: TemplateFile = TemplateFile {
+    path: "wit/deps/flowhost-plugin-0.2.0/plugin.wit",
+    text: include_str!("../../../wit/flowhost-plugin-0.2.0/plugin.wit"),
+    executable: false,
+};
+
+/// A guest language: the files every project has, whatever its world, the words its README uses, and its worlds.
+struct Language {
+    name: &'static str,
+    /// The language as the README names it.
+    title: &'static str,
+    /// The README's command for the unit tests.
+    unit_tests: &'static str,
+    /// Where the build writes the component.
+    component: &'static str,
+    /// Where the README says the version is.
+    version_at: &'static str,
+    /// The README's paragraph on the toolchain.
+    toolchain: &'static str,
+    common: &'static [TemplateFile],
+    worlds: &'static [World],
+}
 
 /// What a project of one world is: its own files and the words its README uses.
 struct World {
@@ -44,45 +61,128 @@ struct World {
     files: &'static [TemplateFile],
 }
 
-/// The Rust templates, by world.
-const RUST_WORLDS: &[World] = &[
-    World {
-        name: "action",
-        what: "Its one action, `greet`, turns its configuration (what a flow author sets on the node, \
-               `{{placeholders}}` filled from the event) into a message.",
-        action: "greet",
-        studio: "Then, in Studio, place `greet` in a flow and set `player_id` to `{{player_id}}`.",
-        files: &[
-            file!("rust/action/lib.rs.tmpl" => "src/lib.rs"),
-            file!("rust/action/example-input.json.tmpl" => "example-input.json"),
+/// The README's words on an action world, in every language.
+const ACTION_WHAT: &str = "Its one action, `greet`, turns its configuration (what a flow author sets on the node, \
+                           `{{placeholders}}` filled from the event) into a message.";
+const ACTION_STUDIO: &str = "Then, in Studio, place `greet` in a flow and set `player_id` to `{{player_id}}`.";
+
+/// The guest languages `plugin new --lang` knows.
+const LANGUAGES: &[Language] = &[
+    Language {
+        name: "rust",
+        title: "Rust",
+        unit_tests: "cargo test",
+        component: "target/wasm32-wasip2/release/__CRATE__.wasm",
+        version_at: "`Cargo.toml`",
+        toolchain: "The build needs cargo and the `wasm32-wasip2` target (added with rustup when missing). The \
+                    component is a few hundred kilobytes.",
+        common: &[
+            file!("rust/Cargo.toml.tmpl" => "Cargo.toml"),
+            file!("rust/build.sh.tmpl" => "build.sh", executable),
+            file!("README.md.tmpl" => "README.md"),
+            file!("rust/gitignore.tmpl" => ".gitignore"),
+        ],
+        worlds: &[
+            World {
+                name: "action",
+                what: ACTION_WHAT,
+                action: "greet",
+                studio: ACTION_STUDIO,
+                files: &[
+                    file!("rust/action/lib.rs.tmpl" => "src/lib.rs"),
+                    file!("rust/action/example-input.json.tmpl" => "example-input.json"),
+                ],
+            },
+            World {
+                name: "service",
+                what: "A service: its action, `tag`, tags a player with a segment, and its data source, `segments`, \
+                       gives Studio's form the choices.",
+                action: "tag",
+                studio:
+                    "Then, in Studio, place `tag` in a flow, set `player_id` to `{{player_id}}` and pick a segment.",
+                files: &[
+                    file!("rust/service/lib.rs.tmpl" => "src/lib.rs"),
+                    file!("rust/service/example-input.json.tmpl" => "example-input.json"),
+                ],
+            },
+            World {
+                name: "node-kind",
+                what: "Its node kind, `__NAME__`, lets an event through when a number field reaches a threshold. \
+                       Called as an action (as `plugin test` does), its input is `{\"config\": ..., \"event\": ...}`.",
+                action: "__NAME__",
+                studio: "Then, in Studio, place a `__NAME__` node in a flow and set its field and threshold.",
+                files: &[
+                    file!("rust/node-kind/lib.rs.tmpl" => "src/lib.rs"),
+                    file!("rust/node-kind/example-input.json.tmpl" => "example-input.json"),
+                ],
+            },
         ],
     },
-    World {
-        name: "service",
-        what: "A service: its action, `tag`, tags a player with a segment, and its data source, `segments`, gives \
-               Studio's form the choices.",
-        action: "tag",
-        studio: "Then, in Studio, place `tag` in a flow, set `player_id` to `{{player_id}}` and pick a segment.",
-        files: &[
-            file!("rust/service/lib.rs.tmpl" => "src/lib.rs"),
-            file!("rust/service/example-input.json.tmpl" => "example-input.json"),
+    Language {
+        name: "python",
+        title: "Python",
+        unit_tests: "python3 -m unittest",
+        component: "build/__NAME__.wasm",
+        version_at: "`plugin.py`",
+        toolchain: "The first build installs componentize-py from PyPI into `.venv` (`build-requirements.txt`). The \
+                    component embeds the Python interpreter, initialized: about 18 MB, so a Flowhost that loads it \
+                    needs `plugins.max_component_bytes` of at least 20 MiB (the default). It compiles once, in \
+                    about 20 s; each call then instantiates it in about 2 ms.",
+        common: &[
+            file!("python/build.sh.tmpl" => "build.sh", executable),
+            file!("python/build-requirements.txt.tmpl" => "build-requirements.txt"),
+            file!("README.md.tmpl" => "README.md"),
+            file!("python/gitignore.tmpl" => ".gitignore"),
+            HOST_WIT,
         ],
+        worlds: &[World {
+            name: "action",
+            what: ACTION_WHAT,
+            action: "greet",
+            studio: ACTION_STUDIO,
+            files: &[
+                file!("python/action/plugin.py.tmpl" => "plugin.py"),
+                file!("python/action/app.py.tmpl" => "app.py"),
+                file!("python/action/test_plugin.py.tmpl" => "test_plugin.py"),
+                file!("python/action/example-input.json.tmpl" => "example-input.json"),
+                file!("wit/action.wit.tmpl" => "wit/world.wit"),
+            ],
+        }],
     },
-    World {
-        name: "node-kind",
-        what: "Its node kind, `__NAME__`, lets an event through when a number field reaches a threshold. Called as an \
-               action (as `plugin test` does), its input is `{\"config\": ..., \"event\": ...}`.",
-        action: "__NAME__",
-        studio: "Then, in Studio, place a `__NAME__` node in a flow and set its field and threshold.",
-        files: &[
-            file!("rust/node-kind/lib.rs.tmpl" => "src/lib.rs"),
-            file!("rust/node-kind/example-input.json.tmpl" => "example-input.json"),
+    Language {
+        name: "js",
+        title: "JavaScript",
+        unit_tests: "npm test",
+        component: "build/__NAME__.wasm",
+        version_at: "`plugin.js`",
+        toolchain: "The first build installs componentize-js from npm into `node_modules` (`package.json`). The \
+                    component embeds a JavaScript engine (StarlingMonkey), initialized: about 12 MB. It compiles \
+                    once, in about 20 s; each call then instantiates it in under a millisecond.",
+        common: &[
+            file!("js/package.json.tmpl" => "package.json"),
+            file!("js/build.sh.tmpl" => "build.sh", executable),
+            file!("README.md.tmpl" => "README.md"),
+            file!("js/gitignore.tmpl" => ".gitignore"),
+            HOST_WIT,
         ],
+        worlds: &[World {
+            name: "action",
+            what: ACTION_WHAT,
+            action: "greet",
+            studio: ACTION_STUDIO,
+            files: &[
+                file!("js/action/plugin.js.tmpl" => "plugin.js"),
+                file!("js/action/app.js.tmpl" => "app.js"),
+                file!("js/action/plugin.test.js.tmpl" => "plugin.test.js"),
+                file!("js/action/example-input.json.tmpl" => "example-input.json"),
+                file!("wit/action.wit.tmpl" => "wit/world.wit"),
+            ],
+        }],
     },
 ];
 
-/// The worlds `plugin new --world` knows, as its errors list them.
-pub const WORLDS: &str = "action, service, node-kind";
+/// The languages `plugin new --lang` knows, as its errors list them.
+pub const LANGS: &str = "rust, python, js";
 
 /// The SDK this binary was built with, when its source is still where it was built (a checkout of Flowhost).
 fn default_sdk() -> anyhow::Result<String> {
@@ -122,26 +222,35 @@ fn type_name(name: &str) -> String {
         .collect()
 }
 
-/// Writes a new plugin project `name` into `dir` (which must not exist yet, or be empty): the manifest with one
-/// action (or node kind) and its `config_schema`, unit tests, an example input, a build script and a README.
-/// `sdk` is the SDK dependency as Cargo.toml writes it (default: this binary's SDK). Answers the files written.
+/// Writes a new plugin project `name` in `lang` into `dir` (which must not exist yet, or be empty): the manifest
+/// with one action (or node kind) and its `config_schema`, unit tests, an example input, a build script and a
+/// README. `sdk` is the Rust SDK dependency as Cargo.toml writes it (default: this binary's SDK). Answers the files
+/// written.
 pub fn new_project(dir: &Path, name: &str, lang: &str, world: &str, sdk: Option<&str>) -> anyhow::Result<Vec<PathBuf>> {
     check_name(name)?;
-    if lang != "rust" {
-        bail!("no template for {lang:?} yet (known: rust)");
-    }
-    let Some(world) = RUST_WORLDS.iter().find(|known| known.name == world) else {
-        bail!("no template for the {world:?} world (known: {WORLDS})");
+    let Some(language) = LANGUAGES.iter().find(|known| known.name == lang) else {
+        bail!("no template for {lang:?} (known: {LANGS})");
+    };
+    let Some(world) = language.worlds.iter().find(|known| known.name == world) else {
+        let known: Vec<&str> = language.worlds.iter().map(|known| known.name).collect();
+        bail!("no {} template for the {world:?} world (known: {})", language.title, known.join(", "));
     };
     if dir.exists() && dir.read_dir().with_context(|| format!("reading {}", dir.display()))?.next().is_some() {
         bail!("{} exists and is not empty", dir.display());
     }
-    let sdk = match sdk {
-        Some(sdk) => sdk.to_owned(),
-        None => default_sdk()?,
+    let sdk = match (sdk, language.name) {
+        (Some(sdk), "rust") => sdk.to_owned(),
+        (None, "rust") => default_sdk()?,
+        (None, _) => String::new(),
+        (Some(_), _) => bail!("--sdk names the Rust SDK: a {} project has no SDK dependency", language.title),
     };
     let fill = |text: &str| {
-        text.replace("__WHAT__", world.what)
+        text.replace("__TOOLCHAIN__", language.toolchain)
+            .replace("__COMPONENT__", language.component)
+            .replace("__UNIT_TESTS__", language.unit_tests)
+            .replace("__VERSION_AT__", language.version_at)
+            .replace("__LANGUAGE__", language.title)
+            .replace("__WHAT__", world.what)
             .replace("__STUDIO__", world.studio)
             .replace("__ACTION__", world.action)
             .replace("__WORLD__", world.name)
@@ -151,7 +260,7 @@ pub fn new_project(dir: &Path, name: &str, lang: &str, world: &str, sdk: Option<
             .replace("__SDK__", &sdk)
     };
     let mut written = Vec::new();
-    for file in RUST_COMMON.iter().chain(world.files) {
+    for file in language.common.iter().chain(world.files) {
         let path = dir.join(file.path);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
@@ -177,10 +286,44 @@ fn make_executable(_: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the plugin project in `dir` into a component with cargo for `wasm32-wasip2` (adding the target with
-/// rustup when the toolchain lacks it), into `target_dir` (default `dir/target`); answers the component's path.
-/// Cargo's progress goes to standard error as it comes.
+/// Builds the plugin project in `dir` into a component; answers the component's path. A Rust project (it has a
+/// `Cargo.toml`) builds with cargo into `target_dir` (default `dir/target`); a Python or JavaScript one runs its
+/// `build.sh`, which installs its toolchain from the registry on the first build (the steps are the project's
+/// own, for the author to read and change). The progress goes to standard error as it comes.
 pub fn build_project(dir: &Path, target_dir: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if dir.join("Cargo.toml").is_file() {
+        return build_rust(dir, target_dir);
+    }
+    let script = dir.join("build.sh");
+    if !script.is_file() {
+        bail!("{} is not a plugin project: it has neither a Cargo.toml nor a build.sh", dir.display());
+    }
+    if target_dir.is_some() {
+        bail!("--target-dir is cargo's: {} is not a Rust project", dir.display());
+    }
+    let output = Command::new("bash")
+        .arg(&script)
+        .current_dir(dir)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !output.status.success() {
+        bail!("{} failed ({})", script.display(), output.status);
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let Some(component) = stdout.lines().map(str::trim).rfind(|line| !line.is_empty()) else {
+        bail!("{} printed no component path", script.display());
+    };
+    let component = dir.join(component);
+    if !component.is_file() {
+        bail!("{} built no component at {}", script.display(), component.display());
+    }
+    Ok(component)
+}
+
+/// Builds a Rust project with cargo for `wasm32-wasip2` (adding the target with rustup when the toolchain lacks
+/// it), into `target_dir` (default `dir/target`).
+fn build_rust(dir: &Path, target_dir: Option<&Path>) -> anyhow::Result<PathBuf> {
     let manifest = dir.join("Cargo.toml");
     let text = std::fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
     let package: toml::Table = toml::from_str(&text).with_context(|| format!("parsing {}", manifest.display()))?;
@@ -236,32 +379,64 @@ mod tests {
         assert_eq!(type_name("greeter-two"), "GreeterTwo");
     }
 
+    /// A placeholder left in `text`: `__` and capitals up to the next `__` (Python's `__init__` is not one).
+    fn placeholder(text: &str) -> Option<&str> {
+        text.match_indices("__").find_map(|(at, _)| {
+            let rest = &text[at + 2..];
+            let end = rest.find("__")?;
+            let word = &rest[..end];
+            (!word.is_empty() && word.chars().all(|c| c.is_ascii_uppercase())).then_some(word)
+        })
+    }
+
     #[test]
     fn a_project_is_every_template_file_filled() {
         let dir = std::env::temp_dir().join(format!("flowhost-scaffold-{}", std::process::id()));
-        for world in RUST_WORLDS {
-            let _ = std::fs::remove_dir_all(&dir);
-            let written = new_project(&dir, "greeter-two", "rust", world.name, Some("{ path = \"/sdk\" }")).unwrap();
-            assert_eq!(written.len(), RUST_COMMON.len() + world.files.len());
-            let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
-            assert!(
-                lib.contains("pub struct GreeterTwoPlugin;") && lib.contains("Manifest::new(\"greeter-two\""),
-                "{lib}"
-            );
-            for path in &written {
-                let text = std::fs::read_to_string(path).unwrap();
-                assert!(!text.contains("__"), "{} of {} is not filled: {text}", path.display(), world.name);
+        for language in LANGUAGES {
+            let sdk = (language.name == "rust").then_some("{ path = \"/sdk\" }");
+            for world in language.worlds {
+                let _ = std::fs::remove_dir_all(&dir);
+                let written = new_project(&dir, "greeter-two", language.name, world.name, sdk).unwrap();
+                assert_eq!(written.len(), language.common.len() + world.files.len());
+                for path in &written {
+                    let text = std::fs::read_to_string(path).unwrap();
+                    let left = placeholder(&text);
+                    assert!(
+                        left.is_none(),
+                        "{} of {}/{}: {left:?} is not filled",
+                        path.display(),
+                        language.name,
+                        world.name
+                    );
+                }
+                let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+                assert!(readme.contains(&format!("A Flowhost plugin in {}", language.title)), "{readme}");
+                let example = std::fs::read_to_string(dir.join("example-input.json")).unwrap();
+                assert!(serde_json::from_str::<serde_json::Value>(&example).is_ok(), "{example}");
             }
-            let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-            assert!(cargo.contains("flowhost-sdk-guest = { path = \"/sdk\" }"), "{cargo}");
-            let example = std::fs::read_to_string(dir.join("example-input.json")).unwrap();
-            assert!(serde_json::from_str::<serde_json::Value>(&example).is_ok(), "{example}");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+        new_project(&dir, "greeter-two", "rust", "action", Some("{ path = \"/sdk\" }")).unwrap();
+        let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+        assert!(lib.contains("pub struct GreeterTwoPlugin;") && lib.contains("Manifest::new(\"greeter-two\""), "{lib}");
+        let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        assert!(cargo.contains("flowhost-sdk-guest = { path = \"/sdk\" }"), "{cargo}");
         // Never over an author's files.
         assert!(new_project(&dir, "greeter-two", "rust", "action", None).is_err());
         let _ = std::fs::remove_dir_all(&dir);
-        let unknown = new_project(&dir, "greeter", "rust", "projector", None).unwrap_err().to_string();
-        assert!(unknown.contains(WORLDS), "{unknown}");
-        assert!(new_project(&dir.join("py"), "greeter", "cobol", "action", None).is_err());
+
+        new_project(&dir, "greeter-two", "python", "action", None).unwrap();
+        let wit = std::fs::read_to_string(dir.join("wit/deps/flowhost-plugin-0.2.0/plugin.wit")).unwrap();
+        assert_eq!(wit, HOST_WIT.text, "the host's WIT, verbatim");
+        let plugin = std::fs::read_to_string(dir.join("plugin.py")).unwrap();
+        assert!(plugin.contains("\"id\": \"greeter-two\"") && plugin.contains("super().__init__"), "{plugin}");
+        let _ = std::fs::remove_dir_all(&dir);
+
+        let unknown = new_project(&dir, "greeter", "python", "node-kind", None).unwrap_err().to_string();
+        assert!(unknown.contains("(known: action)"), "{unknown}");
+        let unknown = new_project(&dir, "greeter", "cobol", "action", None).unwrap_err().to_string();
+        assert!(unknown.contains(LANGS), "{unknown}");
+        assert!(new_project(&dir, "greeter", "js", "action", Some("{ path = \"/sdk\" }")).is_err(), "no SDK in JS");
+        assert!(!dir.exists(), "nothing written for a refused project");
     }
 }
