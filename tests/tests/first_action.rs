@@ -200,3 +200,153 @@ async fn load_it_into_a_running_flowhost() {
     assert_eq!(out.status.code(), Some(1), "an unknown version is refused");
     host.stop().await;
 }
+
+/// The walk-through's fix for deposits sent as text: version 0.2.0 of the example, whose `deposit` also takes a
+/// string holding a number. Built from a copy of the example (its own target directory, so the 0.1.0 component
+/// the other tests read stays as it is); answers the component's path.
+fn build_the_fix(work: &std::path::Path) -> String {
+    let root = repository_root();
+    let project = work.join("first-action");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    let example = root.join("examples/first-action");
+    let cargo = std::fs::read_to_string(example.join("Cargo.toml")).unwrap();
+    let sdk = format!("flowhost-sdk-guest = {{ path = {:?} }}", root.join("sdk-guest").display().to_string());
+    let cargo = cargo
+        .replacen("version = \"0.1.0\"", "version = \"0.2.0\"", 1)
+        .replace("flowhost-sdk-guest = { path = \"../../sdk-guest\" }", &sdk);
+    std::fs::write(project.join("Cargo.toml"), cargo).unwrap();
+    std::fs::copy(example.join("src/lib.rs"), project.join("src/lib.rs")).unwrap();
+    let bonus = std::fs::read_to_string(example.join("src/bonus.rs")).unwrap();
+    let field = "    pub deposit: f64,\n";
+    assert!(bonus.contains(field), "the example's deposit field moved: update this test and the README");
+    let fixed = bonus.replacen(field, &format!("    #[serde(deserialize_with = \"amount\")]\n{field}"), 1)
+        + r#"
+/// A deposit as a number, or as a string holding one (some producers send amounts as text).
+fn amount<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Amount {
+        Number(f64),
+        Text(String),
+    }
+    match Amount::deserialize(deserializer)? {
+        Amount::Number(amount) => Ok(amount),
+        Amount::Text(text) => text.trim().parse().map_err(serde::de::Error::custom),
+    }
+}
+"#;
+    std::fs::write(project.join("src/bonus.rs"), fixed).unwrap();
+    let target = root.join("target/first-action-fix").display().to_string();
+    let out = plugin(&["build", &project.display().to_string(), "--target-dir", &target], None);
+    assert!(out.status.success(), "building the fix: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The run of `flow_id` for `player`'s event, once it reached `status`: the listing's summary (with its `path`).
+async fn run_of(host: &TestHost, flow_id: &str, player: &str, status: &str) -> Value {
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, page) =
+            host.call("GET", &format!("/api/v2/flows/{flow_id}/runs?status={status}&page_size=100"), None).await;
+        for run in page["runs"].as_array().into_iter().flatten() {
+            let (_, detail) =
+                host.call("GET", &format!("/api/v2/runs/{}", run["run_id"].as_str().unwrap()), None).await;
+            if detail["event"]["player_id"] == player {
+                return run.clone();
+            }
+        }
+        assert!(tokio::time::Instant::now() < until, "no {status} run for {player}: {page:#}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// The outcome of `node` on the run's path.
+fn outcome(run: &Value, node: &str) -> Value {
+    let step = run["path"].as_array().and_then(|path| path.iter().find(|step| step["node_id"] == node));
+    step.map_or(Value::Null, |step| step["outcome"].clone())
+}
+
+/// "Put it in a flow": the action after its service's segment, configured with the event's fields as
+/// placeholders; a deposit gets its bonus on the output topic, a deposit in JPY skips the node, and a deposit sent
+/// as text fails for good (a dead letter) until version 0.2.0 accepts it and the dead letter is replayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_released_flow_each_outcome_class_and_a_replay_after_a_fix() {
+    let work = tempfile::tempdir().unwrap();
+    let fix = tokio::task::spawn_blocking({
+        let work = work.path().to_owned();
+        move || build_the_fix(&work)
+    });
+    let host = TestHost::start(Backends::Embedded).await;
+    let upload = |path: String, version: &'static str| {
+        let url = host.url(&format!("/api/v1/plugins/first-action/versions/{version}"));
+        async move {
+            let bytes = std::fs::read(repository_root().join(path)).unwrap();
+            let response = reqwest::Client::new().put(url).body(bytes).send().await.unwrap();
+            assert!(response.status().is_success(), "upload {version}: {}", response.text().await.unwrap());
+        }
+    };
+    upload(component().to_owned(), "0.1.0").await;
+    let schema = json!({"fields": [
+        {"name": "player_id", "type": "string"}, {"name": "amount", "type": "double"}, {"name": "currency", "type": "string"}
+    ]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    let (source, out) = (flowhost_tests::unique("deposits"), flowhost_tests::unique("bonuses"));
+    let flow_id = host
+        .release_flow(json!({
+            "name": "Welcome bonus",
+            "nodes": [
+                {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": source}},
+                {"id": "seg", "kind": "service-in", "config": {"service": "first-action"}},
+                {"id": "bonus", "kind": "action", "config": {"action_ref": "welcome_bonus",
+                    "player_id": "{{player_id}}", "deposit": "{{amount}}", "currency": "{{currency}}",
+                    "limits": {"max_bonus": 50}}},
+                {"id": "out", "kind": "output-topic", "config": {"topic": out}}
+            ],
+            "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "bonus"}, {"from": "bonus", "to": "out"}]
+        }))
+        .await;
+    let deposit = |player: &str, amount: Value, currency: &str| json!({"event_type": "deposit", "tenant_id": "casino-1", "player_id": player, "amount": amount, "currency": currency});
+    host.publish(
+        &source,
+        &[
+            deposit("p-1", json!(120.0), "EUR"),
+            deposit("p-2", json!(120.0), "JPY"),
+            deposit("p-3", json!("80.00"), "EUR"),
+        ],
+    )
+    .await;
+
+    // Success: the bonus (capped by the node's limit) reaches the output.
+    let run = run_of(&host, &flow_id, "p-1", "completed").await;
+    assert_eq!(outcome(&run, "bonus"), "passed", "{run:#}");
+    // Skip forward: the branch ends there, acknowledged; nothing is published and nothing dead-lettered.
+    let run = run_of(&host, &flow_id, "p-2", "completed").await;
+    assert_eq!(outcome(&run, "bonus"), "skip_forward", "{run:#}");
+    // Permanent: a deposit sent as text does not decode, and the step is dead-lettered.
+    let run = run_of(&host, &flow_id, "p-3", "dead_lettered").await;
+    assert_eq!(outcome(&run, "bonus"), "dead_lettered", "{run:#}");
+    let (_, letters) = host.call("GET", &format!("/api/v2/dead-letters?flow_id={flow_id}&status=open"), None).await;
+    assert_eq!(letters["total"], 1, "{letters:#}");
+    let letter = &letters["dead_letters"][0];
+    assert_eq!((&letter["reason"], &letter["run_id"]), (&json!("permanent"), &run["run_id"]), "{letter:#}");
+    assert!(letter["error"].as_str().unwrap_or_default().contains("invalid type: string"), "{letter:#}");
+
+    // The fix: 0.2.0 takes amounts as text; uploaded, it is active at once, and the replay resumes the run.
+    upload(fix.await.unwrap(), "0.2.0").await;
+    let id = letter["id"].as_str().unwrap();
+    let (status, replay) = host.call("POST", &format!("/api/v2/dead-letters/{id}/replay"), Some(json!({}))).await;
+    assert_eq!(status, 200, "{replay:#}");
+    let run = run_of(&host, &flow_id, "p-3", "completed").await;
+    assert_eq!(outcome(&run, "bonus"), "passed", "{run:#}");
+
+    let records = host.read(&out, 2, std::time::Duration::from_secs(60)).await;
+    let results: Vec<Value> = records
+        .iter()
+        .map(|record| serde_json::from_slice::<Value>(&record.value).unwrap())
+        .map(|value| json!([value["player_id"], value["result"]["bonus"]]))
+        .collect();
+    assert_eq!(results, [json!(["p-1", 50.0]), json!(["p-3", 50.0])], "{results:?}");
+    let (_, letters) = host.call("GET", &format!("/api/v2/dead-letters?flow_id={flow_id}&status=replayed"), None).await;
+    assert_eq!(letters["total"], 1, "{letters:#}");
+    host.stop().await;
+}
