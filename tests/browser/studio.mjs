@@ -31,6 +31,11 @@
 //   released flow `scored` is invalid: the canvas says so, its `score/score` node carries the broken reason,
 //   its inspector says the kind is no longer declared and names what the plugin declares now, and the palette
 //   offers `rank`.
+// - `first-action`: the example plugin's walk-through (examples/first-action, step 6): first-action 0.1.0
+//   uploaded; a flow built around its `welcome_bonus` after its segment, configured in its schema form with the
+//   event's fields as placeholders, and released. The Rust test publishes three deposits: the run with the bonus
+//   is shown on the graph, the one in JPY with the action skipped forward, the one sent as text dead-lettered;
+//   0.2.0 (the fix, reading text) is uploaded and the dead letter replayed to its run, which completes.
 // - `admin`: with an admin token configured, Studio asks for it and signs in; a schema, an event source and a
 //   v1 rule (its CEL type error shown and fixed) are created with the server's refusals shown on their forms;
 //   two versions of the `greeter` plugin are uploaded, another plugin's component refused as a third, and the
@@ -41,7 +46,7 @@
 //   node studio.mjs BASE_URL ARTIFACTS_DIR SCENARIO
 //
 // The environment gives what a scenario needs beyond the seeded flows: STUDIO_WASM_DIR (the components to
-// upload), STUDIO_SOURCE_TOPIC and STUDIO_OUTPUT_TOPIC (the `plugin` flow's topics; the output topic also
+// upload), STUDIO_SOURCE_TOPIC and STUDIO_OUTPUT_TOPIC (the `plugin` and `first-action` flows' topics; the output topic also
 // for `plugin-node-kind`), STUDIO_TOKEN (the admin
 // token the `admin` scenario signs in with; also sent by the script's own API checks).
 //
@@ -436,6 +441,84 @@ async function pluginScenario() {
   });
 }
 
+/// The first-action walk-through (examples/first-action/README.md, step 6) as its reader does it in Studio.
+async function firstActionScenario() {
+  const runsPanel = page.getByRole("region", { name: "Runs" });
+  const letters = page.getByRole("region", { name: /Dead letters/ });
+  const run = (nodes) => runsPanel.getByRole("button", { name: new RegExp(`completed · ${nodes} nodes`) });
+  await check("upload first-action", async () => {
+    await section("Plugins");
+    await uploadPlugin(page.getByRole("form", { name: "Upload a plugin" }), "first-action", "0.1.0", "first-action-0.1.0.wasm");
+    await waitFor(async () => (await status()).includes("Plugin first-action 0.1.0 uploaded and active"), "uploaded");
+    await page.getByRole("table", { name: "Versions of first-action" }).getByText("welcome_bonus", { exact: false }).waitFor();
+  });
+  await check("place it after its service's segment", async () => {
+    await section("Flows");
+    await page.getByRole("button", { name: "New flow" }).click();
+    await page.getByLabel("Id of the new flow").fill("welcome-bonus");
+    await page.getByRole("button", { name: "Create" }).click();
+    await waitFor(async () => (await page.locator(".react-flow__node").count()) === 1, "the source");
+    await setConfig("source-1", { event_type: "deposit", topic: sourceTopic });
+    for (const kind of ["Service segment", "Action", "Output topic"]) await page.getByRole("navigation", { name: "Add a node" }).getByRole("button", { name: kind }).click();
+    await waitFor(async () => (await page.locator(".react-flow__node").count()) === 4, "four nodes");
+    await setConfig("service-in-1", { service: "first-action" });
+    await setConfig("output-topic-1", { topic: outputTopic });
+    await connectNodes("source-1", "service-in-1");
+    await connectNodes("service-in-1", "action-1");
+    await connectNodes("action-1", "output-topic-1");
+  });
+  await check("configure welcome_bonus in its schema form", async () => {
+    await selectNode("action-1");
+    await page.getByRole("group", { name: "Action of first-action" }).waitFor();
+    await page.getByLabel("Action", { exact: true }).selectOption("welcome_bonus");
+    const field = (name) => page.locator(".action-form .field", { has: page.getByText(name, { exact: true }) }).locator("input").first();
+    for (const [name, value] of [["player_id *", "{{player_id}}"], ["deposit *", "{{amount}}"], ["currency *", "{{currency}}"]]) {
+      await field(name).fill(value);
+      await field(name).press("Tab");
+    }
+    await waitFor(async () => (await page.locator(".problems li.problem-blocking").count()) === 0, async () => `nothing blocks: ${await page.locator(".problems").innerText().catch(String)}`);
+  });
+  await check("release", async () => {
+    await saveDraft();
+    await release(1);
+  });
+  await check("a deposit's run and its bonus on the graph", async () => {
+    await refreshUntil(runsPanel, "Refresh runs", async () => (await run(4).count()) > 0, "a completed run through the action");
+    await run(4).first().click();
+    await waitFor(async () => (await page.locator(".react-flow__node.on-path").count()) === 4, "four nodes on the path");
+    await selectNode("action-1");
+    const here = page.getByRole("region", { name: "This run at action-1" });
+    await waitFor(async () => (await here.innerText()).includes('"bonus": 100'), async () => `the bonus: ${await here.innerText()}`);
+  });
+  await check("a deposit in JPY skips forward", async () => {
+    await refreshUntil(runsPanel, "Refresh runs", async () => (await run(3).count()) > 0, "a completed run ending at the action");
+    await run(3).first().click();
+    await waitFor(async () => (await page.locator(".react-flow__node.outcome-skip_forward").count()) === 1, "the action marked skip_forward");
+  });
+  await check("a deposit sent as text is dead-lettered", async () => {
+    await refreshUntil(letters, "Refresh dead letters", async () => (await letters.locator(".dead-letter").count()) === 1, "one dead letter");
+    await waitFor(async () => (await letters.innerText()).includes("invalid type: string"), async () => `the error: ${await letters.innerText()}`);
+    await letters.getByRole("button", { name: "Show run" }).click();
+    await waitFor(async () => (await page.locator(".react-flow__node.outcome-dead_lettered").count()) === 1, "the action marked dead-lettered");
+    await page.getByRole("button", { name: "Hide run" }).click();
+  });
+  await check("the fix, 0.2.0, uploaded and active", async () => {
+    await section("Plugins");
+    await page.getByRole("navigation", { name: "Plugins" }).getByRole("button", { name: "first-action" }).click();
+    await uploadPlugin(page.getByRole("form", { name: "Upload a version of first-action" }), null, "0.2.0", "first-action-0.2.0.wasm");
+    await waitFor(async () => (await api("/api/v1/plugins/first-action")).active_version === "0.2.0", "0.2.0 active");
+  });
+  await check("the dead letter replayed to its run completes it", async () => {
+    await section("Flows");
+    await openFlow("welcome-bonus", 4);
+    await refreshUntil(letters, "Refresh dead letters", async () => (await letters.locator(".dead-letter").count()) === 1, "the open letter");
+    await letters.getByRole("button", { name: "Replay to the run's version" }).click();
+    await waitFor(async () => /Replayed to the run's version: run .*, version 1/.test(await status()), "replayed to version 1");
+    await refreshUntil(letters, "Refresh dead letters", async () => (await letters.locator(".dead-letter").count()) === 0, "no open letter");
+    await refreshUntil(runsPanel, "Refresh runs", async () => (await run(4).count()) === 2, "two runs through the action");
+  });
+}
+
 async function pluginNodeKindScenario() {
   const palette = page.getByRole("navigation", { name: "Add a node" });
   const form = page.getByRole("group", { name: "Node kind score/score" });
@@ -643,7 +726,7 @@ try {
     await page.getByRole("heading", { name: "Flowhost Studio" }).waitFor();
   });
 
-  const scenarios = { wiring: wiringScenario, config: configScenario, cel: celScenario, drift: driftScenario, runs: runsScenario, plugin: pluginScenario, "plugin-node-kind": pluginNodeKindScenario, "plugin-node-kind-drift": pluginNodeKindDriftScenario, admin: adminScenario };
+  const scenarios = { wiring: wiringScenario, config: configScenario, cel: celScenario, drift: driftScenario, runs: runsScenario, plugin: pluginScenario, "plugin-node-kind": pluginNodeKindScenario, "plugin-node-kind-drift": pluginNodeKindDriftScenario, admin: adminScenario, "first-action": firstActionScenario };
   await scenarios[scenario]();
 
   await check("no serious or critical accessibility finding", async () => {

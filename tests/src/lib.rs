@@ -3,6 +3,7 @@
 //! `TestHost` harness that runs Flowhost on port 0 for end-to-end tests.
 
 mod both;
+pub mod browser;
 pub mod cli;
 pub mod contract;
 pub mod every_role;

@@ -2,8 +2,9 @@
 //! example plugin with its build script, then read its manifest and run `welcome_bonus` with the real `flowhost`
 //! binary's `plugin manifest` / `plugin invoke`, checking the output, the plugin's log line and every outcome
 //! class the walk-through shows; then its second half: upload the component into a running Flowhost, call it
-//! like Studio's "test this node", publish a new version, roll back, and see a changed version refused.
-//! Needs `target/<profile>/flowhost` (built by `tests/run.sh`).
+//! like Studio's "test this node", publish a new version, roll back, and see a changed version refused; then
+//! step 6, the action in a released flow with each outcome class and a dead letter replayed after a fix, over the
+//! API and in Studio (headless Chromium). Needs `target/<profile>/flowhost` (built by `tests/run.sh`).
 
 use std::process::Command;
 use std::sync::OnceLock;
@@ -348,5 +349,66 @@ async fn in_a_released_flow_each_outcome_class_and_a_replay_after_a_fix() {
     assert_eq!(results, [json!(["p-1", 50.0]), json!(["p-3", 50.0])], "{results:?}");
     let (_, letters) = host.call("GET", &format!("/api/v2/dead-letters?flow_id={flow_id}&status=replayed"), None).await;
     assert_eq!(letters["total"], 1, "{letters:#}");
+    host.stop().await;
+}
+
+/// Step 6 as its reader does it, in Studio (headless Chromium, the `first-action` scenario of
+/// `tests/browser/studio.mjs`): upload, place after the segment, configure in the schema form, release; the
+/// test publishes a deposit, one in JPY and one sent as text once the flow is released; Studio shows the bonus
+/// and each outcome on the graph, and replays the dead letter once the fix is uploaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flow_part_in_studio_in_chromium() {
+    let work = tempfile::tempdir().unwrap();
+    let fix = tokio::task::spawn_blocking({
+        let work = work.path().to_owned();
+        move || build_the_fix(&work)
+    })
+    .await
+    .unwrap();
+    let wasm = work.path().join("wasm");
+    std::fs::create_dir_all(&wasm).unwrap();
+    std::fs::copy(repository_root().join(component()), wasm.join("first-action-0.1.0.wasm")).unwrap();
+    std::fs::copy(fix, wasm.join("first-action-0.2.0.wasm")).unwrap();
+    let host = TestHost::start_configured(Backends::Embedded, None, |config| {
+        config.section_mut::<flowhost_runs::EngineConfig>().flows_poll_interval_ms = 50
+    })
+    .await;
+    let schema = json!({"fields": [
+        {"name": "player_id", "type": "string"}, {"name": "amount", "type": "double"}, {"name": "currency", "type": "string"}
+    ]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    let (source, out) = (flowhost_tests::unique("deposits"), flowhost_tests::unique("bonuses"));
+    let publisher = async {
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(170);
+        loop {
+            let (_, flow) = host.call("GET", "/api/v2/flows/welcome-bonus", None).await;
+            if flow["released_version"] == 1 {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < until, "Studio never released the flow: {flow}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let deposit = |player: &str, amount: Value, currency: &str| json!({"event_type": "deposit", "tenant_id": "casino-1", "player_id": player, "amount": amount, "currency": currency});
+        let deposits = [
+            deposit("p-1", json!(120.0), "EUR"),
+            deposit("p-2", json!(120.0), "JPY"),
+            deposit("p-3", json!("80.00"), "EUR"),
+        ];
+        host.publish(&source, &deposits).await;
+    };
+    let env = [
+        ("STUDIO_WASM_DIR", wasm.to_str().unwrap()),
+        ("STUDIO_SOURCE_TOPIC", source.as_str()),
+        ("STUDIO_OUTPUT_TOPIC", out.as_str()),
+    ];
+    tokio::join!(flowhost_tests::browser::studio_session(&host, "first-action", &env), publisher);
+
+    let records = host.read(&out, 2, std::time::Duration::from_secs(30)).await;
+    let bonuses: Vec<Value> = records
+        .iter()
+        .map(|record| serde_json::from_slice::<Value>(&record.value).unwrap())
+        .map(|value| json!([value["player_id"], value["result"]["bonus"]]))
+        .collect();
+    assert_eq!(bonuses, [json!(["p-1", 100.0]), json!(["p-3", 80.0])], "the bonus, then the replayed run's");
     host.stop().await;
 }

@@ -12,10 +12,10 @@
 //! schemas, event sources, v1 rules and plugin versions (upload, refusal, rollback). Each session ends with an
 //! axe-core check (no serious or critical finding). Screenshots are kept in `target/test-artifacts/browser/`.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use flowhost_core::config::Secret;
+use flowhost_tests::browser::studio_session;
 use flowhost_tests::cli::repository_root;
 use flowhost_tests::{unique, Backends, TestHost};
 use serde_json::{json, Value};
@@ -152,26 +152,6 @@ async fn a_rebound_host_name_is_refused_without_a_token() {
     }
 }
 
-/// Runs one scenario of `tests/browser/studio.mjs` against `host`, with `env` (see the script's header); its
-/// screenshot is kept.
-async fn browser_session(host: &TestHost, scenario: &str, env: &[(&str, &str)]) {
-    let root = repository_root();
-    let artifacts = root.join("target/test-artifacts/browser");
-    std::fs::create_dir_all(&artifacts).unwrap();
-    let run = tokio::process::Command::new("node")
-        .arg(root.join("tests/browser/studio.mjs"))
-        .args([&host.base_url, &artifacts.display().to_string(), scenario])
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(180), run).await.expect("the session ends").unwrap();
-    let lines = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(output.status.success() && lines.lines().last() == Some("DONE"), "{scenario}:\n{lines}");
-    assert!(artifacts.join(format!("studio-{scenario}.png")).exists(), "the screenshot is kept");
-}
-
 /// Creates a v2 flow; answers the created flow with its validation.
 async fn create_flow(host: &TestHost, flow: serde_json::Value) -> serde_json::Value {
     let (status, created) = host.call("POST", "/api/v2/flows", Some(flow)).await;
@@ -212,7 +192,7 @@ async fn a_flow_is_wired_checked_and_released_in_chromium() {
         "edges": [],
     });
     create_flow(&host, flow).await;
-    browser_session(&host, "wiring", &[]).await;
+    studio_session(&host, "wiring", &[]).await;
     assert_released(&host, "welcome", 1).await;
     host.stop().await;
 }
@@ -237,7 +217,7 @@ async fn an_action_is_configured_from_its_schema_in_chromium() {
     let codes: Vec<&str> =
         created["validation"]["issues"].as_array().unwrap().iter().map(|i| i["code"].as_str().unwrap()).collect();
     assert_eq!(codes, ["ACTION_CONFIG_INVALID"], "{created}");
-    browser_session(&host, "config", &[]).await;
+    studio_session(&host, "config", &[]).await;
     assert_released(&host, "notify", 1).await;
     host.stop().await;
 }
@@ -260,7 +240,7 @@ async fn a_condition_is_type_checked_as_it_is_typed_in_chromium() {
     });
     let created = create_flow(&host, flow).await;
     assert_eq!(created["validation"]["issues"][0]["code"], "CEL_INVALID", "{created}");
-    browser_session(&host, "cel", &[]).await;
+    studio_session(&host, "cel", &[]).await;
     assert_released(&host, "cel", 1).await;
     host.stop().await;
 }
@@ -310,7 +290,7 @@ async fn a_drifted_flow_is_shown_and_fixed_in_chromium() {
         assert!(tokio::time::Instant::now() < until, "the flow never turned invalid: {flow}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    browser_session(&host, "drift", &[]).await;
+    studio_session(&host, "drift", &[]).await;
     let fixed = assert_released(&host, "drift", 2).await;
     assert_eq!(fixed["broken_reasons"], json!([]));
     host.stop().await;
@@ -344,7 +324,7 @@ async fn a_run_is_shown_on_the_graph_in_chromium() {
         host.publish(&topic, &[json!({"event_type": "deposit", "tenant_id": "casino-1", "amount": 250.5})]).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    browser_session(&host, "runs", &[]).await;
+    studio_session(&host, "runs", &[]).await;
     host.stop().await;
 }
 
@@ -391,7 +371,7 @@ async fn a_wasm_flow_is_built_run_replayed_and_diffed_in_chromium() {
         ("STUDIO_SOURCE_TOPIC", source.as_str()),
         ("STUDIO_OUTPUT_TOPIC", out.as_str()),
     ];
-    tokio::join!(browser_session(&host, "plugin", &env), publisher);
+    tokio::join!(studio_session(&host, "plugin", &env), publisher);
 
     assert_released(&host, "ledger-flow", 2).await;
     let (_, letters) = host.call("GET", "/api/v2/dead-letters?flow_id=ledger-flow", None).await;
@@ -454,7 +434,7 @@ async fn a_plugin_node_kind_is_placed_from_the_palette_in_chromium() {
     });
     create_flow(&host, flow).await;
     let out = unique("scored");
-    browser_session(&host, "plugin-node-kind", &[("STUDIO_OUTPUT_TOPIC", out.as_str())]).await;
+    studio_session(&host, "plugin-node-kind", &[("STUDIO_OUTPUT_TOPIC", out.as_str())]).await;
 
     let released = assert_released(&host, "scored", 1).await;
     let (_, version) = host.call("GET", "/api/v2/flows/scored/versions/1", None).await;
@@ -495,7 +475,7 @@ async fn a_plugin_node_kind_is_placed_from_the_palette_in_chromium() {
         assert!(tokio::time::Instant::now() < until, "the flow never turned invalid: {flow}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    browser_session(&host, "plugin-node-kind-drift", &[]).await;
+    studio_session(&host, "plugin-node-kind-drift", &[]).await;
     host.stop().await;
 }
 
@@ -511,7 +491,7 @@ async fn rules_schemas_sources_and_plugins_are_edited_after_signing_in_in_chromi
     .await;
     let wasm = components(&["greeter", "greeter_v2", "garbage"]);
     let env = [("STUDIO_WASM_DIR", wasm.path().to_str().unwrap()), ("STUDIO_TOKEN", TOKEN)];
-    browser_session(&host, "admin", &env).await;
+    studio_session(&host, "admin", &env).await;
 
     let get = |path: &str| host.http.get(host.url(path)).bearer_auth(TOKEN).send();
     let rule: serde_json::Value = get("/api/v1/triggers/adults").await.unwrap().json().await.unwrap();
