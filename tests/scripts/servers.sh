@@ -21,6 +21,8 @@ install() {
   local need_apt=()
   command -v redis-server >/dev/null || need_apt+=(redis-server)
   command -v nats-server >/dev/null || need_apt+=(nats-server)
+  # The timed plugin walk (examples/plugin-walk/walk.sh) calls the API as an author does, with curl.
+  command -v curl >/dev/null || need_apt+=(curl)
   # The browser tests run Debian's Chromium (never a browser downloaded by Playwright).
   command -v chromium >/dev/null || need_apt+=(chromium)
   if ((${#need_apt[@]})); then

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use flowhost_tests::cli::{plugin, repository_root};
+use flowhost_tests::cli::{flowhost_bin, plugin, repository_root};
 use flowhost_tests::{unique, Backends, TestHost};
 use serde_json::{json, Value};
 
@@ -228,4 +228,26 @@ async fn a_javascript_action_builds_tests_and_runs_in_a_released_flow() {
     let checked = component.clone();
     tokio::task::spawn_blocking(move || greets_and_classifies(&checked, "greeter-js")).await.unwrap();
     runs_in_a_released_flow(&component, "greeter-js").await;
+}
+
+/// The ten-minute walk (`examples/plugin-walk/walk.sh`), which times each step from `plugin new` to the first run
+/// in a released flow, completes in every language. Its timings are printed, never asserted: they are the
+/// closing figures of the issue, not a test that a slow machine fails.
+#[test]
+fn the_timed_walk_completes_in_every_language() {
+    for lang in ["rust", "python", "js"] {
+        let out = Command::new("bash")
+            .arg(repository_root().join("examples/plugin-walk/walk.sh"))
+            .arg(lang)
+            .arg(flowhost_bin())
+            // The walk's cargo builds for itself, cold, as an author's first build does.
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTC_WORKSPACE_WRAPPER")
+            .output()
+            .unwrap();
+        let report = String::from_utf8_lossy(&out.stdout);
+        println!("{report}");
+        assert!(out.status.success(), "the walk in {lang}:\n{report}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(report.contains("\"message\":\"Hello, p-1!\""), "the action's output in the flow's: {report}");
+    }
 }
