@@ -121,12 +121,12 @@ fn a_new_node_kind_and_service_build_and_run() {
     assert_eq!(report["logs"][0]["message"], "tagged p-1 as vip");
 }
 
-/// Scaffolds `name` in `lang` (Python or JavaScript) into `work`, runs its unit tests with `unit_tests` and
-/// builds it; answers the component.
-fn scaffold_interpreted(work: &Path, name: &str, lang: &str, unit_tests: &[&str]) -> String {
+/// Scaffolds `name` in `lang` (Python or JavaScript) and `world` into `work`, runs its unit tests with
+/// `unit_tests` and builds it; answers the component.
+fn scaffold_interpreted(work: &Path, name: &str, lang: &str, world: &str, unit_tests: &[&str]) -> String {
     let project = work.join(name);
     let dir = project.display().to_string();
-    let out = plugin(&["new", name, "--lang", lang, "--dir", &dir], None);
+    let out = plugin(&["new", name, "--lang", lang, "--world", world, "--dir", &dir], None);
     assert!(out.status.success(), "plugin new: {}", String::from_utf8_lossy(&out.stderr));
     let listed = String::from_utf8_lossy(&out.stdout);
     for file in ["build.sh", "README.md", ".gitignore", "example-input.json", "wit/world.wit"] {
@@ -205,7 +205,7 @@ async fn a_python_action_builds_tests_and_runs_in_a_released_flow() {
     let work = tempfile::tempdir().unwrap();
     let component = tokio::task::spawn_blocking({
         let work = work.path().to_owned();
-        move || scaffold_interpreted(&work, "greeter-py", "python", &["python3", "-m", "unittest"])
+        move || scaffold_interpreted(&work, "greeter-py", "python", "action", &["python3", "-m", "unittest"])
     })
     .await
     .unwrap();
@@ -221,13 +221,77 @@ async fn a_javascript_action_builds_tests_and_runs_in_a_released_flow() {
     let work = tempfile::tempdir().unwrap();
     let component = tokio::task::spawn_blocking({
         let work = work.path().to_owned();
-        move || scaffold_interpreted(&work, "greeter-js", "js", &["npm", "test"])
+        move || scaffold_interpreted(&work, "greeter-js", "js", "action", &["npm", "test"])
     })
     .await
     .unwrap();
     let checked = component.clone();
     tokio::task::spawn_blocking(move || greets_and_classifies(&checked, "greeter-js")).await.unwrap();
     runs_in_a_released_flow(&component, "greeter-js").await;
+}
+
+/// `plugin test` of a projector: the record (`--input`) projected onto the state (`--state`, a file, or `-`).
+fn project_call(component: &str, project: &Path, state: Option<&str>) -> (Option<i32>, Value) {
+    let input = project.join("example-input.json").display().to_string();
+    let mut args = vec!["test", component, "--input", &input, "--json"];
+    if state.is_some() {
+        args.extend_from_slice(&["--state", "-"]);
+    }
+    let out = plugin(&args, state);
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("no report: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), report)
+}
+
+/// The projector template of one language: a visit counted onto the example state, the same record again a
+/// duplicate, a record that cannot be right rejected for good (the presence role dead-letters it), a state the
+/// projection cannot read retried, and `--action` refused.
+fn projects_and_classifies(component: &str, project: &Path) {
+    let out = plugin(&["manifest", component], None);
+    let manifest: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(manifest["capabilities"], json!(["log"]), "{manifest}");
+    let state = std::fs::read_to_string(project.join("example-state.json")).unwrap();
+    let (code, report) = project_call(component, project, Some(&state));
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(
+        (&report["output"]["outcome"], &report["output"]["document"]["sites"]["34"]["visits"]),
+        (&json!("applied"), &json!(3))
+    );
+    assert_eq!(report["logs"], json!([{"level": "debug", "message": "projected: applied"}]));
+    let document = report["output"]["document"].to_string();
+    let (_, report) = project_call(component, project, Some(&document));
+    assert_eq!(report["output"], json!({"outcome": "duplicate"}));
+    let (_, report) = project_call(component, project, None);
+    assert_eq!(report["output"]["document"]["sites"]["34"]["visits"], 1, "a new key");
+
+    let mut bad: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.join("example-input.json")).unwrap()).unwrap();
+    bad["value"] = json!("not json");
+    let out = plugin(&["test", component, "--input", "-", "--json"], Some(&bad.to_string()));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((out.status.code(), &report["outcome"]), (Some(1), &json!("permanent")), "{report}");
+    assert!(report["error"].as_str().unwrap().contains("malformed_json: "), "{report}");
+    let (code, report) = project_call(component, project, Some("[]"));
+    assert_eq!((code, &report["outcome"]), (Some(1), &json!("retryable")), "{report}");
+
+    let out = plugin(&["test", component, "--action", "project", "--input", "-"], Some("{}"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is a projector"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_new_projector_builds_and_projects_in_every_language() {
+    let work = tempfile::tempdir().unwrap();
+    let (project, component) = scaffold(work.path(), "visits-rs", "projector");
+    projects_and_classifies(&component, &project);
+    let component =
+        scaffold_interpreted(work.path(), "visits-py", "python", "projector", &["python3", "-m", "unittest"]);
+    projects_and_classifies(&component, &work.path().join("visits-py"));
+    let component = scaffold_interpreted(work.path(), "visits-js", "js", "projector", &["npm", "test"]);
+    projects_and_classifies(&component, &work.path().join("visits-js"));
 }
 
 /// The ten-minute walk (`examples/plugin-walk/walk.sh`), which times each step from `plugin new` to the first run

@@ -104,11 +104,12 @@ enum PluginCommand {
         /// The plugin's id: lowercase letters, digits and `-`.
         name: String,
         /// The guest language: `rust`, `python` (componentize-py) or `js` (componentize-js). Python and
-        /// JavaScript have the `action` world.
+        /// JavaScript have the `action` and `projector` worlds.
         #[arg(long, default_value = "rust")]
         lang: String,
         /// What the plugin is: `action` (one action a flow can place), `service` (an action and a data source
-        /// Studio's forms read) or `node-kind` (a step flows place, evaluated over batches of events).
+        /// Studio's forms read), `node-kind` (a step flows place, evaluated over batches of events) or
+        /// `projector` (a pure projection of records onto a stored document, as the presence role runs).
         #[arg(long, default_value = "action")]
         world: String,
         /// Where to write it (default: `./NAME`); it must not exist or be empty.
@@ -144,21 +145,25 @@ enum PluginCommand {
         timeout_ms: Option<u64>,
     },
     /// Run one action the way a flow runs it (the host's runtime, limits and capabilities, `documents` on a
-    /// temporary store) and print its output, outcome class, log lines and duration. Exits 1 when the action
-    /// fails.
+    /// temporary store), or a projector's projection of one record, and print its output, outcome class, log
+    /// lines and duration. Exits 1 when the call fails.
     Test {
         /// The component (`.wasm`), e.g. from `flowhost plugin build`.
         path: PathBuf,
-        /// The action to run.
+        /// The action to run. Left out for a projector, which projects the record --input onto --state.
         #[arg(long)]
-        action: String,
-        /// A file holding the JSON input (the action's rendered configuration), or `-` for standard input.
+        action: Option<String>,
+        /// A file holding the JSON input (the action's rendered configuration, or a projector's input), or `-`
+        /// for standard input.
         #[arg(long, value_name = "FILE|-")]
         input: PathBuf,
+        /// A projector's stored state: a file holding the JSON document (default: none, a new key).
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
         /// The invocation context as JSON: tenant_id, flow_id, run_id, node_id, idempotency_key, attempt.
         #[arg(long, value_name = "JSON")]
         context: Option<String>,
-        /// Wall-clock limit of the call in milliseconds (default: the runtime's and the manifest's).
+        /// Wall-clock limit of an action's call in milliseconds (default: the runtime's and the manifest's).
         #[arg(long)]
         timeout_ms: Option<u64>,
         /// Keep the `documents` capability's store in DIR across calls (default: a temporary store).
@@ -344,14 +349,16 @@ async fn run() -> anyhow::Result<()> {
             flowhost::resolve_secrets(&mut config, &|name| std::env::var(name).ok()).await?;
             serve(config).await
         }
-        Command::Plugin(PluginCommand::Test { path, action, input, context, timeout_ms, data_dir, json }) => {
+        Command::Plugin(PluginCommand::Test { path, action, input, state, context, timeout_ms, data_dir, json }) => {
             let logs = init_test_logging(&config);
             let input = read_input(&input)?;
+            let state = state.as_deref().map(read_input).transpose()?;
             let context = context.as_deref().map(TestContext::parse).transpose()?.unwrap_or_default();
             let call = TestCall {
                 path: &path,
-                action: &action,
+                action: action.as_deref(),
                 input: &input,
+                state: state.as_deref(),
                 context,
                 timeout: timeout_ms.map(Duration::from_millis),
                 data_dir: data_dir.as_deref(),

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
+use anyhow::{bail, Context as _};
 use flowhost_core::config::PluginsConfig;
 use flowhost_core::SystemClock;
 use flowhost_runtime::{InvocationContext, Runtime};
@@ -135,12 +135,15 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for GuestLogs {
     }
 }
 
-/// One test call: `action` of the component at `path` on `input`, for `context`.
+/// One test call: `action` of the component at `path` on `input`, for `context`; or, without an action, the
+/// projection of the record `input` onto `state` by a projector.
 #[derive(Debug)]
 pub struct TestCall<'a> {
     pub path: &'a Path,
-    pub action: &'a str,
+    pub action: Option<&'a str>,
     pub input: &'a str,
+    /// A projector's stored state (absent: a new key).
+    pub state: Option<&'a str>,
     pub context: TestContext,
     /// Instead of the configured (and manifest's) wall-clock limit.
     pub timeout: Option<Duration>,
@@ -152,7 +155,10 @@ pub struct TestCall<'a> {
 /// operator grants any; the manifest must still declare each) and the `documents` capability on an embedded
 /// store. `logs` must be a layer of this process's subscriber.
 pub async fn run(plugins: &PluginsConfig, call: TestCall<'_>, logs: &GuestLogs) -> anyhow::Result<TestReport> {
-    let TestCall { path, action, input, context, timeout, data_dir } = call;
+    let TestCall { path, action, input, state, context, timeout, data_dir } = call;
+    if action.is_some() && state.is_some() {
+        bail!("--state is a projector's: a call of an action takes --input alone");
+    }
     let temporary;
     let data_dir = match data_dir {
         Some(dir) => dir,
@@ -172,7 +178,17 @@ pub async fn run(plugins: &PluginsConfig, call: TestCall<'_>, logs: &GuestLogs) 
     }
     logs.take();
     let started = Instant::now();
-    let result = plugin.invoke_in(&context.into_invocation(), action, input.trim(), &limits).await;
+    let result = match action {
+        Some(_) if plugin.is_projector() => {
+            bail!(
+                "{} is a projector: leave --action out, and give the record with --input and the state with --state",
+                path.display()
+            )
+        }
+        Some(action) => plugin.invoke_in(&context.into_invocation(), action, input.trim(), &limits).await,
+        None if plugin.is_projector() => plugin.project(state.map(str::trim), input.trim()).await,
+        None => bail!("{} is not a projector: name the action to run with --action", path.display()),
+    };
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     let logs = logs.take();
     Ok(match result {

@@ -24,7 +24,7 @@ macro_rules! file {
     };
 }
 
-/// The host's WIT (`flowhost:plugin@0.2.0`), which a Python or JavaScript project builds against, as carried in
+/// The host's WIT (`flowhost:plugin@0.2.0`), which a Python, JavaScript or Rust projector project builds against, as carried in
 /// this binary: written verbatim (it has no placeholders).
 const HOST_WIT: TemplateFile = TemplateFile {
     path: "wit/deps/flowhost-plugin-0.2.0/plugin.wit",
@@ -54,9 +54,10 @@ struct World {
     name: &'static str,
     /// The README's sentence on what the plugin does.
     what: &'static str,
-    /// The action `plugin test` runs in the README.
-    action: &'static str,
-    /// The README's paragraph on using it in a flow.
+    /// What `plugin test` takes besides the component in the README: the action and its input, or a
+    /// projector's record and state.
+    test_args: &'static str,
+    /// The README's paragraph on using it (in a flow, in Studio).
     studio: &'static str,
     files: &'static [TemplateFile],
 }
@@ -65,6 +66,22 @@ struct World {
 const ACTION_WHAT: &str = "Its one action, `greet`, turns its configuration (what a flow author sets on the node, \
                            `{{placeholders}}` filled from the event) into a message.";
 const ACTION_STUDIO: &str = "Then, in Studio, place `greet` in a flow and set `player_id` to `{{player_id}}`.";
+const ACTION_TEST: &str = "--action greet --input example-input.json";
+const ACTION_INPUT: TemplateFile = file!("action-input.json.tmpl" => "example-input.json");
+
+/// The README's words and the shared files of a projector, in every language.
+const PROJECTOR_WHAT: &str = "A projector: a pure function from a player's stored document and a presence record to \
+                              the new document. It counts the player's visits per site.";
+const PROJECTOR_TEST: &str = "--input example-input.json --state example-state.json";
+const PROJECTOR_USE: &str = "The presence role runs the active version of the plugin `presence` as its projection: \
+                             to run yours there, give it that id and keep the contract of docs/presence.md (the \
+                             validation codes, the document the presence routes read). Under any other id it is \
+                             stored and tested, and runs nowhere.";
+const PROJECTOR_INPUT: TemplateFile = file!("projector-input.json.tmpl" => "example-input.json");
+const PROJECTOR_STATE: TemplateFile = file!("projector-state.json.tmpl" => "example-state.json");
+const PROJECTOR_WIT: TemplateFile = file!("wit/projector.wit.tmpl" => "wit/world.wit");
+const ACTION_WIT: TemplateFile = file!("wit/action.wit.tmpl" => "wit/world.wit");
+const RUST_CARGO: TemplateFile = file!("rust/Cargo.toml.tmpl" => "Cargo.toml");
 
 /// The guest languages `plugin new --lang` knows.
 const LANGUAGES: &[Language] = &[
@@ -77,7 +94,6 @@ const LANGUAGES: &[Language] = &[
         toolchain: "The build needs cargo and the `wasm32-wasip2` target (added with rustup when missing). The \
                     component is a few hundred kilobytes.",
         common: &[
-            file!("rust/Cargo.toml.tmpl" => "Cargo.toml"),
             file!("rust/build.sh.tmpl" => "build.sh", executable),
             file!("README.md.tmpl" => "README.md"),
             file!("rust/gitignore.tmpl" => ".gitignore"),
@@ -86,21 +102,19 @@ const LANGUAGES: &[Language] = &[
             World {
                 name: "action",
                 what: ACTION_WHAT,
-                action: "greet",
+                test_args: ACTION_TEST,
                 studio: ACTION_STUDIO,
-                files: &[
-                    file!("rust/action/lib.rs.tmpl" => "src/lib.rs"),
-                    file!("rust/action/example-input.json.tmpl" => "example-input.json"),
-                ],
+                files: &[RUST_CARGO, file!("rust/action/lib.rs.tmpl" => "src/lib.rs"), ACTION_INPUT],
             },
             World {
                 name: "service",
                 what: "A service: its action, `tag`, tags a player with a segment, and its data source, `segments`, \
                        gives Studio's form the choices.",
-                action: "tag",
+                test_args: "--action tag --input example-input.json",
                 studio:
                     "Then, in Studio, place `tag` in a flow, set `player_id` to `{{player_id}}` and pick a segment.",
                 files: &[
+                    RUST_CARGO,
                     file!("rust/service/lib.rs.tmpl" => "src/lib.rs"),
                     file!("rust/service/example-input.json.tmpl" => "example-input.json"),
                 ],
@@ -109,11 +123,27 @@ const LANGUAGES: &[Language] = &[
                 name: "node-kind",
                 what: "Its node kind, `__NAME__`, lets an event through when a number field reaches a threshold. \
                        Called as an action (as `plugin test` does), its input is `{\"config\": ..., \"event\": ...}`.",
-                action: "__NAME__",
+                test_args: "--action __NAME__ --input example-input.json",
                 studio: "Then, in Studio, place a `__NAME__` node in a flow and set its field and threshold.",
                 files: &[
+                    RUST_CARGO,
                     file!("rust/node-kind/lib.rs.tmpl" => "src/lib.rs"),
                     file!("rust/node-kind/example-input.json.tmpl" => "example-input.json"),
+                ],
+            },
+            World {
+                name: "projector",
+                what: PROJECTOR_WHAT,
+                test_args: PROJECTOR_TEST,
+                studio: PROJECTOR_USE,
+                // No SDK: the SDK builds the plugin world, so a projector binds its own world with wit-bindgen.
+                files: &[
+                    file!("rust/projector/Cargo.toml.tmpl" => "Cargo.toml"),
+                    file!("rust/projector/lib.rs.tmpl" => "src/lib.rs"),
+                    PROJECTOR_INPUT,
+                    PROJECTOR_STATE,
+                    PROJECTOR_WIT,
+                    HOST_WIT,
                 ],
             },
         ],
@@ -123,7 +153,7 @@ const LANGUAGES: &[Language] = &[
         title: "Python",
         unit_tests: "python3 -m unittest",
         component: "build/__NAME__.wasm",
-        version_at: "`plugin.py`",
+        version_at: "`plugin.py` (a projector's in `projection.py`)",
         toolchain: "The first build installs componentize-py from PyPI into `.venv` (`build-requirements.txt`). The \
                     component embeds the Python interpreter, initialized: about 18 MB, so a Flowhost that loads it \
                     needs `plugins.max_component_bytes` of at least 20 MiB (the default). It compiles once, in \
@@ -135,26 +165,42 @@ const LANGUAGES: &[Language] = &[
             file!("python/gitignore.tmpl" => ".gitignore"),
             HOST_WIT,
         ],
-        worlds: &[World {
-            name: "action",
-            what: ACTION_WHAT,
-            action: "greet",
-            studio: ACTION_STUDIO,
-            files: &[
-                file!("python/action/plugin.py.tmpl" => "plugin.py"),
-                file!("python/action/app.py.tmpl" => "app.py"),
-                file!("python/action/test_plugin.py.tmpl" => "test_plugin.py"),
-                file!("python/action/example-input.json.tmpl" => "example-input.json"),
-                file!("wit/action.wit.tmpl" => "wit/world.wit"),
-            ],
-        }],
+        worlds: &[
+            World {
+                name: "action",
+                what: ACTION_WHAT,
+                test_args: ACTION_TEST,
+                studio: ACTION_STUDIO,
+                files: &[
+                    file!("python/action/plugin.py.tmpl" => "plugin.py"),
+                    file!("python/action/app.py.tmpl" => "app.py"),
+                    file!("python/action/test_plugin.py.tmpl" => "test_plugin.py"),
+                    ACTION_INPUT,
+                    ACTION_WIT,
+                ],
+            },
+            World {
+                name: "projector",
+                what: PROJECTOR_WHAT,
+                test_args: PROJECTOR_TEST,
+                studio: PROJECTOR_USE,
+                files: &[
+                    file!("python/projector/projection.py.tmpl" => "projection.py"),
+                    file!("python/projector/app.py.tmpl" => "app.py"),
+                    file!("python/projector/test_projection.py.tmpl" => "test_projection.py"),
+                    PROJECTOR_INPUT,
+                    PROJECTOR_STATE,
+                    PROJECTOR_WIT,
+                ],
+            },
+        ],
     },
     Language {
         name: "js",
         title: "JavaScript",
         unit_tests: "npm test",
         component: "build/__NAME__.wasm",
-        version_at: "`plugin.js`",
+        version_at: "`plugin.js` (a projector's in `projection.js`)",
         toolchain: "The first build installs componentize-js from npm into `node_modules` (`package.json`). The \
                     component embeds a JavaScript engine (StarlingMonkey), initialized: about 12 MB. It compiles \
                     once, in about 20 s; each call then instantiates it in under a millisecond.",
@@ -165,19 +211,35 @@ const LANGUAGES: &[Language] = &[
             file!("js/gitignore.tmpl" => ".gitignore"),
             HOST_WIT,
         ],
-        worlds: &[World {
-            name: "action",
-            what: ACTION_WHAT,
-            action: "greet",
-            studio: ACTION_STUDIO,
-            files: &[
-                file!("js/action/plugin.js.tmpl" => "plugin.js"),
-                file!("js/action/app.js.tmpl" => "app.js"),
-                file!("js/action/plugin.test.js.tmpl" => "plugin.test.js"),
-                file!("js/action/example-input.json.tmpl" => "example-input.json"),
-                file!("wit/action.wit.tmpl" => "wit/world.wit"),
-            ],
-        }],
+        worlds: &[
+            World {
+                name: "action",
+                what: ACTION_WHAT,
+                test_args: ACTION_TEST,
+                studio: ACTION_STUDIO,
+                files: &[
+                    file!("js/action/plugin.js.tmpl" => "plugin.js"),
+                    file!("js/action/app.js.tmpl" => "app.js"),
+                    file!("js/action/plugin.test.js.tmpl" => "plugin.test.js"),
+                    ACTION_INPUT,
+                    ACTION_WIT,
+                ],
+            },
+            World {
+                name: "projector",
+                what: PROJECTOR_WHAT,
+                test_args: PROJECTOR_TEST,
+                studio: PROJECTOR_USE,
+                files: &[
+                    file!("js/projector/projection.js.tmpl" => "projection.js"),
+                    file!("js/projector/app.js.tmpl" => "app.js"),
+                    file!("js/projector/projection.test.js.tmpl" => "projection.test.js"),
+                    PROJECTOR_INPUT,
+                    PROJECTOR_STATE,
+                    PROJECTOR_WIT,
+                ],
+            },
+        ],
     },
 ];
 
@@ -252,7 +314,7 @@ pub fn new_project(dir: &Path, name: &str, lang: &str, world: &str, sdk: Option<
             .replace("__LANGUAGE__", language.title)
             .replace("__WHAT__", world.what)
             .replace("__STUDIO__", world.studio)
-            .replace("__ACTION__", world.action)
+            .replace("__TEST_ARGS__", world.test_args)
             .replace("__WORLD__", world.name)
             .replace("__NAME__", name)
             .replace("__CRATE__", &name.replace('-', "_"))
@@ -433,7 +495,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
 
         let unknown = new_project(&dir, "greeter", "python", "node-kind", None).unwrap_err().to_string();
-        assert!(unknown.contains("(known: action)"), "{unknown}");
+        assert!(unknown.contains("(known: action, projector)"), "{unknown}");
         let unknown = new_project(&dir, "greeter", "cobol", "action", None).unwrap_err().to_string();
         assert!(unknown.contains(LANGS), "{unknown}");
         assert!(new_project(&dir, "greeter", "js", "action", Some("{ path = \"/sdk\" }")).is_err(), "no SDK in JS");
