@@ -230,6 +230,63 @@ async fn a_javascript_action_builds_tests_and_runs_in_a_released_flow() {
     runs_in_a_released_flow(&component, "greeter-js").await;
 }
 
+/// A service and a node-kind project of one language, built and uploaded into a running Flowhost: the service's
+/// data source answers through the component catalog (as Studio's form reads it), and the node kind runs in a
+/// released flow through the batch contract (`prepare` once, `evaluate` per batch): an event at the threshold
+/// continues marked `reached`, one below stops.
+async fn service_and_node_kind_answer_in_a_running_flowhost(lang: &'static str, unit_tests: &'static [&'static str]) {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().to_owned();
+    let (service, node_kind) = (format!("segments-{lang}"), format!("threshold-{lang}"));
+    let components = tokio::task::spawn_blocking({
+        let (service, node_kind) = (service.clone(), node_kind.clone());
+        move || {
+            let service = scaffold_interpreted(&dir, &service, lang, "service", unit_tests);
+            (service, scaffold_interpreted(&dir, &node_kind, lang, "node-kind", unit_tests))
+        }
+    })
+    .await
+    .unwrap();
+    let host = TestHost::start(Backends::Embedded).await;
+    for (id, component) in [(&service, &components.0), (&node_kind, &components.1)] {
+        let url = host.url(&format!("/api/v1/plugins/{id}/versions/0.1.0"));
+        let response = reqwest::Client::new().put(url).body(std::fs::read(component).unwrap()).send().await.unwrap();
+        assert!(response.status().is_success(), "upload {id}: {}", response.text().await.unwrap());
+    }
+    let (status, choices) = host.call("GET", &format!("/api/v1/components/{service}/data/segments?q=vi"), None).await;
+    assert_eq!((status, choices), (200, json!([{"value": "vip", "label": "VIP"}])));
+
+    let schema = json!({"fields": [{"name": "player_id", "type": "string"}, {"name": "amount", "type": "double"}]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    let (source, out) = (unique("in"), unique("out"));
+    host.release_flow(json!({
+        "nodes": [
+            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": source}},
+            {"id": "gate", "kind": "node-kind",
+             "config": {"plugin": node_kind, "kind": node_kind, "field": "amount", "min": 100}},
+            {"id": "out", "kind": "output-topic", "config": {"topic": out}}
+        ],
+        "edges": [{"from": "src", "to": "gate"}, {"from": "gate", "to": "out"}]
+    }))
+    .await;
+    let deposit = |player: &str, amount: f64| json!({"event_type": "deposit", "tenant_id": "casino-1", "player_id": player, "amount": amount});
+    host.publish(&source, &[deposit("p-low", 5.0), deposit("p-high", 250.0)]).await;
+    let records = host.read(&out, 1, Duration::from_secs(60)).await;
+    let value: Value = serde_json::from_slice(&records[0].value).unwrap();
+    assert_eq!((&value["player_id"], &value["reached"]), (&json!("p-high"), &json!(true)), "{value}");
+    assert_eq!(host.read(&out, 2, Duration::from_secs(3)).await.len(), 1, "the deposit below stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_service_and_node_kind_answer_in_a_running_flowhost() {
+    service_and_node_kind_answer_in_a_running_flowhost("python", &["python3", "-m", "unittest"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_javascript_service_and_node_kind_answer_in_a_running_flowhost() {
+    service_and_node_kind_answer_in_a_running_flowhost("js", &["npm", "test"]).await;
+}
+
 /// `plugin test` of a projector: the record (`--input`) projected onto the state (`--state`, a file, or `-`).
 fn project_call(component: &str, project: &Path, state: Option<&str>) -> (Option<i32>, Value) {
     let input = project.join("example-input.json").display().to_string();

@@ -103,8 +103,8 @@ enum PluginCommand {
     New {
         /// The plugin's id: lowercase letters, digits and `-`.
         name: String,
-        /// The guest language: `rust`, `python` (componentize-py) or `js` (componentize-js). Python and
-        /// JavaScript have the `action` and `projector` worlds.
+        /// The guest language: `rust`, `python` (componentize-py) or `js` (componentize-js), each with every
+        /// world.
         #[arg(long, default_value = "rust")]
         lang: String,
         /// What the plugin is: `action` (one action a flow can place), `service` (an action and a data source

@@ -83,6 +83,22 @@ const PROJECTOR_WIT: TemplateFile = file!("wit/projector.wit.tmpl" => "wit/world
 const ACTION_WIT: TemplateFile = file!("wit/action.wit.tmpl" => "wit/world.wit");
 const RUST_CARGO: TemplateFile = file!("rust/Cargo.toml.tmpl" => "Cargo.toml");
 
+/// The README's words and the shared files of a service and of a node kind, in every language.
+const SERVICE_WHAT: &str = "A service: its action, `tag`, tags a player with a segment, and its data source, \
+                            `segments`, gives Studio's form the choices.";
+const SERVICE_TEST: &str = "--action tag --input example-input.json";
+const SERVICE_STUDIO: &str =
+    "Then, in Studio, place `tag` in a flow, set `player_id` to `{{player_id}}` and pick a segment.";
+const SERVICE_INPUT: TemplateFile = file!("service-input.json.tmpl" => "example-input.json");
+const SERVICE_WIT: TemplateFile = file!("wit/service.wit.tmpl" => "wit/world.wit");
+const NODE_KIND_WHAT: &str = "Its node kind, `__NAME__`, lets an event through when a number field reaches a \
+                              threshold. Called as an action (as `plugin test` does), its input is \
+                              `{\"config\": ..., \"event\": ...}`.";
+const NODE_KIND_TEST: &str = "--action __NAME__ --input example-input.json";
+const NODE_KIND_STUDIO: &str = "Then, in Studio, place a `__NAME__` node in a flow and set its field and threshold.";
+const NODE_KIND_INPUT: TemplateFile = file!("node-kind-input.json.tmpl" => "example-input.json");
+const NODE_KIND_WIT: TemplateFile = file!("wit/node-kind.wit.tmpl" => "wit/world.wit");
+
 /// The guest languages `plugin new --lang` knows.
 const LANGUAGES: &[Language] = &[
     Language {
@@ -108,28 +124,17 @@ const LANGUAGES: &[Language] = &[
             },
             World {
                 name: "service",
-                what: "A service: its action, `tag`, tags a player with a segment, and its data source, `segments`, \
-                       gives Studio's form the choices.",
-                test_args: "--action tag --input example-input.json",
-                studio:
-                    "Then, in Studio, place `tag` in a flow, set `player_id` to `{{player_id}}` and pick a segment.",
-                files: &[
-                    RUST_CARGO,
-                    file!("rust/service/lib.rs.tmpl" => "src/lib.rs"),
-                    file!("rust/service/example-input.json.tmpl" => "example-input.json"),
-                ],
+                what: SERVICE_WHAT,
+                test_args: SERVICE_TEST,
+                studio: SERVICE_STUDIO,
+                files: &[RUST_CARGO, file!("rust/service/lib.rs.tmpl" => "src/lib.rs"), SERVICE_INPUT],
             },
             World {
                 name: "node-kind",
-                what: "Its node kind, `__NAME__`, lets an event through when a number field reaches a threshold. \
-                       Called as an action (as `plugin test` does), its input is `{\"config\": ..., \"event\": ...}`.",
-                test_args: "--action __NAME__ --input example-input.json",
-                studio: "Then, in Studio, place a `__NAME__` node in a flow and set its field and threshold.",
-                files: &[
-                    RUST_CARGO,
-                    file!("rust/node-kind/lib.rs.tmpl" => "src/lib.rs"),
-                    file!("rust/node-kind/example-input.json.tmpl" => "example-input.json"),
-                ],
+                what: NODE_KIND_WHAT,
+                test_args: NODE_KIND_TEST,
+                studio: NODE_KIND_STUDIO,
+                files: &[RUST_CARGO, file!("rust/node-kind/lib.rs.tmpl" => "src/lib.rs"), NODE_KIND_INPUT],
             },
             World {
                 name: "projector",
@@ -180,6 +185,32 @@ const LANGUAGES: &[Language] = &[
                 ],
             },
             World {
+                name: "service",
+                what: SERVICE_WHAT,
+                test_args: SERVICE_TEST,
+                studio: SERVICE_STUDIO,
+                files: &[
+                    file!("python/service/plugin.py.tmpl" => "plugin.py"),
+                    file!("python/service/app.py.tmpl" => "app.py"),
+                    file!("python/service/test_plugin.py.tmpl" => "test_plugin.py"),
+                    SERVICE_INPUT,
+                    SERVICE_WIT,
+                ],
+            },
+            World {
+                name: "node-kind",
+                what: NODE_KIND_WHAT,
+                test_args: NODE_KIND_TEST,
+                studio: NODE_KIND_STUDIO,
+                files: &[
+                    file!("python/node-kind/plugin.py.tmpl" => "plugin.py"),
+                    file!("python/node-kind/app.py.tmpl" => "app.py"),
+                    file!("python/node-kind/test_plugin.py.tmpl" => "test_plugin.py"),
+                    NODE_KIND_INPUT,
+                    NODE_KIND_WIT,
+                ],
+            },
+            World {
                 name: "projector",
                 what: PROJECTOR_WHAT,
                 test_args: PROJECTOR_TEST,
@@ -223,6 +254,32 @@ const LANGUAGES: &[Language] = &[
                     file!("js/action/plugin.test.js.tmpl" => "plugin.test.js"),
                     ACTION_INPUT,
                     ACTION_WIT,
+                ],
+            },
+            World {
+                name: "service",
+                what: SERVICE_WHAT,
+                test_args: SERVICE_TEST,
+                studio: SERVICE_STUDIO,
+                files: &[
+                    file!("js/service/plugin.js.tmpl" => "plugin.js"),
+                    file!("js/service/app.js.tmpl" => "app.js"),
+                    file!("js/service/plugin.test.js.tmpl" => "plugin.test.js"),
+                    SERVICE_INPUT,
+                    SERVICE_WIT,
+                ],
+            },
+            World {
+                name: "node-kind",
+                what: NODE_KIND_WHAT,
+                test_args: NODE_KIND_TEST,
+                studio: NODE_KIND_STUDIO,
+                files: &[
+                    file!("js/node-kind/plugin.js.tmpl" => "plugin.js"),
+                    file!("js/node-kind/app.js.tmpl" => "app.js"),
+                    file!("js/node-kind/plugin.test.js.tmpl" => "plugin.test.js"),
+                    NODE_KIND_INPUT,
+                    NODE_KIND_WIT,
                 ],
             },
             World {
@@ -494,8 +551,8 @@ mod tests {
         assert!(plugin.contains("\"id\": \"greeter-two\"") && plugin.contains("super().__init__"), "{plugin}");
         let _ = std::fs::remove_dir_all(&dir);
 
-        let unknown = new_project(&dir, "greeter", "python", "node-kind", None).unwrap_err().to_string();
-        assert!(unknown.contains("(known: action, projector)"), "{unknown}");
+        let unknown = new_project(&dir, "greeter", "python", "flow", None).unwrap_err().to_string();
+        assert!(unknown.contains("(known: action, service, node-kind, projector)"), "{unknown}");
         let unknown = new_project(&dir, "greeter", "cobol", "action", None).unwrap_err().to_string();
         assert!(unknown.contains(LANGS), "{unknown}");
         assert!(new_project(&dir, "greeter", "js", "action", Some("{ path = \"/sdk\" }")).is_err(), "no SDK in JS");
