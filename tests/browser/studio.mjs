@@ -349,6 +349,24 @@ async function uploadPlugin(form, id, version, file) {
   await form.getByRole("button", { name: "Upload" }).click();
 }
 
+/// Builds the flow `id` from nothing on the canvas: a source on STUDIO_SOURCE_TOPIC, a segment of `service`, an
+/// action (configured by the caller) and an output topic on STUDIO_OUTPUT_TOPIC, wired in that order by keyboard.
+async function buildServiceFlow(id, service) {
+  await section("Flows");
+  await page.getByRole("button", { name: "New flow" }).click();
+  await page.getByLabel("Id of the new flow").fill(id);
+  await page.getByRole("button", { name: "Create" }).click();
+  await waitFor(async () => (await page.locator(".react-flow__node").count()) === 1, "the source");
+  await setConfig("source-1", { event_type: "deposit", topic: sourceTopic });
+  for (const kind of ["Service segment", "Action", "Output topic"]) await page.getByRole("navigation", { name: "Add a node" }).getByRole("button", { name: kind }).click();
+  await waitFor(async () => (await page.locator(".react-flow__node").count()) === 4, "four nodes");
+  await setConfig("service-in-1", { service });
+  await setConfig("output-topic-1", { topic: outputTopic });
+  await connectNodes("source-1", "service-in-1");
+  await connectNodes("service-in-1", "action-1");
+  await connectNodes("action-1", "output-topic-1");
+}
+
 async function pluginScenario() {
   const runsPanel = page.getByRole("region", { name: "Runs" });
   const letters = page.getByRole("region", { name: /Dead letters/ });
@@ -358,21 +376,7 @@ async function pluginScenario() {
     await waitFor(async () => (await status()).includes("Plugin ledger 0.1.0 uploaded and active"), "uploaded");
     await page.getByRole("table", { name: "Versions of ledger" }).getByText("limit", { exact: false }).waitFor();
   });
-  await check("build a flow from nothing on the canvas", async () => {
-    await section("Flows");
-    await page.getByRole("button", { name: "New flow" }).click();
-    await page.getByLabel("Id of the new flow").fill("ledger-flow");
-    await page.getByRole("button", { name: "Create" }).click();
-    await waitFor(async () => (await page.locator(".react-flow__node").count()) === 1, "the source");
-    await setConfig("source-1", { event_type: "deposit", topic: sourceTopic });
-    for (const kind of ["Service segment", "Action", "Output topic"]) await page.getByRole("navigation", { name: "Add a node" }).getByRole("button", { name: kind }).click();
-    await waitFor(async () => (await page.locator(".react-flow__node").count()) === 4, "four nodes");
-    await setConfig("service-in-1", { service: "ledger" });
-    await setConfig("output-topic-1", { topic: outputTopic });
-    await connectNodes("source-1", "service-in-1");
-    await connectNodes("service-in-1", "action-1");
-    await connectNodes("action-1", "output-topic-1");
-  });
+  await check("build a flow from nothing on the canvas", () => buildServiceFlow("ledger-flow", "ledger"));
   await check("configure the plugin's action in its form", async () => {
     await selectNode("action-1");
     await page.getByRole("group", { name: "Action of ledger" }).waitFor();
@@ -452,21 +456,7 @@ async function firstActionScenario() {
     await waitFor(async () => (await status()).includes("Plugin first-action 0.1.0 uploaded and active"), "uploaded");
     await page.getByRole("table", { name: "Versions of first-action" }).getByText("welcome_bonus", { exact: false }).waitFor();
   });
-  await check("place it after its service's segment", async () => {
-    await section("Flows");
-    await page.getByRole("button", { name: "New flow" }).click();
-    await page.getByLabel("Id of the new flow").fill("welcome-bonus");
-    await page.getByRole("button", { name: "Create" }).click();
-    await waitFor(async () => (await page.locator(".react-flow__node").count()) === 1, "the source");
-    await setConfig("source-1", { event_type: "deposit", topic: sourceTopic });
-    for (const kind of ["Service segment", "Action", "Output topic"]) await page.getByRole("navigation", { name: "Add a node" }).getByRole("button", { name: kind }).click();
-    await waitFor(async () => (await page.locator(".react-flow__node").count()) === 4, "four nodes");
-    await setConfig("service-in-1", { service: "first-action" });
-    await setConfig("output-topic-1", { topic: outputTopic });
-    await connectNodes("source-1", "service-in-1");
-    await connectNodes("service-in-1", "action-1");
-    await connectNodes("action-1", "output-topic-1");
-  });
+  await check("place it after its service's segment", () => buildServiceFlow("welcome-bonus", "first-action"));
   await check("configure welcome_bonus in its schema form", async () => {
     await selectNode("action-1");
     await page.getByRole("group", { name: "Action of first-action" }).waitFor();

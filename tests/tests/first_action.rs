@@ -243,6 +243,30 @@ fn amount<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64, D::E
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// The `deposit` schema step 6 declares.
+async fn deposit_schema(host: &TestHost) {
+    let schema = json!({"fields": [
+        {"name": "player_id", "type": "string"}, {"name": "amount", "type": "double"}, {"name": "currency", "type": "string"}
+    ]});
+    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+}
+
+/// Step 6's deposits: one that gets a bonus, one in JPY (skip forward), one sent as text (permanent until the fix).
+fn three_deposits() -> [Value; 3] {
+    let deposit = |player: &str, amount: Value, currency: &str| json!({"event_type": "deposit", "tenant_id": "casino-1", "player_id": player, "amount": amount, "currency": currency});
+    [deposit("p-1", json!(120.0), "EUR"), deposit("p-2", json!(120.0), "JPY"), deposit("p-3", json!("80.00"), "EUR")]
+}
+
+/// The first two records on `out`, each as `[player_id, bonus]`.
+async fn bonuses(host: &TestHost, out: &str) -> Vec<Value> {
+    let records = host.read(out, 2, std::time::Duration::from_secs(60)).await;
+    records
+        .iter()
+        .map(|record| serde_json::from_slice::<Value>(&record.value).unwrap())
+        .map(|value| json!([value["player_id"], value["result"]["bonus"]]))
+        .collect()
+}
+
 /// The run of `flow_id` for `player`'s event, once it reached `status`: the listing's summary (with its `path`).
 async fn run_of(host: &TestHost, flow_id: &str, player: &str, status: &str) -> Value {
     let until = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -287,10 +311,7 @@ async fn in_a_released_flow_each_outcome_class_and_a_replay_after_a_fix() {
         }
     };
     upload(component().to_owned(), "0.1.0").await;
-    let schema = json!({"fields": [
-        {"name": "player_id", "type": "string"}, {"name": "amount", "type": "double"}, {"name": "currency", "type": "string"}
-    ]});
-    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    deposit_schema(&host).await;
     let (source, out) = (flowhost_tests::unique("deposits"), flowhost_tests::unique("bonuses"));
     let flow_id = host
         .release_flow(json!({
@@ -306,16 +327,7 @@ async fn in_a_released_flow_each_outcome_class_and_a_replay_after_a_fix() {
             "edges": [{"from": "src", "to": "seg"}, {"from": "seg", "to": "bonus"}, {"from": "bonus", "to": "out"}]
         }))
         .await;
-    let deposit = |player: &str, amount: Value, currency: &str| json!({"event_type": "deposit", "tenant_id": "casino-1", "player_id": player, "amount": amount, "currency": currency});
-    host.publish(
-        &source,
-        &[
-            deposit("p-1", json!(120.0), "EUR"),
-            deposit("p-2", json!(120.0), "JPY"),
-            deposit("p-3", json!("80.00"), "EUR"),
-        ],
-    )
-    .await;
+    host.publish(&source, &three_deposits()).await;
 
     // Success: the bonus (capped by the node's limit) reaches the output.
     let run = run_of(&host, &flow_id, "p-1", "completed").await;
@@ -340,13 +352,7 @@ async fn in_a_released_flow_each_outcome_class_and_a_replay_after_a_fix() {
     let run = run_of(&host, &flow_id, "p-3", "completed").await;
     assert_eq!(outcome(&run, "bonus"), "passed", "{run:#}");
 
-    let records = host.read(&out, 2, std::time::Duration::from_secs(60)).await;
-    let results: Vec<Value> = records
-        .iter()
-        .map(|record| serde_json::from_slice::<Value>(&record.value).unwrap())
-        .map(|value| json!([value["player_id"], value["result"]["bonus"]]))
-        .collect();
-    assert_eq!(results, [json!(["p-1", 50.0]), json!(["p-3", 50.0])], "{results:?}");
+    assert_eq!(bonuses(&host, &out).await, [json!(["p-1", 50.0]), json!(["p-3", 50.0])]);
     let (_, letters) = host.call("GET", &format!("/api/v2/dead-letters?flow_id={flow_id}&status=replayed"), None).await;
     assert_eq!(letters["total"], 1, "{letters:#}");
     host.stop().await;
@@ -373,10 +379,7 @@ async fn the_flow_part_in_studio_in_chromium() {
         config.section_mut::<flowhost_runs::EngineConfig>().flows_poll_interval_ms = 50
     })
     .await;
-    let schema = json!({"fields": [
-        {"name": "player_id", "type": "string"}, {"name": "amount", "type": "double"}, {"name": "currency", "type": "string"}
-    ]});
-    assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
+    deposit_schema(&host).await;
     let (source, out) = (flowhost_tests::unique("deposits"), flowhost_tests::unique("bonuses"));
     let publisher = async {
         let until = tokio::time::Instant::now() + std::time::Duration::from_secs(170);
@@ -388,13 +391,7 @@ async fn the_flow_part_in_studio_in_chromium() {
             assert!(tokio::time::Instant::now() < until, "Studio never released the flow: {flow}");
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
-        let deposit = |player: &str, amount: Value, currency: &str| json!({"event_type": "deposit", "tenant_id": "casino-1", "player_id": player, "amount": amount, "currency": currency});
-        let deposits = [
-            deposit("p-1", json!(120.0), "EUR"),
-            deposit("p-2", json!(120.0), "JPY"),
-            deposit("p-3", json!("80.00"), "EUR"),
-        ];
-        host.publish(&source, &deposits).await;
+        host.publish(&source, &three_deposits()).await;
     };
     let env = [
         ("STUDIO_WASM_DIR", wasm.to_str().unwrap()),
@@ -403,12 +400,7 @@ async fn the_flow_part_in_studio_in_chromium() {
     ];
     tokio::join!(flowhost_tests::browser::studio_session(&host, "first-action", &env), publisher);
 
-    let records = host.read(&out, 2, std::time::Duration::from_secs(30)).await;
-    let bonuses: Vec<Value> = records
-        .iter()
-        .map(|record| serde_json::from_slice::<Value>(&record.value).unwrap())
-        .map(|value| json!([value["player_id"], value["result"]["bonus"]]))
-        .collect();
+    let bonuses = bonuses(&host, &out).await;
     assert_eq!(bonuses, [json!(["p-1", 100.0]), json!(["p-3", 80.0])], "the bonus, then the replayed run's");
     host.stop().await;
 }

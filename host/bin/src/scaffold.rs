@@ -14,18 +14,19 @@ struct TemplateFile {
     executable: bool,
 }
 
-/// A template file carried in the binary: `file!("rust/Cargo.toml.tmpl" => "Cargo.toml")`.
+/// A template file carried in the binary: `file!("rust/Cargo.toml.tmpl" => "Cargo.toml")`; the names may be
+/// `concat!`s.
 macro_rules! file {
-    ($template:literal => $path:literal) => {
+    ($template:expr => $path:expr) => {
         TemplateFile { path: $path, text: include_str!(concat!("../templates/", $template)), executable: false }
     };
-    ($template:literal => $path:literal, executable) => {
+    ($template:expr => $path:expr, executable) => {
         TemplateFile { path: $path, text: include_str!(concat!("../templates/", $template)), executable: true }
     };
 }
 
-/// The host's WIT (`flowhost:plugin@0.2.0`), which a Python, JavaScript or Rust projector project builds against, as carried in
-/// this binary: written verbatim (it has no placeholders).
+/// The host's WIT (`flowhost:plugin@0.2.0`), which the projects that bind their world themselves (Python,
+/// JavaScript, a Rust projector) build against, as carried in this binary: written verbatim (no placeholders).
 const HOST_WIT: TemplateFile = TemplateFile {
     path: "wit/deps/flowhost-plugin-0.2.0/plugin.wit",
     text: include_str!("../../../wit/flowhost-plugin-0.2.0/plugin.wit"),
@@ -52,52 +53,84 @@ struct Language {
 /// What a project of one world is: its own files and the words its README uses.
 struct World {
     name: &'static str,
-    /// The README's sentence on what the plugin does.
-    what: &'static str,
-    /// What `plugin test` takes besides the component in the README: the action and its input, or a
-    /// projector's record and state.
-    test_args: &'static str,
-    /// The README's paragraph on using it (in a flow, in Studio).
-    studio: &'static str,
+    words: Words,
     files: &'static [TemplateFile],
 }
 
-/// The README's words on an action world, in every language.
-const ACTION_WHAT: &str = "Its one action, `greet`, turns its configuration (what a flow author sets on the node, \
-                           `{{placeholders}}` filled from the event) into a message.";
-const ACTION_STUDIO: &str = "Then, in Studio, place `greet` in a flow and set `player_id` to `{{player_id}}`.";
-const ACTION_TEST: &str = "--action greet --input example-input.json";
-const ACTION_INPUT: TemplateFile = file!("action-input.json.tmpl" => "example-input.json");
+/// The README's words on one world, the same in every language.
+struct Words {
+    /// What the plugin does.
+    what: &'static str,
+    /// What `plugin test` takes besides the component: the action and its input, or a projector's record and
+    /// state.
+    test_args: &'static str,
+    /// How it is used (in a flow, in Studio).
+    studio: &'static str,
+}
 
-/// The README's words and the shared files of a projector, in every language.
-const PROJECTOR_WHAT: &str = "A projector: a pure function from a player's stored document and a presence record to \
-                              the new document. It counts the player's visits per site.";
-const PROJECTOR_TEST: &str = "--input example-input.json --state example-state.json";
-const PROJECTOR_USE: &str = "The presence role runs the active version of the plugin `presence` as its projection: \
-                             to run yours there, give it that id and keep the contract of docs/presence.md (the \
-                             validation codes, the document the presence routes read). Under any other id it is \
-                             stored and tested, and runs nowhere.";
+const ACTION: Words = Words {
+    what: "Its one action, `greet`, turns its configuration (what a flow author sets on the node, `{{placeholders}}` \
+           filled from the event) into a message.",
+    test_args: "--action greet --input example-input.json",
+    studio: "Then, in Studio, place `greet` in a flow and set `player_id` to `{{player_id}}`.",
+};
+const SERVICE: Words = Words {
+    what: "A service: its action, `tag`, tags a player with a segment, and its data source, `segments`, gives \
+           Studio's form the choices.",
+    test_args: "--action tag --input example-input.json",
+    studio: "Then, in Studio, place `tag` in a flow, set `player_id` to `{{player_id}}` and pick a segment.",
+};
+const NODE_KIND: Words = Words {
+    what: "Its node kind, `__NAME__`, lets an event through when a number field reaches a threshold. Called as an \
+           action (as `plugin test` does), its input is `{\"config\": ..., \"event\": ...}`.",
+    test_args: "--action __NAME__ --input example-input.json",
+    studio: "Then, in Studio, place a `__NAME__` node in a flow and set its field and threshold.",
+};
+const PROJECTOR: Words = Words {
+    what: "A projector: a pure function from a player's stored document and a presence record to the new document. \
+           It counts the player's visits per site.",
+    test_args: "--input example-input.json --state example-state.json",
+    studio: "The presence role runs the active version of the plugin `presence` as its projection: to run yours \
+             there, give it that id and keep the contract of docs/presence.md (the validation codes, the document \
+             the presence routes read). Under any other id it is stored and tested, and runs nowhere.",
+};
+
+/// The example inputs and guest-side worlds every language shares.
+const ACTION_INPUT: TemplateFile = file!("action-input.json.tmpl" => "example-input.json");
+const SERVICE_INPUT: TemplateFile = file!("service-input.json.tmpl" => "example-input.json");
+const NODE_KIND_INPUT: TemplateFile = file!("node-kind-input.json.tmpl" => "example-input.json");
 const PROJECTOR_INPUT: TemplateFile = file!("projector-input.json.tmpl" => "example-input.json");
 const PROJECTOR_STATE: TemplateFile = file!("projector-state.json.tmpl" => "example-state.json");
 const PROJECTOR_WIT: TemplateFile = file!("wit/projector.wit.tmpl" => "wit/world.wit");
-const ACTION_WIT: TemplateFile = file!("wit/action.wit.tmpl" => "wit/world.wit");
 const RUST_CARGO: TemplateFile = file!("rust/Cargo.toml.tmpl" => "Cargo.toml");
 
-/// The README's words and the shared files of a service and of a node kind, in every language.
-const SERVICE_WHAT: &str = "A service: its action, `tag`, tags a player with a segment, and its data source, \
-                            `segments`, gives Studio's form the choices.";
-const SERVICE_TEST: &str = "--action tag --input example-input.json";
-const SERVICE_STUDIO: &str =
-    "Then, in Studio, place `tag` in a flow, set `player_id` to `{{player_id}}` and pick a segment.";
-const SERVICE_INPUT: TemplateFile = file!("service-input.json.tmpl" => "example-input.json");
-const SERVICE_WIT: TemplateFile = file!("wit/service.wit.tmpl" => "wit/world.wit");
-const NODE_KIND_WHAT: &str = "Its node kind, `__NAME__`, lets an event through when a number field reaches a \
-                              threshold. Called as an action (as `plugin test` does), its input is \
-                              `{\"config\": ..., \"event\": ...}`.";
-const NODE_KIND_TEST: &str = "--action __NAME__ --input example-input.json";
-const NODE_KIND_STUDIO: &str = "Then, in Studio, place a `__NAME__` node in a flow and set its field and threshold.";
-const NODE_KIND_INPUT: TemplateFile = file!("node-kind-input.json.tmpl" => "example-input.json");
-const NODE_KIND_WIT: TemplateFile = file!("wit/node-kind.wit.tmpl" => "wit/world.wit");
+/// The worlds of a language that binds its world itself (Python, JavaScript), by the same layout in each: the
+/// plugin's own module (`plugin`, `projection` for a projector) and its tests, the component's side (`app`), the
+/// example and the guest-side world.
+macro_rules! interpreted_worlds {
+    ($lang:literal, $ext:literal, $plugin_test:literal, $projection_test:literal) => {
+        &[
+            interpreted_worlds!(@world $lang, $ext, "action", ACTION, "plugin", $plugin_test, [ACTION_INPUT]),
+            interpreted_worlds!(@world $lang, $ext, "service", SERVICE, "plugin", $plugin_test, [SERVICE_INPUT]),
+            interpreted_worlds!(@world $lang, $ext, "node-kind", NODE_KIND, "plugin", $plugin_test, [NODE_KIND_INPUT]),
+            interpreted_worlds!(@world $lang, $ext, "projector", PROJECTOR, "projection", $projection_test,
+                [PROJECTOR_INPUT, PROJECTOR_STATE]),
+        ]
+    };
+    (@world $lang:literal, $ext:literal, $world:literal, $words:expr, $module:literal, $test:literal, [$($example:expr),+]) => {
+        World {
+            name: $world,
+            words: $words,
+            files: &[
+                file!(concat!($lang, "/", $world, "/", $module, ".", $ext, ".tmpl") => concat!($module, ".", $ext)),
+                file!(concat!($lang, "/", $world, "/app.", $ext, ".tmpl") => concat!("app.", $ext)),
+                file!(concat!($lang, "/", $world, "/", $test, ".tmpl") => $test),
+                file!(concat!("wit/", $world, ".wit.tmpl") => "wit/world.wit"),
+                $($example),+
+            ],
+        }
+    };
+}
 
 /// The guest languages `plugin new --lang` knows.
 const LANGUAGES: &[Language] = &[
@@ -117,30 +150,22 @@ const LANGUAGES: &[Language] = &[
         worlds: &[
             World {
                 name: "action",
-                what: ACTION_WHAT,
-                test_args: ACTION_TEST,
-                studio: ACTION_STUDIO,
+                words: ACTION,
                 files: &[RUST_CARGO, file!("rust/action/lib.rs.tmpl" => "src/lib.rs"), ACTION_INPUT],
             },
             World {
                 name: "service",
-                what: SERVICE_WHAT,
-                test_args: SERVICE_TEST,
-                studio: SERVICE_STUDIO,
+                words: SERVICE,
                 files: &[RUST_CARGO, file!("rust/service/lib.rs.tmpl" => "src/lib.rs"), SERVICE_INPUT],
             },
             World {
                 name: "node-kind",
-                what: NODE_KIND_WHAT,
-                test_args: NODE_KIND_TEST,
-                studio: NODE_KIND_STUDIO,
+                words: NODE_KIND,
                 files: &[RUST_CARGO, file!("rust/node-kind/lib.rs.tmpl" => "src/lib.rs"), NODE_KIND_INPUT],
             },
             World {
                 name: "projector",
-                what: PROJECTOR_WHAT,
-                test_args: PROJECTOR_TEST,
-                studio: PROJECTOR_USE,
+                words: PROJECTOR,
                 // No SDK: the SDK builds the plugin world, so a projector binds its own world with wit-bindgen.
                 files: &[
                     file!("rust/projector/Cargo.toml.tmpl" => "Cargo.toml"),
@@ -170,61 +195,7 @@ const LANGUAGES: &[Language] = &[
             file!("python/gitignore.tmpl" => ".gitignore"),
             HOST_WIT,
         ],
-        worlds: &[
-            World {
-                name: "action",
-                what: ACTION_WHAT,
-                test_args: ACTION_TEST,
-                studio: ACTION_STUDIO,
-                files: &[
-                    file!("python/action/plugin.py.tmpl" => "plugin.py"),
-                    file!("python/action/app.py.tmpl" => "app.py"),
-                    file!("python/action/test_plugin.py.tmpl" => "test_plugin.py"),
-                    ACTION_INPUT,
-                    ACTION_WIT,
-                ],
-            },
-            World {
-                name: "service",
-                what: SERVICE_WHAT,
-                test_args: SERVICE_TEST,
-                studio: SERVICE_STUDIO,
-                files: &[
-                    file!("python/service/plugin.py.tmpl" => "plugin.py"),
-                    file!("python/service/app.py.tmpl" => "app.py"),
-                    file!("python/service/test_plugin.py.tmpl" => "test_plugin.py"),
-                    SERVICE_INPUT,
-                    SERVICE_WIT,
-                ],
-            },
-            World {
-                name: "node-kind",
-                what: NODE_KIND_WHAT,
-                test_args: NODE_KIND_TEST,
-                studio: NODE_KIND_STUDIO,
-                files: &[
-                    file!("python/node-kind/plugin.py.tmpl" => "plugin.py"),
-                    file!("python/node-kind/app.py.tmpl" => "app.py"),
-                    file!("python/node-kind/test_plugin.py.tmpl" => "test_plugin.py"),
-                    NODE_KIND_INPUT,
-                    NODE_KIND_WIT,
-                ],
-            },
-            World {
-                name: "projector",
-                what: PROJECTOR_WHAT,
-                test_args: PROJECTOR_TEST,
-                studio: PROJECTOR_USE,
-                files: &[
-                    file!("python/projector/projection.py.tmpl" => "projection.py"),
-                    file!("python/projector/app.py.tmpl" => "app.py"),
-                    file!("python/projector/test_projection.py.tmpl" => "test_projection.py"),
-                    PROJECTOR_INPUT,
-                    PROJECTOR_STATE,
-                    PROJECTOR_WIT,
-                ],
-            },
-        ],
+        worlds: interpreted_worlds!("python", "py", "test_plugin.py", "test_projection.py"),
     },
     Language {
         name: "js",
@@ -242,61 +213,7 @@ const LANGUAGES: &[Language] = &[
             file!("js/gitignore.tmpl" => ".gitignore"),
             HOST_WIT,
         ],
-        worlds: &[
-            World {
-                name: "action",
-                what: ACTION_WHAT,
-                test_args: ACTION_TEST,
-                studio: ACTION_STUDIO,
-                files: &[
-                    file!("js/action/plugin.js.tmpl" => "plugin.js"),
-                    file!("js/action/app.js.tmpl" => "app.js"),
-                    file!("js/action/plugin.test.js.tmpl" => "plugin.test.js"),
-                    ACTION_INPUT,
-                    ACTION_WIT,
-                ],
-            },
-            World {
-                name: "service",
-                what: SERVICE_WHAT,
-                test_args: SERVICE_TEST,
-                studio: SERVICE_STUDIO,
-                files: &[
-                    file!("js/service/plugin.js.tmpl" => "plugin.js"),
-                    file!("js/service/app.js.tmpl" => "app.js"),
-                    file!("js/service/plugin.test.js.tmpl" => "plugin.test.js"),
-                    SERVICE_INPUT,
-                    SERVICE_WIT,
-                ],
-            },
-            World {
-                name: "node-kind",
-                what: NODE_KIND_WHAT,
-                test_args: NODE_KIND_TEST,
-                studio: NODE_KIND_STUDIO,
-                files: &[
-                    file!("js/node-kind/plugin.js.tmpl" => "plugin.js"),
-                    file!("js/node-kind/app.js.tmpl" => "app.js"),
-                    file!("js/node-kind/plugin.test.js.tmpl" => "plugin.test.js"),
-                    NODE_KIND_INPUT,
-                    NODE_KIND_WIT,
-                ],
-            },
-            World {
-                name: "projector",
-                what: PROJECTOR_WHAT,
-                test_args: PROJECTOR_TEST,
-                studio: PROJECTOR_USE,
-                files: &[
-                    file!("js/projector/projection.js.tmpl" => "projection.js"),
-                    file!("js/projector/app.js.tmpl" => "app.js"),
-                    file!("js/projector/projection.test.js.tmpl" => "projection.test.js"),
-                    PROJECTOR_INPUT,
-                    PROJECTOR_STATE,
-                    PROJECTOR_WIT,
-                ],
-            },
-        ],
+        worlds: interpreted_worlds!("js", "js", "plugin.test.js", "projection.test.js"),
     },
 ];
 
@@ -369,9 +286,9 @@ pub fn new_project(dir: &Path, name: &str, lang: &str, world: &str, sdk: Option<
             .replace("__UNIT_TESTS__", language.unit_tests)
             .replace("__VERSION_AT__", language.version_at)
             .replace("__LANGUAGE__", language.title)
-            .replace("__WHAT__", world.what)
-            .replace("__STUDIO__", world.studio)
-            .replace("__TEST_ARGS__", world.test_args)
+            .replace("__WHAT__", world.words.what)
+            .replace("__STUDIO__", world.words.studio)
+            .replace("__TEST_ARGS__", world.words.test_args)
             .replace("__WORLD__", world.name)
             .replace("__NAME__", name)
             .replace("__CRATE__", &name.replace('-', "_"))
