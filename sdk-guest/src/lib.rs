@@ -10,6 +10,12 @@
 //! the host capabilities in [`log`], [`clock`] and [`documents`], and reports failures as an [`Error`] carrying
 //! the spec's [`Outcome`] class. One macro, [`export_plugin!`], exports it.
 //!
+//! **An action's input is its configuration.** The action's `config_schema` ([`Action::config_schema`])
+//! describes exactly what a flow author sets on the action's node; string values may hold `{{placeholders}}`
+//! that the host renders from the event reaching the node, and the rendered configuration is the input
+//! [`Call::handle`] decodes. So the schema is the input's contract: derive both from one type, and make whatever
+//! the action needs from the event a configuration field set to a placeholder.
+//!
 //! Ordinary crates work in a plugin: the host gives guests WASI with clocks, random numbers, and stdout and
 //! stderr into the plugin's log (`println!`, `chrono`, `rand`, `uuid`, the default panic hook); there are no
 //! files, no environment and no network.

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use flowhost_tests::cli::{plugin, repository_root};
-use flowhost_tests::{Backends, TestHost};
+use flowhost_tests::{on_both_backends, Backends, TestHost};
 use serde_json::{json, Value};
 
 /// Builds the example with `bash examples/first-action/build.sh` (once per test process; cargo skips the work
@@ -204,7 +204,7 @@ async fn load_it_into_a_running_flowhost() {
 
 /// The walk-through's fix for deposits sent as text: version 0.2.0 of the example, whose `deposit` also takes a
 /// string holding a number. Built from a copy of the example (its own target directory, so the 0.1.0 component
-/// the other tests read stays as it is); answers the component's path.
+/// the other tests read stays as it is); answers the path of the component, copied into `work`.
 fn build_the_fix(work: &std::path::Path) -> String {
     let root = repository_root();
     let project = work.join("first-action");
@@ -237,10 +237,15 @@ fn amount<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64, D::E
 }
 "#;
     std::fs::write(project.join("src/bonus.rs"), fixed).unwrap();
+    // One build at a time into the shared target directory, each copied out before the next overwrites it.
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = BUILDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let target = root.join("target/first-action-fix").display().to_string();
     let out = plugin(&["build", &project.display().to_string(), "--target-dir", &target], None);
     assert!(out.status.success(), "building the fix: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    let component = work.join("first_action-0.2.0.wasm");
+    std::fs::copy(String::from_utf8_lossy(&out.stdout).trim(), &component).unwrap();
+    component.display().to_string()
 }
 
 /// The `deposit` schema step 6 declares.
@@ -291,17 +296,18 @@ fn outcome(run: &Value, node: &str) -> Value {
     step.map_or(Value::Null, |step| step["outcome"].clone())
 }
 
+on_both_backends!(in_a_released_flow_each_outcome_class_and_a_replay_after_a_fix);
+
 /// "Put it in a flow": the action after its service's segment, configured with the event's fields as
 /// placeholders; a deposit gets its bonus on the output topic, a deposit in JPY skips the node, and a deposit sent
 /// as text fails for good (a dead letter) until version 0.2.0 accepts it and the dead letter is replayed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_a_released_flow_each_outcome_class_and_a_replay_after_a_fix() {
+async fn in_a_released_flow_each_outcome_class_and_a_replay_after_a_fix(backends: Backends) {
     let work = tempfile::tempdir().unwrap();
     let fix = tokio::task::spawn_blocking({
         let work = work.path().to_owned();
         move || build_the_fix(&work)
     });
-    let host = TestHost::start(Backends::Embedded).await;
+    let host = TestHost::start(backends).await;
     let upload = |path: String, version: &'static str| {
         let url = host.url(&format!("/api/v1/plugins/first-action/versions/{version}"));
         async move {

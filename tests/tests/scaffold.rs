@@ -1,8 +1,9 @@
 //! `flowhost plugin new` to a running action, as a plugin author goes: scaffold a project of each world and
 //! language, run its unit tests, build it with `flowhost plugin build`, and run it with the host's runtime
 //! (`plugin test`): success with its log line and context, and each failure's outcome class. The Python and
-//! JavaScript actions then run in a released flow: uploaded into a running Flowhost, placed after their service's
-//! segment and fed an event. Needs `target/<profile>/flowhost` (built by `tests/run.sh`), the `wasm32-wasip2` target
+//! JavaScript plugins then run in a running Flowhost, on the embedded defaults and on the real servers: an action
+//! placed after its service's segment in a released flow and fed an event, a data source read through the
+//! catalog, a node kind evaluated in a released flow. Needs `target/<profile>/flowhost` (built by `tests/run.sh`), the `wasm32-wasip2` target
 //! (added by the build when missing), and PyPI and npm (each project's build installs its toolchain).
 
 use std::path::{Path, PathBuf};
@@ -168,10 +169,14 @@ fn greets_and_classifies(component: &str, id: &str) {
     assert_eq!((code, &report["outcome"]), (Some(1), &json!("permanent")), "{report}");
 }
 
-/// Uploads `component` (plugin `id`) into a running Flowhost and runs `greet` in a released flow: source ->
-/// the plugin's segment -> greet, configured with a placeholder -> output topic.
-async fn runs_in_a_released_flow(component: &str, id: &str) {
-    let host = TestHost::start(Backends::Embedded).await;
+/// The backend sets a built component is uploaded into: the embedded defaults, then the real servers (where a
+/// component over 8 MiB is stored in MongoDB as chunks).
+const BACKENDS: [Backends; 2] = [Backends::Embedded, Backends::Distributed];
+
+/// Uploads `component` (plugin `id`) into a running Flowhost on `backends` and runs `greet` in a released flow:
+/// source -> the plugin's segment -> greet, configured with a placeholder -> output topic.
+async fn runs_in_a_released_flow(component: &str, id: &str, backends: Backends) {
+    let host = TestHost::start(backends).await;
     let bytes = std::fs::read(component).unwrap();
     let url = host.url(&format!("/api/v1/plugins/{id}/versions/0.1.0"));
     let response = reqwest::Client::new().put(url).body(bytes).send().await.unwrap();
@@ -196,8 +201,17 @@ async fn runs_in_a_released_flow(component: &str, id: &str) {
     assert_eq!(records.len(), 1, "no output on {out}");
     let value: Value = serde_json::from_slice(&records[0].value).unwrap();
     assert_eq!(value["result"], json!({"player_id": "p-7", "message": "Welcome, p-7!"}), "{value}");
-    let (_, page) = host.call("GET", &format!("/api/v2/flows/{flow_id}/runs"), None).await;
-    assert_eq!(page["total"], 1, "{page}");
+    // The output is published before the run is stored as completed (by design): wait for the store.
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, page) = host.call("GET", &format!("/api/v2/flows/{flow_id}/runs?status=completed"), None).await;
+        if page["total"] == 1 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "the run is never stored as completed: {page}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    host.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,7 +227,9 @@ async fn a_python_action_builds_tests_and_runs_in_a_released_flow() {
     assert!(size > 8 << 20 && size < 20 << 20, "an interpreter's component, under the 20 MiB default: {size}");
     let checked = component.clone();
     tokio::task::spawn_blocking(move || greets_and_classifies(&checked, "greeter-py")).await.unwrap();
-    runs_in_a_released_flow(&component, "greeter-py").await;
+    for backends in BACKENDS {
+        runs_in_a_released_flow(&component, "greeter-py", backends).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,10 +243,13 @@ async fn a_javascript_action_builds_tests_and_runs_in_a_released_flow() {
     .unwrap();
     let checked = component.clone();
     tokio::task::spawn_blocking(move || greets_and_classifies(&checked, "greeter-js")).await.unwrap();
-    runs_in_a_released_flow(&component, "greeter-js").await;
+    for backends in BACKENDS {
+        runs_in_a_released_flow(&component, "greeter-js", backends).await;
+    }
 }
 
-/// A service and a node-kind project of one language, built and uploaded into a running Flowhost: the service's
+/// A service and a node-kind project of one language, built and uploaded into a running Flowhost on both backend
+/// sets: the service's
 /// data source answers through the component catalog (as Studio's form reads it), and the node kind runs in a
 /// released flow through the batch contract (`prepare` once, `evaluate` per batch): an event at the threshold
 /// continues marked `reached`, one below stops.
@@ -247,8 +266,21 @@ async fn service_and_node_kind_answer_in_a_running_flowhost(lang: &'static str, 
     })
     .await
     .unwrap();
-    let host = TestHost::start(Backends::Embedded).await;
-    for (id, component) in [(&service, &components.0), (&node_kind, &components.1)] {
+    for backends in BACKENDS {
+        answer_in_a_running_flowhost(backends, (&service, &components.0), (&node_kind, &components.1)).await;
+    }
+}
+
+/// The service's data source answers through the catalog and the node kind runs in a released flow, on
+/// `backends`; each is `(plugin id, component)`.
+async fn answer_in_a_running_flowhost(
+    backends: Backends,
+    service_component: (&String, &String),
+    node_kind_component: (&String, &String),
+) {
+    let (service, node_kind) = (service_component.0, node_kind_component.0);
+    let host = TestHost::start(backends).await;
+    for (id, component) in [service_component, node_kind_component] {
         let url = host.url(&format!("/api/v1/plugins/{id}/versions/0.1.0"));
         let response = reqwest::Client::new().put(url).body(std::fs::read(component).unwrap()).send().await.unwrap();
         assert!(response.status().is_success(), "upload {id}: {}", response.text().await.unwrap());
@@ -259,22 +291,43 @@ async fn service_and_node_kind_answer_in_a_running_flowhost(lang: &'static str, 
     let schema = json!({"fields": [{"name": "player_id", "type": "string"}, {"name": "amount", "type": "double"}]});
     assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
     let (source, out) = (unique("in"), unique("out"));
-    host.release_flow(json!({
-        "nodes": [
-            {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": source}},
-            {"id": "gate", "kind": "node-kind",
-             "config": {"plugin": node_kind, "kind": node_kind, "field": "amount", "min": 100}},
-            {"id": "out", "kind": "output-topic", "config": {"topic": out}}
-        ],
-        "edges": [{"from": "src", "to": "gate"}, {"from": "gate", "to": "out"}]
-    }))
-    .await;
+    let flow_id = host
+        .release_flow(json!({
+            "nodes": [
+                {"id": "src", "kind": "source", "config": {"event_type": "deposit", "topic": source}},
+                {"id": "gate", "kind": "node-kind",
+                 "config": {"plugin": node_kind, "kind": node_kind, "field": "amount", "min": 100}},
+                {"id": "out", "kind": "output-topic", "config": {"topic": out}}
+            ],
+            "edges": [{"from": "src", "to": "gate"}, {"from": "gate", "to": "out"}]
+        }))
+        .await;
     let deposit = |player: &str, amount: f64| json!({"event_type": "deposit", "tenant_id": "casino-1", "player_id": player, "amount": amount});
     host.publish(&source, &[deposit("p-low", 5.0), deposit("p-high", 250.0)]).await;
     let records = host.read(&out, 1, Duration::from_secs(60)).await;
     let value: Value = serde_json::from_slice(&records[0].value).unwrap();
     assert_eq!((&value["player_id"], &value["reached"]), (&json!("p-high"), &json!(true)), "{value}");
-    assert_eq!(host.read(&out, 2, Duration::from_secs(3)).await.len(), 1, "the deposit below stopped");
+    // Both runs complete; the one below the threshold ends at the gate.
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    let page = loop {
+        let (_, page) = host.call("GET", &format!("/api/v2/flows/{flow_id}/runs?status=completed"), None).await;
+        if page["total"] == 2 {
+            break page;
+        }
+        assert!(tokio::time::Instant::now() < until, "two completed runs: {page}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut gates: Vec<Value> = page["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| {
+            run["path"].as_array().unwrap().iter().find(|step| step["node_id"] == "gate").unwrap()["outcome"].clone()
+        })
+        .collect();
+    gates.sort_by_key(Value::to_string);
+    assert_eq!(gates, [json!("not_matched"), json!("passed")], "{page}");
+    host.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

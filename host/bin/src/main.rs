@@ -262,6 +262,7 @@ fn init_logging(config: &Config) {
 /// Logging for `plugin test`: the guest's lines go into the report (`GuestLogs`), the host's own at `warn` and
 /// above (or as `FLOWHOST_LOG` says) to standard error.
 fn init_test_logging(config: &Config) -> GuestLogs {
+    use tracing_log::AsLog;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::Layer;
@@ -279,14 +280,7 @@ fn init_test_logging(config: &Config) -> GuestLogs {
     tracing_subscriber::registry().with(guest).with(host).init();
     // The guest's filter has no level, so the `log` bridge would pass every record of the `log` crate (cranelift
     // logs each function it compiles at trace): only the host's level reaches it.
-    log::set_max_level(match host_level.and_then(|level| level.into_level()) {
-        None if host_level.is_some() => log::LevelFilter::Off,
-        None | Some(tracing::Level::TRACE) => log::LevelFilter::Trace,
-        Some(tracing::Level::DEBUG) => log::LevelFilter::Debug,
-        Some(tracing::Level::INFO) => log::LevelFilter::Info,
-        Some(tracing::Level::WARN) => log::LevelFilter::Warn,
-        Some(tracing::Level::ERROR) => log::LevelFilter::Error,
-    });
+    tracing_log::log::set_max_level(host_level.unwrap_or(tracing::level_filters::LevelFilter::TRACE).as_log());
     logs
 }
 
