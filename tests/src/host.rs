@@ -238,6 +238,28 @@ impl TestHost {
         id
     }
 
+    /// Uploads `wasm` as version `version` of plugin `id` (activated), which must succeed.
+    pub async fn upload_plugin(&self, id: &str, version: &str, wasm: Vec<u8>) {
+        let url = self.url(&format!("/api/v1/plugins/{id}/versions/{version}"));
+        let response = self.http.put(url).body(wasm).send().await.expect("upload");
+        assert!(response.status().is_success(), "upload {id} {version}: {}", response.text().await.unwrap_or_default());
+    }
+
+    /// Waits (at most 30 s) until flow `flow_id` has `count` completed runs, and answers that page of runs. An
+    /// output is published before its run is stored as completed (by design), so a test that read the output
+    /// waits here for the store.
+    pub async fn completed_runs(&self, flow_id: &str, count: u64) -> Value {
+        let until = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, page) = self.call("GET", &format!("/api/v2/flows/{flow_id}/runs?status=completed"), None).await;
+            if page["total"] == count {
+                return page;
+            }
+            assert!(tokio::time::Instant::now() < until, "{count} completed runs of {flow_id}: {page}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Sends raw bytes (for malformed-body tests).
     pub async fn call_raw(&self, method: &str, path: &str, body: Vec<u8>) -> (u16, Value) {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();

@@ -309,12 +309,8 @@ async fn in_a_released_flow_each_outcome_class_and_a_replay_after_a_fix(backends
     });
     let host = TestHost::start(backends).await;
     let upload = |path: String, version: &'static str| {
-        let url = host.url(&format!("/api/v1/plugins/first-action/versions/{version}"));
-        async move {
-            let bytes = std::fs::read(repository_root().join(path)).unwrap();
-            let response = reqwest::Client::new().put(url).body(bytes).send().await.unwrap();
-            assert!(response.status().is_success(), "upload {version}: {}", response.text().await.unwrap());
-        }
+        let wasm = std::fs::read(repository_root().join(path)).unwrap();
+        host.upload_plugin("first-action", version, wasm)
     };
     upload(component().to_owned(), "0.1.0").await;
     deposit_schema(&host).await;

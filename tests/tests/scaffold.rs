@@ -177,10 +177,7 @@ const BACKENDS: [Backends; 2] = [Backends::Embedded, Backends::Distributed];
 /// source -> the plugin's segment -> greet, configured with a placeholder -> output topic.
 async fn runs_in_a_released_flow(component: &str, id: &str, backends: Backends) {
     let host = TestHost::start(backends).await;
-    let bytes = std::fs::read(component).unwrap();
-    let url = host.url(&format!("/api/v1/plugins/{id}/versions/0.1.0"));
-    let response = reqwest::Client::new().put(url).body(bytes).send().await.unwrap();
-    assert!(response.status().is_success(), "upload: {}", response.text().await.unwrap());
+    host.upload_plugin(id, "0.1.0", std::fs::read(component).unwrap()).await;
     let schema = json!({"fields": [{"name": "player_id", "type": "string"}]});
     assert_eq!(host.call("PUT", "/api/v1/schemas/deposit", Some(schema)).await.0, 200);
     let (source, out) = (unique("in"), unique("out"));
@@ -201,16 +198,7 @@ async fn runs_in_a_released_flow(component: &str, id: &str, backends: Backends) 
     assert_eq!(records.len(), 1, "no output on {out}");
     let value: Value = serde_json::from_slice(&records[0].value).unwrap();
     assert_eq!(value["result"], json!({"player_id": "p-7", "message": "Welcome, p-7!"}), "{value}");
-    // The output is published before the run is stored as completed (by design): wait for the store.
-    let until = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, page) = host.call("GET", &format!("/api/v2/flows/{flow_id}/runs?status=completed"), None).await;
-        if page["total"] == 1 {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < until, "the run is never stored as completed: {page}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    host.completed_runs(&flow_id, 1).await;
     host.stop().await;
 }
 
@@ -281,9 +269,7 @@ async fn answer_in_a_running_flowhost(
     let (service, node_kind) = (service_component.0, node_kind_component.0);
     let host = TestHost::start(backends).await;
     for (id, component) in [service_component, node_kind_component] {
-        let url = host.url(&format!("/api/v1/plugins/{id}/versions/0.1.0"));
-        let response = reqwest::Client::new().put(url).body(std::fs::read(component).unwrap()).send().await.unwrap();
-        assert!(response.status().is_success(), "upload {id}: {}", response.text().await.unwrap());
+        host.upload_plugin(id, "0.1.0", std::fs::read(component).unwrap()).await;
     }
     let (status, choices) = host.call("GET", &format!("/api/v1/components/{service}/data/segments?q=vi"), None).await;
     assert_eq!((status, choices), (200, json!([{"value": "vip", "label": "VIP"}])));
@@ -308,15 +294,7 @@ async fn answer_in_a_running_flowhost(
     let value: Value = serde_json::from_slice(&records[0].value).unwrap();
     assert_eq!((&value["player_id"], &value["reached"]), (&json!("p-high"), &json!(true)), "{value}");
     // Both runs complete; the one below the threshold ends at the gate.
-    let until = tokio::time::Instant::now() + Duration::from_secs(30);
-    let page = loop {
-        let (_, page) = host.call("GET", &format!("/api/v2/flows/{flow_id}/runs?status=completed"), None).await;
-        if page["total"] == 2 {
-            break page;
-        }
-        assert!(tokio::time::Instant::now() < until, "two completed runs: {page}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let page = host.completed_runs(&flow_id, 2).await;
     let mut gates: Vec<Value> = page["runs"]
         .as_array()
         .unwrap()
