@@ -15,9 +15,9 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 flowhost="$(realpath "${2:-$root/target/release/flowhost}")"
 [ -x "$flowhost" ] || { echo "no flowhost binary at $flowhost: cargo build --release -p flowhost" >&2; exit 1; }
 case "$lang" in
-  rust) unit_tests=(cargo test --quiet) ;;
-  python) unit_tests=(python3 -m unittest --quiet) ;;
-  js) unit_tests=(npm test --silent) ;;
+  rust) unit_tests=(cargo test --quiet) component=target/wasm32-wasip2/release/greeter.wasm ;;
+  python) unit_tests=(python3 -m unittest --quiet) component=build/greeter.wasm ;;
+  js) unit_tests=(npm test --silent) component=build/greeter.wasm ;;
   *) echo "unknown language $lang (rust, python, js)" >&2; exit 1 ;;
 esac
 
@@ -56,7 +56,6 @@ step "plugin new" "$flowhost" plugin new greeter --lang "$lang"
 cd greeter
 step "unit tests" "${unit_tests[@]}"
 step "plugin build" "$flowhost" plugin build
-component="$("$flowhost" plugin build 2>/dev/null)"
 step "plugin test" "$flowhost" plugin test "$component" --action greet --input example-input.json
 
 wait_ready() { until curl -sf "$api/ready" >/dev/null; do kill -0 "$server" || return 1; sleep 0.2; done; }
