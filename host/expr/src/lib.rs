@@ -13,6 +13,8 @@
 //! [`FieldKind::Dyn`] (a value whose shape is known only at run time, such as a v2 flow's lookup answer): the
 //! checker lets any use of it through and the evaluation reads it dynamically.
 
+mod plan;
+
 use std::sync::Arc;
 
 use flowhost_cel::cel_core::{Activation, Ast, BinaryOp, CelType, Expr, Value};
@@ -23,6 +25,8 @@ use serde_json::{Map, Value as Json};
 /// A compiled rule expression, ready to evaluate many times.
 pub struct Expression {
     runnable: Runnable,
+    /// The fast path, when the expression is in its subset ([`plan`]); `runnable` answers when it declines.
+    plan: Option<plan::Plan>,
     /// Declared field types; `None` when compiled without a schema (fields read dynamically). A short list
     /// scanned linearly: cheaper than hashing the name for the handful of fields a schema declares.
     types: Option<Arc<[DeclaredField]>>,
@@ -105,7 +109,8 @@ impl Expression {
                 })
                 .collect::<Arc<[_]>>()
         });
-        if fields.is_some() {
+        let mut plan = None;
+        if let Some(types) = &types {
             let ast = flowhost_cel::compile(&env, source).map_err(|problem| problem.messages(origin))?;
             let mut errors = Vec::new();
             check_strict_equality(&ast, &mut errors);
@@ -116,13 +121,22 @@ impl Expression {
             if !errors.is_empty() {
                 return Err(errors);
             }
+            plan = plan::Plan::build(&ast.expr().node, types);
         }
         let runnable = Runnable::new(&env, source).map_err(|problem| problem.messages(origin))?;
-        Ok(Expression { runnable, types })
+        Ok(Expression { runnable, plan, types })
     }
 
     /// Evaluates against an event's fields. A non-boolean result is an error.
     pub fn evaluate(&self, fields: &Map<String, Json>) -> Result<bool, EvalError> {
+        if let Some(Ok(answer)) = self.plan.as_ref().map(|plan| plan.evaluate(fields)) {
+            return Ok(answer);
+        }
+        self.evaluate_through_cel_core(fields)
+    }
+
+    /// The evaluation by cel-core's interpreter, the fast path aside.
+    fn evaluate_through_cel_core(&self, fields: &Map<String, Json>) -> Result<bool, EvalError> {
         let nested_loops = self.runnable.nested_loops;
         let activation = EventActivation { fields, types: self.types.as_deref(), nested_loops };
         self.runnable.evaluate(&activation).map_err(EvalError)

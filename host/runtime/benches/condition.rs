@@ -10,6 +10,7 @@ mod support;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use flowhost_bench::Report;
 use flowhost_expr::Expression;
 use flowhost_runtime::{BatchContext, Capability, NodeEvent, Runtime, RuntimeConfig};
 use serde_json::{json, Map, Value};
@@ -102,6 +103,14 @@ fn main() {
         "| wasm `condition`: batch of 500 with `true` (the contract's floor per event) | {:.2} µs/event |",
         floor_batch_us / 500.0
     );
+    let mut report = Report::new("condition");
+    report.lower("native evaluation", "ns", native_ns);
+    let batch_figure = "wasm condition, batch of 500, per event";
+    let batch_of_500 = batch_us.iter().find(|(size, _)| *size == 500).map_or(f64::NAN, |(_, us)| us / 500.0);
+    report.lower(batch_figure, "µs", batch_of_500);
+    report.anchor(batch_figure, "native evaluation", native_ns / 1e3);
+    report.lower("wasm condition, one event per call, p50", "µs", latency.percentile(0.50));
+    report.lower("wasm condition, batch contract floor per event", "µs", floor_batch_us / 500.0);
     for (size, us) in batch_us {
         println!(
             "| wasm `condition`: batch of {size} (one instance, one prepare) | {us:.1} µs/batch, {:.2} µs/event, {:.0} events/s |",

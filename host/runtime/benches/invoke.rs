@@ -1,14 +1,20 @@
-//! Benchmark of the plugin runtime with the `noop` component (`cargo bench -p flowhost-runtime`): load costs,
-//! the latency of one invocation (fresh store + instance from `InstancePre` in the pooling allocator, call,
-//! output check, drop) and no-op invocations per second on 2 threads. Prints a table; asserts nothing.
+//! Benchmark of the plugin runtime with the `noop` component (`cargo bench -p flowhost-runtime --bench invoke`):
+//! load costs, the latency of one invocation (`noop` declares `reuse_instances`, so a call runs in a kept
+//! instance: arm the budgets, call, output check), the same for `greeter`, which does not (a fresh store and
+//! instance from `InstancePre` in the pooling allocator per call, then its teardown), and no-op invocations per
+//! second on 1 and 2 threads. The anchor is wasmtime alone: a bare store and the `noop` component instantiated
+//! from its `InstancePre` in a pooling allocator, then dropped, with no call, no fuel, no deadline and no WASI
+//! context (the floor under a fresh instance). Prints a table; asserts nothing.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
-use flowhost_runtime::{Runtime, RuntimeConfig};
+use flowhost_bench::Report;
+use flowhost_runtime::{Capability, Runtime, RuntimeConfig};
 
 const INPUT: &str = r#"{"player":"p-1","amount":12.5}"#;
+const GREET: &str = r#"{"name":"p-1"}"#;
 
 fn main() {
     let mut config = RuntimeConfig::default();
@@ -45,6 +51,11 @@ fn main() {
 
     // Latency, one thread.
     let latency = support::latency(&rt, &noop, "noop", INPUT, 2_000, 50_000);
+    let greeter = rt
+        .block_on(runtime.load(&flowhost_runtime_fixtures::bytes("greeter"), &Capability::ALL))
+        .expect("load greeter");
+    let fresh = support::latency(&rt, &greeter, "greet", GREET, 2_000, 50_000);
+    let bare = bare_wasmtime_instantiate(&wasm, 2_000, 50_000);
 
     // Throughput, 2 threads.
     let one_thread = support::throughput(&noop, "noop", INPUT, 1, Duration::from_secs(2));
@@ -57,11 +68,49 @@ fn main() {
     println!("| load (`Component::new` + link + `InstancePre` + manifest call) | {load_ms:.1} ms |");
     println!("| precompile | {precompile_ms:.1} ms |");
     println!("| load precompiled (`Component::deserialize` + link + manifest call) | {load_precompiled_ms:.2} ms |");
-    println!("| instantiate + invoke + drop, p50 | {:.1} µs |", latency.percentile(0.50));
-    println!("| instantiate + invoke + drop, p99 | {:.1} µs |", latency.percentile(0.99));
-    println!("| instantiate + invoke + drop, max | {:.1} µs |", latency.percentile(1.0));
+    for (what, latency) in [
+        ("noop, kept instance: invoke", &latency),
+        ("greeter, fresh instance + greet + drop", &fresh),
+        ("wasmtime alone: bare store + instantiate noop + drop, no call", &bare),
+    ] {
+        for (label, p) in [("p50", 0.50), ("p99", 0.99), ("max", 1.0)] {
+            println!("| {what}, {label} | {:.1} µs |", latency.percentile(p));
+        }
+    }
     println!("| no-op invocations per second, 1 thread | {one_thread:.0} /s |");
     println!("| no-op invocations per second, 2 threads | {two_threads:.0} /s |");
+
+    let mut report = Report::new("invoke");
+    let noop_p50 = "noop invocation p50 (kept instance)";
+    report.lower(noop_p50, "µs", latency.percentile(0.50)).target(5.0);
+    report.anchor(noop_p50, "wasmtime instantiate alone", bare.percentile(0.50));
+    report.lower("noop invocation p99 (kept instance)", "µs", latency.percentile(0.99));
+    let fresh_p50 = "fresh instance + invoke + drop p50 (greeter)";
+    report.lower(fresh_p50, "µs", fresh.percentile(0.50));
+    report.anchor(fresh_p50, "wasmtime instantiate alone", bare.percentile(0.50));
+    report.lower("fresh instance + invoke + drop p99 (greeter)", "µs", fresh.percentile(0.99));
+    report.higher("noop invocations/s, 1 thread", "/s", one_thread);
+    report.higher("noop invocations/s, 2 threads", "/s", two_threads);
+    report.lower("load precompiled", "ms", load_precompiled_ms);
+}
+
+/// The anchor: `noop` instantiated by wasmtime alone (the runtime's engine configuration, its imports defined as
+/// traps, a unit store), then dropped; `samples` latencies after `warm_up` untimed ones.
+fn bare_wasmtime_instantiate(wasm: &[u8], warm_up: usize, samples: usize) -> support::Latency {
+    use wasmtime::component::{Component, Linker};
+    use wasmtime::{Engine, Store};
+
+    let engine = Engine::new(&flowhost_runtime::engine_config(&RuntimeConfig::default())).expect("engine");
+    let component = Component::new(&engine, wasm).expect("compile noop");
+    let mut linker: Linker<()> = Linker::new(&engine);
+    linker.define_unknown_imports_as_traps(&component).expect("imports as traps");
+    let pre = linker.instantiate_pre(&component).expect("instantiate_pre");
+    support::time_each(warm_up, samples, || {
+        let mut store = Store::new(&engine, ());
+        store.set_fuel(u64::MAX).expect("fuel is on");
+        store.set_epoch_deadline(u64::MAX);
+        std::hint::black_box(pre.instantiate(&mut store).expect("instantiate"));
+    })
 }
 
 fn env_number(name: &str) -> Option<usize> {

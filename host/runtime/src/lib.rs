@@ -53,4 +53,4 @@ pub use metrics::RuntimeMetrics;
 pub use plugin::{BatchContext, BatchResults, InvocationContext, NodeEvent, Plugin};
 pub use projector::Projector;
 pub use providers::{Capability, PackageVersion};
-pub use runtime::{Compiled, Runtime};
+pub use runtime::{engine_config, Compiled, Runtime};

@@ -31,6 +31,36 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
+/// The wasmtime configuration of a runtime with `config`: the component model, epoch interruption, fuel, and the
+/// pooling allocator sized by `config.pool`. Public for the `invoke` benchmark, whose anchor instantiates a
+/// component in a bare engine of the same configuration.
+pub fn engine_config(config: &RuntimeConfig) -> wasmtime::Config {
+    let pool_config = &config.pool;
+    let instances = pool_config.max_instances.max(1);
+    let per_component = pool_config.max_core_instances_per_component.max(1);
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(instances)
+        .total_core_instances(instances.saturating_mul(per_component))
+        .max_core_instances_per_component(per_component)
+        .total_memories(instances)
+        .max_memories_per_component(1)
+        .total_tables(instances.saturating_mul(per_component))
+        .total_stacks(instances)
+        .max_memory_size(pool_config.max_memory_bytes)
+        .decommit_batch_size(pool_config.decommit_batch_size.max(1))
+        .linear_memory_keep_resident(pool_config.memory_keep_resident_bytes)
+        .table_keep_resident(pool_config.memory_keep_resident_bytes)
+        .async_stack_keep_resident(pool_config.stack_keep_resident_bytes)
+        .pagemap_scan(if pool_config.pagemap_scan { Enabled::Auto } else { Enabled::No });
+
+    let mut wasm = wasmtime::Config::new();
+    wasm.wasm_component_model(true)
+        .epoch_interruption(true)
+        .consume_fuel(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    wasm
+}
+
 impl Runtime {
     /// A runtime with `config` and the system clock.
     pub fn new(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
@@ -60,29 +90,8 @@ impl Runtime {
         if config.epoch_tick.is_zero() {
             return Err(RuntimeError("epoch_tick must be positive".into()));
         }
-        let pool_config = &config.pool;
-        let instances = pool_config.max_instances.max(1);
-        let per_component = pool_config.max_core_instances_per_component.max(1);
-        let mut pool = PoolingAllocationConfig::new();
-        pool.total_component_instances(instances)
-            .total_core_instances(instances.saturating_mul(per_component))
-            .max_core_instances_per_component(per_component)
-            .total_memories(instances)
-            .max_memories_per_component(1)
-            .total_tables(instances.saturating_mul(per_component))
-            .total_stacks(instances)
-            .max_memory_size(pool_config.max_memory_bytes)
-            .decommit_batch_size(pool_config.decommit_batch_size.max(1))
-            .linear_memory_keep_resident(pool_config.memory_keep_resident_bytes)
-            .table_keep_resident(pool_config.memory_keep_resident_bytes)
-            .async_stack_keep_resident(pool_config.stack_keep_resident_bytes)
-            .pagemap_scan(if pool_config.pagemap_scan { Enabled::Auto } else { Enabled::No });
-
-        let mut wasm = wasmtime::Config::new();
-        wasm.wasm_component_model(true)
-            .epoch_interruption(true)
-            .consume_fuel(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let wasm = engine_config(&config);
+        let pool_instances = config.pool.max_instances.max(1);
         let engine = Engine::new(&wasm).map_err(|error| RuntimeError(format!("{error:#}")))?;
         let ticker = EpochTicker::start(&engine, config.epoch_tick);
         let notifications = std::sync::RwLock::new(None);
@@ -94,7 +103,7 @@ impl Runtime {
                 documents,
                 metrics,
                 notifications,
-                idle_budget: crate::reuse::IdleBudget::of_pool(instances),
+                idle_budget: crate::reuse::IdleBudget::of_pool(pool_instances),
                 _ticker: ticker,
             }),
         })

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use flowhost_bench::{Metric, Report};
 use flowhost_core::{Clock, SystemClock};
 use flowhost_flows::{CampaignMeta, FlowInput, Flows};
 use flowhost_tests::{Backends, TestHost};
@@ -32,8 +33,15 @@ async fn get(http: &reqwest::Client, url: &str) -> Value {
 }
 
 /// Requests `path(n)` from [`CONNECTIONS`] tasks for [`LOAD`]; prints one table row (latencies of the answers
-/// that were 200; the others are counted as failed).
-async fn load(label: &str, base: &str, path: impl Fn(u64) -> String + Send + Sync + 'static) {
+/// that were 200; the others are counted as failed) and records its figures as `name`; returns the p99 figure (to
+/// set its target), none when no request was answered.
+async fn load<'r>(
+    report: &'r mut Report,
+    name: &str,
+    label: &str,
+    base: &str,
+    path: impl Fn(u64) -> String + Send + Sync + 'static,
+) -> Option<&'r mut Metric> {
     let path = Arc::new(path);
     let started = Instant::now();
     let tasks: Vec<_> = (0..CONNECTIONS)
@@ -67,17 +75,18 @@ async fn load(label: &str, base: &str, path: impl Fn(u64) -> String + Send + Syn
     }
     if latencies.is_empty() {
         println!("| {label} | {CONNECTIONS} | 0/s | - | - | {failed} |");
-        return;
+        report.higher(&format!("{name}: requests/s"), "/s", 0.0);
+        return None;
     }
     let elapsed = started.elapsed().as_secs_f64();
     latencies.sort();
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
-    println!(
-        "| {label} | {CONNECTIONS} | {:.0}/s | {:.1} ms | {:.1} ms | {failed} |",
-        latencies.len() as f64 / elapsed,
-        at(0.50).as_secs_f64() * 1000.0,
-        at(0.99).as_secs_f64() * 1000.0
-    );
+    let (per_s, p50_ms, p99_ms) =
+        (latencies.len() as f64 / elapsed, at(0.50).as_secs_f64() * 1000.0, at(0.99).as_secs_f64() * 1000.0);
+    println!("| {label} | {CONNECTIONS} | {per_s:.0}/s | {p50_ms:.1} ms | {p99_ms:.1} ms | {failed} |");
+    report.higher(&format!("{name}: requests/s"), "/s", per_s);
+    report.lower(&format!("{name}: p50"), "ms", p50_ms);
+    Some(report.lower(&format!("{name}: p99"), "ms", p99_ms))
 }
 
 #[tokio::main]
@@ -90,6 +99,12 @@ async fn main() {
         Some(other) => panic!("unknown backends {other:?}: embedded or distributed"),
     };
     let engagement: usize = std::env::args().nth(2).and_then(|n| n.parse().ok()).unwrap_or(1_000_000);
+    let mut report = Report::new("campaigns-throughput");
+    // The figures' names start with the backends (the test server's figures are no performance reference).
+    let on = match backends {
+        Backends::Embedded => "embedded",
+        Backends::Distributed => "distributed",
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(backends, dir.path());
     config.roles = vec!["admin".to_owned(), "campaigns".to_owned()];
@@ -168,21 +183,30 @@ async fn main() {
     println!("| create the flows (admin store) | {CAMPAIGNS} | {:.1} s |", created.as_secs_f64());
     println!("| seed the engagement history (read model) | {engagement} | {:.1} s |", seeded.as_secs_f64());
     println!("| initial campaign sync (start to all rows listed) | {CAMPAIGNS} | {:.1} s |", synced.as_secs_f64());
+    report.lower(&format!("{on}: create 10k campaign flows"), "s", created.as_secs_f64());
+    report.lower(&format!("{on}: seed the engagement history"), "s", seeded.as_secs_f64());
+    report.lower(&format!("{on}: initial sync of 10k campaigns"), "s", synced.as_secs_f64());
     println!();
     println!("| List request | Connections | Requests/s | p50 | p99 | Failed |");
     println!("|---|---|---|---|---|---|");
-    load("`/api/v1/campaigns`, pages 1 to 500 of 20", &base, move |n| {
+    let name = format!("{on}: campaigns list, pages 1 to 500");
+    load(&mut report, &name, "`/api/v1/campaigns`, pages 1 to 500 of 20", &base, move |n| {
         format!("/api/v1/campaigns?tenant_id={tenant}&page={}&page_size=20", n % 500 + 1)
     })
     .await;
-    load("`/api/v1/campaigns?ui_status=ended`, sorted by name", &base, move |n| {
+    let name = format!("{on}: campaigns list, filtered by ui_status, sorted by name");
+    load(&mut report, &name, "`/api/v1/campaigns?ui_status=ended`, sorted by name", &base, move |n| {
         format!("/api/v1/campaigns?tenant_id={tenant}&ui_status=ended&sort=name&page={}", n % 100 + 1)
     })
     .await;
-    load("`/api/v1/live-events`, pages 1 to 500 of 20", &base, move |n| {
+    let name = format!("{on}: live events, pages 1 to 500");
+    let live_p99 = load(&mut report, &name, "`/api/v1/live-events`, pages 1 to 500 of 20", &base, move |n| {
         format!("/api/v1/live-events?tenant_id={tenant}&page={}", n % 500 + 1)
     })
     .await;
+    if let (Some(p99), Backends::Embedded) = (live_p99, backends) {
+        p99.target(20.0);
+    }
 
     // 100,000 new delivered notifications, as the sender stores them; the time until all are live events.
     let overview = format!("{base}/api/v1/overview?tenant_id={tenant}");
@@ -226,5 +250,9 @@ async fn main() {
         caught_up.as_secs_f64(),
         (caught_up - written).as_secs_f64()
     );
+    let catch_up = format!("{on}: catch-up of 100k deliveries");
+    report.lower(&format!("{catch_up}, written in"), "s", written.as_secs_f64());
+    report.lower(&format!("{catch_up}, all listed after"), "s", caught_up.as_secs_f64());
+    report.lower(&format!("{catch_up}, after the last write"), "s", (caught_up - written).as_secs_f64());
     host.stop().await;
 }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use flowhost_bench::Report;
 use flowhost_core::ports::DocumentStore;
 use flowhost_core::SystemClock;
 use flowhost_embedded::EmbeddedStore;
@@ -72,6 +73,7 @@ async fn run(store: Arc<dyn DocumentStore>, window: Duration, with_writer: bool)
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() {
+    let mut report = Report::new("documents-throughput");
     let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(3);
     let window = Duration::from_secs(seconds);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -89,6 +91,11 @@ async fn main() {
     for (name, with_writer) in [("readers alone", false), ("readers beside one writer", true)] {
         let figures = run(documents.clone(), window, with_writer).await;
         let secs = figures.elapsed.as_secs_f64();
-        println!("| {name} | {:.0} | {:.0} |", figures.reads as f64 / secs, figures.writes as f64 / secs);
+        let (reads_per_s, writes_per_s) = (figures.reads as f64 / secs, figures.writes as f64 / secs);
+        println!("| {name} | {reads_per_s:.0} | {writes_per_s:.0} |");
+        report.higher(&format!("{name}: reads"), "/s", reads_per_s);
+        if with_writer {
+            report.higher(&format!("{name}: writes"), "/s", writes_per_s);
+        }
     }
 }

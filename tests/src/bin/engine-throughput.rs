@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use flowhost_bench::Report;
 use flowhost_core::collections::{RULES, SCHEMAS};
 use flowhost_core::config::Config;
 use flowhost_core::model::{EventSchema, FieldType, Rule, RuleConditions, RuleSource, SourceType};
@@ -96,7 +97,8 @@ async fn fill(topics: &dyn Topics, source: &str, events: usize) -> u64 {
     expected
 }
 
-async fn run_engine(label: &str, ports: Ports, events: usize) {
+/// Prints the engine's row and records its figures as `name` (`embedded`, `kafka`).
+async fn run_engine(report: &mut Report, name: &str, label: &str, ports: Ports, events: usize) {
     let (source, output) = (unique("bench-in"), unique("bench-out"));
     ports.topics.create_topic(&source, 4).await.unwrap();
     ports.topics.create_topic(&output, 4).await.unwrap();
@@ -125,12 +127,15 @@ async fn run_engine(label: &str, ports: Ports, events: usize) {
     shutdown.cancel();
     let _ = task.await;
     let steady = total - joined;
+    let (events_per_s, outputs_per_s) =
+        (events as f64 / steady.as_secs_f64(), expected_outputs as f64 / steady.as_secs_f64());
     println!(
-        "| {label} | {events} | {expected_outputs} | {:.2} | {:.0} | {:.0} |",
-        joined.as_secs_f64(),
-        events as f64 / steady.as_secs_f64(),
-        expected_outputs as f64 / steady.as_secs_f64()
+        "| {label} | {events} | {expected_outputs} | {:.2} | {events_per_s:.0} | {outputs_per_s:.0} |",
+        joined.as_secs_f64()
     );
+    report.higher(&format!("{name}: events/s"), "/s", events_per_s);
+    report.higher(&format!("{name}: outputs/s"), "/s", outputs_per_s);
+    report.lower(&format!("{name}: to the first consumed record (group join)"), "s", joined.as_secs_f64());
 }
 
 fn consumed(events: usize) -> Vec<Record> {
@@ -147,7 +152,7 @@ fn consumed(events: usize) -> Vec<Record> {
         .collect()
 }
 
-fn pure_processing(events: usize) {
+fn pure_processing(report: &mut Report, events: usize) {
     let set = RuleSet::build(rules("in", "out"), vec![], vec![], vec![schema()], &mut ExpressionMemo::default());
     let batch = consumed(events);
     let metrics = EngineMetrics::unregistered();
@@ -157,16 +162,17 @@ fn pure_processing(events: usize) {
         outputs += process_batch(&set, chunk, "invalid", &metrics).records.len();
     }
     let elapsed = started.elapsed();
+    let (events_per_s, outputs_per_s) = (events as f64 / elapsed.as_secs_f64(), outputs as f64 / elapsed.as_secs_f64());
     println!(
-        "| process_batch only (parse, 10 rules, map; no I/O) | {events} | {outputs} | - | {:.0} | {:.0} |",
-        events as f64 / elapsed.as_secs_f64(),
-        outputs as f64 / elapsed.as_secs_f64()
+        "| process_batch only (parse, 10 rules, map; no I/O) | {events} | {outputs} | - | {events_per_s:.0} | {outputs_per_s:.0} |"
     );
+    report.higher("process_batch only: events/s", "/s", events_per_s);
+    report.higher("process_batch only: outputs/s", "/s", outputs_per_s);
 }
 
 /// The same processing with conditions run by the bundled `condition` component (`engine.node_kinds = wasm`).
 /// The runtime and store are started as `serve` starts them (bundled plugins, compile cache, capabilities).
-async fn wasm_processing(config: &Config, ports: &Ports, events: usize) {
+async fn wasm_processing(report: &mut Report, config: &Config, ports: &Ports, events: usize) {
     let store = flowhost::start_components(config, ports, &prometheus::Registry::new()).await.unwrap();
     let nodes = ComponentNodes::new(store);
     let set = RuleSet::build(rules("in", "out"), vec![], vec![], vec![schema()], &mut ExpressionMemo::default());
@@ -181,32 +187,34 @@ async fn wasm_processing(config: &Config, ports: &Ports, events: usize) {
     }
     let elapsed = started.elapsed();
     assert_eq!(outputs, native, "the wasm node kinds decide as the native ones");
+    let (events_per_s, outputs_per_s) = (events as f64 / elapsed.as_secs_f64(), outputs as f64 / elapsed.as_secs_f64());
     println!(
-        "| process_batch with the wasm `condition` node kind (batches of 500: one instance per rule per batch; no I/O) | {events} | {outputs} | - | {:.0} | {:.0} |",
-        events as f64 / elapsed.as_secs_f64(),
-        outputs as f64 / elapsed.as_secs_f64()
+        "| process_batch with the wasm `condition` node kind (batches of 500: one instance per rule per batch; no I/O) | {events} | {outputs} | - | {events_per_s:.0} | {outputs_per_s:.0} |"
     );
+    report.higher("process_batch, wasm condition node kind: events/s", "/s", events_per_s);
+    report.higher("process_batch, wasm condition node kind: outputs/s", "/s", outputs_per_s);
 }
 
 #[tokio::main]
 async fn main() {
+    let mut report = Report::new("engine-throughput");
     let events: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
     println!("| backend | events | outputs | join s | events/s | outputs/s |");
     println!("|---|---|---|---|---|---|");
-    pure_processing(events);
+    pure_processing(&mut report, events);
 
     let dir = tempfile::tempdir().unwrap();
     let config = Config { data_dir: dir.path().to_path_buf(), ..Config::default() };
     let embedded = flowhost::connect(&config).await.unwrap();
-    wasm_processing(&config, &embedded, events).await;
-    run_engine("embedded (SQLite log)", embedded.clone(), events).await;
+    wasm_processing(&mut report, &config, &embedded, events).await;
+    run_engine(&mut report, "embedded", "embedded (SQLite log)", embedded.clone(), events).await;
 
     if let Ok(brokers) = std::env::var("FLOWHOST_TEST_KAFKA_BROKERS") {
         let mut properties = std::collections::BTreeMap::new();
         properties.insert("session.timeout.ms".to_owned(), "6000".to_owned());
         let kafka =
             Ports { topics: Arc::new(flowhost_kafka::KafkaTopics::new(&brokers, &properties).unwrap()), ..embedded };
-        run_engine("Kafka (tansu, in-memory storage)", kafka, events).await;
+        run_engine(&mut report, "kafka", "Kafka (tansu, in-memory storage)", kafka, events).await;
     } else {
         println!("(set FLOWHOST_TEST_KAFKA_BROKERS to include Kafka)");
     }

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use flowhost_bench::Report;
 use flowhost_catalog::{Catalog, ServiceManifest};
 use flowhost_core::model::{EventSchema, EventSource, FieldType};
 use flowhost_core::ports::Ports;
@@ -134,12 +135,18 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
 fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+    format!("{:.2} ms", millis(d))
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // The benchmark's figures (`report` below is the draft's validation report).
+    let mut figures = Report::new("flows-validation");
     let flow_count: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
     let dir = tempfile::tempdir().expect("data directory");
     let clock = Arc::new(SystemClock);
@@ -196,25 +203,27 @@ async fn main() {
     println!("| What | p50 | p99 | mean |");
     println!("|---|---|---|---|");
     let mean = |v: &[Duration]| v.iter().sum::<Duration>() / v.len() as u32;
-    println!(
-        "| 50-node draft, fresh dependency load + validation | {} | {} | {} |",
-        ms(percentile(&fresh, 0.5)),
-        ms(percentile(&fresh, 0.99)),
-        ms(mean(&fresh))
-    );
-    println!(
-        "| 50-node draft, validation alone | {} | {} | {} |",
-        ms(percentile(&walk, 0.5)),
-        ms(percentile(&walk, 0.99)),
-        ms(mean(&walk))
-    );
+    let drafts =
+        [("50-node draft, fresh dependency load + validation", &fresh), ("50-node draft, validation alone", &walk)];
+    for (what, samples) in drafts {
+        let (p50, p99, average) = (percentile(samples, 0.5), percentile(samples, 0.99), mean(samples));
+        println!("| {what} | {} | {} | {} |", ms(p50), ms(p99), ms(average));
+        figures.lower(&format!("{what}: p50"), "ms", millis(p50));
+        figures.lower(&format!("{what}: p99"), "ms", millis(p99));
+        figures.lower(&format!("{what}: mean"), "ms", millis(average));
+    }
     println!();
     println!("Drift pass, {flow_count} released flows of the 50-node draft referencing one service (seeded by create + release in {:.1} s)", seeding.as_secs_f64());
+    figures.lower("drift: seed the released flows by create + release", "s", seeding.as_secs_f64());
     println!();
     println!("| Pass | time | re-validated | changed | per flow |");
     println!("|---|---|---|---|---|");
     for (label, elapsed, revalidated, changed) in passes {
         let per = if revalidated > 0 { ms(elapsed / revalidated as u32) } else { "-".into() };
         println!("| {label} | {} | {revalidated} | {changed} | {per} |", ms(elapsed));
+        figures.lower(&format!("drift pass, {label}"), "ms", millis(elapsed));
+        if revalidated > 0 {
+            figures.lower(&format!("drift pass, {label}: per flow"), "ms", millis(elapsed / revalidated as u32));
+        }
     }
 }

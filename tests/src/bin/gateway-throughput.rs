@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use flowhost_bench::Report;
 use flowhost_tests::gateway::{configure, presence_event, GatewayAddrs, PlayerBackend};
 use flowhost_tests::{Backends, TestHost};
 use http_body_util::{BodyExt, Full};
@@ -71,8 +72,15 @@ async fn send(sender: &mut http1::SendRequest<Full<Bytes>>, request: hyper::Requ
     }
 }
 
-/// Phase 1: `connections` closed loops for `seconds`; returns accepted per second.
-async fn closed_loop(addr: std::net::SocketAddr, connections: usize, seconds: u64, body: &Bytes) -> f64 {
+/// Phase 1: `connections` closed loops for `seconds`; returns accepted per second. Records its figures in
+/// `report` when given one (not for the warm-up).
+async fn closed_loop(
+    addr: std::net::SocketAddr,
+    connections: usize,
+    seconds: u64,
+    body: &Bytes,
+    report: Option<&mut Report>,
+) -> f64 {
     let until = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
     for connection in 0..connections {
@@ -107,18 +115,22 @@ async fn closed_loop(addr: std::net::SocketAddr, connections: usize, seconds: u6
     let elapsed = started.elapsed().as_secs_f64();
     latencies.sort();
     let rate = latencies.len() as f64 / elapsed;
+    let (p50, p99) = (ms(percentile(&latencies, 0.5)), ms(percentile(&latencies, 0.99)));
     println!(
-        "| accepted events/s, {connections} connections, {seconds} s | {} (+{refused} not 202) | {rate:.0}/s | p50 {:.2} ms, p99 {:.2} ms |",
+        "| accepted events/s, {connections} connections, {seconds} s | {} (+{refused} not 202) | {rate:.0}/s | p50 {p50:.2} ms, p99 {p99:.2} ms |",
         latencies.len(),
-        ms(percentile(&latencies, 0.5)),
-        ms(percentile(&latencies, 0.99)),
     );
+    if let Some(report) = report {
+        report.higher(&format!("accepted events/s, {connections} connections"), "/s", rate).target(50_000.0);
+        report.lower(&format!("p50, {connections} connections"), "ms", p50);
+        report.lower(&format!("p99, {connections} connections"), "ms", p99).target(5.0);
+    }
     rate
 }
 
 /// Phase 2: requests started at `rate` per second for `seconds`, each on a connection from a pool (a new one
 /// when none is idle, at most 4096 open).
-async fn open_loop(addr: std::net::SocketAddr, rate: f64, seconds: u64, body: &Bytes) {
+async fn open_loop(addr: std::net::SocketAddr, rate: f64, seconds: u64, body: &Bytes, report: &mut Report) {
     let pool = Arc::new(tokio::sync::Mutex::new(Vec::<http1::SendRequest<Full<Bytes>>>::new()));
     let open = Arc::new(tokio::sync::Semaphore::new(4096));
     let (accepted, shed, other, dropped) = (
@@ -177,17 +189,20 @@ async fn open_loop(addr: std::net::SocketAddr, rate: f64, seconds: u64, body: &B
         dropped.load(Ordering::Relaxed),
     );
     let offered = accepted + shed + other + dropped;
+    let shed_share = shed as f64 * 100.0 / offered.max(1) as f64;
+    let accepted_rate = accepted as f64 / started.elapsed().as_secs_f64();
+    let (p50, p99) = (ms(percentile(&latencies, 0.5)), ms(percentile(&latencies, 0.99)));
     println!(
-        "| offered at twice capacity ({rate:.0}/s), {seconds} s | {offered} | shed 503: {:.1}%, accepted {:.0}/s | accepted p50 {:.2} ms, p99 {:.2} ms; {other} other, {dropped} not sent (4096 open) |",
-        shed as f64 * 100.0 / offered.max(1) as f64,
-        accepted as f64 / started.elapsed().as_secs_f64(),
-        ms(percentile(&latencies, 0.5)),
-        ms(percentile(&latencies, 0.99)),
+        "| offered at twice capacity ({rate:.0}/s), {seconds} s | {offered} | shed 503: {shed_share:.1}%, accepted {accepted_rate:.0}/s | accepted p50 {p50:.2} ms, p99 {p99:.2} ms; {other} other, {dropped} not sent (4096 open) |"
     );
+    report.lower("twice capacity: shed 503 share", "%", shed_share);
+    report.higher("twice capacity: accepted events/s", "/s", accepted_rate);
+    report.lower("twice capacity: accepted p50", "ms", p50);
+    report.lower("twice capacity: accepted p99", "ms", p99).target(10.0);
 }
 
 /// Phase 3: `count` prepared events drained by a worker alone.
-async fn worker_throughput(count: usize, kafka: Option<String>) {
+async fn worker_throughput(count: usize, kafka: Option<String>, report: &mut Report) {
     let dir = tempfile::tempdir().unwrap();
     let backends = if kafka.is_some() { Backends::Distributed } else { Backends::Embedded };
     let mut config = TestHost::config(backends, dir.path());
@@ -221,17 +236,17 @@ async fn worker_throughput(count: usize, kafka: Option<String>) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let elapsed = started.elapsed();
-    println!(
-        "| worker: queue -> {} | {} | {:.0}/s | includes start-up and topic creation |",
-        if kafka.is_some() { "Kafka" } else { "embedded log" },
-        count / 1000 * 1000,
-        (count / 1000 * 1000) as f64 / elapsed.as_secs_f64()
-    );
+    let broker = if kafka.is_some() { "Kafka" } else { "embedded log" };
+    let drained = count / 1000 * 1000;
+    let rate = drained as f64 / elapsed.as_secs_f64();
+    println!("| worker: queue -> {broker} | {drained} | {rate:.0}/s | includes start-up and topic creation |");
+    report.higher(&format!("worker: events/s, queue to {broker}"), "/s", rate);
     host.stop().await;
 }
 
 #[tokio::main]
 async fn main() {
+    let mut report = Report::new("gateway-throughput");
     let args: Vec<String> = std::env::args().skip(1).collect();
     let seconds: u64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(10);
     let connections: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(64);
@@ -261,12 +276,12 @@ async fn main() {
     println!();
     println!("| What | Requests | Figure | Latency / note |");
     println!("|---|---|---|---|");
-    closed_loop(addrs.edge, connections, 2, &body).await;
-    let capacity = closed_loop(addrs.edge, connections, seconds, &body).await;
-    open_loop(addrs.edge, capacity * 2.0, seconds.min(5), &body).await;
+    closed_loop(addrs.edge, connections, 2, &body, None).await;
+    let capacity = closed_loop(addrs.edge, connections, seconds, &body, Some(&mut report)).await;
+    open_loop(addrs.edge, capacity * 2.0, seconds.min(5), &body, &mut report).await;
     host.stop().await;
-    worker_throughput(100_000, None).await;
+    worker_throughput(100_000, None, &mut report).await;
     if let Ok(brokers) = std::env::var("FLOWHOST_TEST_KAFKA_BROKERS") {
-        worker_throughput(100_000, Some(brokers)).await;
+        worker_throughput(100_000, Some(brokers), &mut report).await;
     }
 }

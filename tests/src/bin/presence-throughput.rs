@@ -12,6 +12,7 @@
 
 use std::time::{Duration, Instant};
 
+use flowhost_bench::Report;
 use flowhost_core::config::{Config, Secret};
 use flowhost_core::digest::iso_utc;
 use flowhost_core::ports::OutRecord;
@@ -58,7 +59,8 @@ fn config(backends: Backends, dir: &std::path::Path, addr: &str, input: &str, sw
     config
 }
 
-async fn projected_per_second(label: &str, backends: Backends, events: usize) {
+/// Returns the projected events per second.
+async fn projected_per_second(label: &str, backends: Backends, events: usize) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let addr = format!("127.0.0.1:{}", flowhost_tests::gateway::free_port());
     let input = unique("presence.bench");
@@ -92,16 +94,18 @@ async fn projected_per_second(label: &str, backends: Backends, events: usize) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let elapsed = started.elapsed();
+    let rate = events as f64 / elapsed.as_secs_f64();
     println!(
-        "| projected events/s, {label} | {events} ({PLAYERS} players) | {:.0}/s | published in {:.1} s, drained in {:.1} s |",
-        events as f64 / elapsed.as_secs_f64(),
+        "| projected events/s, {label} | {events} ({PLAYERS} players) | {rate:.0}/s | published in {:.1} s, drained in {:.1} s |",
         published.as_secs_f64(),
         elapsed.as_secs_f64()
     );
     host.stop().await;
+    rate
 }
 
-async fn sweep(label: &str, backends: Backends) {
+/// Returns the seconds the sweep took (`presence_sweep_duration_seconds_sum`).
+async fn sweep(label: &str, backends: Backends) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let addr = format!("127.0.0.1:{}", flowhost_tests::gateway::free_port());
     let input = unique("presence.bench");
@@ -140,24 +144,31 @@ async fn sweep(label: &str, backends: Backends) {
         SWEEP_DOCUMENTS as f64 / seconds.max(0.001)
     );
     host.stop().await;
+    seconds
 }
 
 #[tokio::main]
 async fn main() {
     let events: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(50_000);
+    let mut report = Report::new("presence-throughput");
+    let sweep_figure = format!("sweep of {SWEEP_DOCUMENTS} due documents");
     println!("Presence projector, {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
     println!();
     println!("| What | Records | Figure | Note |");
     println!("|---|---|---|---|");
-    projected_per_second("embedded store and log", Backends::Embedded, events).await;
-    sweep("embedded store", Backends::Embedded).await;
+    let rate = projected_per_second("embedded store and log", Backends::Embedded, events).await;
+    report.higher("embedded: projected events/s", "/s", rate).target(30_000.0);
+    let seconds = sweep("embedded store", Backends::Embedded).await;
+    report.lower(&format!("embedded: {sweep_figure}"), "s", seconds);
     if std::env::var("FLOWHOST_TEST_KAFKA_BROKERS").is_ok() {
-        projected_per_second(
+        let rate = projected_per_second(
             "MongoDB-protocol test server (nx-27017, not MongoDB) + Kafka (tansu)",
             Backends::Distributed,
             events,
         )
         .await;
-        sweep("MongoDB-protocol test server (nx-27017, not MongoDB)", Backends::Distributed).await;
+        report.higher("nx-27017 + Kafka (tansu): projected events/s", "/s", rate);
+        let seconds = sweep("MongoDB-protocol test server (nx-27017, not MongoDB)", Backends::Distributed).await;
+        report.lower(&format!("nx-27017: {sweep_figure}"), "s", seconds);
     }
 }

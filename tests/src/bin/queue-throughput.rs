@@ -8,12 +8,21 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use flowhost_bench::Report;
 use flowhost_core::ports::WorkQueue;
 use flowhost_core::SystemClock;
 
 const VISIBILITY: Duration = Duration::from_secs(60);
 
-async fn measure(label: &str, queue: &dyn WorkQueue, batch: usize, messages: usize) {
+/// Prints one row and records its figures as `backend` (`embedded`, `redis`, `jetstream`) and the batch size.
+async fn measure(
+    report: &mut Report,
+    backend: &str,
+    label: &str,
+    queue: &dyn WorkQueue,
+    batch: usize,
+    messages: usize,
+) {
     let name = format!("bench-{}", uuid::Uuid::new_v4().simple());
     let payload = vec![b'x'; 256];
 
@@ -52,35 +61,41 @@ async fn measure(label: &str, queue: &dyn WorkQueue, batch: usize, messages: usi
         per_second(enqueue + drain),
         p50.as_secs_f64() * 1000.0,
     );
+    let name = format!("{backend}, batch {batch}");
+    report.higher(&format!("{name}: enqueue"), "/s", per_second(enqueue));
+    report.higher(&format!("{name}: lease+ack"), "/s", per_second(drain));
+    report.higher(&format!("{name}: enqueue+lease+ack"), "/s", per_second(enqueue + drain));
+    report.lower(&format!("{name}: lease p50"), "ms", p50.as_secs_f64() * 1000.0);
 }
 
-async fn run(label: &str, queue: Arc<dyn WorkQueue>, scale: usize) {
+async fn run(report: &mut Report, backend: &str, label: &str, queue: Arc<dyn WorkQueue>, scale: usize) {
     for (batch, messages) in [(1, 1_000), (10, 5_000), (100, 20_000)] {
-        measure(label, queue.as_ref(), batch, messages * scale).await;
+        measure(report, backend, label, queue.as_ref(), batch, messages * scale).await;
     }
 }
 
 #[tokio::main]
 async fn main() {
+    let mut report = Report::new("queue-throughput");
     let scale: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1);
     println!("| backend | batch | messages | enqueue/s | lease+ack/s | enqueue+lease+ack/s | lease p50 ms |");
     println!("|---|---|---|---|---|---|---|");
 
     let dir = tempfile::tempdir().expect("temporary directory");
     let store = flowhost_embedded::EmbeddedStore::open(dir.path(), 4, Arc::new(SystemClock)).expect("embedded store");
-    run("embedded (SQLite)", store.queue(), scale).await;
+    run(&mut report, "embedded", "embedded (SQLite)", store.queue(), scale).await;
 
     match std::env::var("FLOWHOST_TEST_REDIS_URL") {
         Ok(url) => {
             let queue = flowhost_redis::RedisQueue::connect(&url).await.expect("connect to Redis");
-            run("Redis Streams", Arc::new(queue), scale).await;
+            run(&mut report, "redis", "Redis Streams", Arc::new(queue), scale).await;
         }
         Err(_) => println!("(set FLOWHOST_TEST_REDIS_URL to include Redis)"),
     }
     match std::env::var("FLOWHOST_TEST_NATS_URL") {
         Ok(url) => {
             let queue = flowhost_nats::NatsQueue::connect(&url).await.expect("connect to NATS");
-            run("JetStream", Arc::new(queue), scale).await;
+            run(&mut report, "jetstream", "JetStream", Arc::new(queue), scale).await;
         }
         Err(_) => println!("(set FLOWHOST_TEST_NATS_URL to include JetStream)"),
     }

@@ -21,6 +21,7 @@
 
 use std::time::{Duration, Instant};
 
+use flowhost_bench::Report;
 use flowhost_core::config::Config;
 use flowhost_core::ports::OutRecord;
 use flowhost_runs::NodeKindsMode;
@@ -237,6 +238,7 @@ fn print_slow_windows(label: &str, timed: &[(i64, f64)]) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    let mut report = Report::new("runs-throughput");
     let events: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(40_000);
     // An optional second argument runs one row only (`native`, `wasm` or `kafka`), e.g. under a profiler.
     let only = std::env::args().nth(2);
@@ -244,16 +246,17 @@ async fn main() {
     let mut rows = Vec::new();
     if wanted("native") {
         let label = "embedded (SQLite documents and log, in-process subjects)";
-        rows.push(measure(label, false, NodeKindsMode::Native, events).await);
+        rows.push(("embedded", measure(label, false, NodeKindsMode::Native, events).await));
     }
     if wanted("wasm") {
-        rows.push(measure("embedded, `engine.node_kinds = wasm`", false, NodeKindsMode::Wasm, events).await);
+        let label = "embedded, `engine.node_kinds = wasm`";
+        rows.push(("embedded wasm node kinds", measure(label, false, NodeKindsMode::Wasm, events).await));
     }
     let servers = std::env::var_os("FLOWHOST_TEST_KAFKA_BROKERS").is_some()
         && std::env::var_os("FLOWHOST_TEST_NATS_URL").is_some();
     if servers && wanted("kafka") {
         let label = "Kafka (tansu) topics, NATS subjects, SQLite documents";
-        rows.push(measure(label, true, NodeKindsMode::Native, events).await);
+        rows.push(("kafka", measure(label, true, NodeKindsMode::Native, events).await));
     }
     println!("Flow runs: source -> condition -> mapping -> noop wasm action -> output, {events} runs");
     println!();
@@ -261,10 +264,26 @@ async fn main() {
         "| Backends | runs/s (cold backlog) | CPU per run | release to first run | half load (runs/s) | p50 source-to-output | p99 | latency samples |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for f in rows {
+    // The latency figures are at half the measured rate, unless `FLOWHOST_BENCH_LATENCY_RATE` fixed the rate.
+    let fixed_rate = std::env::var("FLOWHOST_BENCH_LATENCY_RATE").ok().and_then(|r| r.parse::<f64>().ok()).is_some();
+    for (name, f) in rows {
         println!(
             "| {} | {:.0} | {:.0} µs | {:.0} ms | {:.0} | {:.1} ms | {:.1} ms | {} |",
             f.label, f.runs_per_s, f.cpu_us_per_run, f.to_first_run_ms, f.rate, f.p50_ms, f.p99_ms, f.latency_events
         );
+        // The targets are the native embedded row's, at half rate.
+        let native = name == "embedded";
+        let load = if fixed_rate { format!("at {:.0} runs/s", f.rate) } else { "at half rate".to_owned() };
+        let runs = report.higher(&format!("{name}: runs/s, cold backlog"), "/s", f.runs_per_s);
+        if native {
+            runs.target(20_000.0);
+        }
+        report.lower(&format!("{name}: CPU per run, cold backlog"), "µs", f.cpu_us_per_run);
+        report.lower(&format!("{name}: release to first run"), "ms", f.to_first_run_ms);
+        report.lower(&format!("{name}: p50 source to output {load}"), "ms", f.p50_ms);
+        let p99 = report.lower(&format!("{name}: p99 source to output {load}"), "ms", f.p99_ms);
+        if native && !fixed_rate {
+            p99.target(20.0);
+        }
     }
 }

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use flowhost_bench::Report;
 use flowhost_core::config::Config;
 use flowhost_core::SystemClock;
 use flowhost_keyvault::KeyVault;
@@ -43,6 +44,7 @@ fn percentile(samples: &mut [Duration], p: f64) -> Duration {
 
 #[tokio::main]
 async fn main() {
+    let mut report = Report::new("secrets-resolve");
     let runs: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
     let stand_in = StandInVault::start().await;
     for (name, value) in NAMES {
@@ -70,5 +72,8 @@ async fn main() {
     for (label, samples) in [("cold (token + 7 GETs)", &mut cold), ("warm (7 GETs, cached token)", &mut warm)] {
         let (median, p95, max) = (percentile(samples, 0.5), percentile(samples, 0.95), percentile(samples, 1.0));
         println!("| {label} | {median:.2?} | {p95:.2?} | {max:.2?} |");
+        for (statistic, value) in [("median", median), ("p95", p95), ("max", max)] {
+            report.lower(&format!("{label}: {statistic}"), "ms", value.as_secs_f64() * 1e3);
+        }
     }
 }

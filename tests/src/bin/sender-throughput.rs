@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use flowhost_bench::Report;
 use flowhost_core::config::Secret;
 use flowhost_core::notify::{InAppOutcome, InAppRequest, Notifications, WebPushRequest};
 use flowhost_core::SystemClock;
@@ -97,7 +98,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// RFC 8291 encryption of one payload, on one core: the part of a push no connection reuse can save.
-fn encryption_alone(keys: &PushSubscription) {
+fn encryption_alone(keys: &PushSubscription, report: &mut Report) {
     let p256dh = flowhost_notifications::vapid::decode_base64url(&keys.p256dh).unwrap();
     let auth = flowhost_notifications::vapid::decode_base64url(&keys.auth).unwrap();
     let payload = vec![b'x'; 600];
@@ -112,14 +113,17 @@ fn encryption_alone(keys: &PushSubscription) {
         each.as_secs_f64() * 1e6,
         1.0 / each.as_secs_f64()
     );
+    report.lower("RFC 8291 encryption of a 600-byte payload", "µs", each.as_secs_f64() * 1e6);
 }
 
+/// Records its figure in `report` when given one (not for the warm-up).
 async fn pushes_per_second(
     pushes: usize,
     url: &str,
     received: &AtomicU64,
     client: &PushClient,
     keys: &PushSubscription,
+    report: Option<&mut Report>,
 ) {
     let payload = json!({"payload_version": "v1", "delivery_id": "d", "title": "Bonus", "body": "50 free spins",
         "interaction_token": "v1.".to_owned() + &"x".repeat(220), "data": {"notification_id": "n"}})
@@ -144,14 +148,17 @@ async fn pushes_per_second(
         .await;
     let elapsed = started.elapsed();
     assert_eq!(received.load(Ordering::Relaxed) - before, pushes as u64);
+    let rate = pushes as f64 / elapsed.as_secs_f64();
     println!(
-        "| pushes (encrypt + cached VAPID + HTTPS POST, 256 in flight) | {pushes} | {:.0}/s | {:.1} µs CPU-time share per push |",
-        pushes as f64 / elapsed.as_secs_f64(),
+        "| pushes (encrypt + cached VAPID + HTTPS POST, 256 in flight) | {pushes} | {rate:.0}/s | {:.1} µs CPU-time share per push |",
         elapsed.as_micros() as f64 * 2.0 / pushes as f64
     );
+    if let Some(report) = report {
+        report.higher("web pushes/s, 256 in flight", "/s", rate).target(20_000.0);
+    }
 }
 
-async fn fan_out(host: &TestHost, sender: &Sender, url: &str, keys: &PushSubscription) {
+async fn fan_out(host: &TestHost, sender: &Sender, url: &str, keys: &PushSubscription, report: &mut Report) {
     let players = 400;
     for player in 1..=players {
         for n in 0..SUBSCRIPTIONS_PER_PLAYER {
@@ -189,12 +196,16 @@ async fn fan_out(host: &TestHost, sender: &Sender, url: &str, keys: &PushSubscri
         let mut sorted = latencies;
         sorted.sort();
         let total: Duration = sorted.iter().sum();
+        let p50 = percentile(&sorted, 0.5).as_secs_f64() * 1000.0;
+        let p99 = percentile(&sorted, 0.99).as_secs_f64() * 1000.0;
+        let rate = players as f64 / (total.as_secs_f64() / concurrency as f64);
         println!(
-            "| send_webpush to a player with {SUBSCRIPTIONS_PER_PLAYER} subscriptions, {label} | {players} | p50 {:.1} ms, p99 {:.1} ms | {:.0} notifications/s |",
-            percentile(&sorted, 0.5).as_secs_f64() * 1000.0,
-            percentile(&sorted, 0.99).as_secs_f64() * 1000.0,
-            players as f64 / (total.as_secs_f64() / concurrency as f64)
+            "| send_webpush to a player with {SUBSCRIPTIONS_PER_PLAYER} subscriptions, {label} | {players} | p50 {p50:.1} ms, p99 {p99:.1} ms | {rate:.0} notifications/s |"
         );
+        let figure = format!("send_webpush to {SUBSCRIPTIONS_PER_PLAYER} subscriptions, {label}");
+        report.lower(&format!("{figure}: p50"), "ms", p50);
+        report.lower(&format!("{figure}: p99"), "ms", p99);
+        report.higher(&format!("{figure}: notifications/s"), "/s", rate);
     }
 }
 
@@ -236,7 +247,7 @@ async fn websocket_clients(ws_url: String, count: usize, expected: usize) {
     println!("DONE {}", flowhost_core::Clock::now_ms(&SystemClock));
 }
 
-async fn inapp_fan_out(host: &TestHost, sender: &Sender) {
+async fn inapp_fan_out(host: &TestHost, sender: &Sender, report: &mut Report) {
     let (status, created) = editor(
         host,
         Some(TENANT_A),
@@ -279,13 +290,16 @@ async fn inapp_fan_out(host: &TestHost, sender: &Sender) {
     let done = lines.next_line().await.unwrap().unwrap();
     let done_ms: i64 = done.strip_prefix("DONE ").unwrap().parse().unwrap();
     let _ = child.kill().await;
+    let rate = INAPP_MESSAGES as f64 / ((done_ms - started_ms) as f64 / 1000.0);
     println!(
-        "| in-app messages to {WEBSOCKETS} connected websockets (inbox + hand-over + socket + activity) | {INAPP_MESSAGES} | {:.0} messages/s delivered | sent in {:.1} s, the last received {:+} ms from the last send's answer; {WEBSOCKETS} sockets connected in {:.1} s |",
-        INAPP_MESSAGES as f64 / ((done_ms - started_ms) as f64 / 1000.0),
+        "| in-app messages to {WEBSOCKETS} connected websockets (inbox + hand-over + socket + activity) | {INAPP_MESSAGES} | {rate:.0} messages/s delivered | sent in {:.1} s, the last received {:+} ms from the last send's answer; {WEBSOCKETS} sockets connected in {:.1} s |",
         (sent_ms - started_ms) as f64 / 1000.0,
         done_ms - sent_ms,
         connect_time.as_secs_f64()
     );
+    report.higher(&format!("in-app messages/s to {WEBSOCKETS} websockets"), "/s", rate).target(20_000.0);
+    report.lower("in-app: last received after the last send's answer", "ms", (done_ms - sent_ms) as f64);
+    report.lower(&format!("in-app: {WEBSOCKETS} websockets connected"), "s", connect_time.as_secs_f64());
 }
 
 #[tokio::main]
@@ -296,6 +310,7 @@ async fn main() {
         return;
     }
     let pushes: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(50_000);
+    let mut report = Report::new("sender-throughput");
     let certificates = PushService::start().await;
     let keys = certificates.subscribe(&[201], None).await;
     let (url, received) = sink(certificates.ca_path.parent().unwrap()).await;
@@ -305,10 +320,10 @@ async fn main() {
     println!();
     println!("| What | Count | Figure | Note |");
     println!("|---|---|---|---|");
-    encryption_alone(&keys);
+    encryption_alone(&keys, &mut report);
     // Warm the connection pool and the VAPID cache.
-    pushes_per_second(2_000, &url, &received, &client, &keys).await;
-    pushes_per_second(pushes, &url, &received, &client, &keys).await;
+    pushes_per_second(2_000, &url, &received, &client, &keys, None).await;
+    pushes_per_second(pushes, &url, &received, &client, &keys, Some(&mut report)).await;
 
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(Backends::Embedded, dir.path());
@@ -340,7 +355,7 @@ async fn main() {
     };
     let _ = vapid;
     let sender = Sender::new(host.ports.clone(), settings, client.clone()).await.unwrap();
-    fan_out(&host, &sender, &url, &keys).await;
-    inapp_fan_out(&host, &sender).await;
+    fan_out(&host, &sender, &url, &keys, &mut report).await;
+    inapp_fan_out(&host, &sender, &mut report).await;
     host.stop().await;
 }

@@ -7,6 +7,7 @@
 use std::io::Write;
 use std::process::Stdio;
 
+use flowhost_bench::Report;
 use flowhost_tests::cli::repository_root;
 use flowhost_tests::{Backends, TestHost};
 use serde_json::{json, Value};
@@ -25,8 +26,22 @@ fn gzip_size(bytes: &[u8]) -> usize {
     gzip.wait_with_output().unwrap().stdout.len()
 }
 
+/// The median, in ms, of the row whose first cell starts with `what` in `table`: the Markdown table that
+/// `studio_load.mjs` prints, one row per figure (`| what | median ms | slowest ms |`).
+fn median_ms(table: &str, what: &str) -> f64 {
+    let median = table.lines().find_map(|line| {
+        let mut cells = line.split('|').map(str::trim).skip(1);
+        if !cells.next()?.starts_with(what) {
+            return None;
+        }
+        cells.next()?.strip_suffix(" ms")?.parse().ok()
+    });
+    median.unwrap_or_else(|| panic!("no {what:?} row with a median in studio_load.mjs's table:\n{table}"))
+}
+
 #[tokio::main]
 async fn main() {
+    let mut report = Report::new("studio-load");
     println!("Studio, {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
     println!();
     println!("| File | Bytes | gzip -9 |");
@@ -41,6 +56,8 @@ async fn main() {
         println!("| {file} | {} | {gzipped} |", bytes.len());
     }
     println!("| all | {} | {} |", total.0, total.1);
+    report.lower("bundle, all files", "KB", total.0 as f64 / 1024.0);
+    report.lower("bundle, all files gzip -9", "KB", total.1 as f64 / 1024.0);
 
     // A chain of 300 nodes: a source, then mappings and conditions alternating, then an output topic.
     let schema = json!({"fields": [{"name": "amount", "type": "double"}]});
@@ -75,6 +92,12 @@ async fn main() {
         String::from_utf8_lossy(&output.stderr)
     );
     println!();
-    print!("{}", String::from_utf8_lossy(&output.stdout));
+    let table = String::from_utf8_lossy(&output.stdout);
+    print!("{table}");
+    report.lower("page interactive, median of 5", "ms", median_ms(&table, "page interactive"));
+    let drawn = median_ms(&table, &format!("{NODES}-node flow drawn"));
+    report.lower(&format!("{NODES}-node flow drawn, median of 5"), "ms", drawn);
+    let edit = median_ms(&table, "then one edit");
+    report.lower(&format!("one edit of the {NODES}-node flow, median of 5"), "ms", edit).target(50.0);
     host.stop().await;
 }

@@ -30,15 +30,21 @@ pub fn latency(
     warm_up: usize,
     samples: usize,
 ) -> Latency {
+    time_each(warm_up, samples, || {
+        std::hint::black_box(rt.block_on(plugin.invoke(action, input)).expect("invoke"));
+    })
+}
+
+/// Times `samples` calls of `work`, one after the other, after `warm_up` untimed ones.
+pub fn time_each(warm_up: usize, samples: usize, mut work: impl FnMut()) -> Latency {
     for _ in 0..warm_up {
-        rt.block_on(plugin.invoke(action, input)).expect("warm-up");
+        work();
     }
     let mut micros = Vec::with_capacity(samples);
     for _ in 0..samples {
         let started = Instant::now();
-        let output = rt.block_on(plugin.invoke(action, input)).expect("invoke");
+        work();
         micros.push(started.elapsed().as_secs_f64() * 1e6);
-        std::hint::black_box(output);
     }
     micros.sort_by(f64::total_cmp);
     Latency(micros)
@@ -51,7 +57,7 @@ pub fn throughput(plugin: &Plugin, action: &str, input: &str, threads: usize, du
         .map(|_| {
             let (plugin, action, input) = (plugin.clone(), action.to_owned(), input.to_owned());
             std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().build().expect("tokio");
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
                 let mut count = 0u64;
                 while started.elapsed() < duration {
                     for _ in 0..100 {
