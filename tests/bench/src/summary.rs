@@ -342,7 +342,7 @@ mod tests {
             let mut report = crate::Report::new("cel");
             report.lower("4-clause rule", "ns", ours).target(120.0);
             report.anchor("4-clause rule", "cel 0.15", theirs);
-            metrics.extend(report.metrics.drain(..));
+            metrics.append(&mut report.metrics);
         }
         let summary = Summary::new("now".into(), Some("abc123".into()), 3, 2, &metrics);
         let table = summary.table();
