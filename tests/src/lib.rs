@@ -12,6 +12,7 @@ pub mod gateway;
 pub mod host;
 pub mod inapp;
 pub mod keyvault;
+pub mod load;
 pub mod process;
 pub mod push;
 pub mod push_service;

@@ -81,6 +81,15 @@ impl Report {
         metric
     }
 
+    /// Sets the target of the figure `name`, recorded before (by a helper that records several figures).
+    pub fn set_target(&mut self, name: &str, target: f64) {
+        self.metrics
+            .iter_mut()
+            .find(|metric| metric.name == name && metric.anchor_of.is_none())
+            .unwrap_or_else(|| panic!("target of {name:?}: no such figure recorded"))
+            .target(target);
+    }
+
     fn push(&mut self, name: &str, unit: &str, value: f64, better: Better) -> &mut Metric {
         self.metrics.push(Metric {
             bench: self.bench.clone(),
@@ -161,6 +170,16 @@ mod tests {
         assert_eq!(metrics[1].anchor_of.as_deref(), Some("4-clause rule"));
         assert_eq!((metrics[1].unit.as_str(), metrics[1].better), ("ns", Better::Lower));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_target_is_set_on_a_figure_a_helper_recorded() {
+        let mut report = Report::new("gateway");
+        report.higher("capacity", "/s", 14_000.0);
+        report.set_target("capacity", 50_000.0);
+        assert_eq!(report.metrics[0].target, Some(50_000.0));
+        assert_eq!(report.metrics[0].meets(14_000.0), Some(false));
+        std::mem::forget(report);
     }
 
     #[test]

@@ -69,13 +69,18 @@ const BENCHES: &[Bench] = &[
     },
     Bench {
         name: "gateway-throughput",
-        what: "gateway accepted events/s and latency",
+        what: "gateway capacity, latency at 50%/90% of it beside an axum echo handler, shedding, worker",
+        target: Target::Bin { args: &[] },
+    },
+    Bench {
+        name: "server-latency",
+        what: "push API and admin API routes: capacity and latency at 50%/90% of it",
         target: Target::Bin { args: &[] },
     },
     Bench { name: "presence-throughput", what: "presence events projected/s", target: Target::Bin { args: &[] } },
     Bench {
         name: "campaigns-throughput",
-        what: "campaign events API reads beside 1M engagement records",
+        what: "campaign events API reads beside 1M engagement records: capacity, latency at 50%/90%",
         target: Target::Bin { args: &[] },
     },
     Bench { name: "studio-load", what: "Studio bundle and edits in Chromium", target: Target::Bin { args: &[] } },
