@@ -144,8 +144,19 @@ fn page_sql(literal: &str, clause: &str, query: &Query) -> String {
 }
 
 /// The SQL name (quoted) of `index` on `collection`: the collection's bytes in hex and the index's own name, so
-/// two collections' indexes never share one.
+/// two collections' indexes never share one; `_id` at the end of a non-unique index's, whose keys end with the
+/// documents' id (see [`DocumentStore::ensure_index`]).
 fn index_name(collection: &str, index: &IndexSpec) -> String {
+    let name = legacy_index_name(collection, index);
+    if index.unique {
+        name
+    } else {
+        format!("{}_id\"", name.trim_end_matches('"'))
+    }
+}
+
+/// The name older builds gave `index`: without the `_id` of a non-unique index's key on the id.
+fn legacy_index_name(collection: &str, index: &IndexSpec) -> String {
     let hex: String = collection.bytes().map(|b| format!("{b:02x}")).collect();
     format!("\"doc_{hex}_{}\"", index.name())
 }
@@ -478,23 +489,35 @@ impl DocumentStore for SqliteDocuments {
     /// A partial index on the collection's rows (`WHERE collection = '<name>'`); a sparse one also leaves out the
     /// rows missing a field (`AND json_extract(...) IS NOT NULL`), which SQLite's planner still picks for a query
     /// comparing each of them, since a comparison is never true of NULL.
+    ///
+    /// A non-unique index ends with the documents' `id`, the tie-break every page is ordered by last (see
+    /// `order_by`): the index then gives the whole order, and a page at a deep offset skips index entries only.
+    /// Without it SQLite sorted each run of equal keys by id, reading every skipped row's id from the table: page
+    /// 500 of 300,000 took 23 ms instead of 0.5 ms. The index an older build made under the name without `_id` is
+    /// dropped here.
     async fn ensure_index(&self, collection: &str, index: &IndexSpec) -> Result<(), PortError> {
         index.validate()?;
         let literal = collection_literal(collection)?;
-        let keys: Vec<String> = index
+        let mut keys: Vec<String> = index
             .fields
             .iter()
             .map(|(path, direction)| {
                 format!("{}{}", extract(path), if *direction == Direction::Desc { " DESC" } else { "" })
             })
             .collect();
+        let legacy = if index.unique {
+            String::new()
+        } else {
+            keys.push("id".to_owned());
+            format!("DROP INDEX IF EXISTS {};\n", legacy_index_name(collection, index))
+        };
         let present: String = if index.sparse {
             index.fields.iter().map(|(path, _)| format!(" AND {} IS NOT NULL", extract(path))).collect()
         } else {
             String::new()
         };
         let sql = format!(
-            "CREATE {}INDEX IF NOT EXISTS {} ON documents ({}) WHERE collection = {literal}{present}",
+            "{legacy}CREATE {}INDEX IF NOT EXISTS {} ON documents ({}) WHERE collection = {literal}{present}",
             if index.unique { "UNIQUE " } else { "" },
             index_name(collection, index),
             keys.join(", ")
@@ -505,7 +528,11 @@ impl DocumentStore for SqliteDocuments {
     async fn drop_index(&self, collection: &str, index: &IndexSpec) -> Result<(), PortError> {
         index.validate()?;
         collection_literal(collection)?;
-        let sql = format!("DROP INDEX IF EXISTS {}", index_name(collection, index));
+        let sql = format!(
+            "DROP INDEX IF EXISTS {}; DROP INDEX IF EXISTS {}",
+            index_name(collection, index),
+            legacy_index_name(collection, index)
+        );
         self.db.call(move |c| c.execute_batch(&sql)).await
     }
 
@@ -619,6 +646,53 @@ mod tests {
         assert!(field_query("a.b", &json!(1)).is_err(), "find keeps comparing top-level fields only");
     }
 
+    /// A non-unique index ends with the id, so a page sorted by its fields (and by id to break ties) is read in
+    /// index order, with no sort: a deep offset then skips index entries only. The same index from an older
+    /// build (without the id, under the name without `_id`) is replaced.
+    #[tokio::test]
+    async fn pages_sorted_by_an_indexed_field_need_no_sort() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("pages.db")).unwrap();
+        let store = SqliteDocuments::new(db.clone(), Databases::new(dir.path().to_owned()));
+        let index = IndexSpec::ascending(&["tenant_id", "occurred_ms"]);
+        let legacy = legacy_index_name("live", &index);
+        let create_legacy = format!(
+            "CREATE INDEX {legacy} ON documents (json_extract(body, '$.tenant_id'), json_extract(body, '$.occurred_ms')) \
+             WHERE collection = 'live'"
+        );
+        db.call(move |c| c.execute_batch(&create_legacy)).await.unwrap();
+        store.ensure_index("live", &index).await.unwrap();
+        let names: Vec<String> = db
+            .call(|c| {
+                let mut statement =
+                    c.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name GLOB 'doc_*'")?;
+                let names = statement.query_map([], |row| row.get(0))?;
+                names.collect()
+            })
+            .await
+            .unwrap();
+        assert_eq!(names, [index_name("live", &index).trim_matches('"')], "the legacy index is gone");
+        // Four events at each of 25 times: ties broken by id.
+        let docs = (0..100).map(|n| (format!("e{n:03}"), json!({"tenant_id": "7", "occurred_ms": n / 4}))).collect();
+        store.upsert_many("live", docs).await.unwrap();
+        let query = Query::new().eq("tenant_id", json!("7")).sort("occurred_ms", Direction::Desc).limit(3).offset(90);
+        let (clause, parameters) = conditions(&query);
+        let sql = format!("EXPLAIN QUERY PLAN {}", page_sql("'live'", &clause, &query));
+        let plan: String = db
+            .call(move |c| {
+                let mut statement = c.prepare(&sql)?;
+                let details = statement.query_map(params_from_iter(&parameters), |row| row.get::<_, String>(3))?;
+                details.collect::<Result<Vec<_>, _>>().map(|lines| lines.join("; "))
+            })
+            .await
+            .unwrap();
+        assert!(plan.contains("ix_tenant_id_1_occurred_ms_1_id") && !plan.contains("TEMP B-TREE"), "{plan}");
+        let page = store.query("live", &query).await.unwrap();
+        let times: Vec<u64> = page.items.iter().map(|doc| doc["occurred_ms"].as_u64().unwrap()).collect();
+        assert_eq!(times, [2, 2, 1], "newest first from offset 90: e009, e008 at 2, then e007 at 1");
+        store.drop_index("live", &index).await.unwrap();
+    }
+
     /// A sparse index leaves out rows missing a field, and the planner still picks it for a query comparing
     /// each of its fields (the scheduler's due runs), not for one that needs the rows it leaves out.
     #[tokio::test]
@@ -633,7 +707,7 @@ mod tests {
         }
         let definition: String = db
             .call(|c| {
-                let sql = "SELECT sql FROM sqlite_master WHERE name = 'doc_72756e73_sx_status_1_due_ms_1'";
+                let sql = "SELECT sql FROM sqlite_master WHERE name = 'doc_72756e73_sx_status_1_due_ms_1_id'";
                 c.query_row(sql, [], |r| r.get(0))
             })
             .await
