@@ -68,6 +68,35 @@ impl HttpTarget {
     }
 }
 
+/// One keep-alive connection to a target: opened when a request needs it, dropped when one fails (the next
+/// request connects again).
+struct Connection {
+    target: HttpTarget,
+    open: Option<http1::SendRequest<Full<Bytes>>>,
+}
+
+impl Connection {
+    fn new(target: &HttpTarget) -> Self {
+        Self { target: target.clone(), open: None }
+    }
+
+    /// Sends request `n` and reads the whole answer: its status, or `None` when connecting or the connection
+    /// failed.
+    async fn send(&mut self, n: u64) -> Option<u16> {
+        if self.open.is_none() {
+            self.open = self.target.connect().await;
+        }
+        let status = match self.open.as_mut() {
+            Some(open) => self.target.send(open, n).await,
+            None => None,
+        };
+        if status.is_none() {
+            self.open = None;
+        }
+        status
+    }
+}
+
 /// What one loop measured.
 pub struct Measured {
     /// Answers with the target's status, and their latencies (µs).
@@ -129,19 +158,10 @@ impl Measured {
 pub async fn sequential(target: &HttpTarget, count: u64) -> Measured {
     let started = Instant::now();
     let mut measured = Measured::new();
-    let mut sender = None;
+    let mut connection = Connection::new(target);
     for n in 0..count {
-        if sender.is_none() {
-            sender = target.connect().await;
-        }
         let sent = Instant::now();
-        let status = match sender.as_mut() {
-            Some(connection) => target.send(connection, n).await,
-            None => None,
-        };
-        if status.is_none() {
-            sender = None;
-        }
+        let status = connection.send(n).await;
         measured.record(status, target.ok, sent.elapsed());
     }
     measured.elapsed = started.elapsed();
@@ -155,25 +175,17 @@ pub async fn closed_loop(target: &HttpTarget, connections: usize, duration: Dura
     let next = Arc::new(AtomicU64::new(0));
     let loops: Vec<_> = (0..connections)
         .map(|_| {
-            let (target, next) = (target.clone(), next.clone());
+            let (mut connection, next, ok) = (Connection::new(target), next.clone(), target.ok);
             tokio::spawn(async move {
                 let mut measured = Measured::new();
-                let mut sender = None;
                 while Instant::now() < until {
-                    if sender.is_none() {
-                        sender = target.connect().await;
-                    }
-                    let Some(connection) = sender.as_mut() else {
-                        measured.failed += 1;
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    };
                     let sent = Instant::now();
-                    let status = target.send(connection, next.fetch_add(1, Ordering::Relaxed)).await;
+                    let status = connection.send(next.fetch_add(1, Ordering::Relaxed)).await;
+                    measured.record(status, ok, sent.elapsed());
                     if status.is_none() {
-                        sender = None;
+                        // A refused connection answers at once: no busy loop of failures.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
                     }
-                    measured.record(status, target.ok, sent.elapsed());
                 }
                 measured
             })
@@ -200,11 +212,10 @@ pub async fn open_loop(target: &HttpTarget, rate: f64, connections: usize, durat
     let give_up = started + duration * 2 + Duration::from_secs(10);
     let loops: Vec<_> = (0..connections)
         .map(|connection| {
-            let target = target.clone();
+            let (mut open, ok) = (Connection::new(target), target.ok);
             let first = started + interval.mul_f64(connection as f64 / connections as f64);
             tokio::spawn(async move {
                 let mut measured = Measured::new();
-                let mut sender = None;
                 for k in 0..per_connection {
                     let due = first + interval.mul_f64(k as f64);
                     tokio::time::sleep_until(due.into()).await;
@@ -212,17 +223,8 @@ pub async fn open_loop(target: &HttpTarget, rate: f64, connections: usize, durat
                         measured.not_sent += per_connection - k;
                         break;
                     }
-                    if sender.is_none() {
-                        sender = target.connect().await;
-                    }
-                    let status = match sender.as_mut() {
-                        Some(open) => target.send(open, k * connections as u64 + connection as u64).await,
-                        None => None,
-                    };
-                    if status.is_none() {
-                        sender = None;
-                    }
-                    measured.record(status, target.ok, due.elapsed());
+                    let status = open.send(k * connections as u64 + connection as u64).await;
+                    measured.record(status, ok, due.elapsed());
                 }
                 measured
             })

@@ -96,26 +96,23 @@ impl SqliteDocuments {
             .await
     }
 
-    /// Upserts `(id, JSON text)` rows in one transaction: one commit (and one WAL sync) for the whole batch.
+    /// Upserts `(id, JSON text)` rows in one write: all or none, in one commit.
     async fn write_rows(&self, collection: &str, rows: Vec<(String, String)>) -> Result<(), PortError> {
         if rows.is_empty() {
             return Ok(());
         }
         let collection = collection.to_owned();
         self.db
-            .call(move |c| {
-                let transaction = c.transaction()?;
-                {
-                    let mut statement = transaction.prepare_cached(
-                        "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, NULL, 1)
-                         ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body,
-                             expires_at_ms = NULL, version = version + 1",
-                    )?;
-                    for (id, body) in &rows {
-                        statement.execute(params![collection, id, body])?;
-                    }
+            .write(move |c| {
+                let mut statement = c.prepare_cached(
+                    "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, NULL, 1)
+                     ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body,
+                         expires_at_ms = NULL, version = version + 1",
+                )?;
+                for (id, body) in &rows {
+                    statement.execute(params![collection, id, body])?;
                 }
-                transaction.commit()
+                Ok(())
             })
             .await
     }
@@ -288,13 +285,13 @@ impl SqliteDocuments {
     async fn write(&self, collection: &str, id: &str, doc: Value, expires_at_ms: Option<i64>) -> Result<(), PortError> {
         let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
         self.db
-            .call(move |c| {
-                c.execute(
+            .write(move |c| {
+                c.prepare_cached(
                     "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, ?4, 1)
                      ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body,
                          expires_at_ms = excluded.expires_at_ms, version = version + 1",
-                    params![collection, id, body, expires_at_ms],
-                )
+                )?
+                .execute(params![collection, id, body, expires_at_ms])
             })
             .await?;
         Ok(())
@@ -392,11 +389,9 @@ impl DocumentStore for SqliteDocuments {
     async fn insert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError> {
         let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
         self.db
-            .call(move |c| {
-                c.execute(
-                    "INSERT INTO documents (collection, id, body, version) VALUES (?1, ?2, ?3, 1)",
-                    params![collection, id, body],
-                )
+            .write(move |c| {
+                c.prepare_cached("INSERT INTO documents (collection, id, body, version) VALUES (?1, ?2, ?3, 1)")?
+                    .execute(params![collection, id, body])
             })
             .await?;
         Ok(())
@@ -406,12 +401,12 @@ impl DocumentStore for SqliteDocuments {
         let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
         let changed = self
             .db
-            .call(move |c| {
-                c.execute(
+            .write(move |c| {
+                c.prepare_cached(
                     "UPDATE documents SET body = ?3, expires_at_ms = NULL, version = version + 1
                      WHERE collection = ?1 AND id = ?2",
-                    params![collection, id, body],
-                )
+                )?
+                .execute(params![collection, id, body])
             })
             .await?;
         Ok(changed > 0)
@@ -427,7 +422,7 @@ impl DocumentStore for SqliteDocuments {
         let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
         let expected = i64::try_from(expected).unwrap_or(i64::MAX);
         self.db
-            .call(move |c| {
+            .write(move |c| {
                 // One statement: the version check and the write cannot be split by another writer.
                 let version: Option<i64> = c
                     .prepare_cached(
@@ -457,16 +452,15 @@ impl DocumentStore for SqliteDocuments {
             })
             .collect();
         self.db
-            .call(move |c| {
-                // One transaction: one commit for the whole batch; each write still compares on its own.
-                let transaction = c.transaction()?;
+            .write(move |c| {
+                // One write: one commit for the whole batch; each write still compares on its own.
                 let mut written = Vec::with_capacity(rows.len());
                 {
-                    let mut insert = transaction.prepare_cached(
+                    let mut insert = c.prepare_cached(
                         "INSERT INTO documents (collection, id, body, version) VALUES (?1, ?2, ?3, 1)
                          ON CONFLICT DO NOTHING RETURNING version",
                     )?;
-                    let mut replace = transaction.prepare_cached(
+                    let mut replace = c.prepare_cached(
                         "UPDATE documents SET body = ?3, expires_at_ms = NULL, version = version + 1
                          WHERE collection = ?1 AND id = ?2 AND version = ?4 RETURNING version",
                     )?;
@@ -480,7 +474,6 @@ impl DocumentStore for SqliteDocuments {
                         written.push(version.map(|version| version as u64));
                     }
                 }
-                transaction.commit()?;
                 Ok(written)
             })
             .await
@@ -587,8 +580,9 @@ impl DocumentStore for SqliteDocuments {
         let (collection, id) = (collection.to_owned(), id.to_owned());
         let deleted = self
             .db
-            .call(move |c| {
-                c.execute("DELETE FROM documents WHERE collection = ?1 AND id = ?2", params![collection, id])
+            .write(move |c| {
+                c.prepare_cached("DELETE FROM documents WHERE collection = ?1 AND id = ?2")?
+                    .execute(params![collection, id])
             })
             .await?;
         Ok(deleted > 0)

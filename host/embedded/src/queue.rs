@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use flowhost_core::ports::{check_queue_name, PortError, QueueMessage, QueueStats, WorkQueue};
 use flowhost_core::Clock;
-use rusqlite::{params, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, OptionalExtension};
 
 use crate::sqlite::Db;
 
@@ -35,20 +35,17 @@ impl WorkQueue for SqliteQueue {
         check_queue_name(queue)?;
         let queue = queue.to_owned();
         self.db
-            .call(move |c| {
-                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                tx.execute("INSERT INTO queue_counters (queue) VALUES (?1) ON CONFLICT DO NOTHING", params![queue])?;
+            .write(move |c| {
+                c.prepare_cached("INSERT INTO queue_counters (queue) VALUES (?1) ON CONFLICT DO NOTHING")?
+                    .execute(params![queue])?;
+                let mut insert = c.prepare_cached(
+                    "INSERT INTO queue_messages (queue, payload, deliveries) VALUES (?1, ?2, 0) RETURNING id",
+                )?;
                 let mut ids = Vec::with_capacity(payloads.len());
-                {
-                    let mut insert = tx.prepare_cached(
-                        "INSERT INTO queue_messages (queue, payload, deliveries) VALUES (?1, ?2, 0) RETURNING id",
-                    )?;
-                    for payload in payloads {
-                        let id: i64 = insert.query_row(params![queue, payload], |r| r.get(0))?;
-                        ids.push(id.to_string());
-                    }
+                for payload in payloads {
+                    let id: i64 = insert.query_row(params![queue, payload], |r| r.get(0))?;
+                    ids.push(id.to_string());
                 }
-                tx.commit()?;
                 Ok(ids)
             })
             .await
@@ -69,12 +66,12 @@ impl WorkQueue for SqliteQueue {
         let now = self.clock.now_ms();
         let until = now.saturating_add(i64::try_from(visibility.as_millis()).unwrap_or(i64::MAX));
         self.db
-            .call(move |c| {
-                // Immediate: the select and the stamping update are one step for every process sharing the file.
-                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            .write(move |c| {
+                // One write (an immediate transaction): the select and the stamping update are one step for every
+                // process sharing the file.
                 let mut leased = Vec::new();
                 {
-                    let mut select = tx.prepare_cached(
+                    let mut select = c.prepare_cached(
                         "SELECT id, payload, deliveries FROM queue_messages
                          WHERE queue = ?1 AND (leased_until_ms IS NULL OR leased_until_ms <= ?2)
                          ORDER BY id LIMIT ?3",
@@ -85,7 +82,7 @@ impl WorkQueue for SqliteQueue {
                     for row in rows {
                         leased.push(row?);
                     }
-                    let mut stamp = tx.prepare_cached(
+                    let mut stamp = c.prepare_cached(
                         "UPDATE queue_messages SET deliveries = deliveries + 1, leased_until_ms = ?2, consumer = ?3
                          WHERE id = ?1",
                     )?;
@@ -93,7 +90,6 @@ impl WorkQueue for SqliteQueue {
                         stamp.execute(params![id, until, consumer])?;
                     }
                 }
-                tx.commit()?;
                 Ok(leased
                     .into_iter()
                     .map(|(id, payload, deliveries)| QueueMessage {
@@ -115,25 +111,19 @@ impl WorkQueue for SqliteQueue {
         }
         let queue = queue.to_owned();
         self.db
-            .call(move |c| {
-                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            .write(move |c| {
+                // Only a delivered message can be acknowledged: an id nobody leased is not consumed by a stray ack.
+                let mut delete =
+                    c.prepare_cached("DELETE FROM queue_messages WHERE id = ?1 AND queue = ?2 AND deliveries > 0")?;
                 let mut acknowledged = 0_i64;
-                {
-                    // Only a delivered message can be acknowledged: an id nobody leased is not consumed by a
-                    // stray ack.
-                    let mut delete = tx
-                        .prepare_cached("DELETE FROM queue_messages WHERE id = ?1 AND queue = ?2 AND deliveries > 0")?;
-                    for id in ids {
-                        acknowledged += delete.execute(params![id, queue])? as i64;
-                    }
+                for id in ids {
+                    acknowledged += delete.execute(params![id, queue])? as i64;
                 }
                 if acknowledged > 0 {
-                    tx.execute(
-                        "UPDATE queue_counters SET acknowledged = acknowledged + ?2 WHERE queue = ?1",
-                        params![queue, acknowledged],
-                    )?;
+                    c.prepare_cached("UPDATE queue_counters SET acknowledged = acknowledged + ?2 WHERE queue = ?1")?
+                        .execute(params![queue, acknowledged])?;
                 }
-                tx.commit()
+                Ok(())
             })
             .await
     }

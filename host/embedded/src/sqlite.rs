@@ -3,6 +3,10 @@
 //! state while the writer writes, so reads go to the pool and never queue behind a write; writes (and reads that
 //! must see their own uncommitted work) use the writer. Calls run on tokio's blocking pool so async callers
 //! never block a runtime thread.
+//!
+//! Single-row writes go through the group writer instead ([`Db::write`]): one thread takes every write that is
+//! waiting, runs each in a savepoint of one transaction and commits them together, so concurrent writers share
+//! one begin, one write-ahead-log append and one commit instead of queueing on the writer lock for their own.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -198,6 +202,134 @@ pub(crate) fn vacuum_some(connection: &Connection) -> Result<(), rusqlite::Error
     Ok(())
 }
 
+/// Writes one group commit takes at most: enough to share a commit among every caller of a busy host, few enough
+/// that the writer lock is never held long.
+const GROUP_LIMIT: usize = 256;
+/// The savepoint each write of a group runs in.
+const GROUP_SAVEPOINT: &str = "group_write";
+
+/// One write waiting for the group writer (see [`Db::write`]).
+trait GroupWrite: Send {
+    /// Runs the write inside the group's transaction; with `in_savepoint`, in a savepoint rolled back when it
+    /// fails. Whether it succeeded.
+    fn run(&mut self, connection: &Connection, in_savepoint: bool) -> bool;
+    /// Answers the caller once the group's commit is known.
+    fn answer(self: Box<Self>, committed: Result<(), PortError>);
+}
+
+struct PendingWrite<T, F> {
+    write: Option<F>,
+    result: Option<Result<T, PortError>>,
+    reply: tokio::sync::oneshot::Sender<Result<T, PortError>>,
+}
+
+impl<T, F> GroupWrite for PendingWrite<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+{
+    fn run(&mut self, connection: &Connection, in_savepoint: bool) -> bool {
+        let Some(write) = self.write.take() else { return false };
+        // A panicking write fails alone; the writer thread goes on serving the others.
+        let run = || match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write(connection))) {
+            Ok(result) => result.map_err(backend_error),
+            Err(_) => Err(PortError::Backend("embedded store: the write panicked".into())),
+        };
+        let savepoint = |verb: &str| {
+            connection
+                .prepare_cached(&format!("{verb} {GROUP_SAVEPOINT}"))
+                .and_then(|mut statement| statement.execute([]))
+                .map_err(backend_error)
+        };
+        let result = if in_savepoint {
+            savepoint("SAVEPOINT").and_then(|_| {
+                let result = run();
+                if result.is_err() {
+                    savepoint("ROLLBACK TO")?;
+                }
+                savepoint("RELEASE")?;
+                result
+            })
+        } else {
+            run()
+        };
+        let succeeded = result.is_ok();
+        self.result = Some(result);
+        succeeded
+    }
+
+    fn answer(self: Box<Self>, committed: Result<(), PortError>) {
+        let answer = match (self.result, committed) {
+            (Some(Err(error)), _) | (_, Err(error)) => Err(error),
+            (Some(Ok(value)), Ok(())) => Ok(value),
+            (None, Ok(())) => Err(PortError::Backend("embedded store: the write did not run".into())),
+        };
+        // The caller may have stopped waiting (a dropped request); its write stays committed.
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// Starts the thread that commits waiting writes in groups: it takes the first write, every write queued behind
+/// it (up to [`GROUP_LIMIT`]), runs them in one `BEGIN IMMEDIATE` transaction and commits. It ends when every
+/// sender (every [`Db`]) is gone.
+///
+/// It holds the writer connection weakly, so dropping the last `Db` closes the file at once, as before the group
+/// writer: a connection closed later, after the directory was removed and a store opened again at the same
+/// path, would delete the new store's write-ahead log (SQLite removes the `-wal` file by name on close).
+fn spawn_group_writer(
+    writer: std::sync::Weak<Mutex<Connection>>,
+    restart: Arc<LogRestart>,
+) -> Result<std::sync::mpsc::Sender<Box<dyn GroupWrite>>, PortError> {
+    let (sender, queue) = std::sync::mpsc::channel::<Box<dyn GroupWrite>>();
+    std::thread::Builder::new()
+        .name("flowhost-sqlite-writer".into())
+        .spawn(move || {
+            while let Ok(first) = queue.recv() {
+                let mut group = vec![first];
+                group.extend(queue.try_iter().take(GROUP_LIMIT - 1));
+                let committed = match writer.upgrade() {
+                    Some(writer) => {
+                        let connection = writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                        restart.before_write(&connection);
+                        let committed = commit_group(&connection, &mut group);
+                        restart.after_write();
+                        committed
+                    }
+                    None => Err(PortError::Backend("the embedded store is closed".into())),
+                };
+                for write in group {
+                    write.answer(committed.clone());
+                }
+            }
+        })
+        .map_err(|e| PortError::Backend(format!("cannot start the embedded store's writer thread: {e}")))?;
+    Ok(sender)
+}
+
+/// Runs `group` in one transaction and commits it; a failed begin or commit is every write's answer.
+///
+/// A write alone in its group (the common case under light load) runs without a savepoint, its failure rolling
+/// back the transaction: inside a savepoint SQLite keeps a statement journal of the pages the write changes.
+fn commit_group(connection: &Connection, group: &mut [Box<dyn GroupWrite>]) -> Result<(), PortError> {
+    connection.prepare_cached("BEGIN IMMEDIATE").and_then(|mut begin| begin.execute([])).map_err(backend_error)?;
+    if let [alone] = group {
+        if !alone.run(connection, false) {
+            let _ = connection.execute_batch("ROLLBACK");
+            return Ok(());
+        }
+    } else {
+        for write in group.iter_mut() {
+            write.run(connection, true);
+        }
+    }
+    let committed = connection.prepare_cached("COMMIT").and_then(|mut commit| commit.execute([]));
+    if let Err(error) = committed {
+        let _ = connection.execute_batch("ROLLBACK");
+        return Err(backend_error(error));
+    }
+    Ok(())
+}
+
 /// The writer connection and the reader pool of one file.
 #[derive(Clone)]
 pub(crate) struct Db {
@@ -206,6 +338,8 @@ pub(crate) struct Db {
     restart: Arc<LogRestart>,
     readers: Arc<[Mutex<Connection>]>,
     next_reader: Arc<AtomicUsize>,
+    /// The group writer's queue (see [`Db::write`]); the thread ends when the last `Db` is dropped.
+    group: std::sync::mpsc::Sender<Box<dyn GroupWrite>>,
 }
 
 pub(crate) fn backend_error(error: rusqlite::Error) -> PortError {
@@ -412,7 +546,27 @@ impl Db {
         let writer = Arc::new(Mutex::new(connection));
         let restart = Arc::new(LogRestart::default());
         spawn_checkpointer(path, Arc::downgrade(&writer), restart.clone(), checkpointing)?;
-        Ok(Db { writer, restart, readers: readers.into(), next_reader: Arc::new(AtomicUsize::new(0)) })
+        let group = spawn_group_writer(Arc::downgrade(&writer), restart.clone())?;
+        Ok(Db { writer, restart, readers: readers.into(), next_reader: Arc::new(AtomicUsize::new(0)), group })
+    }
+
+    /// Runs the write `f` in the next group commit and answers once that commit is durable: a write that fails
+    /// is rolled back alone (its savepoint), and a commit that fails fails every write of its group. `f` runs
+    /// inside the group's transaction, so it must not begin one of its own (it gets no `&mut Connection`);
+    /// its statements are atomic together.
+    ///
+    /// Why: a commit costs far more than a single-row write (begin, the write-ahead-log append, the end of the
+    /// transaction: 60% of the writer's time in a profile of in-app sends, one commit each), and concurrent
+    /// callers each waited for the writer lock and a blocking-pool thread of their own.
+    pub(crate) async fn write<T, F>(&self, f: F) -> Result<T, PortError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let pending = Box::new(PendingWrite { write: Some(f), result: None, reply });
+        self.group.send(pending).map_err(|_| PortError::Backend("the embedded store's writer stopped".into()))?;
+        answer.await.map_err(|_| PortError::Backend("the embedded store's writer stopped".into()))?
     }
 
     /// Runs `f` with the writer connection on the blocking pool.
@@ -649,5 +803,73 @@ mod tests {
         let log = std::fs::metadata(dir.path().join("busy.db-wal")).unwrap().len();
         let data = written * 4000;
         assert!(log < data / 2, "the log holds {log} bytes after {data} bytes of documents were written");
+    }
+
+    /// Writes queued while the writer is busy commit together, as one group: a write that fails (a duplicate
+    /// key) or panics fails alone, with its own statements rolled back, and the others commit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiting_writes_commit_as_one_group_and_fail_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("group.db")).unwrap();
+        let insert = |id: &'static str| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                db.write(move |c| {
+                    c.prepare_cached("INSERT INTO documents (collection, id, body) VALUES ('g', ?1, '{}')")?
+                        .execute([id])
+                })
+                .await
+            })
+        };
+        let groups_before = db.restart.writes.load(Ordering::Acquire);
+        // `documents_key` makes a second `a` a duplicate. Hold the writer: the first write's group waits for it,
+        // and the next writes queue behind that group.
+        let (held, release) = (tokio::sync::oneshot::channel(), std::sync::mpsc::channel::<()>());
+        let holder = {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let _writer = db.writer.lock().unwrap();
+                held.0.send(()).unwrap();
+                release.1.recv().unwrap();
+            })
+        };
+        held.1.await.unwrap();
+        let first = insert("a");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let duplicate = insert("a");
+        let half_done = {
+            let db = db.clone();
+            tokio::spawn(async move {
+                db.write(|c| {
+                    c.execute("INSERT INTO documents (collection, id, body) VALUES ('g', 'b', '{}')", [])?;
+                    c.execute("INSERT INTO documents (collection, id, body) VALUES ('g', 'a', '{}')", [])
+                })
+                .await
+            })
+        };
+        let panicking = {
+            let db = db.clone();
+            tokio::spawn(async move { db.write(|_| -> Result<(), rusqlite::Error> { panic!("a bug") }).await })
+        };
+        let last = insert("c");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        release.0.send(()).unwrap();
+        holder.join().unwrap();
+
+        assert_eq!(first.await.unwrap(), Ok(1));
+        assert!(matches!(duplicate.await.unwrap(), Err(PortError::Conflict(_))));
+        assert!(matches!(half_done.await.unwrap(), Err(PortError::Conflict(_))));
+        assert!(matches!(panicking.await.unwrap(), Err(PortError::Backend(message)) if message.contains("panicked")));
+        assert_eq!(last.await.unwrap(), Ok(1));
+        assert_eq!(db.restart.writes.load(Ordering::Acquire) - groups_before, 2, "two commits for five writes");
+        let ids = db
+            .read(|c| {
+                c.prepare("SELECT id FROM documents WHERE collection = 'g' ORDER BY id")?
+                    .query_map([], |row| row.get::<_, String>(0))?
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .await
+            .unwrap();
+        assert_eq!(ids, ["a", "c"], "the failed writes left nothing, not even the half-done one's first row");
     }
 }

@@ -27,6 +27,24 @@ pub enum Better {
     Higher,
 }
 
+impl Better {
+    /// Whether `value` is at `bound` or on its better side.
+    pub fn reaches(self, value: f64, bound: f64) -> bool {
+        match self {
+            Better::Lower => value <= bound,
+            Better::Higher => value >= bound,
+        }
+    }
+
+    /// How a target reads: `≤ 5` for a latency, `≥ 50000` for a rate.
+    pub fn target_sign(self) -> &'static str {
+        match self {
+            Better::Lower => "≤",
+            Better::Higher => "≥",
+        }
+    }
+}
+
 /// One figure of one run of one benchmark.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metric {
@@ -122,10 +140,7 @@ impl Metric {
 
     /// Whether `value` reaches `target`, when one is set.
     pub fn meets(&self, value: f64) -> Option<bool> {
-        self.target.map(|target| match self.better {
-            Better::Lower => value <= target,
-            Better::Higher => value >= target,
-        })
+        self.target.map(|target| self.better.reaches(value, target))
     }
 }
 

@@ -123,12 +123,8 @@ impl Summary {
                 .join("; ");
             let (target, verdict) = match figure.target {
                 Some(target) => {
-                    let sign = if figure.better == Better::Lower { "≤" } else { "≥" };
-                    let met = match figure.better {
-                        Better::Lower => figure.median <= target,
-                        Better::Higher => figure.median >= target,
-                    };
-                    (format!("{sign} {}", number(target)), if met { "met" } else { "missed" })
+                    let met = figure.better.reaches(figure.median, target);
+                    (format!("{} {}", figure.better.target_sign(), number(target)), if met { "met" } else { "missed" })
                 }
                 None => (String::new(), ""),
             };
@@ -205,10 +201,7 @@ pub fn compare(base: &Summary, new: &Summary) -> (Vec<Change>, Vec<String>) {
         };
         let relative = figure.median / before.median - 1.0;
         let threshold = before.spread().max(figure.spread()).max(MIN_CHANGE);
-        let improved = match figure.better {
-            Better::Lower => relative < 0.0,
-            Better::Higher => relative > 0.0,
-        };
+        let improved = figure.better.reaches(figure.median, before.median);
         let verdict = if relative.abs() <= threshold || !relative.is_finite() {
             Verdict::Noise
         } else if improved {
