@@ -72,6 +72,23 @@ impl Node {
         let response = request.send().await.unwrap();
         (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
     }
+
+    /// Waits until the node's engine has loaded `rules` enabled rules (`flowhost_engine_rules_loaded`): a rule
+    /// takes effect at the engine's next reload, not when the admin API answers, and a record consumed before
+    /// that is not the rule's.
+    async fn wait_for_rules(&self, rules: i64) {
+        let url = format!("http://127.0.0.1:{}/metrics", self.port);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
+            let loaded = text.lines().find_map(|line| line.strip_prefix("flowhost_engine_rules_loaded "));
+            if loaded.and_then(|value| value.trim().parse::<i64>().ok()) == Some(rules) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the engine never loaded {rules} rule(s): {loaded:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 impl Drop for Node {
@@ -127,6 +144,7 @@ async fn prepare(node: &Node, source: &str, out: &str) -> String {
     });
     let (status, created) = node.call("POST", "/api/v1/triggers", Some(rule)).await;
     assert_eq!(status, 201, "{created}");
+    node.wait_for_rules(1).await;
     id
 }
 

@@ -388,13 +388,15 @@ impl Shared {
             match RuleSet::load(self.ports.documents.as_ref(), &mut memo).await {
                 Ok(set) => {
                     metrics.rule_cache_reloads.inc();
-                    metrics.rules_loaded.set(set.len() as i64);
+                    let loaded = set.len() as i64;
                     for (rule_id, problem) in set.problems() {
                         metrics.errors.with_label_values(&["rule_compile"]).inc();
                         warn!(rule_id, problem, "rule is inactive: its expression does not compile");
                     }
                     let sources = set.source_topics();
                     rules.send_replace(Arc::new(set));
+                    // Set once the rules are live: a reader of the gauge can rely on them.
+                    metrics.rules_loaded.set(loaded);
                     topics.rules(sources);
                     self.status.rules_loaded.store(true, std::sync::atomic::Ordering::Release);
                 }
