@@ -205,14 +205,27 @@ pub(crate) fn vacuum_some(connection: &Connection) -> Result<(), rusqlite::Error
 /// Writes one group commit takes at most: enough to share a commit among every caller of a busy host, few enough
 /// that the writer lock is never held long.
 const GROUP_LIMIT: usize = 256;
-/// The savepoint each write of a group runs in.
-const GROUP_SAVEPOINT: &str = "group_write";
+/// The statements that put each write of a group in its own savepoint; `const`, so preparing them from the
+/// statement cache allocates nothing.
+const SAVEPOINT: &str = "SAVEPOINT group_write";
+const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO group_write";
+const RELEASE_SAVEPOINT: &str = "RELEASE group_write";
+
+/// How one write of a group went.
+enum Ran {
+    /// Its statements are in the group's transaction.
+    Stored,
+    /// It failed (or panicked) and its own statements are rolled back; the group's transaction goes on.
+    Failed,
+    /// A savepoint statement failed: the transaction is no longer known to hold exactly the stored writes.
+    Broken(PortError),
+}
 
 /// One write waiting for the group writer (see [`Db::write`]).
 trait GroupWrite: Send {
     /// Runs the write inside the group's transaction; with `in_savepoint`, in a savepoint rolled back when it
-    /// fails. Whether it succeeded.
-    fn run(&mut self, connection: &Connection, in_savepoint: bool) -> bool;
+    /// fails.
+    fn run(&mut self, connection: &Connection, in_savepoint: bool) -> Ran;
     /// Answers the caller once the group's commit is known.
     fn answer(self: Box<Self>, committed: Result<(), PortError>);
 }
@@ -228,34 +241,36 @@ where
     T: Send + 'static,
     F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
 {
-    fn run(&mut self, connection: &Connection, in_savepoint: bool) -> bool {
-        let Some(write) = self.write.take() else { return false };
+    fn run(&mut self, connection: &Connection, in_savepoint: bool) -> Ran {
+        let Some(write) = self.write.take() else { return Ran::Failed };
+        let statement = |sql: &str| {
+            connection.prepare_cached(sql).and_then(|mut statement| statement.execute([])).map_err(backend_error)
+        };
+        if in_savepoint {
+            if let Err(error) = statement(SAVEPOINT) {
+                return Ran::Broken(error);
+            }
+        }
         // A panicking write fails alone; the writer thread goes on serving the others.
-        let run = || match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write(connection))) {
+        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write(connection))) {
             Ok(result) => result.map_err(backend_error),
             Err(_) => Err(PortError::Backend("embedded store: the write panicked".into())),
         };
-        let savepoint = |verb: &str| {
-            connection
-                .prepare_cached(&format!("{verb} {GROUP_SAVEPOINT}"))
-                .and_then(|mut statement| statement.execute([]))
-                .map_err(backend_error)
-        };
-        let result = if in_savepoint {
-            savepoint("SAVEPOINT").and_then(|_| {
-                let result = run();
-                if result.is_err() {
-                    savepoint("ROLLBACK TO")?;
-                }
-                savepoint("RELEASE")?;
-                result
-            })
-        } else {
-            run()
-        };
-        let succeeded = result.is_ok();
+        let ran = if result.is_ok() { Ran::Stored } else { Ran::Failed };
         self.result = Some(result);
-        succeeded
+        if !in_savepoint || connection.is_autocommit() {
+            // Without a savepoint the caller rolls back; with no transaction left there is no savepoint either.
+            return ran;
+        }
+        if matches!(ran, Ran::Failed) {
+            if let Err(error) = statement(ROLLBACK_TO_SAVEPOINT) {
+                return Ran::Broken(error);
+            }
+        }
+        match statement(RELEASE_SAVEPOINT) {
+            Ok(_) => ran,
+            Err(error) => Ran::Broken(error),
+        }
     }
 
     fn answer(self: Box<Self>, committed: Result<(), PortError>) {
@@ -310,24 +325,48 @@ fn spawn_group_writer(
 ///
 /// A write alone in its group (the common case under light load) runs without a savepoint, its failure rolling
 /// back the transaction: inside a savepoint SQLite keeps a statement journal of the pages the write changes.
+///
+/// SQLite may roll back the whole transaction by itself when a statement fails (a full disk, an I/O error, no
+/// memory), and a savepoint statement may fail. The group stops there: every write is answered with the error and
+/// none of the rest runs, for they would run outside any transaction, each committed on its own, while their
+/// callers were told they failed.
 fn commit_group(connection: &Connection, group: &mut [Box<dyn GroupWrite>]) -> Result<(), PortError> {
     connection.prepare_cached("BEGIN IMMEDIATE").and_then(|mut begin| begin.execute([])).map_err(backend_error)?;
     if let [alone] = group {
-        if !alone.run(connection, false) {
-            let _ = connection.execute_batch("ROLLBACK");
+        if !matches!(alone.run(connection, false), Ran::Stored) {
+            rollback(connection);
             return Ok(());
         }
     } else {
         for write in group.iter_mut() {
-            write.run(connection, true);
+            let broken = match write.run(connection, true) {
+                Ran::Broken(error) => Some(error),
+                Ran::Stored | Ran::Failed if connection.is_autocommit() => Some(PortError::Backend(
+                    "embedded store: the group's transaction was rolled back by the store".into(),
+                )),
+                Ran::Stored | Ran::Failed => None,
+            };
+            if let Some(error) = broken {
+                rollback(connection);
+                return Err(error);
+            }
         }
     }
     let committed = connection.prepare_cached("COMMIT").and_then(|mut commit| commit.execute([]));
     if let Err(error) = committed {
-        let _ = connection.execute_batch("ROLLBACK");
+        rollback(connection);
         return Err(backend_error(error));
     }
     Ok(())
+}
+
+/// Ends the writer's transaction, if SQLite has not ended it already.
+fn rollback(connection: &Connection) {
+    if !connection.is_autocommit() {
+        if let Err(error) = connection.execute_batch("ROLLBACK") {
+            tracing::warn!(%error, "embedded store: rollback failed");
+        }
+    }
 }
 
 /// The writer connection and the reader pool of one file.
@@ -805,55 +844,71 @@ mod tests {
         assert!(log < data / 2, "the log holds {log} bytes after {data} bytes of documents were written");
     }
 
-    /// Writes queued while the writer is busy commit together, as one group: a write that fails (a duplicate
-    /// key) or panics fails alone, with its own statements rolled back, and the others commit.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn waiting_writes_commit_as_one_group_and_fail_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(&dir.path().join("group.db")).unwrap();
-        let insert = |id: &'static str| {
-            let db = db.clone();
-            tokio::spawn(async move {
-                db.write(move |c| {
-                    c.prepare_cached("INSERT INTO documents (collection, id, body) VALUES ('g', ?1, '{}')")?
-                        .execute([id])
-                })
-                .await
-            })
-        };
-        let groups_before = db.restart.writes.load(Ordering::Acquire);
-        // `documents_key` makes a second `a` a duplicate. Hold the writer: the first write's group waits for it,
-        // and the next writes queue behind that group.
+    /// Holds the writer connection until the returned sender is dropped or sent to, so the writes sent
+    /// meanwhile queue up and commit as one group (the first write sent makes a group of its own).
+    async fn hold_writer(db: &Db) -> (std::thread::JoinHandle<()>, std::sync::mpsc::Sender<()>) {
         let (held, release) = (tokio::sync::oneshot::channel(), std::sync::mpsc::channel::<()>());
         let holder = {
             let db = db.clone();
             std::thread::spawn(move || {
                 let _writer = db.writer.lock().unwrap();
                 held.0.send(()).unwrap();
-                release.1.recv().unwrap();
+                let _ = release.1.recv();
             })
         };
         held.1.await.unwrap();
-        let first = insert("a");
+        (holder, release.0)
+    }
+
+    /// Starts a write on the group writer.
+    fn spawn_write<T: Send + 'static>(
+        db: &Db,
+        write: impl FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    ) -> tokio::task::JoinHandle<Result<T, PortError>> {
+        let db = db.clone();
+        tokio::spawn(async move { db.write(write).await })
+    }
+
+    fn insert(id: &str) -> impl FnOnce(&Connection) -> Result<usize, rusqlite::Error> + Send + 'static {
+        let id = id.to_owned();
+        move |c| c.prepare_cached("INSERT INTO documents (collection, id, body) VALUES ('g', ?1, '{}')")?.execute([id])
+    }
+
+    async fn stored_ids(db: &Db) -> Vec<String> {
+        db.read(|c| {
+            c.prepare("SELECT id FROM documents WHERE collection = 'g' ORDER BY id")?
+                .query_map([], |row| row.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Lets the writes spawned so far reach the writer's queue.
+    async fn settle() {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let duplicate = insert("a");
-        let half_done = {
-            let db = db.clone();
-            tokio::spawn(async move {
-                db.write(|c| {
-                    c.execute("INSERT INTO documents (collection, id, body) VALUES ('g', 'b', '{}')", [])?;
-                    c.execute("INSERT INTO documents (collection, id, body) VALUES ('g', 'a', '{}')", [])
-                })
-                .await
-            })
-        };
-        let panicking = {
-            let db = db.clone();
-            tokio::spawn(async move { db.write(|_| -> Result<(), rusqlite::Error> { panic!("a bug") }).await })
-        };
-        let last = insert("c");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        release.0.send(()).unwrap();
+    }
+
+    /// Writes queued while the writer is busy commit together, as one group: a write that fails (a duplicate
+    /// key) or panics fails alone, with its own statements rolled back, and the others commit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiting_writes_commit_as_one_group_and_fail_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("group.db")).unwrap();
+        let groups_before = db.restart.writes.load(Ordering::Acquire);
+        // `documents_key` makes a second `a` a duplicate.
+        let (holder, release) = hold_writer(&db).await;
+        let first = spawn_write(&db, insert("a"));
+        settle().await;
+        let duplicate = spawn_write(&db, insert("a"));
+        let half_done = spawn_write(&db, |c| {
+            c.execute("INSERT INTO documents (collection, id, body) VALUES ('g', 'b', '{}')", [])?;
+            c.execute("INSERT INTO documents (collection, id, body) VALUES ('g', 'a', '{}')", [])
+        });
+        let panicking = spawn_write(&db, |_| -> Result<(), rusqlite::Error> { panic!("a bug") });
+        let last = spawn_write(&db, insert("c"));
+        settle().await;
+        release.send(()).unwrap();
         holder.join().unwrap();
 
         assert_eq!(first.await.unwrap(), Ok(1));
@@ -862,14 +917,88 @@ mod tests {
         assert!(matches!(panicking.await.unwrap(), Err(PortError::Backend(message)) if message.contains("panicked")));
         assert_eq!(last.await.unwrap(), Ok(1));
         assert_eq!(db.restart.writes.load(Ordering::Acquire) - groups_before, 2, "two commits for five writes");
-        let ids = db
-            .read(|c| {
-                c.prepare("SELECT id FROM documents WHERE collection = 'g' ORDER BY id")?
-                    .query_map([], |row| row.get::<_, String>(0))?
-                    .collect::<Result<Vec<_>, _>>()
+        assert_eq!(
+            stored_ids(&db).await,
+            ["a", "c"],
+            "the failed writes left nothing, not even the half-done one's first row"
+        );
+    }
+
+    /// When the group's transaction ends under a write (SQLite rolls a transaction back by itself on a full disk,
+    /// an I/O error or no memory; here the write ends it), the group stops: the writes before it were rolled
+    /// back with it and the writes after it do not run, outside any transaction, each on its own. Every caller
+    /// is told its write failed, and none is stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_group_whose_transaction_ends_fails_every_write_and_stores_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("ended.db")).unwrap();
+        let (holder, release) = hold_writer(&db).await;
+        let first = spawn_write(&db, insert("a"));
+        settle().await;
+        let before = spawn_write(&db, insert("b"));
+        let ending = spawn_write(&db, |c| c.execute_batch("ROLLBACK"));
+        let after = spawn_write(&db, insert("c"));
+        settle().await;
+        release.send(()).unwrap();
+        holder.join().unwrap();
+
+        assert_eq!(first.await.unwrap(), Ok(1), "the first write had a group of its own");
+        for (name, write) in [("before", before), ("after", after)] {
+            let answer = write.await.unwrap();
+            assert!(
+                matches!(&answer, Err(PortError::Backend(message)) if message.contains("rolled back")),
+                "{name}: {answer:?}"
+            );
+        }
+        assert!(ending.await.unwrap().is_err());
+        assert_eq!(stored_ids(&db).await, ["a"]);
+        // The writer goes on serving.
+        assert_eq!(spawn_write(&db, insert("d")).await.unwrap(), Ok(1));
+        assert_eq!(stored_ids(&db).await, ["a", "d"]);
+    }
+
+    /// A full store (here a file capped at a few pages, `SQLITE_FULL`): whatever SQLite rolls back, a statement
+    /// or the whole transaction, every write of the group is answered `Ok` exactly when it is stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_store_answers_ok_exactly_for_the_stored_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("full.db")).unwrap();
+        {
+            let writer = db.writer.lock().unwrap();
+            let pages: i64 = writer.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
+            writer.execute_batch(&format!("PRAGMA max_page_count = {}", pages + 4)).unwrap();
+        }
+        let big = "x".repeat(64 * 1024);
+        let (holder, release) = hold_writer(&db).await;
+        let first = spawn_write(&db, insert("first"));
+        settle().await;
+        let writes: Vec<_> = (0..6)
+            .map(|n| {
+                let id = format!("w{n}");
+                // Every other write is too large for the pages left.
+                let body = if n % 2 == 1 { big.clone() } else { "{}".to_owned() };
+                let write = spawn_write(&db, move |c| {
+                    c.prepare_cached("INSERT INTO documents (collection, id, body) VALUES ('g', ?1, ?2)")?
+                        .execute([&id, &body])
+                });
+                (format!("w{n}"), write)
             })
-            .await
-            .unwrap();
-        assert_eq!(ids, ["a", "c"], "the failed writes left nothing, not even the half-done one's first row");
+            .collect();
+        settle().await;
+        release.send(()).unwrap();
+        holder.join().unwrap();
+
+        assert_eq!(first.await.unwrap(), Ok(1));
+        let mut answered_ok = vec!["first".to_owned()];
+        let mut failed = 0;
+        for (id, write) in writes {
+            match write.await.unwrap() {
+                Ok(_) => answered_ok.push(id),
+                Err(_) => failed += 1,
+            }
+        }
+        assert!(failed >= 3, "the large writes fail: {answered_ok:?}");
+        answered_ok.sort();
+        assert_eq!(stored_ids(&db).await, answered_ok);
     }
 }
