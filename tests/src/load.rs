@@ -46,26 +46,6 @@ impl HttpTarget {
             hyper::Request::get(path(n)).body(Full::new(Bytes::new())).expect("a valid request")
         })
     }
-
-    async fn connect(&self) -> Option<http1::SendRequest<Full<Bytes>>> {
-        let stream = tokio::net::TcpStream::connect(self.addr).await.ok()?;
-        stream.set_nodelay(true).ok()?;
-        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await.ok()?;
-        tokio::spawn(connection);
-        Some(sender)
-    }
-
-    /// Sends request `n` on `sender` and reads the whole answer; its status, or `None` when the connection failed.
-    async fn send(&self, sender: &mut http1::SendRequest<Full<Bytes>>, n: u64) -> Option<u16> {
-        sender.ready().await.ok()?;
-        let mut request = (self.build)(n);
-        let host = self.addr.to_string().parse().expect("an address is a header value");
-        request.headers_mut().insert(hyper::header::HOST, host);
-        let response = sender.send_request(request).await.ok()?;
-        let status = response.status().as_u16();
-        response.into_body().collect().await.ok()?;
-        Some(status)
-    }
 }
 
 /// One keep-alive connection to a target: opened when a request needs it, dropped when one fails (the next
@@ -84,16 +64,36 @@ impl Connection {
     /// failed.
     async fn send(&mut self, n: u64) -> Option<u16> {
         if self.open.is_none() {
-            self.open = self.target.connect().await;
+            self.open = self.connect().await;
         }
         let status = match self.open.as_mut() {
-            Some(open) => self.target.send(open, n).await,
+            Some(open) => Self::exchange(&self.target, open, n).await,
             None => None,
         };
         if status.is_none() {
             self.open = None;
         }
         status
+    }
+
+    async fn connect(&self) -> Option<http1::SendRequest<Full<Bytes>>> {
+        let stream = tokio::net::TcpStream::connect(self.target.addr).await.ok()?;
+        stream.set_nodelay(true).ok()?;
+        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await.ok()?;
+        tokio::spawn(connection);
+        Some(sender)
+    }
+
+    /// Sends request `n` on `open` and reads the whole answer; its status, or `None` when the connection failed.
+    async fn exchange(target: &HttpTarget, open: &mut http1::SendRequest<Full<Bytes>>, n: u64) -> Option<u16> {
+        open.ready().await.ok()?;
+        let mut request = (target.build)(n);
+        let host = target.addr.to_string().parse().expect("an address is a header value");
+        request.headers_mut().insert(hyper::header::HOST, host);
+        let response = open.send_request(request).await.ok()?;
+        let status = response.status().as_u16();
+        response.into_body().collect().await.ok()?;
+        Some(status)
     }
 }
 
