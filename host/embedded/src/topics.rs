@@ -203,8 +203,8 @@ impl Topics for SqliteTopics {
         for record in records {
             check_topic_name(&record.topic)?;
         }
-        // The write runs on the blocking pool, which needs owned rows: one copy per call, already in the
-        // stored form (headers encoded).
+        // The write runs on the group writer's thread (one commit shared with the writes waiting beside it),
+        // which needs owned rows: one copy per call, already in the stored form (headers encoded).
         let rows: Vec<(String, Option<Vec<u8>>, Vec<u8>, Vec<u8>)> = records
             .iter()
             .map(|r| (r.topic.clone(), r.key.clone(), r.value.clone(), encode_headers(&r.headers)))
@@ -214,12 +214,11 @@ impl Topics for SqliteTopics {
         let first_slot = self.inner.round_robin.fetch_add(records.len() as u64, Ordering::Relaxed);
         self.inner
             .db
-            .call(move |c| {
-                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            .write(move |c| {
                 let mut partitions: HashMap<String, i32> = HashMap::new();
                 let mut next: HashMap<(String, i32), i64> = HashMap::new();
                 {
-                    let mut insert = tx.prepare_cached(
+                    let mut insert = c.prepare_cached(
                         "INSERT INTO records (topic, partition, offset, key, value, headers, timestamp_ms)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                     )?;
@@ -227,7 +226,7 @@ impl Topics for SqliteTopics {
                         let count = match partitions.get(topic) {
                             Some(n) => *n,
                             None => {
-                                let n = ensure_topic(&tx, topic, default_partitions)?;
+                                let n = ensure_topic(c, topic, default_partitions)?;
                                 partitions.insert(topic.clone(), n);
                                 n
                             }
@@ -236,13 +235,13 @@ impl Topics for SqliteTopics {
                         let slot = (topic.clone(), partition);
                         let offset = match next.get(&slot) {
                             Some(o) => *o,
-                            None => end_offset(&tx, topic, partition)?,
+                            None => end_offset(c, topic, partition)?,
                         };
                         next.insert(slot, offset + 1);
                         insert.execute(params![topic, partition, offset, key, value, headers, now])?;
                     }
                 }
-                tx.commit()
+                Ok(())
             })
             .await?;
         {
@@ -304,7 +303,7 @@ impl Topics for SqliteTopics {
             return Err(PortError::Conflict(format!("group {group:?} has members; its offsets are theirs to commit")));
         }
         let (group, positions) = (group.to_owned(), positions.to_vec());
-        self.inner.db.call(move |c| store_offsets(c, &group, &positions)).await
+        self.inner.db.write(move |c| store_offsets(c, &group, &positions)).await
     }
 
     async fn consumer(&self, config: ConsumerConfig) -> Result<Box<dyn TopicConsumer>, PortError> {
@@ -353,18 +352,17 @@ fn committed_offset(c: &Connection, group: &str, topic: &str, partition: i32) ->
     .optional()
 }
 
-fn store_offsets(c: &mut Connection, group: &str, positions: &[Position]) -> Result<(), rusqlite::Error> {
-    let tx = c.transaction()?;
-    {
-        let mut upsert = tx.prepare_cached(
-            "INSERT INTO group_offsets (grp, topic, partition, next_offset) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (grp, topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
-        )?;
-        for p in positions {
-            upsert.execute(params![group, p.topic, p.partition, p.next_offset])?;
-        }
+/// Stores `group`'s committed positions; run on the group writer (`Db::write`), whose transaction makes them
+/// atomic together.
+fn store_offsets(c: &Connection, group: &str, positions: &[Position]) -> Result<(), rusqlite::Error> {
+    let mut upsert = c.prepare_cached(
+        "INSERT INTO group_offsets (grp, topic, partition, next_offset) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (grp, topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
+    )?;
+    for p in positions {
+        upsert.execute(params![group, p.topic, p.partition, p.next_offset])?;
     }
-    tx.commit()
+    Ok(())
 }
 
 fn marks_to_positions(marks: &BTreeMap<(String, i32), i64>) -> Vec<Position> {
@@ -439,7 +437,7 @@ impl SqliteConsumer {
         let fetched = match self.inner.db.read(move |c| fetch_rows(c, &request, false).map(|f| (f, request))).await? {
             (Some(fetched), _) => fetched,
             (None, request) => {
-                let fetched = self.inner.db.call(move |c| fetch_rows(c, &request, true)).await?;
+                let fetched = self.inner.db.write(move |c| fetch_rows(c, &request, true)).await?;
                 fetched.expect("the writer fetches")
             }
         };
@@ -475,7 +473,7 @@ struct Fetched {
 /// Assigns the member its partitions (every `members`-th one from its rank), commits the marks of partitions
 /// it lost, and reads up to `max` records from its positions. `None` when that needs a write and `writable` is
 /// false: a topic to create or revoked marks to commit.
-fn fetch_rows(c: &mut Connection, request: &FetchRequest, writable: bool) -> Result<Option<Fetched>, rusqlite::Error> {
+fn fetch_rows(c: &Connection, request: &FetchRequest, writable: bool) -> Result<Option<Fetched>, rusqlite::Error> {
     let FetchRequest { topics, group, start, default_partitions, rank, members, positions, marks, paused, max } =
         request;
     let mut assigned = Vec::new();
@@ -584,7 +582,7 @@ impl TopicConsumer for SqliteConsumer {
         self.check_open()?;
         let group = self.config.group.clone();
         let owned = positions.to_vec();
-        self.inner.db.call(move |c| store_offsets(c, &group, &owned)).await?;
+        self.inner.db.write(move |c| store_offsets(c, &group, &owned)).await?;
         // A mark at or before what was just committed must not move the commit back on close.
         for p in positions {
             let slot = (p.topic.clone(), p.partition);
@@ -618,7 +616,7 @@ impl TopicConsumer for SqliteConsumer {
         let marked = marks_to_positions(&self.marks);
         if !marked.is_empty() {
             let group = self.config.group.clone();
-            self.inner.db.call(move |c| store_offsets(c, &group, &marked)).await?;
+            self.inner.db.write(move |c| store_offsets(c, &group, &marked)).await?;
             self.marks.clear();
         }
         self.closed = true;
