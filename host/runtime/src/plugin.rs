@@ -6,8 +6,9 @@
 //! component exports `invoke(action, input)` (and maybe `data-sources`); a `0.2.0` component exports
 //! `invoke(context, action, input)`, `data-sources`, `node-kinds`, or any of them; a projector of either version
 //! exports `project` ([`Plugin::project`]). Every call runs in a fresh
-//! instance, except a 0.2.0 action of a plugin that declares `reuse_instances` ([`crate::reuse`]); a node-kind
-//! batch runs in one instance for the whole batch, which is the point of the contract.
+//! instance, except a 0.2.0 action or a projection of a plugin that declares `reuse_instances`
+//! ([`crate::reuse`]); a node-kind batch runs in one instance for the whole batch, which is the point of the
+//! contract.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -244,8 +245,12 @@ impl Runtime {
             }
         }
         let runtime = self.inner().clone();
-        let reusable = manifest.reuse_instances && matches!(exports, Exports::V2 { action: Some(_), .. });
-        let idle = reusable.then(|| IdleInstances::new(runtime.idle_budget.clone()));
+        let idle = match &exports {
+            _ if !manifest.reuse_instances => None,
+            Exports::V2 { action: Some(_), .. } => Some(Kept::Actions(IdleInstances::new(runtime.idle_budget.clone()))),
+            Exports::Projector(_) => Some(Kept::Projections(IdleInstances::new(runtime.idle_budget.clone()))),
+            _ => None,
+        };
         Ok(Plugin { inner: Arc::new(PluginInner { runtime, exports, manifest, identity, imported, limits, idle }) })
     }
 }
@@ -265,8 +270,15 @@ struct PluginInner {
     imported: Vec<Capability>,
     /// The runtime's default limits, tightened by the manifest's `limits`.
     limits: Limits,
-    /// Instances kept between action calls, when the manifest declares `reuse_instances` (0.2.0 actions only).
-    idle: Option<IdleInstances>,
+    /// Instances kept between calls, when the manifest declares `reuse_instances` (0.2.0 actions and
+    /// projectors).
+    idle: Option<Kept>,
+}
+
+/// The instances a plugin keeps between calls ([`crate::reuse`]), by the world they were instantiated as.
+enum Kept {
+    Actions(IdleInstances<v2::action::ActionPlugin>),
+    Projections(IdleInstances<ProjectorInstance>),
 }
 
 impl std::fmt::Debug for Plugin {
@@ -361,7 +373,9 @@ impl Plugin {
             return Err(InvokeError::UnknownAction(action.to_string()));
         }
         let tenant = TenantScope::of(std::iter::once(context.tenant_id.as_deref()));
-        if let (Exports::V2 { action: Some(pre), .. }, Some(idle)) = (&self.inner.exports, &self.inner.idle) {
+        if let (Exports::V2 { action: Some(pre), .. }, Some(Kept::Actions(idle))) =
+            (&self.inner.exports, &self.inner.idle)
+        {
             return self.invoke_reusing(pre, idle, tenant, context, action, input, limits).await;
         }
         let mut store = self.store(limits, tenant)?;
@@ -406,35 +420,68 @@ impl Plugin {
     async fn invoke_reusing(
         &self,
         pre: &v2::action::ActionPluginPre<HostState>,
-        idle: &IdleInstances,
+        idle: &IdleInstances<v2::action::ActionPlugin>,
         tenant: TenantScope,
         context: &InvocationContext,
         action: &str,
         input: &str,
         limits: &Limits,
     ) -> Result<String, InvokeError> {
-        let mut kept = match idle.take(&tenant, store_memory_bytes(&self.inner.runtime, limits)) {
-            Some(mut kept) => {
-                arm(&mut kept.store, &self.inner.runtime, limits)?;
-                kept
-            }
-            None => {
-                let mut store = self.store(limits, tenant)?;
-                let instance =
-                    pre.instantiate_async(&mut store).await.map_err(|error| classify(error, &store, limits))?;
-                Idle { store, instance, calls: 0 }
-            }
-        };
+        let mut kept = self
+            .take_idle(idle, tenant, limits, async |store: &mut Store<HostState>| {
+                pre.instantiate_async(&mut *store).await.map_err(|error| classify(error, store, limits))
+            })
+            .await?;
         kept.store.data_mut().smoke_test = context.smoke_test;
         let context = context.to_wit(self.deadline_ms(limits));
         let result = kept.instance.call_invoke(&mut kept.store, &context, action, input).await;
-        // The guest returned (an answer or its own error) and stayed within its memory: the instance is sound.
-        let sound = result.is_ok() && !kept.store.data().limiter.hit;
+        let sound = result.is_ok();
         let output = finish(result, &kept.store, limits);
-        if sound {
-            kept.calls += 1;
-            idle.give_back(kept);
+        give_back_if_sound(idle, kept, sound);
+        output
+    }
+
+    /// An idle instance of `tenant`, re-armed with `limits`, or else a fresh one made by `instantiate` in a new
+    /// store.
+    async fn take_idle<I>(
+        &self,
+        idle: &IdleInstances<I>,
+        tenant: TenantScope,
+        limits: &Limits,
+        instantiate: impl AsyncFnOnce(&mut Store<HostState>) -> Result<I, InvokeError>,
+    ) -> Result<Idle<I>, InvokeError> {
+        match idle.take(&tenant, store_memory_bytes(&self.inner.runtime, limits)) {
+            Some(mut kept) => {
+                arm(&mut kept.store, &self.inner.runtime, limits)?;
+                Ok(kept)
+            }
+            None => {
+                let mut store = self.store(limits, tenant)?;
+                let instance = instantiate(&mut store).await?;
+                Ok(Idle { store, instance, calls: 0 })
+            }
         }
+    }
+
+    /// Runs one projection in an idle instance when one is kept, else in a fresh one, and keeps the instance
+    /// when the guest returned.
+    async fn project_reusing(
+        &self,
+        pre: &ProjectorPre,
+        idle: &IdleInstances<ProjectorInstance>,
+        state: Option<&str>,
+        input: &str,
+    ) -> Result<String, InvokeError> {
+        let limits = &self.inner.limits;
+        let mut kept = self
+            .take_idle(idle, TenantScope::None, limits, async |store: &mut Store<HostState>| {
+                pre.instantiate(&mut *store).await.map_err(|error| classify(error, store, limits))
+            })
+            .await?;
+        let result = kept.instance.project(&mut kept.store, state, input).await;
+        let sound = result.is_ok();
+        let output = result.map_err(|error| classify(error, &kept.store, limits)).and_then(|answer| answer);
+        give_back_if_sound(idle, kept, sound);
         output
     }
 
@@ -443,7 +490,8 @@ impl Plugin {
         matches!(self.inner.exports, Exports::Projector(_))
     }
 
-    /// Projects the record `input` (JSON) onto `state` (JSON; `None` for a new key) in a fresh instance: the new
+    /// Projects the record `input` (JSON) onto `state` (JSON; `None` for a new key) in a fresh instance (or a
+    /// kept one, when the manifest declares `reuse_instances`): the new
     /// state, or the projector's rejection (`Permanent`) or request to retry (`Retryable`). A component that is
     /// not a projector answers [`InvokeError::UnknownAction`].
     pub async fn project(&self, state: Option<&str>, input: &str) -> Result<String, InvokeError> {
@@ -453,9 +501,13 @@ impl Plugin {
         let started = Instant::now();
         let limits = &self.inner.limits;
         let projection = async {
-            let mut store = self.store(limits, TenantScope::None)?;
-            let output = pre.project(&mut store, limits, state, input).await??;
-            drop(store);
+            let output = match &self.inner.idle {
+                Some(Kept::Projections(idle)) => self.project_reusing(pre, idle, state, input).await?,
+                _ => {
+                    let mut store = self.store(limits, TenantScope::None)?;
+                    pre.project(&mut store, limits, state, input).await??
+                }
+            };
             check_output(&output, limits)?;
             Ok(output)
         };
@@ -698,6 +750,17 @@ impl ProjectorPre {
         }
     }
 
+    /// A new instance in `store`.
+    pub(crate) async fn instantiate(
+        &self,
+        store: &mut wasmtime::Store<HostState>,
+    ) -> wasmtime::Result<ProjectorInstance> {
+        Ok(match self {
+            ProjectorPre::V1(pre) => ProjectorInstance::V1(pre.instantiate_async(store).await?),
+            ProjectorPre::V2(pre) => ProjectorInstance::V2(pre.instantiate_async(store).await?),
+        })
+    }
+
     /// Runs `project` in a fresh instance in `store`: the guest's answer, or the failure of the call.
     pub(crate) async fn project(
         &self,
@@ -706,26 +769,8 @@ impl ProjectorPre {
         state: Option<&str>,
         input: &str,
     ) -> Result<Result<String, InvokeError>, InvokeError> {
-        let project = async {
-            Ok::<_, wasmtime::Error>(match self {
-                ProjectorPre::V1(pre) => pre
-                    .instantiate_async(&mut *store)
-                    .await?
-                    .call_project(&mut *store, state, input)
-                    .await?
-                    .map_err(GuestError::into_invoke_error),
-                ProjectorPre::V2(pre) => pre
-                    .instantiate_async(&mut *store)
-                    .await?
-                    .call_project(&mut *store, state, input)
-                    .await?
-                    .map_err(GuestError::into_invoke_error),
-            })
-        };
-        match project.await {
-            Ok(result) => Ok(result),
-            Err(error) => Err(classify(error, store, limits)),
-        }
+        let project = async { self.instantiate(&mut *store).await?.project(&mut *store, state, input).await };
+        project.await.map_err(|error| classify(error, store, limits))
     }
 
     pub(crate) fn version(&self) -> PackageVersion {
@@ -733,5 +778,39 @@ impl ProjectorPre {
             ProjectorPre::V1(_) => PackageVersion::V0_1,
             ProjectorPre::V2(_) => PackageVersion::V0_2,
         }
+    }
+}
+
+/// An instance of the `projector` world of either package version.
+pub(crate) enum ProjectorInstance {
+    V1(v1::projector::Projector),
+    V2(v2::projector::Projector),
+}
+
+impl ProjectorInstance {
+    /// Calls `project`: the guest's answer, or the failure of the call (a trap, fuel, the deadline).
+    async fn project(
+        &self,
+        store: &mut wasmtime::Store<HostState>,
+        state: Option<&str>,
+        input: &str,
+    ) -> wasmtime::Result<Result<String, InvokeError>> {
+        Ok(match self {
+            ProjectorInstance::V1(instance) => {
+                instance.call_project(store, state, input).await?.map_err(GuestError::into_invoke_error)
+            }
+            ProjectorInstance::V2(instance) => {
+                instance.call_project(store, state, input).await?.map_err(GuestError::into_invoke_error)
+            }
+        })
+    }
+}
+
+/// Keeps `kept` for a later call when the guest returned (an answer or its own classified error) and stayed
+/// within its memory; an instance that trapped, ran out of fuel or time, or hit its memory cap is dropped.
+fn give_back_if_sound<I>(idle: &IdleInstances<I>, mut kept: Idle<I>, returned: bool) {
+    if returned && !kept.store.data().limiter.hit {
+        kept.calls += 1;
+        idle.give_back(kept);
     }
 }

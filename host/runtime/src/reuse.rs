@@ -1,5 +1,7 @@
 //! Instance reuse: the idle instances of a plugin whose manifest declares `reuse_instances`, kept after a call
-//! that returned so the next action call of the same tenant skips instantiation and the store's teardown.
+//! that returned so the next call of the same tenant skips instantiation and the store's teardown: a 0.2.0
+//! action's, or a projector's (a projection is a pure function of its arguments, so a kept instance answers
+//! exactly as a fresh one).
 //!
 //! A fresh instance per call is the default, and what a plugin gets unless it opts in: its memory and globals
 //! start zeroed every time. A plugin that declares `reuse_instances: true` promises it keeps nothing from one
@@ -18,7 +20,6 @@ use std::sync::{Arc, Mutex};
 
 use wasmtime::Store;
 
-use crate::bindings::v2::action::ActionPlugin;
 use crate::host::{HostState, TenantScope};
 
 /// Calls one instance serves before it is dropped.
@@ -48,27 +49,28 @@ impl IdleBudget {
     }
 }
 
-/// An instance between calls, with the store it lives in.
-pub(crate) struct Idle {
+/// An instance between calls, with the store it lives in (`I`: the bindings of the world it was instantiated
+/// as).
+pub(crate) struct Idle<I> {
     pub(crate) store: Store<HostState>,
-    pub(crate) instance: ActionPlugin,
+    pub(crate) instance: I,
     /// Calls it has served.
     pub(crate) calls: u32,
 }
 
 /// The idle instances of one plugin version.
-pub(crate) struct IdleInstances {
-    entries: Mutex<Vec<Idle>>,
+pub(crate) struct IdleInstances<I> {
+    entries: Mutex<Vec<Idle<I>>>,
     budget: Arc<IdleBudget>,
 }
 
-impl IdleInstances {
-    pub(crate) fn new(budget: Arc<IdleBudget>) -> IdleInstances {
+impl<I> IdleInstances<I> {
+    pub(crate) fn new(budget: Arc<IdleBudget>) -> IdleInstances<I> {
         IdleInstances { entries: Mutex::new(Vec::new()), budget }
     }
 
     /// An idle instance for `tenant` whose store has the memory cap `memory_bytes`, if one is kept.
-    pub(crate) fn take(&self, tenant: &TenantScope, memory_bytes: usize) -> Option<Idle> {
+    pub(crate) fn take(&self, tenant: &TenantScope, memory_bytes: usize) -> Option<Idle<I>> {
         let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let position = entries.iter().rposition(|idle| {
             let state = idle.store.data();
@@ -81,7 +83,7 @@ impl IdleInstances {
     }
 
     /// Keeps `idle` for a later call, unless it has served its calls or the runtime's idle budget is spent.
-    pub(crate) fn give_back(&self, idle: Idle) {
+    pub(crate) fn give_back(&self, idle: Idle<I>) {
         if idle.calls >= MAX_CALLS_PER_INSTANCE || !self.budget.try_take() {
             return;
         }
@@ -89,7 +91,7 @@ impl IdleInstances {
     }
 }
 
-impl Drop for IdleInstances {
+impl<I> Drop for IdleInstances<I> {
     fn drop(&mut self) {
         let entries = self.entries.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
         self.budget.release(entries.len());

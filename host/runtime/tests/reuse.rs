@@ -1,5 +1,5 @@
-//! Instance reuse (`reuse_instances` in the manifest) against the `tally` fixture, whose static counter shows
-//! which instance served a call: an instance serves one tenant only, every call gets its own deadline and fuel,
+//! Instance reuse (`reuse_instances` in the manifest) against the `tally` fixture (an action) and the
+//! `tally-projector` fixture (a projector), whose static counters show which instance served a call: an instance serves one tenant only, every call gets its own deadline and fuel,
 //! an instance whose call failed in the host's sense (trap, timeout, fuel, memory) is never used again, a guest's
 //! own error keeps it, and the runtime keeps at most a quarter of its pool idle.
 
@@ -112,4 +112,23 @@ async fn at_most_a_quarter_of_the_pool_is_idle() {
     // The idle one leaves room for as many calls at once as the pool has slots left.
     let calls: Vec<_> = ["c", "d", "e"].iter().map(|id| count(&plugin, Some(id))).collect();
     assert_eq!(futures::future::join_all(calls).await, [1, 1, 1]);
+}
+
+/// A projector that declares `reuse_instances` projects in a kept instance; its own error keeps the instance,
+/// a trap ends it.
+#[tokio::test]
+async fn a_projector_reuses_its_instance_until_it_fails() {
+    let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+    let plugin = runtime.load(&fixtures::bytes("tally_projector"), &[]).await.expect("load tally-projector");
+    assert!(plugin.is_projector() && plugin.manifest().reuse_instances);
+    let calls = async || -> u64 {
+        let output = plugin.project(None, "{}").await.expect("project");
+        serde_json::from_str::<Value>(&output).expect("JSON")["calls"].as_u64().expect("calls")
+    };
+    assert_eq!(calls().await, 1);
+    assert_eq!(calls().await, 2);
+    assert_eq!(plugin.project(Some("{}"), "\"fail\"").await, Err(InvokeError::Permanent("failed on call 3".into())));
+    assert_eq!(calls().await, 4);
+    assert!(matches!(plugin.project(None, "\"panic\"").await, Err(InvokeError::Trap(_))));
+    assert_eq!(calls().await, 1, "a trapped instance is never used again");
 }

@@ -32,6 +32,8 @@ mod component {
                 "version": env!("CARGO_PKG_VERSION"),
                 "description": "Projects player presence events onto one document per player, with a state per site.",
                 "capabilities": ["log"],
+                // The projection is a pure function of its arguments and keeps nothing between calls.
+                "reuse_instances": true,
             })
             .to_string()
         }
