@@ -82,6 +82,31 @@ pub enum Transient {
 /// Where the projector comes from: the active `presence` plugin (hot-swappable) or a fixed one in tests.
 pub type ProjectorSource = Arc<dyn Fn() -> Option<Plugin> + Send + Sync>;
 
+/// What the projector is asked about one record (the `presence` plugin's input), written straight to JSON.
+#[derive(Serialize)]
+#[serde(tag = "kind", rename = "record")]
+struct RecordInput<'a> {
+    topic: &'a str,
+    partition: i32,
+    offset: i64,
+    /// The record's bytes as text.
+    value: &'a str,
+    now: &'a str,
+    expiry_seconds: u64,
+}
+
+/// What the projector is asked about a document the sweep found due.
+#[derive(Serialize)]
+#[serde(tag = "kind", rename = "expire")]
+struct ExpireInput<'a> {
+    now: &'a str,
+}
+
+/// A projector input as JSON text.
+fn input_text(input: &impl Serialize) -> String {
+    serde_json::to_string(input).expect("a projector input is JSON")
+}
+
 #[derive(Deserialize)]
 struct Output {
     outcome: String,
@@ -128,14 +153,26 @@ pub fn classify(error: InvokeError) -> Result<Projected, Transient> {
 ///
 /// Read as the projector reads the envelope (a JSON value and pointers into it, a repeated key's last value
 /// winning), so both see the same player in any bytes: a typed read refused an envelope with a repeated key
-/// that the projector applies, and the record was dead-lettered as `invalid_user_id`.
+/// that the projector applies, and the record was dead-lettered as `invalid_user_id`. Only the objects on the
+/// way to the two ids are read into maps (of raw values, the last of a repeated key winning); the rest of the
+/// envelope is checked and skipped, not built.
 pub fn document_id(value: &str) -> Option<String> {
-    let envelope: Value = serde_json::from_str(value).ok()?;
-    let id = |pointer: &str| {
-        let id = envelope.pointer(pointer)?.as_str()?;
+    let envelope = object(value)?;
+    let body = object(envelope.get("body")?.get())?;
+    let id = |object: &Object, field: &str| {
+        let id: String = serde_json::from_str(object.get(field)?.get()).ok()?;
         (!id.is_empty() && id.len() <= 19 && id.bytes().all(|b| b.is_ascii_digit())).then_some(id)
     };
-    Some(format!("{}:{}", id("/body/tenant_id")?, id("/body/user/user_id")?))
+    let user = object(body.get("user")?.get())?;
+    Some(format!("{}:{}", id(&body, "tenant_id")?, id(&user, "user_id")?))
+}
+
+/// A JSON object's members as raw values, a repeated key's last value winning.
+type Object<'a> = HashMap<String, &'a serde_json::value::RawValue>;
+
+/// `text` read as a JSON object; `None` for any other JSON value or for text that is not JSON.
+fn object(text: &str) -> Option<Object<'_>> {
+    serde_json::from_str(text).ok()
 }
 
 /// What the projector made of one player's inputs, folded one after the other onto the stored document.
@@ -148,7 +185,8 @@ struct Fold {
 /// One player's inputs and where their outcomes go in the batch.
 struct Group {
     id: String,
-    inputs: Vec<Value>,
+    /// The projector's inputs, as JSON text.
+    inputs: Vec<String>,
     slots: Vec<usize>,
 }
 
@@ -185,10 +223,10 @@ impl Projection {
     }
 
     /// Asks the projector; a rejection becomes `Err(Ok(..))`, a failure of the call `Err(Err(..))`.
-    async fn ask(&self, state: Option<&Value>, input: &Value) -> Result<Output, Result<Projected, Transient>> {
+    async fn ask(&self, state: Option<&Value>, input: &str) -> Result<Output, Result<Projected, Transient>> {
         let projector = self.projector().map_err(Err)?;
         let state = state.map(Value::to_string);
-        match projector.project(state.as_deref(), &input.to_string()).await {
+        match projector.project(state.as_deref(), input).await {
             Ok(text) => serde_json::from_str(&text)
                 .map_err(|e| Err(Transient::Projector(format!("the projector answered something else: {e}")))),
             Err(error) => Err(classify(error)),
@@ -209,9 +247,13 @@ impl Projection {
                 }));
                 continue;
             };
-            let input = json!({
-                "kind": "record", "topic": record.topic, "partition": record.partition, "offset": record.offset,
-                "value": value, "now": now, "expiry_seconds": self.expiry_seconds,
+            let input = input_text(&RecordInput {
+                topic: &record.topic,
+                partition: record.partition,
+                offset: record.offset,
+                value,
+                now: &now,
+                expiry_seconds: self.expiry_seconds,
             });
             let Some(id) = document_id(value) else {
                 // Not addressable: the projector names what is wrong with it.
@@ -242,7 +284,7 @@ impl Projection {
 
     /// Takes the due sites of the documents `ids` offline; one outcome per id, in order.
     pub async fn expire_many(&self, ids: Vec<String>) -> Vec<Result<Projected, Transient>> {
-        let input = json!({ "kind": "expire", "now": iso_utc(self.clock.now_ms()) });
+        let input = input_text(&ExpireInput { now: &iso_utc(self.clock.now_ms()) });
         let groups = ids.into_iter().map(|id| Group { id, inputs: vec![input.clone()], slots: Vec::new() }).collect();
         self.project_groups(groups).await.into_iter().flatten().collect()
     }
@@ -327,7 +369,7 @@ impl Projection {
     }
 
     /// Asks the projector about each input in order, each on the state the previous ones left.
-    async fn fold(&self, stored: Option<&Versioned>, inputs: &[Value]) -> Fold {
+    async fn fold(&self, stored: Option<&Versioned>, inputs: &[String]) -> Fold {
         let mut state: Option<Value> = stored.map(|stored| stored.body.clone());
         let mut changed = false;
         let mut outcomes = Vec::with_capacity(inputs.len());
@@ -354,7 +396,7 @@ impl Projection {
     }
 
     /// Read, fold, compare-and-write one document; a lost race starts again from the newer document.
-    async fn apply(&self, id: &str, inputs: &[Value]) -> Vec<Result<Projected, Transient>> {
+    async fn apply(&self, id: &str, inputs: &[String]) -> Vec<Result<Projected, Transient>> {
         for _ in 0..MAX_RACES {
             let stored = match self.documents_op(self.documents.get_versioned(COLLECTION, id)).await {
                 Ok(stored) => stored,
@@ -391,6 +433,28 @@ mod tests {
         assert_eq!(document_id(repeated).as_deref(), Some("12:501"));
         assert_eq!(bounded("duplicate"), "duplicate");
         assert_eq!(bounded("Invalid Action!"), "rejected");
+    }
+
+    /// The inputs are the `presence` plugin's input format (its `projection::Input`), written without a
+    /// `Value` in between.
+    #[test]
+    fn inputs_are_the_projectors_format() {
+        let record = RecordInput {
+            topic: "t",
+            partition: 2,
+            offset: 9,
+            value: "{\"a\":\"\u{e9}\"}",
+            now: "2026-01-01T00:00:00.000Z",
+            expiry_seconds: 120,
+        };
+        let expected = json!({"kind": "record", "topic": "t", "partition": 2, "offset": 9, "value": "{\"a\":\"\u{e9}\"}",
+            "now": "2026-01-01T00:00:00.000Z", "expiry_seconds": 120});
+        assert_eq!(serde_json::from_str::<Value>(&input_text(&record)).unwrap(), expected);
+        let expire = input_text(&ExpireInput { now: "2026-01-01T00:00:00.000Z" });
+        assert_eq!(
+            serde_json::from_str::<Value>(&expire).unwrap(),
+            json!({"kind": "expire", "now": "2026-01-01T00:00:00.000Z"})
+        );
     }
 
     #[test]
