@@ -5,6 +5,7 @@
 
 mod cache;
 mod documents;
+mod group;
 mod queue;
 mod sqlite;
 mod subjects;

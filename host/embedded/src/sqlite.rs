@@ -16,6 +16,9 @@ use std::time::Duration;
 use flowhost_core::ports::PortError;
 use rusqlite::{Connection, OpenFlags};
 
+pub(crate) use crate::group::backend_error;
+use crate::group::{spawn_group_writer, GroupWrite, PendingWrite, WriteHooks};
+
 /// How many read-only connections serve reads. A few cover the blocking pool's concurrent readers on small
 /// machines; each costs a file handle and a page cache.
 const READERS: usize = 4;
@@ -202,173 +205,6 @@ pub(crate) fn vacuum_some(connection: &Connection) -> Result<(), rusqlite::Error
     Ok(())
 }
 
-/// Writes one group commit takes at most: enough to share a commit among every caller of a busy host, few enough
-/// that the writer lock is never held long.
-const GROUP_LIMIT: usize = 256;
-/// The statements that put each write of a group in its own savepoint; `const`, so preparing them from the
-/// statement cache allocates nothing.
-const SAVEPOINT: &str = "SAVEPOINT group_write";
-const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO group_write";
-const RELEASE_SAVEPOINT: &str = "RELEASE group_write";
-
-/// How one write of a group went.
-enum Ran {
-    /// Its statements are in the group's transaction.
-    Stored,
-    /// It failed (or panicked) and its own statements are rolled back; the group's transaction goes on.
-    Failed,
-    /// A savepoint statement failed: the transaction is no longer known to hold exactly the stored writes.
-    Broken(PortError),
-}
-
-/// One write waiting for the group writer (see [`Db::write`]).
-trait GroupWrite: Send {
-    /// Runs the write inside the group's transaction; with `in_savepoint`, in a savepoint rolled back when it
-    /// fails.
-    fn run(&mut self, connection: &Connection, in_savepoint: bool) -> Ran;
-    /// Answers the caller once the group's commit is known.
-    fn answer(self: Box<Self>, committed: Result<(), PortError>);
-}
-
-struct PendingWrite<T, F> {
-    write: Option<F>,
-    result: Option<Result<T, PortError>>,
-    reply: tokio::sync::oneshot::Sender<Result<T, PortError>>,
-}
-
-impl<T, F> GroupWrite for PendingWrite<T, F>
-where
-    T: Send + 'static,
-    F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
-{
-    fn run(&mut self, connection: &Connection, in_savepoint: bool) -> Ran {
-        let Some(write) = self.write.take() else { return Ran::Failed };
-        let statement = |sql: &str| {
-            connection.prepare_cached(sql).and_then(|mut statement| statement.execute([])).map_err(backend_error)
-        };
-        if in_savepoint {
-            if let Err(error) = statement(SAVEPOINT) {
-                return Ran::Broken(error);
-            }
-        }
-        // A panicking write fails alone; the writer thread goes on serving the others.
-        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write(connection))) {
-            Ok(result) => result.map_err(backend_error),
-            Err(_) => Err(PortError::Backend("embedded store: the write panicked".into())),
-        };
-        let ran = if result.is_ok() { Ran::Stored } else { Ran::Failed };
-        self.result = Some(result);
-        if !in_savepoint || connection.is_autocommit() {
-            // Without a savepoint the caller rolls back; with no transaction left there is no savepoint either.
-            return ran;
-        }
-        if matches!(ran, Ran::Failed) {
-            if let Err(error) = statement(ROLLBACK_TO_SAVEPOINT) {
-                return Ran::Broken(error);
-            }
-        }
-        match statement(RELEASE_SAVEPOINT) {
-            Ok(_) => ran,
-            Err(error) => Ran::Broken(error),
-        }
-    }
-
-    fn answer(self: Box<Self>, committed: Result<(), PortError>) {
-        let answer = match (self.result, committed) {
-            (Some(Err(error)), _) | (_, Err(error)) => Err(error),
-            (Some(Ok(value)), Ok(())) => Ok(value),
-            (None, Ok(())) => Err(PortError::Backend("embedded store: the write did not run".into())),
-        };
-        // The caller may have stopped waiting (a dropped request); its write stays committed.
-        let _ = self.reply.send(answer);
-    }
-}
-
-/// Starts the thread that commits waiting writes in groups: it takes the first write, every write queued behind
-/// it (up to [`GROUP_LIMIT`]), runs them in one `BEGIN IMMEDIATE` transaction and commits. It ends when every
-/// sender (every [`Db`]) is gone.
-///
-/// It holds the writer connection weakly, so dropping the last `Db` closes the file at once, as before the group
-/// writer: a connection closed later, after the directory was removed and a store opened again at the same
-/// path, would delete the new store's write-ahead log (SQLite removes the `-wal` file by name on close).
-fn spawn_group_writer(
-    writer: std::sync::Weak<Mutex<Connection>>,
-    restart: Arc<LogRestart>,
-) -> Result<std::sync::mpsc::Sender<Box<dyn GroupWrite>>, PortError> {
-    let (sender, queue) = std::sync::mpsc::channel::<Box<dyn GroupWrite>>();
-    std::thread::Builder::new()
-        .name("flowhost-sqlite-writer".into())
-        .spawn(move || {
-            while let Ok(first) = queue.recv() {
-                let mut group = vec![first];
-                group.extend(queue.try_iter().take(GROUP_LIMIT - 1));
-                let committed = match writer.upgrade() {
-                    Some(writer) => {
-                        let connection = writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                        restart.before_write(&connection);
-                        let committed = commit_group(&connection, &mut group);
-                        restart.after_write();
-                        committed
-                    }
-                    None => Err(PortError::Backend("the embedded store is closed".into())),
-                };
-                for write in group {
-                    write.answer(committed.clone());
-                }
-            }
-        })
-        .map_err(|e| PortError::Backend(format!("cannot start the embedded store's writer thread: {e}")))?;
-    Ok(sender)
-}
-
-/// Runs `group` in one transaction and commits it; a failed begin or commit is every write's answer.
-///
-/// A write alone in its group (the common case under light load) runs without a savepoint, its failure rolling
-/// back the transaction: inside a savepoint SQLite keeps a statement journal of the pages the write changes.
-///
-/// SQLite may roll back the whole transaction by itself when a statement fails (a full disk, an I/O error, no
-/// memory), and a savepoint statement may fail. The group stops there: every write is answered with the error and
-/// none of the rest runs, for they would run outside any transaction, each committed on its own, while their
-/// callers were told they failed.
-fn commit_group(connection: &Connection, group: &mut [Box<dyn GroupWrite>]) -> Result<(), PortError> {
-    connection.prepare_cached("BEGIN IMMEDIATE").and_then(|mut begin| begin.execute([])).map_err(backend_error)?;
-    if let [alone] = group {
-        if !matches!(alone.run(connection, false), Ran::Stored) {
-            rollback(connection);
-            return Ok(());
-        }
-    } else {
-        for write in group.iter_mut() {
-            let broken = match write.run(connection, true) {
-                Ran::Broken(error) => Some(error),
-                Ran::Stored | Ran::Failed if connection.is_autocommit() => Some(PortError::Backend(
-                    "embedded store: the group's transaction was rolled back by the store".into(),
-                )),
-                Ran::Stored | Ran::Failed => None,
-            };
-            if let Some(error) = broken {
-                rollback(connection);
-                return Err(error);
-            }
-        }
-    }
-    let committed = connection.prepare_cached("COMMIT").and_then(|mut commit| commit.execute([]));
-    if let Err(error) = committed {
-        rollback(connection);
-        return Err(backend_error(error));
-    }
-    Ok(())
-}
-
-/// Ends the writer's transaction, if SQLite has not ended it already.
-fn rollback(connection: &Connection) {
-    if !connection.is_autocommit() {
-        if let Err(error) = connection.execute_batch("ROLLBACK") {
-            tracing::warn!(%error, "embedded store: rollback failed");
-        }
-    }
-}
-
 /// The writer connection and the reader pool of one file.
 #[derive(Clone)]
 pub(crate) struct Db {
@@ -379,24 +215,6 @@ pub(crate) struct Db {
     next_reader: Arc<AtomicUsize>,
     /// The group writer's queue (see [`Db::write`]); the thread ends when the last `Db` is dropped.
     group: std::sync::mpsc::Sender<Box<dyn GroupWrite>>,
-}
-
-pub(crate) fn backend_error(error: rusqlite::Error) -> PortError {
-    match error {
-        rusqlite::Error::SqliteFailure(e, _)
-            if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) =>
-        {
-            PortError::Unavailable(format!("embedded store busy: {error}"))
-        }
-        // A unique index (documents port `ensure_index`) refused the write.
-        rusqlite::Error::SqliteFailure(e, _)
-            if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
-                || e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
-        {
-            PortError::Conflict(format!("a unique index refused the write: {error}"))
-        }
-        other => PortError::Backend(format!("embedded store: {other}")),
-    }
 }
 
 /// A 16 MiB page cache per connection: with SQLite's default of 2 MiB every B-tree step of a growing store
@@ -441,6 +259,17 @@ struct LogRestart {
     /// (copying what was written since the last passive checkpoint); 2, the same, waiting for readers of older
     /// snapshots as long as any lock waits (the log outgrew [`OVERGROWN_FACTOR`] times its threshold).
     due: AtomicU8,
+}
+
+/// The group writer restarts the log around its groups as `Db::with_writer` does around a write.
+impl WriteHooks for LogRestart {
+    fn before_write(&self, writer: &Connection) {
+        LogRestart::before_write(self, writer);
+    }
+
+    fn after_write(&self) {
+        LogRestart::after_write(self);
+    }
 }
 
 impl LogRestart {

@@ -1,0 +1,199 @@
+//! The group writer of one SQLite file (see `Db::write`): a thread that takes every write waiting, runs each in
+//! a savepoint of one `BEGIN IMMEDIATE` transaction and commits once, answering no caller before the commit.
+
+use std::sync::{Arc, Mutex};
+
+use flowhost_core::ports::PortError;
+use rusqlite::Connection;
+
+/// What the writer does around each group with the writer connection held (the file's log restarts).
+pub(crate) trait WriteHooks: Send + Sync {
+    fn before_write(&self, writer: &Connection);
+    fn after_write(&self);
+}
+
+/// A SQLite error as the ports' error: busy or locked is `Unavailable`, a unique index's refusal `Conflict`.
+pub(crate) fn backend_error(error: rusqlite::Error) -> PortError {
+    match error {
+        rusqlite::Error::SqliteFailure(e, _)
+            if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) =>
+        {
+            PortError::Unavailable(format!("embedded store busy: {error}"))
+        }
+        // A unique index (documents port `ensure_index`) refused the write.
+        rusqlite::Error::SqliteFailure(e, _)
+            if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                || e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
+        {
+            PortError::Conflict(format!("a unique index refused the write: {error}"))
+        }
+        other => PortError::Backend(format!("embedded store: {other}")),
+    }
+}
+
+/// Writes one group commit takes at most: enough to share a commit among every caller of a busy host, few enough
+/// that the writer lock is never held long.
+const GROUP_LIMIT: usize = 256;
+/// The statements that put each write of a group in its own savepoint; `const`, so preparing them from the
+/// statement cache allocates nothing.
+const SAVEPOINT: &str = "SAVEPOINT group_write";
+const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO group_write";
+const RELEASE_SAVEPOINT: &str = "RELEASE group_write";
+
+/// How one write of a group went.
+pub(crate) enum Ran {
+    /// Its statements are in the group's transaction.
+    Stored,
+    /// It failed (or panicked) and its own statements are rolled back; the group's transaction goes on.
+    Failed,
+    /// A savepoint statement failed: the transaction is no longer known to hold exactly the stored writes.
+    Broken(PortError),
+}
+
+/// One write waiting for the group writer (see [`Db::write`]).
+pub(crate) trait GroupWrite: Send {
+    /// Runs the write inside the group's transaction; with `in_savepoint`, in a savepoint rolled back when it
+    /// fails.
+    fn run(&mut self, connection: &Connection, in_savepoint: bool) -> Ran;
+    /// Answers the caller once the group's commit is known.
+    fn answer(self: Box<Self>, committed: Result<(), PortError>);
+}
+
+pub(crate) struct PendingWrite<T, F> {
+    pub(crate) write: Option<F>,
+    pub(crate) result: Option<Result<T, PortError>>,
+    pub(crate) reply: tokio::sync::oneshot::Sender<Result<T, PortError>>,
+}
+
+impl<T, F> GroupWrite for PendingWrite<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+{
+    fn run(&mut self, connection: &Connection, in_savepoint: bool) -> Ran {
+        let Some(write) = self.write.take() else { return Ran::Failed };
+        let statement = |sql: &str| {
+            connection.prepare_cached(sql).and_then(|mut statement| statement.execute([])).map_err(backend_error)
+        };
+        if in_savepoint {
+            if let Err(error) = statement(SAVEPOINT) {
+                return Ran::Broken(error);
+            }
+        }
+        // A panicking write fails alone; the writer thread goes on serving the others.
+        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write(connection))) {
+            Ok(result) => result.map_err(backend_error),
+            Err(_) => Err(PortError::Backend("embedded store: the write panicked".into())),
+        };
+        let ran = if result.is_ok() { Ran::Stored } else { Ran::Failed };
+        self.result = Some(result);
+        if !in_savepoint || connection.is_autocommit() {
+            // Without a savepoint the caller rolls back; with no transaction left there is no savepoint either.
+            return ran;
+        }
+        if matches!(ran, Ran::Failed) {
+            if let Err(error) = statement(ROLLBACK_TO_SAVEPOINT) {
+                return Ran::Broken(error);
+            }
+        }
+        match statement(RELEASE_SAVEPOINT) {
+            Ok(_) => ran,
+            Err(error) => Ran::Broken(error),
+        }
+    }
+
+    fn answer(self: Box<Self>, committed: Result<(), PortError>) {
+        let answer = match (self.result, committed) {
+            (Some(Err(error)), _) | (_, Err(error)) => Err(error),
+            (Some(Ok(value)), Ok(())) => Ok(value),
+            (None, Ok(())) => Err(PortError::Backend("embedded store: the write did not run".into())),
+        };
+        // The caller may have stopped waiting (a dropped request); its write stays committed.
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// Starts the thread that commits waiting writes in groups: it takes the first write, every write queued behind
+/// it (up to [`GROUP_LIMIT`]), runs them in one `BEGIN IMMEDIATE` transaction and commits. It ends when every
+/// sender (every [`Db`]) is gone.
+///
+/// It holds the writer connection weakly, so dropping the last `Db` closes the file at once, as before the group
+/// writer: a connection closed later, after the directory was removed and a store opened again at the same
+/// path, would delete the new store's write-ahead log (SQLite removes the `-wal` file by name on close).
+pub(crate) fn spawn_group_writer(
+    writer: std::sync::Weak<Mutex<Connection>>,
+    restart: Arc<dyn WriteHooks>,
+) -> Result<std::sync::mpsc::Sender<Box<dyn GroupWrite>>, PortError> {
+    let (sender, queue) = std::sync::mpsc::channel::<Box<dyn GroupWrite>>();
+    std::thread::Builder::new()
+        .name("flowhost-sqlite-writer".into())
+        .spawn(move || {
+            while let Ok(first) = queue.recv() {
+                let mut group = vec![first];
+                group.extend(queue.try_iter().take(GROUP_LIMIT - 1));
+                let committed = match writer.upgrade() {
+                    Some(writer) => {
+                        let connection = writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                        restart.before_write(&connection);
+                        let committed = commit_group(&connection, &mut group);
+                        restart.after_write();
+                        committed
+                    }
+                    None => Err(PortError::Backend("the embedded store is closed".into())),
+                };
+                for write in group {
+                    write.answer(committed.clone());
+                }
+            }
+        })
+        .map_err(|e| PortError::Backend(format!("cannot start the embedded store's writer thread: {e}")))?;
+    Ok(sender)
+}
+
+/// Runs `group` in one transaction and commits it; a failed begin or commit is every write's answer.
+///
+/// A write alone in its group (the common case under light load) runs without a savepoint, its failure rolling
+/// back the transaction: inside a savepoint SQLite keeps a statement journal of the pages the write changes.
+///
+/// SQLite may roll back the whole transaction by itself when a statement fails (a full disk, an I/O error, no
+/// memory), and a savepoint statement may fail. The group stops there: every write is answered with the error and
+/// none of the rest runs, for they would run outside any transaction, each committed on its own, while their
+/// callers were told they failed.
+fn commit_group(connection: &Connection, group: &mut [Box<dyn GroupWrite>]) -> Result<(), PortError> {
+    connection.prepare_cached("BEGIN IMMEDIATE").and_then(|mut begin| begin.execute([])).map_err(backend_error)?;
+    if let [alone] = group {
+        if !matches!(alone.run(connection, false), Ran::Stored) {
+            rollback(connection);
+            return Ok(());
+        }
+    } else {
+        for write in group.iter_mut() {
+            let broken = match write.run(connection, true) {
+                Ran::Broken(error) => Some(error),
+                Ran::Stored | Ran::Failed if connection.is_autocommit() => Some(PortError::Backend(
+                    "embedded store: the group's transaction was rolled back by the store".into(),
+                )),
+                Ran::Stored | Ran::Failed => None,
+            };
+            if let Some(error) = broken {
+                rollback(connection);
+                return Err(error);
+            }
+        }
+    }
+    let committed = connection.prepare_cached("COMMIT").and_then(|mut commit| commit.execute([]));
+    if let Err(error) = committed {
+        rollback(connection);
+        return Err(backend_error(error));
+    }
+    Ok(())
+}
+
+/// Ends the writer's transaction, if SQLite has not ended it already.
+fn rollback(connection: &Connection) {
+    if !connection.is_autocommit() {
+        if let Err(error) = connection.execute_batch("ROLLBACK") {
+            tracing::warn!(%error, "embedded store: rollback failed");
+        }
+    }
+}
