@@ -60,9 +60,16 @@ pub(crate) trait GroupWrite: Send {
 }
 
 pub(crate) struct PendingWrite<T, F> {
-    pub(crate) write: Option<F>,
-    pub(crate) result: Option<Result<T, PortError>>,
-    pub(crate) reply: tokio::sync::oneshot::Sender<Result<T, PortError>>,
+    write: Option<F>,
+    result: Option<Result<T, PortError>>,
+    reply: tokio::sync::oneshot::Sender<Result<T, PortError>>,
+}
+
+impl<T, F> PendingWrite<T, F> {
+    /// `write`, whose outcome goes to `reply` once its group's commit is known.
+    pub(crate) fn new(write: F, reply: tokio::sync::oneshot::Sender<Result<T, PortError>>) -> Self {
+        PendingWrite { write: Some(write), result: None, reply }
+    }
 }
 
 impl<T, F> GroupWrite for PendingWrite<T, F>

@@ -263,16 +263,6 @@ struct LogRestart {
 
 /// The group writer restarts the log around its groups as `Db::with_writer` does around a write.
 impl WriteHooks for LogRestart {
-    fn before_write(&self, writer: &Connection) {
-        LogRestart::before_write(self, writer);
-    }
-
-    fn after_write(&self) {
-        LogRestart::after_write(self);
-    }
-}
-
-impl LogRestart {
     /// Before a write, with the writer held: starts the log again when the checkpointer asked for it.
     fn before_write(&self, writer: &Connection) {
         let marked = self.copied_through.load(Ordering::Acquire);
@@ -432,7 +422,7 @@ impl Db {
         F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let pending = Box::new(PendingWrite { write: Some(f), result: None, reply });
+        let pending = Box::new(PendingWrite::new(f, reply));
         self.group.send(pending).map_err(|_| PortError::Backend("the embedded store's writer stopped".into()))?;
         answer.await.map_err(|_| PortError::Backend("the embedded store's writer stopped".into()))?
     }
