@@ -26,13 +26,10 @@
 #   campaigns        campaigns      the read-only campaign events API
 set -euo pipefail
 
+here=$(cd "$(dirname "$0")" && pwd)
 names=(admin-engine push-api sender-1 sender-2 gateway-edge gateway-ingest gateway-worker presence-1 presence-2 campaigns)
 
 log() { printf '[topology] %s\n' "$*" >&2; }
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
 
 roles_of() {
   case $1 in
@@ -49,21 +46,17 @@ roles_of() {
 # The addresses of the deployment: one main port per process (its /health, /ready, /metrics), and the ports the
 # roles serve on. Written once by `start`, read by `restart` so a process comes back where it was.
 allocate() {
-  local dir=$1 name upper
-  {
-    for name in "${names[@]}"; do
-      upper=$(echo "$name" | tr 'a-z-' 'A-Z_')
-      echo "${upper}_PORT=$(free_port)"
-      echo "${upper}_METRICS_PORT=$(free_port)"
-    done
-    echo "EDGE_PORT=$(free_port)"
-    echo "INGEST_PORT=$(free_port)"
-    echo "INGEST_PRIVATE_PORT=$(free_port)"
-    echo "QUEUE_ADMIN_PORT=$(free_port)"
-    echo "PRESENCE_1_HTTP_PORT=$(free_port)"
-    echo "PRESENCE_2_HTTP_PORT=$(free_port)"
-    echo "CAMPAIGNS_HTTP_PORT=$(free_port)"
-  } >"$dir/addresses.env"
+  local dir=$1 name upper keys=() ports
+  for name in "${names[@]}"; do
+    upper=$(echo "$name" | tr 'a-z-' 'A-Z_')
+    keys+=("${upper}_PORT" "${upper}_METRICS_PORT")
+  done
+  keys+=(EDGE_PORT INGEST_PORT INGEST_PRIVATE_PORT QUEUE_ADMIN_PORT PRESENCE_1_HTTP_PORT PRESENCE_2_HTTP_PORT
+    CAMPAIGNS_HTTP_PORT)
+  # Below the ephemeral range, all distinct: see free_ports.py.
+  ports=$(python3 "$here/free_ports.py" "${#keys[@]}")
+  mapfile -t ports <<<"$ports"
+  for i in "${!keys[@]}"; do echo "${keys[$i]}=${ports[$i]}"; done >"$dir/addresses.env"
 }
 
 # Starts process `name` in the background with the shared settings and its own ports.

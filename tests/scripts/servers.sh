@@ -48,10 +48,6 @@ install() {
   fi
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-
 wait_port() { # host port name
   for _ in $(seq 1 150); do
     if (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; then return 0; fi
@@ -65,7 +61,10 @@ start() {
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   local kafka_port mongo_port nats_port redis_port
-  kafka_port=$(free_port); mongo_port=$(free_port); nats_port=$(free_port); redis_port=$(free_port)
+  # Below the ephemeral range, all distinct: see examples/topology/free_ports.py.
+  local ports
+  ports=$(python3 "$here/../../examples/topology/free_ports.py" 4)
+  read -r kafka_port mongo_port nats_port redis_port <<<"${ports//$'\n'/ }"
 
   redis-server --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no \
     --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
