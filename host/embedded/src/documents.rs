@@ -364,7 +364,7 @@ impl DocumentStore for SqliteDocuments {
     async fn get_versioned(&self, collection: &str, id: &str) -> Result<Option<Versioned>, PortError> {
         let (collection, id) = (collection.to_owned(), id.to_owned());
         self.db
-            .read(move |c| {
+            .read_point(move |c| {
                 let row: Option<(String, i64)> = c
                     .prepare_cached("SELECT body, version FROM documents WHERE collection = ?1 AND id = ?2")?
                     .query_row(params![collection, id], |row| Ok((row.get(0)?, row.get(1)?)))

@@ -462,17 +462,38 @@ impl Db {
         let readers = self.readers.clone();
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
         tokio::task::spawn_blocking(move || {
-            let count = readers.len();
-            let idle = (0..count).find_map(|i| readers[(start + i) % count].try_lock().ok());
+            let idle = idle_reader(&readers, start);
             let mut guard = match idle {
                 Some(guard) => guard,
-                None => readers[start % count].lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
+                None => readers[start % readers.len()].lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
             };
             f(&mut guard).map_err(backend_error)
         })
         .await
         .map_err(|e| PortError::Backend(format!("embedded store task failed: {e}")))?
     }
+
+    /// Runs a point read (one row by its key: tens of microseconds from the page cache) on this thread when a
+    /// reader connection is idle, else as [`Db::read`] does. Why: the hand-off to the blocking pool and back (two
+    /// wake-ups and a thread switch) cost more than such a read; the in-app send makes three of them per message.
+    /// Only for reads bounded by an index lookup: a scan would hold this async worker for its whole length.
+    pub(crate) async fn read_point<T, F>(&self, f: F) -> Result<T, PortError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    {
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        if let Some(mut guard) = idle_reader(&self.readers, start) {
+            return f(&mut guard).map_err(backend_error);
+        }
+        self.read(f).await
+    }
+}
+
+/// The first reader connection not in use, looking from `start` on.
+fn idle_reader(readers: &[Mutex<Connection>], start: usize) -> Option<std::sync::MutexGuard<'_, Connection>> {
+    let count = readers.len();
+    (0..count).find_map(|i| readers[(start + i) % count].try_lock().ok())
 }
 
 #[cfg(test)]

@@ -36,6 +36,8 @@ use serde_json::json;
 
 const WEBSOCKETS: usize = 10_000;
 const INAPP_MESSAGES: usize = 20_000;
+/// In-app sends in flight at once.
+const INAPP_IN_FLIGHT: usize = 64;
 const SUBSCRIPTIONS_PER_PLAYER: usize = 5;
 
 /// A local HTTPS push service answering every POST with 201, on the certificate `push_service.py` made.
@@ -247,7 +249,7 @@ async fn websocket_clients(ws_url: String, count: usize, expected: usize) {
     println!("DONE {}", flowhost_core::Clock::now_ms(&SystemClock));
 }
 
-async fn inapp_fan_out(host: &TestHost, sender: &Sender, report: &mut Report) {
+async fn inapp_fan_out(host: &TestHost, sender: &Arc<Sender>, report: &mut Report) {
     let (status, created) = editor(
         host,
         Some(TENANT_A),
@@ -268,24 +270,39 @@ async fn inapp_fan_out(host: &TestHost, sender: &Sender, report: &mut Report) {
     assert_eq!(lines.next_line().await.unwrap().as_deref(), Some("CONNECTED"));
     let connect_time = connecting.elapsed();
     let started_ms = flowhost_core::Clock::now_ms(&SystemClock);
-    futures::stream::iter(0..INAPP_MESSAGES)
-        .for_each_concurrent(64, |n| async move {
-            let request = InAppRequest {
-                tenant_id: TENANT_A.into(),
-                player_id: (n % WEBSOCKETS) as i64 + 1,
-                template_id: 1,
-                language_id: None,
-                placeholders: vec![],
-                vertical: Some("casino".into()),
-                category: None,
-                subcategory: None,
-                idempotency_key: format!("bench-{n}"),
-                run_id: None,
-            };
-            let report = sender.send_inapp(request).await.expect("send_inapp");
-            assert_eq!(report.outcome, InAppOutcome::Delivered, "every player has an open socket");
+    // The sends run on the runtime's workers, as the engine's flow steps and the push API's handlers do (not on
+    // the benchmark's main thread): INAPP_IN_FLIGHT tasks, each taking the next message until none is left.
+    let next = Arc::new(AtomicU64::new(0));
+    let senders: Vec<_> = (0..INAPP_IN_FLIGHT)
+        .map(|_| {
+            let (sender, next) = (sender.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    if n >= INAPP_MESSAGES {
+                        break;
+                    }
+                    let request = InAppRequest {
+                        tenant_id: TENANT_A.into(),
+                        player_id: (n % WEBSOCKETS) as i64 + 1,
+                        template_id: 1,
+                        language_id: None,
+                        placeholders: vec![],
+                        vertical: Some("casino".into()),
+                        category: None,
+                        subcategory: None,
+                        idempotency_key: format!("bench-{n}"),
+                        run_id: None,
+                    };
+                    let report = sender.send_inapp(request).await.expect("send_inapp");
+                    assert_eq!(report.outcome, InAppOutcome::Delivered, "every player has an open socket");
+                }
+            })
         })
-        .await;
+        .collect();
+    for task in senders {
+        task.await.expect("a sending task panicked");
+    }
     let sent_ms = flowhost_core::Clock::now_ms(&SystemClock);
     let done = lines.next_line().await.unwrap().unwrap();
     let done_ms: i64 = done.strip_prefix("DONE ").unwrap().parse().unwrap();
@@ -354,7 +371,7 @@ async fn main() {
         tenant_languages: Default::default(),
     };
     let _ = vapid;
-    let sender = Sender::new(host.ports.clone(), settings, client.clone()).await.unwrap();
+    let sender = Arc::new(Sender::new(host.ports.clone(), settings, client.clone()).await.unwrap());
     fan_out(&host, &sender, &url, &keys, &mut report).await;
     inapp_fan_out(&host, &sender, &mut report).await;
     host.stop().await;
