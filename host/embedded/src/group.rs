@@ -6,29 +6,12 @@ use std::sync::{Arc, Mutex};
 use flowhost_core::ports::PortError;
 use rusqlite::Connection;
 
+use crate::error::backend_error;
+
 /// What the writer does around each group with the writer connection held (the file's log restarts).
 pub(crate) trait WriteHooks: Send + Sync {
     fn before_write(&self, writer: &Connection);
     fn after_write(&self);
-}
-
-/// A SQLite error as the ports' error: busy or locked is `Unavailable`, a unique index's refusal `Conflict`.
-pub(crate) fn backend_error(error: rusqlite::Error) -> PortError {
-    match error {
-        rusqlite::Error::SqliteFailure(e, _)
-            if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) =>
-        {
-            PortError::Unavailable(format!("embedded store busy: {error}"))
-        }
-        // A unique index (documents port `ensure_index`) refused the write.
-        rusqlite::Error::SqliteFailure(e, _)
-            if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
-                || e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
-        {
-            PortError::Conflict(format!("a unique index refused the write: {error}"))
-        }
-        other => PortError::Backend(format!("embedded store: {other}")),
-    }
 }
 
 /// Writes one group commit takes at most: enough to share a commit among every caller of a busy host, few enough

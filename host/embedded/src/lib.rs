@@ -5,6 +5,7 @@
 
 mod cache;
 mod documents;
+mod error;
 mod group;
 mod queue;
 mod sqlite;

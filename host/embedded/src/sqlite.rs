@@ -16,7 +16,7 @@ use std::time::Duration;
 use flowhost_core::ports::PortError;
 use rusqlite::{Connection, OpenFlags};
 
-pub(crate) use crate::group::backend_error;
+use crate::error::backend_error;
 use crate::group::{spawn_group_writer, GroupWrite, PendingWrite, WriteHooks};
 
 /// How many read-only connections serve reads. A few cover the blocking pool's concurrent readers on small
@@ -727,6 +727,40 @@ mod tests {
     /// Lets the writes spawned so far reach the writer's queue.
     async fn settle() {
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    /// A point read sees every write committed before it; when every reader connection is busy it waits for one
+    /// (on the blocking pool) instead of failing or blocking the calling task.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn point_reads_see_committed_writes_and_wait_when_every_reader_is_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("point.db")).unwrap();
+        let count = |db: &Db| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                db.read_point(|c| c.query_row("SELECT count(*) FROM documents", [], |row| row.get::<_, i64>(0))).await
+            })
+        };
+        db.write(insert("a")).await.unwrap();
+        assert_eq!(count(&db).await.unwrap().unwrap(), 1);
+
+        let (held, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+        let holder = {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let _busy: Vec<_> = db.readers.iter().map(|reader| reader.lock().unwrap()).collect();
+                held.0.send(()).unwrap();
+                let _ = release.1.recv();
+            })
+        };
+        held.1.recv().unwrap();
+        db.write(insert("b")).await.unwrap();
+        let waiting = count(&db);
+        settle().await;
+        assert!(!waiting.is_finished(), "a point read with every reader busy waits for one");
+        release.0.send(()).unwrap();
+        holder.join().unwrap();
+        assert_eq!(waiting.await.unwrap().unwrap(), 2);
     }
 
     /// Writes queued while the writer is busy commit together, as one group: a write that fails (a duplicate
