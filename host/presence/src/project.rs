@@ -331,7 +331,9 @@ impl Projection {
 
     /// The folds of the groups, spread over the runtime's worker threads (the projector is CPU work).
     async fn fold_parallel(&self, reads: Vec<(Group, Option<Versioned>)>) -> Vec<(Group, Option<Versioned>, Fold)> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // The runtime's worker count: read from memory, where `available_parallelism` reads cgroup files (a
+        // system call per batch in the drain's profile).
+        let threads = tokio::runtime::Handle::current().metrics().num_workers().max(1);
         let per_task = reads.len().div_ceil(threads).max(FOLDS_PER_TASK);
         let mut tasks = Vec::new();
         let mut reads = reads.into_iter().peekable();
