@@ -39,12 +39,50 @@ fn reject(code: &'static str, detail: impl Into<String>) -> Rejection {
 
 /// What the host asks.
 #[derive(Debug, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(try_from = "Call")]
 pub enum Input {
     /// Project one broker record.
     Record { topic: String, partition: i32, offset: i64, value: String, now: String, expiry_seconds: u64 },
     /// Take due sites offline.
     Expire { now: String },
+}
+
+/// The input as read: one flat object whose `kind` says which fields it needs. Read as a struct rather than as an
+/// internally tagged enum, which buffers every field (the record's text among them) before it picks the variant:
+/// a sixth of the projection's time natively.
+#[derive(Deserialize)]
+struct Call {
+    kind: Kind,
+    now: String,
+    topic: Option<String>,
+    partition: Option<i32>,
+    offset: Option<i64>,
+    value: Option<String>,
+    expiry_seconds: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    Record,
+    Expire,
+}
+
+impl TryFrom<Call> for Input {
+    type Error = String;
+
+    fn try_from(call: Call) -> Result<Input, String> {
+        let now = call.now;
+        match call.kind {
+            Kind::Expire => Ok(Input::Expire { now }),
+            Kind::Record => match (call.topic, call.partition, call.offset, call.value, call.expiry_seconds) {
+                (Some(topic), Some(partition), Some(offset), Some(value), Some(expiry_seconds)) => {
+                    Ok(Input::Record { topic, partition, offset, value, now, expiry_seconds })
+                }
+                _ => Err("a record needs topic, partition, offset, value and expiry_seconds".to_owned()),
+            },
+        }
+    }
 }
 
 /// The answer: the new document when something changed, else why nothing did.
@@ -144,8 +182,14 @@ pub fn format(time: DateTime<Utc>) -> String {
     time.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// `value.pointer(pointer)` for the envelope's fixed pointers (object keys, no `~` escapes), without allocating:
+/// serde_json's `pointer` builds two strings per token, a tenth of the projection's time natively.
+fn at<'a>(value: &'a Value, pointer: &str) -> Option<&'a Value> {
+    pointer.split('/').skip(1).try_fold(value, |value, key| value.get(key))
+}
+
 fn string<'a>(value: &'a Value, pointer: &str, code: &'static str) -> Result<&'a str, Rejection> {
-    value.pointer(pointer).and_then(Value::as_str).ok_or_else(|| reject(code, format!("{pointer} must be a string")))
+    at(value, pointer).and_then(Value::as_str).ok_or_else(|| reject(code, format!("{pointer} must be a string")))
 }
 
 /// Validates the envelope's bytes (as text) against the input rules of spec 002 part B.
@@ -163,7 +207,7 @@ pub fn validate(value: &str, now: DateTime<Utc>) -> Result<Event, Rejection> {
     if string(&envelope, "/source", "invalid_source")? != SOURCE {
         return Err(reject("invalid_source", format!("source must be {SOURCE}")));
     }
-    if envelope.pointer("/body/schema_version") != Some(&Value::from(1)) {
+    if at(&envelope, "/body/schema_version") != Some(&Value::from(1)) {
         return Err(reject("unsupported_schema_version", "body.schema_version must be 1"));
     }
     let event_id = string(&envelope, "/metadata/event_id", "invalid_event_id")?;
@@ -175,7 +219,7 @@ pub fn validate(value: &str, now: DateTime<Utc>) -> Result<Event, Rejection> {
     if (received_at - now).num_milliseconds() > MAX_FUTURE_MS {
         return Err(reject("received_at_in_future", "metadata.received_at is more than five minutes ahead"));
     }
-    if let Some(occurred_at) = envelope.pointer("/metadata/occurred_at") {
+    if let Some(occurred_at) = at(&envelope, "/metadata/occurred_at") {
         if occurred_at.as_str().and_then(timestamp).is_none() {
             return Err(reject("invalid_occurred_at", "metadata.occurred_at must be RFC 3339"));
         }
@@ -199,13 +243,13 @@ pub fn validate(value: &str, now: DateTime<Utc>) -> Result<Event, Rejection> {
     if !is_uuid(session_id) {
         return Err(reject("invalid_session_id", "event_payload.presence_session_id must be a UUID"));
     }
-    let action = match envelope.pointer("/event_payload/action").and_then(Value::as_str) {
+    let action = match at(&envelope, "/event_payload/action").and_then(Value::as_str) {
         Some("opened") => Action::Opened,
         Some("heartbeat") => Action::Heartbeat,
         Some("closed") => Action::Closed,
         _ => return Err(reject("invalid_action", "event_payload.action must be opened, heartbeat or closed")),
     };
-    match envelope.pointer("/event_payload/close_reason") {
+    match at(&envelope, "/event_payload/close_reason") {
         None | Some(Value::Null) => {}
         Some(_) if action != Action::Closed => {
             return Err(reject("invalid_close_reason", "close_reason is allowed only with closed"))
