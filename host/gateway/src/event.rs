@@ -25,7 +25,8 @@
 //! `<tenant_id>:<client_player_id>`.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 use crate::origins::OriginEntry;
 use crate::player::Player;
@@ -59,23 +60,39 @@ struct PresencePayload {
 }
 
 /// One accepted event on its way to the broker: what the edge posts to internal ingest and what the durable
-/// queue holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// queue holds. The envelope stays JSON text from the edge to the broker: internal ingest and the worker read
+/// only its head ([`EnvelopeHead`]), never build its tree.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IngestRecord {
     pub topic: String,
     pub key: String,
-    pub envelope: Value,
+    pub envelope: Box<RawValue>,
 }
 
-impl IngestRecord {
+/// The envelope's fields that internal ingest checks and the worker copies into the broker record's headers.
+#[derive(Debug, Default, Deserialize)]
+pub struct EnvelopeHead {
+    envelope_version: Option<Value>,
+    event_type: Option<Value>,
+    metadata: Option<Value>,
+}
+
+impl EnvelopeHead {
     /// The event id (for the broker record's headers).
     pub fn event_id(&self) -> Option<&str> {
-        self.envelope.pointer("/metadata/event_id").and_then(Value::as_str)
+        self.metadata.as_ref()?.get("event_id")?.as_str()
     }
 
     pub fn event_type(&self) -> Option<&str> {
-        self.envelope.get("event_type").and_then(Value::as_str)
+        self.event_type.as_ref()?.as_str()
+    }
+}
+
+impl IngestRecord {
+    /// The envelope's head; an envelope that is not an object (or repeats one of the head's fields) has none.
+    pub fn head(&self) -> Result<EnvelopeHead, String> {
+        serde_json::from_str(self.envelope.get()).map_err(|error| format!("envelope must be a JSON object ({error})"))
     }
 
     /// Checks a record received by internal ingest: one of the gateway's topics, a key, an envelope of version
@@ -87,13 +104,14 @@ impl IngestRecord {
         if self.key.is_empty() || self.key.len() > 256 {
             return Err("key must be 1 to 256 bytes".to_owned());
         }
-        if self.envelope.get("envelope_version") != Some(&json!(1)) {
+        let head = self.head()?;
+        if head.envelope_version.as_ref().and_then(Value::as_u64) != Some(1) {
             return Err("envelope.envelope_version must be 1".to_owned());
         }
-        if self.event_id().is_none_or(|id| uuid::Uuid::parse_str(id).is_err()) {
+        if head.event_id().is_none_or(|id| uuid::Uuid::parse_str(id).is_err()) {
             return Err("envelope.metadata.event_id must be a UUID".to_owned());
         }
-        if self.event_type().is_none() {
+        if head.event_type().is_none() {
             return Err("envelope.event_type must be a string".to_owned());
         }
         Ok(())
@@ -160,36 +178,65 @@ pub fn record(
 ) -> IngestRecord {
     let presence = event.event_type == PRESENCE_EVENT_TYPE;
     let user_id = player.client_player_id.to_string();
-    let mut user = json!({ "user_id": user_id });
-    if !presence {
-        user["global_user_id"] = json!(player.global_player_id.to_string());
-    }
-    let envelope = json!({
-        "envelope_version": 1,
-        "event_type": event.event_type,
-        "source": SOURCE,
-        "metadata": {
-            "event_id": event.event_id,
-            "received_at": received_at,
-            "occurred_at": event.occurred_at,
+    let global_user_id = (!presence).then(|| player.global_player_id.to_string());
+    let envelope = Envelope {
+        envelope_version: 1,
+        event_type: &event.event_type,
+        source: SOURCE,
+        metadata: Metadata { event_id: &event.event_id, received_at: &received_at, occurred_at: &event.occurred_at },
+        body: Body {
+            schema_version: 1,
+            tenant_id: &origin.tenant_id,
+            site_id: &origin.site_id,
+            user: User { user_id: &user_id, global_user_id: global_user_id.as_deref() },
         },
-        "body": {
-            "schema_version": 1,
-            "tenant_id": origin.tenant_id,
-            "site_id": origin.site_id,
-            "user": user,
-        },
-        "event_payload": Value::Object(event.event_payload),
-    });
+        event_payload: &event.event_payload,
+    };
     IngestRecord {
         topic: if presence { PRESENCE_TOPIC.to_owned() } else { analytics_topic.to_owned() },
         key: format!("{}:{}", origin.tenant_id, user_id),
-        envelope,
+        envelope: serde_json::value::to_raw_value(&envelope)
+            .expect("an envelope of strings and a JSON object serializes"),
     }
+}
+
+/// The published envelope, in the order of its fields in the module's documentation.
+#[derive(Serialize)]
+struct Envelope<'a> {
+    envelope_version: u8,
+    event_type: &'a str,
+    source: &'a str,
+    metadata: Metadata<'a>,
+    body: Body<'a>,
+    event_payload: &'a Map<String, Value>,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    event_id: &'a str,
+    received_at: &'a str,
+    occurred_at: &'a str,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    schema_version: u8,
+    tenant_id: &'a str,
+    site_id: &'a str,
+    user: User<'a>,
+}
+
+#[derive(Serialize)]
+struct User<'a> {
+    user_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    global_user_id: Option<&'a str>,
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn origin() -> OriginEntry {
@@ -211,19 +258,23 @@ mod tests {
     #[test]
     fn a_presence_event_becomes_the_presence_envelope() {
         let body = presence(
-            json!({"presence_session_id": "0b6f3a52-3c2f-4d0e-9d1a-7f3e2b1c0a99", "action": "closed", "close_reason": "logout"}),
+            json!({"action": "closed", "close_reason": "logout", "presence_session_id": "0b6f3a52-3c2f-4d0e-9d1a-7f3e2b1c0a99"}),
         );
         let event = parse(body.to_string().as_bytes()).unwrap();
         let record = record(event, &origin(), PLAYER, "2026-11-24T10:00:00.500Z".into(), "gateway.analytics-events.v1");
         assert_eq!(record.topic, PRESENCE_TOPIC);
         assert_eq!(record.key, "12:501");
+        // The text published, byte for byte: the fields in the documented order, compact (the payload's keys are
+        // given sorted: whether a JSON object keeps its keys' order depends on serde_json's features).
         assert_eq!(
-            record.envelope,
-            json!({"envelope_version": 1, "event_type": "player.casino-presence.v1", "source": SOURCE,
-                "metadata": {"event_id": "6f1c1e8a-8f7e-4a53-9d55-2f1a3b4c5d6e", "received_at": "2026-11-24T10:00:00.500Z",
-                    "occurred_at": "2026-11-24T10:00:00.120Z"},
-                "body": {"schema_version": 1, "tenant_id": "12", "site_id": "34", "user": {"user_id": "501"}},
-                "event_payload": {"presence_session_id": "0b6f3a52-3c2f-4d0e-9d1a-7f3e2b1c0a99", "action": "closed", "close_reason": "logout"}})
+            record.envelope.get(),
+            concat!(
+                r#"{"envelope_version":1,"event_type":"player.casino-presence.v1","source":"casino-web","#,
+                r#""metadata":{"event_id":"6f1c1e8a-8f7e-4a53-9d55-2f1a3b4c5d6e","received_at":"2026-11-24T10:00:00.500Z","#,
+                r#""occurred_at":"2026-11-24T10:00:00.120Z"},"#,
+                r#""body":{"schema_version":1,"tenant_id":"12","site_id":"34","user":{"user_id":"501"}},"#,
+                r#""event_payload":{"action":"closed","close_reason":"logout","presence_session_id":"0b6f3a52-3c2f-4d0e-9d1a-7f3e2b1c0a99"}}"#
+            )
         );
         assert_eq!(record.check("gateway.analytics-events.v1"), Ok(()));
     }
@@ -234,9 +285,47 @@ mod tests {
             "occurred_at": "2026-11-24T10:00:00+01:00", "event_payload": {"game": "roulette", "tenant_id": "99"}});
         let record = record(parse(body.to_string().as_bytes()).unwrap(), &origin(), PLAYER, "t".into(), "analytics.v1");
         assert_eq!(record.topic, "analytics.v1");
-        assert_eq!(record.envelope["body"]["tenant_id"], "12", "the browser's tenant never wins");
-        assert_eq!(record.envelope["body"]["user"], json!({"user_id": "501", "global_user_id": "9001"}));
-        assert_eq!(record.envelope["event_payload"]["game"], "roulette");
+        let envelope: Value = serde_json::from_str(record.envelope.get()).unwrap();
+        assert_eq!(envelope["body"]["tenant_id"], "12", "the browser's tenant never wins");
+        assert_eq!(envelope["body"]["user"], json!({"user_id": "501", "global_user_id": "9001"}));
+        assert_eq!(envelope["event_payload"]["game"], "roulette");
+        let head = record.head().unwrap();
+        assert_eq!(head.event_id(), Some("6f1c1e8a-8f7e-4a53-9d55-2f1a3b4c5d6e"));
+        assert_eq!(head.event_type(), Some("casino.game-opened.v1"));
+    }
+
+    #[test]
+    fn internal_ingest_refuses_records_whose_envelope_head_is_wrong() {
+        let id = "6f1c1e8a-8f7e-4a53-9d55-2f1a3b4c5d6e";
+        let good = json!({"envelope_version": 1, "event_type": "a", "metadata": {"event_id": id}, "body": {}});
+        let with = |topic: &str, key: &str, envelope: &Value| IngestRecord {
+            topic: topic.to_owned(),
+            key: key.to_owned(),
+            envelope: serde_json::value::to_raw_value(envelope).unwrap(),
+        };
+        assert_eq!(with(PRESENCE_TOPIC, "1:2", &good).check("analytics"), Ok(()));
+        assert_eq!(with("analytics", "1:2", &good).check("analytics"), Ok(()));
+        let wrong = |field: &str, value: Value| {
+            let mut envelope = good.clone();
+            envelope[field] = value;
+            with(PRESENCE_TOPIC, "1:2", &envelope).check("analytics").unwrap_err()
+        };
+        assert!(wrong("envelope_version", json!(2)).contains("envelope_version"));
+        assert!(wrong("envelope_version", json!(1.0)).contains("envelope_version"));
+        assert!(wrong("envelope_version", json!("1")).contains("envelope_version"));
+        assert!(wrong("event_type", json!(7)).contains("event_type"));
+        assert!(wrong("metadata", json!({"event_id": "x"})).contains("event_id"));
+        assert!(wrong("metadata", json!("x")).contains("event_id"));
+        let error = |record: IngestRecord| record.check("analytics").unwrap_err();
+        assert!(error(with("other", "1:2", &good)).contains("topic"));
+        assert!(error(with(PRESENCE_TOPIC, "", &good)).contains("key"));
+        assert!(error(with(PRESENCE_TOPIC, "1:2", &json!([1]))).contains("object"));
+        let repeated = format!(
+            r#"{{"envelope_version":1,"envelope_version":1,"event_type":"a","metadata":{{"event_id":"{id}"}}}}"#
+        );
+        let record =
+            IngestRecord { envelope: RawValue::from_string(repeated).unwrap(), ..with(PRESENCE_TOPIC, "1:2", &good) };
+        assert!(error(record).contains("object"), "a repeated head field is refused, not read last-wins");
     }
 
     #[test]

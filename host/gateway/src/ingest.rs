@@ -14,6 +14,7 @@ use flowhost_role::openapi::{with_default_error, CodedError, UtoipaMethodRouterE
 use flowhost_role::{routes, ApiRouter};
 use serde::Deserialize;
 use serde_json::json;
+use serde_json::value::RawValue;
 
 use crate::event::IngestRecord;
 use crate::forward::MAX_FORWARD_BATCH;
@@ -30,11 +31,19 @@ pub struct Ingest {
 }
 
 /// The body: one record, or `{"records": [...]}` with 1 to [`MAX_FORWARD_BATCH`] of them (what the edge posts).
+/// Read in two steps, because an untagged enum would buffer the whole body before choosing: first whether
+/// `records` is there (its text borrowed, nothing else read), then that text or the whole body.
 #[derive(Deserialize)]
-#[serde(untagged)]
-enum IngestBody {
-    Batch { records: Vec<IngestRecord> },
-    One(IngestRecord),
+struct BatchProbe<'a> {
+    #[serde(borrow)]
+    records: Option<&'a RawValue>,
+}
+
+fn records(body: &[u8]) -> Option<Vec<IngestRecord>> {
+    match serde_json::from_slice::<BatchProbe>(body).ok()?.records {
+        Some(records) => serde_json::from_str(records.get()).ok(),
+        None => serde_json::from_slice(body).ok().map(|record| vec![record]),
+    }
 }
 
 impl Ingest {
@@ -63,10 +72,8 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
 #[utoipa::path(post, path = INGEST_ROUTE, tag = "gateway ingest", request_body(content = Value, description = "One gateway record, or `{\"records\": [...]}`"),
     responses((status = 202, description = "`{\"status\": \"queued\", \"count\": n}` once the durable queue acknowledged", body = Value)))]
 async fn ingest(State(ingest): State<Arc<Ingest>>, body: Bytes) -> Response {
-    let records = match serde_json::from_slice(&body) {
-        Ok(IngestBody::Batch { records }) => records,
-        Ok(IngestBody::One(record)) => vec![record],
-        Err(_) => return ingest.reject("not a gateway record or batch of records", 1),
+    let Some(records) = records(&body) else {
+        return ingest.reject("not a gateway record or batch of records", 1);
     };
     if records.is_empty() || records.len() > MAX_FORWARD_BATCH {
         return ingest.reject(&format!("a batch holds 1 to {MAX_FORWARD_BATCH} records"), 1);
@@ -120,4 +127,42 @@ async fn queues(State(queue): State<Arc<dyn WorkQueue>>) -> Response {
         }
     }
     Json(json!({ "backend": queue.backend(), "queues": rows })).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str = r#"{"topic": "t", "key": "1:2", "envelope": {"envelope_version": 1, "b": [1, 2]}}"#;
+
+    #[test]
+    fn a_body_is_one_record_or_a_batch_and_keeps_each_envelope_as_written() {
+        let one = records(ONE.as_bytes()).expect("one record");
+        assert_eq!(one.len(), 1);
+        assert_eq!((one[0].topic.as_str(), one[0].key.as_str()), ("t", "1:2"));
+        assert_eq!(one[0].envelope.get(), r#"{"envelope_version": 1, "b": [1, 2]}"#);
+        let batch = records(format!(r#"{{"records": [{ONE}, {ONE}]}}"#).as_bytes()).expect("a batch");
+        assert_eq!(batch.len(), 2);
+        assert_eq!(batch[1].envelope.get(), one[0].envelope.get());
+        // What the queue holds carries the envelope's text unchanged.
+        let queued = serde_json::to_string(&batch[0]).unwrap();
+        assert!(queued.ends_with(r#""envelope":{"envelope_version": 1, "b": [1, 2]}}"#), "{queued}");
+    }
+
+    #[test]
+    fn other_bodies_are_not_records() {
+        for body in [
+            "",
+            "[]",
+            "{}",
+            r#"{"records": {}}"#,
+            r#"{"records": [{"topic": "t"}]}"#,
+            r#"{"records": [], "records": []}"#,
+            r#"{"topic": "t", "key": "k", "envelope": {}, "extra": 1}"#,
+            r#"{"topic": "t", "key": "k"}"#,
+        ] {
+            assert!(records(body.as_bytes()).is_none(), "{body}");
+        }
+        assert_eq!(records(br#"{"records": []}"#).map(|r| r.len()), Some(0), "the handler refuses an empty batch");
+    }
 }

@@ -265,21 +265,23 @@ impl Worker {
     }
 }
 
-/// The broker record of a queued event: the envelope as value, keyed by tenant and player, with the event's
-/// id and type as headers.
+/// The broker record of a queued event: the envelope as value (its text as queued), keyed by tenant and player,
+/// with the event's id and type as headers.
 fn decode(payload: &[u8]) -> Option<OutRecord> {
     let record: IngestRecord = serde_json::from_slice(payload).ok()?;
+    // Internal ingest checked the head; a record queued without one is still published, without headers.
+    let head = record.head().unwrap_or_default();
     let mut headers = Vec::with_capacity(2);
-    if let Some(id) = record.event_id() {
+    if let Some(id) = head.event_id() {
         headers.push(Header { key: "event_id".to_owned(), value: id.as_bytes().to_vec() });
     }
-    if let Some(kind) = record.event_type() {
+    if let Some(kind) = head.event_type() {
         headers.push(Header { key: "event_type".to_owned(), value: kind.as_bytes().to_vec() });
     }
     Some(OutRecord {
         topic: record.topic,
         key: Some(record.key.into_bytes()),
-        value: serde_json::to_vec(&record.envelope).ok()?,
+        value: Box::<str>::from(record.envelope).into_boxed_bytes().into_vec(),
         headers,
     })
 }
