@@ -459,8 +459,17 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
-        let readers = self.readers.clone();
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        self.read_from(start, f).await
+    }
+
+    /// [`Db::read`] looking for an idle reader from `start` on (the turn already taken).
+    async fn read_from<T, F>(&self, start: usize, f: F) -> Result<T, PortError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    {
+        let readers = self.readers.clone();
         tokio::task::spawn_blocking(move || {
             let idle = idle_reader(&readers, start);
             let mut guard = match idle {
@@ -486,7 +495,7 @@ impl Db {
         if let Some(mut guard) = idle_reader(&self.readers, start) {
             return f(&mut guard).map_err(backend_error);
         }
-        self.read(f).await
+        self.read_from(start, f).await
     }
 }
 
