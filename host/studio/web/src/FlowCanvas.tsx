@@ -13,23 +13,20 @@ import {
   type Connection,
   type Edge,
   type EdgeChange,
-  type Node,
   type NodeChange,
   type NodeProps,
 } from "@xyflow/react";
-import { useCallback, useMemo, useState } from "react";
+import { memo, useCallback, useLayoutEffect, useMemo, useRef, useState } from "react";
 
-import type { ChangeKind } from "./diff";
-import { connectionRefusal, kindLabel, type FlowNode, type Problem } from "./graph";
+import { keepUnchanged, type CanvasNode } from "./canvasNodes";
+import { connectionRefusal, kindLabel } from "./graph";
 import { NODE_HEIGHT, NODE_WIDTH } from "./layout";
 import { runNodeClass, runTookEdge } from "./RunOverlay";
 import type { FlowEditor } from "./useFlowEditor";
 
-type NodeData = { node: FlowNode; problems: Problem[]; change?: ChangeKind };
-
 /// A node on the canvas: its kind (a plugin node kind's `plugin/kind`), id, a badge with its problems, and in
 /// the diff view what changed.
-function FlowNodeView({ data, selected }: NodeProps<Node<NodeData>>) {
+const FlowNodeView = memo(function FlowNodeView({ data, selected }: NodeProps<CanvasNode>) {
   const { node, problems, change } = data;
   const blocking = problems.filter((problem) => problem.severity === "blocking").length;
   const label = kindLabel(node);
@@ -56,9 +53,16 @@ function FlowNodeView({ data, selected }: NodeProps<Node<NodeData>>) {
       <Handle type="source" position={Position.Right} />
     </div>
   );
-}
+});
 
 const nodeTypes = { flow: FlowNodeView };
+
+const DELETE_KEYS = ["Delete", "Backspace"];
+
+/// The overview's node colour, stroke and class: the stylesheet's (as when none is given). Given as functions
+/// that stay the same: for a plain value the overview makes a new function at each render, which redraws every
+/// node of the overview whenever a node is added or removed.
+const styledByStylesheet = () => "";
 
 export function FlowCanvas({ editor }: { editor: FlowEditor }) {
   const { flow, body, shown, selected, setSelected, problemsOf, brokenReasons, run, comparing, compare } = editor;
@@ -79,20 +83,23 @@ export function FlowCanvas({ editor }: { editor: FlowEditor }) {
     [changeOf, comparing, run],
   );
 
-  const nodes: Node<NodeData>[] = useMemo(
-    () =>
-      shown.nodes.map((node, at) => ({
-        id: node.id,
-        type: "flow",
-        position: node.position ?? { x: 40 + at * 220, y: 80 },
-        data: { node, problems: comparing ? [] : problemsOf(node.id), change: changeOf.get(node.id) },
-        selected: selected.has(node.id),
-        measured: measured.get(node.id),
-        className: nodeClass(node.id),
-        ariaLabel: `${kindLabel(node)} ${node.id}${comparing ? ` (${changeOf.get(node.id) ?? "same"})` : ""}`,
-      })),
-    [shown.nodes, measured, problemsOf, selected, nodeClass, comparing, changeOf],
-  );
+  // The nodes drawn last time: an edit passes React Flow new objects only for the nodes it changed.
+  const drawn = useRef<ReadonlyMap<string, CanvasNode>>(new Map());
+  const nodes: CanvasNode[] = useMemo(() => {
+    const fresh: CanvasNode[] = shown.nodes.map((node, at) => ({
+      id: node.id,
+      type: "flow",
+      position: node.position ?? { x: 40 + at * 220, y: 80 },
+      data: { node, problems: comparing ? [] : problemsOf(node.id), change: changeOf.get(node.id) },
+      selected: selected.has(node.id),
+      measured: measured.get(node.id),
+      className: nodeClass(node.id),
+      ariaLabel: `${kindLabel(node)} ${node.id}${comparing ? ` (${changeOf.get(node.id) ?? "same"})` : ""}`,
+    }));
+    const kept = keepUnchanged(drawn.current, fresh);
+    drawn.current = new Map(kept.map((node) => [node.id, node]));
+    return kept;
+  }, [shown.nodes, measured, problemsOf, selected, nodeClass, comparing, changeOf]);
   const edges: Edge[] = useMemo(
     () =>
       shown.edges.map((edge) => {
@@ -110,11 +117,11 @@ export function FlowCanvas({ editor }: { editor: FlowEditor }) {
   );
 
   const onNodesChange = useCallback(
-    (changes: NodeChange<Node<NodeData>>[]) => {
+    (changes: NodeChange<CanvasNode>[]) => {
       const moved = new Map<string, { x: number; y: number }>();
       let dragEnded = false;
       const removed = new Set<string>();
-      let selection: Set<string> | null = null;
+      const selections: [string, boolean][] = [];
       const sizes: [string, { width: number; height: number }][] = [];
       for (const change of changes) {
         if (change.type === "dimensions" && change.dimensions) {
@@ -125,9 +132,7 @@ export function FlowCanvas({ editor }: { editor: FlowEditor }) {
         } else if (change.type === "remove") {
           removed.add(change.id);
         } else if (change.type === "select") {
-          selection ??= new Set(selected);
-          if (change.selected) selection.add(change.id);
-          else selection.delete(change.id);
+          selections.push([change.id, change.selected]);
         }
       }
       if (sizes.length > 0) {
@@ -142,7 +147,16 @@ export function FlowCanvas({ editor }: { editor: FlowEditor }) {
           return next;
         });
       }
-      if (selection) setSelected(selection);
+      if (selections.length > 0) {
+        setSelected((current) => {
+          const selection = new Set(current);
+          for (const [id, chosen] of selections) {
+            if (chosen) selection.add(id);
+            else selection.delete(id);
+          }
+          return selection;
+        });
+      }
       if (moved.size > 0) move(moved, dragEnded);
       if (removed.size > 0) {
         edit((current) => ({
@@ -151,7 +165,7 @@ export function FlowCanvas({ editor }: { editor: FlowEditor }) {
         }));
       }
     },
-    [edit, move, selected, setSelected],
+    [edit, move, setSelected],
   );
 
   const onEdgesChange = useCallback(
@@ -165,6 +179,22 @@ export function FlowCanvas({ editor }: { editor: FlowEditor }) {
       }
     },
     [edit],
+  );
+
+  // The connection handlers read the latest draft without changing identity at each edit: React Flow copies
+  // every changed handler into its store, which asks each drawn node and edge whether it must redraw.
+  const latest = useRef({ body, connect });
+  useLayoutEffect(() => {
+    latest.current = { body, connect };
+  });
+  const onConnect = useCallback(
+    (connection: Connection) => latest.current.connect(connection.source, connection.target),
+    [],
+  );
+  const isValidConnection = useCallback(
+    (connection: Connection | Edge) =>
+      connectionRefusal(latest.current.body, connection.source, connection.target) === null,
+    [],
   );
 
   const differing = comparing ? comparing.diff.nodes.filter((entry) => entry.change !== "same").length : 0;
@@ -190,16 +220,23 @@ export function FlowCanvas({ editor }: { editor: FlowEditor }) {
         nodeTypes={nodeTypes}
         onNodesChange={onNodesChange}
         onEdgesChange={onEdgesChange}
-        onConnect={(connection: Connection) => connect(connection.source, connection.target)}
-        isValidConnection={(connection) => connectionRefusal(body, connection.source, connection.target) === null}
+        onConnect={onConnect}
+        isValidConnection={isValidConnection}
         nodesDraggable={!comparing}
         nodesConnectable={!comparing}
-        deleteKeyCode={comparing ? null : ["Delete", "Backspace"]}
+        deleteKeyCode={comparing ? null : DELETE_KEYS}
         fitView
       >
         <Background />
         <Controls />
-        <MiniMap pannable zoomable ariaLabel="Overview of the flow" />
+        <MiniMap
+          pannable
+          zoomable
+          ariaLabel="Overview of the flow"
+          nodeColor={styledByStylesheet}
+          nodeStrokeColor={styledByStylesheet}
+          nodeClassName={styledByStylesheet}
+        />
       </ReactFlow>
     </main>
   );

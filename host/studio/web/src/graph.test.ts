@@ -3,7 +3,17 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { copy, paste } from "./clipboard";
-import { clientProblems, connectionRefusal, cycleNodes, freshId, mergeProblems, releaseGate, type FlowBody, type Problem } from "./graph";
+import {
+  clientProblems,
+  connectionRefusal,
+  cycleNodes,
+  freshId,
+  mergeProblems,
+  problemsByNode,
+  releaseGate,
+  type FlowBody,
+  type Problem,
+} from "./graph";
 import { record, redo, replace, start, undo } from "./history";
 
 const node = (id: string, kind: string) => ({ id, kind, config: {} });
@@ -46,6 +56,31 @@ test("wiring problems: source, inputs, cycles, orphans, dead ends", () => {
   const two: FlowBody = { nodes: [node("s1", "source"), node("s2", "source")], edges: [{ from: "s1", to: "s2" }] };
   assert.ok(codes(two).includes("SOURCE_DUPLICATE:s2") && codes(two).includes("EDGE_INTO_SOURCE:s2"));
   assert.deepEqual(cycleNodes({ nodes: [node("a", "mapping")], edges: [{ from: "a", to: "a" }] }), ["a"]);
+});
+
+test("a long chain is checked whole: its one stray node is an orphan and a dead end, the rest are fine", () => {
+  const chain: FlowBody = {
+    nodes: [node("n0", "source"), ...Array.from({ length: 2000 }, (_, at) => node(`n${at + 1}`, at % 2 ? "condition" : "mapping"))],
+    edges: Array.from({ length: 2000 }, (_, at) => ({ from: `n${at}`, to: `n${at + 1}` })),
+  };
+  chain.nodes.push(node("n2001", "output-topic"), node("stray", "mapping"));
+  chain.edges.push({ from: "n2000", to: "n2001" });
+  assert.deepEqual(clientProblems(chain).map((p) => `${p.code}:${p.node_id}`), ["ORPHAN_NODE:stray", "DEAD_END:stray"]);
+  assert.match(connectionRefusal(chain, "n2001", "n0")!, /into the source/);
+  assert.match(connectionRefusal(chain, "n1500", "n10")!, /already has an input/);
+  assert.match(connectionRefusal({ ...chain, edges: chain.edges.filter((e) => e.to !== "n10") }, "n1500", "n10")!, /cycle/);
+  assert.equal(connectionRefusal(chain, "n2000", "stray"), null);
+});
+
+test("each node's problems: the draft's in order, then the broken reasons the draft does not also have", () => {
+  const problem = (code: string, node_id: string, origin: Problem["origin"] = "client"): Problem => ({ code, severity: "warning", message: code, node_id, origin });
+  const draft = [problem("DEAD_END", "a"), problem("ORPHAN_NODE", "b"), problem("ORPHAN_NODE", "a"), { ...problem("EMPTY", ""), node_id: undefined }];
+  const broken = [problem("DEAD_END", "a", "server"), problem("ACTION_MISSING", "a", "server"), problem("ACTION_MISSING", "c", "server")];
+  const byNode = problemsByNode(draft, broken);
+  assert.deepEqual(byNode.get("a"), [draft[0], draft[2], broken[1]]);
+  assert.deepEqual(byNode.get("b"), [draft[1]]);
+  assert.deepEqual(byNode.get("c"), [broken[2]]);
+  assert.equal(byNode.has("d"), false);
 });
 
 test("server and client problems merge once, blocking first; only blocking problems stop a release", () => {

@@ -109,18 +109,36 @@ function upstreamHas(body: FlowBody, id: string, kind: string): boolean {
   return false;
 }
 
-/// Whether `from` reaches `to` along the edges.
-function reaches(edges: FlowEdge[], from: string, to: string): boolean {
+/// Each node's successors (the nodes its edges lead to, in the edges' order) and how many edges enter it: built
+/// once per graph, so the rules below walk the graph in linear time however many nodes it has.
+function adjacency(edges: FlowEdge[]): { successors: Map<string, string[]>; inputs: Map<string, number> } {
+  const successors = new Map<string, string[]>();
+  const inputs = new Map<string, number>();
+  for (const edge of edges) {
+    const next = successors.get(edge.from);
+    if (next) next.push(edge.to);
+    else successors.set(edge.from, [edge.to]);
+    inputs.set(edge.to, (inputs.get(edge.to) ?? 0) + 1);
+  }
+  return { successors, inputs };
+}
+
+/// Every node reachable from `starts` along the edges (the starts included).
+function reachableFrom(successors: Map<string, string[]>, starts: string[]): Set<string> {
   const seen = new Set<string>();
-  const stack = [from];
+  const stack = [...starts];
   while (stack.length > 0) {
     const current = stack.pop()!;
-    if (current === to) return true;
     if (seen.has(current)) continue;
     seen.add(current);
-    for (const edge of edges) if (edge.from === current) stack.push(edge.to);
+    for (const next of successors.get(current) ?? []) stack.push(next);
   }
-  return false;
+  return seen;
+}
+
+/// Whether `from` reaches `to` along the edges.
+function reaches(edges: FlowEdge[], from: string, to: string): boolean {
+  return reachableFrom(adjacency(edges).successors, [from]).has(to);
 }
 
 /// Why an edge `from` -> `to` cannot be drawn, or `null` when it can (the typed-connection rule).
@@ -159,6 +177,7 @@ export function clientProblems(body: FlowBody): Problem[] {
     add("EMPTY_FLOW", "blocking", "The flow has no nodes.");
     return problems;
   }
+  const { successors, inputs } = adjacency(body.edges);
   const sources = body.nodes.filter((node) => node.kind === "source");
   if (sources.length === 0) add("SOURCE_MISSING", "blocking", "The flow has no source node.");
   for (const extra of sources.slice(1)) {
@@ -172,17 +191,14 @@ export function clientProblems(body: FlowBody): Problem[] {
     }
   }
   for (const node of body.nodes) {
-    if (incoming(body.edges, node.id).length > 1) {
+    if ((inputs.get(node.id) ?? 0) > 1) {
       add("MULTIPLE_INPUTS", "blocking", `${label(node)} has more than one input.`, { node_id: node.id });
     }
   }
   for (const id of cycleNodes(body)) {
     add("CYCLE", "blocking", `${label(nodes.get(id)!)} is on a cycle.`, { node_id: id });
   }
-  const reachable = new Set<string>();
-  for (const source of sources) {
-    for (const node of body.nodes) if (reaches(body.edges, source.id, node.id)) reachable.add(node.id);
-  }
+  const reachable = reachableFrom(successors, sources.map((source) => source.id));
   for (const node of body.nodes) {
     if (sources.length > 0 && !reachable.has(node.id)) {
       add("ORPHAN_NODE", "warning", `${label(node)} cannot be reached from the source; it never runs.`, {
@@ -192,7 +208,7 @@ export function clientProblems(body: FlowBody): Problem[] {
   }
   const passing = new Set(["condition", "rate-limit", "mapping", "lookup", "node-kind"]);
   for (const node of body.nodes) {
-    if (passing.has(node.kind) && !body.edges.some((edge) => edge.from === node.id)) {
+    if (passing.has(node.kind) && !successors.has(node.id)) {
       add("DEAD_END", "warning", `${label(node)} leads nowhere; its result is dropped.`, { node_id: node.id });
     }
   }
@@ -207,7 +223,8 @@ export function cycleNodes(body: FlowBody): string[] {
   const onStack = new Set<string>();
   const stack: string[] = [];
   const found: string[] = [];
-  const successors = (id: string) => body.edges.filter((edge) => edge.from === id).map((edge) => edge.to);
+  const { successors: next } = adjacency(body.edges);
+  const successors = (id: string) => next.get(id) ?? [];
   const visit = (id: string) => {
     indexes.set(id, index);
     lowlinks.set(id, index);
@@ -230,7 +247,7 @@ export function cycleNodes(body: FlowBody): string[] {
         onStack.delete(member);
         component.push(member);
       } while (member !== id);
-      const selfLoop = body.edges.some((edge) => edge.from === id && edge.to === id);
+      const selfLoop = successors(id).includes(id);
       if (component.length > 1 || selfLoop) found.push(...component);
     }
   };
@@ -246,6 +263,23 @@ export function mergeProblems(client: Problem[], server: Problem[]): Problem[] {
   const merged = [...server, ...client.filter((problem) => !known.has(key(problem)))];
   const rank = (problem: Problem) => (problem.severity === "blocking" ? 0 : 1);
   return merged.sort((a, b) => rank(a) - rank(b));
+}
+
+/// Each node's problems: the draft's (`problems`, in their order), then the broken reasons of its released
+/// version (`broken`) that the draft does not also have (same code), each once. Nodes without any are absent.
+export function problemsByNode(problems: Problem[], broken: Problem[]): Map<string, Problem[]> {
+  const byNode = new Map<string, Problem[]>();
+  const append = (problem: Problem) => {
+    const own = byNode.get(problem.node_id!);
+    if (own) own.push(problem);
+    else byNode.set(problem.node_id!, [problem]);
+  };
+  for (const problem of problems) if (problem.node_id !== undefined) append(problem);
+  const draftCodes = new Map([...byNode].map(([id, own]) => [id, new Set(own.map((problem) => problem.code))]));
+  for (const reason of broken) {
+    if (reason.node_id !== undefined && !draftCodes.get(reason.node_id)?.has(reason.code)) append(reason);
+  }
+  return byNode;
 }
 
 /// Whether Release may be pressed: only a blocking problem stops it (release rule 4). Warnings never block; the

@@ -19,6 +19,7 @@ import {
   connectionRefusal,
   freshId,
   mergeProblems,
+  problemsByNode,
   releaseGate,
   sourceEventType,
   type FieldInfo,
@@ -54,6 +55,9 @@ interface Report {
   valid: boolean;
   issues: Omit<Problem, "origin">[];
 }
+
+/// The problems of a node that has none (one array, so a node's problems compare equal across renders).
+const NO_PROBLEMS: Problem[] = [];
 
 /// What the flows section's parts read and call.
 export type FlowEditor = ReturnType<typeof useFlowEditor>;
@@ -173,7 +177,9 @@ export function useFlowEditor(visible: boolean) {
       .catch(() => setSchemaFields([]));
   }, [eventType]);
 
-  const problems = useMemo(() => mergeProblems(clientProblems(body), serverProblems), [body, serverProblems]);
+  // The client's rules run once per edit (not again when the server's answer arrives).
+  const wiringProblems = useMemo(() => clientProblems(body), [body]);
+  const problems = useMemo(() => mergeProblems(wiringProblems, serverProblems), [wiringProblems, serverProblems]);
   const gate = releaseGate(problems, acknowledged);
   const brokenReasons = useMemo(
     () =>
@@ -184,15 +190,9 @@ export function useFlowEditor(visible: boolean) {
   );
 
   // A node's problems: the draft's, and the broken reasons of its released version that the draft still has
-  // (each once).
-  const problemsOf = useCallback(
-    (id: string) => {
-      const own = problems.filter((problem) => problem.node_id === id);
-      const known = new Set(own.map((problem) => problem.code));
-      return [...own, ...brokenReasons.filter((reason) => reason.node_id === id && !known.has(reason.code))];
-    },
-    [problems, brokenReasons],
-  );
+  // (each once), grouped once per change rather than searched per node.
+  const byNode = useMemo(() => problemsByNode(problems, brokenReasons), [problems, brokenReasons]);
+  const problemsOf = useCallback((id: string) => byNode.get(id) ?? NO_PROBLEMS, [byNode]);
 
   // The canvas draws the draft, or in the diff view both compared versions (read-only).
   const shown = useMemo(() => (comparing ? diffBody(comparing.diff) : body), [body, comparing]);
