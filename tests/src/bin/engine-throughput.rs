@@ -97,8 +97,9 @@ async fn fill(topics: &dyn Topics, source: &str, events: usize) -> u64 {
     expected
 }
 
-/// Prints the engine's row and records its figures as `name` (`embedded`, `kafka`).
-async fn run_engine(report: &mut Report, name: &str, label: &str, ports: Ports, events: usize) {
+/// Prints the engine's row and records its figures as `name` (`embedded`, `kafka`); gives back the source topic
+/// it filled and how many outputs the rules made of it.
+async fn run_engine(report: &mut Report, name: &str, label: &str, ports: Ports, events: usize) -> (String, u64) {
     let (source, output) = (unique("bench-in"), unique("bench-out"));
     ports.topics.create_topic(&source, 4).await.unwrap();
     ports.topics.create_topic(&output, 4).await.unwrap();
@@ -136,6 +137,7 @@ async fn run_engine(report: &mut Report, name: &str, label: &str, ports: Ports, 
     report.higher(&format!("{name}: events/s"), "/s", events_per_s);
     report.higher(&format!("{name}: outputs/s"), "/s", outputs_per_s);
     report.lower(&format!("{name}: to the first consumed record (group join)"), "s", joined.as_secs_f64());
+    (source, expected_outputs)
 }
 
 fn consumed(events: usize) -> Vec<Record> {
@@ -195,6 +197,68 @@ async fn wasm_processing(report: &mut Report, config: &Config, ports: &Ports, ev
     report.higher("process_batch, wasm condition node kind: outputs/s", "/s", outputs_per_s);
 }
 
+/// The anchor of the Kafka figure: librdkafka alone doing the engine's I/O on the same source topic, with the
+/// same guarantees and without the engine. A consumer of a new group reads the `events`; a producer with the
+/// adapter's settings (`acks=all`, idempotent) writes `outputs` records spread over them (each the consumed event's
+/// key and value, as the rules' outputs carry it); every `BATCH` events the outputs are awaited, then the offsets
+/// committed, as the engine commits a batch only once its outputs are acknowledged. Events/s from the first
+/// consumed record, as the engine's steady rate is timed.
+async fn raw_librdkafka(brokers: &str, source: &str, output: &str, events: usize, outputs: u64) -> f64 {
+    use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+    use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+    use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+    use rdkafka::{ClientConfig, Message};
+
+    const BATCH: usize = 2_000;
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", unique("bench-raw"))
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("fetch.wait.max.ms", "10")
+        .set("session.timeout.ms", "6000")
+        .create()
+        .expect("a librdkafka consumer");
+    consumer.subscribe(&[source]).expect("subscribed");
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .create()
+        .expect("a librdkafka producer");
+    async fn settle(pending: &mut Vec<DeliveryFuture>) {
+        for delivery in pending.drain(..) {
+            delivery.await.expect("not cancelled").expect("an output acknowledged");
+        }
+    }
+    let mut pending = Vec::new();
+    let (mut produced, mut started) = (0u64, None);
+    for n in 1..=events {
+        let message = consumer.recv().await.expect("an event");
+        started.get_or_insert_with(Instant::now);
+        let (key, value) = (message.key().unwrap_or_default(), message.payload().unwrap_or_default());
+        while produced < outputs * n as u64 / events as u64 {
+            let mut record = FutureRecord::to(output).key(key).payload(value);
+            loop {
+                match producer.send_result(record) {
+                    Ok(delivery) => break pending.push(delivery),
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), refused)) => {
+                        record = refused;
+                        settle(&mut pending).await;
+                    }
+                    Err((error, _)) => panic!("producing an output: {error}"),
+                }
+            }
+            produced += 1;
+        }
+        if n % BATCH == 0 || n == events {
+            settle(&mut pending).await;
+            consumer.commit_consumer_state(CommitMode::Async).expect("offsets committed");
+        }
+    }
+    events as f64 / started.expect("at least one event").elapsed().as_secs_f64()
+}
+
 #[tokio::main]
 async fn main() {
     let mut report = Report::new("engine-throughput");
@@ -214,7 +278,13 @@ async fn main() {
         properties.insert("session.timeout.ms".to_owned(), "6000".to_owned());
         let kafka =
             Ports { topics: Arc::new(flowhost_kafka::KafkaTopics::new(&brokers, &properties).unwrap()), ..embedded };
-        run_engine(&mut report, "kafka", "Kafka (tansu, in-memory storage)", kafka, events).await;
+        let (source, expected_outputs) =
+            run_engine(&mut report, "kafka", "Kafka (tansu, in-memory storage)", kafka.clone(), events).await;
+        let output = unique("bench-raw-out");
+        kafka.topics.create_topic(&output, 4).await.unwrap();
+        let raw = raw_librdkafka(&brokers, &source, &output, events, expected_outputs).await;
+        println!("| anchor: librdkafka alone, the same consume, produce and commit | {events} | {expected_outputs} | | {raw:.0} | |");
+        report.anchor("kafka: events/s", "librdkafka alone", raw);
     } else {
         println!("(set FLOWHOST_TEST_KAFKA_BROKERS to include Kafka)");
     }
