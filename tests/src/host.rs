@@ -157,7 +157,8 @@ impl TestHost {
     /// Starts with exactly `config` over `ports` (e.g. a port wrapped to inject faults).
     pub async fn start_on(config: Config, ports: Ports) -> TestHost {
         init_logging();
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.api.port)).await.expect("bind");
+        // Bound as the binary binds its main socket (the accept queue's length included).
+        let listener = flowhost_role::bind(&format!("127.0.0.1:{}", config.api.port)).await.expect("bind");
         let base_url = format!("http://{}", listener.local_addr().unwrap());
         // Services reply to the API where it really listens (port 0 was only asked for); the kept config stays
         // as given, so a restart from it binds afresh.

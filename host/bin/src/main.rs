@@ -436,9 +436,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     });
     let ports = flowhost::connect_with_retry(&config, &shutdown).await?;
     let addr = config.api_addr();
-    let listener = tokio::net::TcpListener::bind(&addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr} (api.host / API_PORT)"))?;
+    let listener =
+        flowhost_role::bind(&addr).await.with_context(|| format!("cannot listen on {addr} (api.host / API_PORT)"))?;
     flowhost::serve(config, ports, listener, shutdown).await
 }
 

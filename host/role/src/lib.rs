@@ -19,7 +19,8 @@ pub mod openapi;
 
 pub use check::{Check, CheckFn, CheckResult};
 pub use listeners::{
-    metrics_response, metrics_router, serve_listeners, BoundListener, HealthStyle, Listener, ListenerSet, LocalAddr,
+    bind, metrics_response, metrics_router, serve_listeners, BoundListener, HealthStyle, Listener, ListenerSet,
+    LocalAddr, LISTEN_BACKLOG,
 };
 pub use openapi::{routes, ApiRouter};
 

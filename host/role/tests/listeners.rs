@@ -229,3 +229,26 @@ async fn the_metrics_token_guards_metrics_on_every_socket() {
         handle.await.unwrap().unwrap();
     }
 }
+
+/// A burst of connections past the standard library's accept queue (128) completes its handshakes while nothing
+/// accepts them yet: the queue is `LISTEN_BACKLOG` long (the kernel caps it at `net.core.somaxconn`, 4096 here).
+/// With 128, the connections past it wait for the kernel's retransmission, a second or more.
+#[tokio::test]
+async fn a_burst_of_connections_waits_in_the_accept_queue_not_for_a_retransmission() {
+    const BURST: usize = 400;
+    let listener = flowhost_role::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut connects = tokio::task::JoinSet::new();
+    for _ in 0..BURST {
+        connects
+            .spawn(tokio::time::timeout(std::time::Duration::from_millis(700), tokio::net::TcpStream::connect(addr)));
+    }
+    let mut connected = Vec::new();
+    while let Some(result) = connects.join_next().await {
+        connected.push(result.unwrap().expect("connected before the kernel's first retransmission").unwrap());
+    }
+    assert_eq!(connected.len(), BURST);
+    // And they are served once accepted.
+    let (accepted, _) = listener.accept().await.unwrap();
+    drop(accepted);
+}
