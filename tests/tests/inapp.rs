@@ -116,8 +116,13 @@ async fn a_sent_message_reaches_the_socket_and_the_inbox(backends: Backends) {
     let message = socket.next_message(WAIT).await.unwrap();
     assert_eq!(message["content"]["body"], "5 EUR zurück");
 
-    // Read from the socket (a `read` frame) and from the bridge route.
-    socket.send(&json!({ "type": "read", "notification_ids": [id] })).await;
+    // Read from the socket (a `read` frame) and from the bridge route. The frame carries 199 unknown ids too: about
+    // 60 KB, under the 64 KiB a client frame may have and fifteen times the connection's read buffer.
+    let mut ids = vec![json!(id)];
+    ids.extend((0..199).map(|n| json!(format!("{n:0>300}"))));
+    let frame = json!({ "type": "read", "notification_ids": ids });
+    assert!((60_000..64 * 1024).contains(&frame.to_string().len()));
+    socket.send(&frame).await;
     let answer = socket.next_frame(WAIT).await.unwrap();
     assert_eq!(answer, json!({ "type": "read", "marked": 1 }));
     let body = json!({ "tenant_id": TENANT_A, "player_id": 7, "notification_ids": [german_id, "unknown"] });

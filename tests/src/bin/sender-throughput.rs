@@ -33,6 +33,7 @@ use flowhost_tests::push_service::{PushService, PushSubscription};
 use flowhost_tests::{Backends, TestHost};
 use futures::StreamExt;
 use serde_json::json;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 const WEBSOCKETS: usize = 10_000;
 const INAPP_MESSAGES: usize = 20_000;
@@ -226,7 +227,11 @@ async fn websocket_clients(ws_url: String, count: usize, expected: usize) {
         let (received, done, connected, all_connected) =
             (received.clone(), done.clone(), connected.clone(), all_connected.clone());
         tokio::spawn(async move {
-            let (mut stream, _) = tokio_tungstenite::connect_async(url).await.expect("connect");
+            // A browser's small read buffer, not tungstenite's 128 KiB, which it zeroes before every read: the
+            // clients share the cores with the server, and 10,000 of them would measure that instead.
+            let config = WebSocketConfig::default().read_buffer_size(4096);
+            let (mut stream, _) =
+                tokio_tungstenite::connect_async_with_config(url, Some(config), false).await.expect("connect");
             let _hello = stream.next().await;
             if connected.fetch_add(1, Ordering::Relaxed) + 1 == count as u64 {
                 all_connected.notify_one();
@@ -249,6 +254,63 @@ async fn websocket_clients(ws_url: String, count: usize, expected: usize) {
     println!("DONE {}", flowhost_core::Clock::now_ms(&SystemClock));
 }
 
+/// The child process of `websocket_clients`, connected: `count` sockets to `ws_url`.
+struct Clients {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    /// How long the sockets took to connect.
+    connect_time: Duration,
+}
+
+impl Clients {
+    async fn connect(ws_url: &str, count: usize, expected: usize) -> Clients {
+        let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--websocket-clients", ws_url, &count.to_string(), &expected.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("client process");
+        let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stdout.take().unwrap()));
+        let connecting = Instant::now();
+        assert_eq!(lines.next_line().await.unwrap().as_deref(), Some("CONNECTED"));
+        Clients { child, lines, connect_time: connecting.elapsed() }
+    }
+
+    /// Waits until every expected message arrived; answers when (Unix milliseconds), and ends the clients.
+    async fn received_all(mut self) -> i64 {
+        let done = self.lines.next_line().await.unwrap().unwrap();
+        let _ = self.child.kill().await;
+        done.strip_prefix("DONE ").unwrap().parse().unwrap()
+    }
+}
+
+/// Runs `send(n)` for every n below `count` on `INAPP_IN_FLIGHT` tasks of the runtime's workers, each taking the
+/// next n until none is left (as the engine's flow steps and the push API's handlers run).
+async fn in_flight<F, Fut>(count: usize, send: F)
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let next = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..INAPP_IN_FLIGHT)
+        .map(|_| {
+            let (send, next) = (send.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    if n >= count {
+                        break;
+                    }
+                    send(n).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("a sending task panicked");
+    }
+}
+
 async fn inapp_fan_out(host: &TestHost, sender: &Arc<Sender>, report: &mut Report) {
     let (status, created) = editor(
         host,
@@ -260,63 +322,118 @@ async fn inapp_fan_out(host: &TestHost, sender: &Arc<Sender>, report: &mut Repor
     .await;
     assert_eq!(status, 201, "{created}");
     let ws_url = format!("{}/api/v1/inapp/ws", host.base_url.replacen("http", "ws", 1));
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--websocket-clients", &ws_url, &WEBSOCKETS.to_string(), &INAPP_MESSAGES.to_string()])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("client process");
-    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stdout.take().unwrap()));
-    let connecting = Instant::now();
-    assert_eq!(lines.next_line().await.unwrap().as_deref(), Some("CONNECTED"));
-    let connect_time = connecting.elapsed();
+    let resident_before = resident_kib();
+    let clients = Clients::connect(&ws_url, WEBSOCKETS, INAPP_MESSAGES).await;
+    // What the server holds per open websocket (this process runs the push API; the clients run in the child).
+    let per_socket_kib = resident_kib().saturating_sub(resident_before) as f64 / WEBSOCKETS as f64;
+    let connect_time = clients.connect_time;
     let started_ms = flowhost_core::Clock::now_ms(&SystemClock);
-    // The sends run on the runtime's workers, as the engine's flow steps and the push API's handlers do (not on
-    // the benchmark's main thread): INAPP_IN_FLIGHT tasks, each taking the next message until none is left.
-    let next = Arc::new(AtomicU64::new(0));
-    let senders: Vec<_> = (0..INAPP_IN_FLIGHT)
-        .map(|_| {
-            let (sender, next) = (sender.clone(), next.clone());
-            tokio::spawn(async move {
-                loop {
-                    let n = next.fetch_add(1, Ordering::Relaxed) as usize;
-                    if n >= INAPP_MESSAGES {
-                        break;
-                    }
-                    let request = InAppRequest {
-                        tenant_id: TENANT_A.into(),
-                        player_id: (n % WEBSOCKETS) as i64 + 1,
-                        template_id: 1,
-                        language_id: None,
-                        placeholders: vec![],
-                        vertical: Some("casino".into()),
-                        category: None,
-                        subcategory: None,
-                        idempotency_key: format!("bench-{n}"),
-                        run_id: None,
-                    };
-                    let report = sender.send_inapp(request).await.expect("send_inapp");
-                    assert_eq!(report.outcome, InAppOutcome::Delivered, "every player has an open socket");
-                }
-            })
-        })
-        .collect();
-    for task in senders {
-        task.await.expect("a sending task panicked");
-    }
+    let sender = sender.clone();
+    in_flight(INAPP_MESSAGES, move |n| {
+        let sender = sender.clone();
+        async move {
+            let request = InAppRequest {
+                tenant_id: TENANT_A.into(),
+                player_id: (n % WEBSOCKETS) as i64 + 1,
+                template_id: 1,
+                language_id: None,
+                placeholders: vec![],
+                vertical: Some("casino".into()),
+                category: None,
+                subcategory: None,
+                idempotency_key: format!("bench-{n}"),
+                run_id: None,
+            };
+            let report = sender.send_inapp(request).await.expect("send_inapp");
+            assert_eq!(report.outcome, InAppOutcome::Delivered, "every player has an open socket");
+        }
+    })
+    .await;
     let sent_ms = flowhost_core::Clock::now_ms(&SystemClock);
-    let done = lines.next_line().await.unwrap().unwrap();
-    let done_ms: i64 = done.strip_prefix("DONE ").unwrap().parse().unwrap();
-    let _ = child.kill().await;
+    let done_ms = clients.received_all().await;
     let rate = INAPP_MESSAGES as f64 / ((done_ms - started_ms) as f64 / 1000.0);
     println!(
-        "| in-app messages to {WEBSOCKETS} connected websockets (inbox + hand-over + socket + activity) | {INAPP_MESSAGES} | {rate:.0} messages/s delivered | sent in {:.1} s, the last received {:+} ms from the last send's answer; {WEBSOCKETS} sockets connected in {:.1} s |",
+        "| in-app messages to {WEBSOCKETS} connected websockets (inbox + hand-over + socket + activity) | {INAPP_MESSAGES} | {rate:.0} messages/s delivered | sent in {:.1} s, the last received {:+} ms from the last send's answer; {WEBSOCKETS} sockets connected in {:.1} s, {per_socket_kib:.0} KiB resident per socket |",
         (sent_ms - started_ms) as f64 / 1000.0,
         done_ms - sent_ms,
         connect_time.as_secs_f64()
     );
-    report.higher(&format!("in-app messages/s to {WEBSOCKETS} websockets"), "/s", rate).target(20_000.0);
+    let figure = format!("in-app messages/s to {WEBSOCKETS} websockets");
+    report.higher(&figure, "/s", rate).target(20_000.0);
     report.lower("in-app: last received after the last send's answer", "ms", (done_ms - sent_ms) as f64);
     report.lower(&format!("in-app: {WEBSOCKETS} websockets connected"), "s", connect_time.as_secs_f64());
+    report.lower("in-app: server memory per open websocket", "KiB", per_socket_kib);
+
+    let anchor = frames_alone().await;
+    println!(
+        "| anchor: axum websockets alone, a frame of the same size written to each socket | {INAPP_MESSAGES} | {anchor:.0} messages/s delivered | no store, no hand-over; the same client process and sockets |"
+    );
+    report.anchor(&figure, "axum websockets alone", anchor);
+}
+
+/// The anchor of the in-app figure: a plain axum websocket server in this process whose sockets write the frames
+/// they are given, to the same client process, from the same number of tasks. It is the floor of delivering
+/// frames to 10,000 sockets on this stack and these cores: no store, no hand-over, no rendering.
+async fn frames_alone() -> f64 {
+    use axum::extract::ws::{Message, Utf8Bytes, WebSocketUpgrade};
+    use futures::SinkExt;
+    type Sockets = Arc<std::sync::Mutex<Vec<tokio::sync::mpsc::Sender<Utf8Bytes>>>>;
+    let sockets: Sockets = Arc::default();
+    let route = {
+        let sockets = sockets.clone();
+        axum::routing::get(move |upgrade: WebSocketUpgrade| async move {
+            // The product's read buffer (see `flowhost_push_api::inapp`).
+            upgrade.read_buffer_size(4096).on_upgrade(move |socket| async move {
+                let (sender, mut queue) = tokio::sync::mpsc::channel::<Utf8Bytes>(256);
+                sockets.lock().unwrap().push(sender);
+                let (mut sink, mut incoming) = socket.split();
+                if sink.send(Message::Text(r#"{"type":"hello"}"#.into())).await.is_err() {
+                    return;
+                }
+                loop {
+                    tokio::select! {
+                        frame = queue.recv() => {
+                            let Some(frame) = frame else { return };
+                            if sink.send(Message::Text(frame)).await.is_err() {
+                                return;
+                            }
+                        }
+                        incoming = incoming.next() => if !matches!(incoming, Some(Ok(_))) { return },
+                    }
+                }
+            })
+        })
+    };
+    let listener = flowhost_role::bind("127.0.0.1:0").await.expect("a loopback port");
+    let ws_url = format!("ws://{}/ws", listener.local_addr().expect("bound"));
+    let server = tokio::spawn(async move {
+        axum::serve(listener, axum::Router::new().route("/ws", route)).await.expect("the websocket server runs")
+    });
+    let clients = Clients::connect(&ws_url, WEBSOCKETS, INAPP_MESSAGES).await;
+    let started_ms = flowhost_core::Clock::now_ms(&SystemClock);
+    let sockets: Arc<Vec<_>> = Arc::new(std::mem::take(&mut *sockets.lock().unwrap()));
+    assert_eq!(sockets.len(), WEBSOCKETS);
+    in_flight(INAPP_MESSAGES, move |n| {
+        let sockets = sockets.clone();
+        async move {
+            // The size of the product's frame of the benchmark's message (about 400 bytes).
+            let frame = format!(
+                r#"{{"type":"message","message":{{"notification_id":"{n:064x}","cursor":"000001764496800000-{n:064x}","template_id":1,"language_id":"en","content":{{"title":"Bonus","body":"A bonus for you","actions":[],"data":{{"notification_id":"{n:064x}"}}}},"vertical":"casino","category":null,"subcategory":null,"status":"unread","read_at":null,"created_at":"2026-11-30T10:00:00.000Z"}}}}"#
+            );
+            sockets[n % WEBSOCKETS].send(frame.into()).await.expect("the socket is open");
+        }
+    })
+    .await;
+    let done_ms = clients.received_all().await;
+    server.abort();
+    INAPP_MESSAGES as f64 / ((done_ms - started_ms) as f64 / 1000.0)
+}
+
+/// This process's resident memory (`VmRSS`), in KiB; 0 where `/proc` does not say.
+fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find_map(|line| line.strip_prefix("VmRSS:")).unwrap_or("0 kB");
+    line.trim().trim_end_matches("kB").trim().parse().unwrap_or(0)
 }
 
 #[tokio::main]
