@@ -514,6 +514,30 @@ async fn live_events_and_engagement(backends: Backends) {
     c.host.stop().await;
 }
 
+/// The sync reads each source again from 5 s before its cursor until that window has closed, then from the
+/// cursor (see `flowhost_campaigns::overlap`): changes written after the window closed are still synced, in the
+/// campaigns slice and in the live-events slice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_after_the_overlap_closed_are_synced() {
+    let c = Campaigns::start(Backends::Embedded).await;
+    let t = c.tenant.clone();
+    let live_total = || async {
+        let (status, live) = c.get(&format!("/api/v1/live-events?tenant_id={t}")).await;
+        (status == 200).then(|| live["total_items"].as_u64()).flatten()
+    };
+    c.flow("c-before", Some(campaign(&t)), false).await;
+    delivered(&c.host, &t, "n-before", 601, "r-unknown").await;
+    c.wait_total(&t, 1).await;
+    eventually("the first delivery listed", 60, || async { (live_total().await == Some(1)).then_some(()) }).await;
+    // Passes run every 200 ms: the windows close once a pass began 5 s after their cursors were first read.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    c.flow("c-after", Some(campaign(&t)), false).await;
+    delivered(&c.host, &t, "n-after", 602, "r-unknown").await;
+    c.wait_total(&t, 2).await;
+    eventually("the second delivery listed", 60, || async { (live_total().await == Some(2)).then_some(()) }).await;
+    c.host.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_live_events_and_engagement() {
     live_events_and_engagement(Backends::Embedded).await;

@@ -5,6 +5,7 @@
 //! - `read_model`: the read models' documents (database `campaigns`): rows, per-tenant aggregates, sync states.
 //! - `sync`: the slices' synchronization passes and their freshness bookkeeping.
 //! - `live`: the live-events slice: run completions, deliveries and interactions, and campaign engagement.
+//! - `overlap`: where the slices' incremental reads start: the cursor less an overlap, until its window closes.
 //! - `api`: the routes, their query parsing and the `{ "error": string }` envelope; `X-Request-Id` on every
 //!   response.
 //! - `explorer`: the OpenAPI document, the explorer page and the bearer-checked proxy path.
@@ -22,6 +23,7 @@ pub mod live_model;
 pub mod metrics;
 pub mod model;
 mod openapi;
+pub mod overlap;
 pub mod read_model;
 pub mod role;
 pub mod source;

@@ -19,11 +19,12 @@
 //! re-reads and several replicas converge on the right counts. A tenant without totals (its events predate them)
 //! has every hour from its oldest to its newest event counted once.
 //!
-//! Each source is read again from a little before its cursor (a write that committed late is not missed); the
-//! events of that overlap which the last completed pass already wrote and counted, unchanged, are skipped
-//! ([`Settled`]), so a quiet pass writes nothing.
+//! Each source is read again from a little before its cursor (a write that committed late is not missed) until
+//! that window closes (see [`crate::overlap`]); the events of that overlap which the last completed pass already
+//! wrote and counted, unchanged, are skipped ([`Settled`]), so a quiet pass writes nothing.
 
 use std::collections::{BTreeSet, HashMap};
+use std::time::Instant;
 
 use flowhost_core::collections::{FLOW_RUNS, WEBPUSH_ACTIVITY, WEBPUSH_EVENTS};
 use flowhost_core::ports::{Direction, DocumentStore, Filter, IndexSpec, PortError, Query};
@@ -32,13 +33,11 @@ use serde_json::{json, Value};
 
 use crate::live_model::{LiveCounts, LiveEvent, ENGAGEMENT, KINDS, LIVE_EVENTS, LIVE_EVENT_HOURS, LIVE_EVENT_TOTALS};
 use crate::model::{instant_ms, CampaignDoc};
+use crate::overlap::Overlaps;
 use crate::read_model::ReadModels;
 
 const HOUR_MS: i64 = 3_600_000;
 
-/// How far before a cursor a source is read again (a write that committed late is not missed; rewriting a
-/// live event is idempotent).
-const OVERLAP_MS: i64 = 5_000;
 /// Pages one pass reads per source at most.
 const MAX_PAGES_PER_PASS: usize = 50;
 
@@ -78,14 +77,16 @@ struct Read {
     caught_up: bool,
 }
 
-/// Reads `collection` where `field` (milliseconds, or an RFC 3339 string when `iso`) is at or after the cursor.
+/// Reads `collection` where `field` (milliseconds, or an RFC 3339 string when `iso`) is at or after `since`
+/// (the cursor, less the overlap while its window is open; see [`crate::overlap`]). `cursor` starts the newest
+/// position.
 async fn read_since(
     source: &dyn DocumentStore,
     collection: &str,
     field: &str,
     iso: bool,
     extra: &[(&str, Filter)],
-    cursor: Option<i64>,
+    (cursor, since): (Option<i64>, Option<i64>),
     batch: u64,
 ) -> Result<Read, PortError> {
     let position = |item: &Value| -> Option<i64> {
@@ -103,8 +104,7 @@ async fn read_since(
         for (path, filter) in extra {
             query = query.filter(path, filter.clone());
         }
-        if let Some(cursor) = cursor {
-            let since = cursor - OVERLAP_MS;
+        if let Some(since) = since {
             let bound = if iso { json!(flowhost_core::digest::iso_utc(since)) } else { json!(since) };
             query = query.filter(field, Filter::Gte(bound));
         }
@@ -151,11 +151,18 @@ pub struct LiveSync<'a> {
     pub source: &'a dyn DocumentStore,
     pub batch: u64,
     pub settled: &'a Settled,
+    pub overlaps: &'a Overlaps,
 }
 
 impl LiveSync<'_> {
     async fn cursor(&self, name: &str) -> Result<Option<i64>, PortError> {
         Ok(self.read_models.cursor(name).await?.and_then(|text| text.parse().ok()))
+    }
+
+    /// The cursor named `name`, and where a pass that began at `started` reads from it.
+    async fn window(&self, name: &str, started: Instant) -> Result<(Option<i64>, Option<i64>), PortError> {
+        let cursor = self.cursor(name).await?;
+        Ok((cursor, cursor.map(|cursor| self.overlaps.since(name, cursor, started))))
     }
 
     async fn put_cursor(&self, name: &str, at: Option<i64>) -> Result<(), PortError> {
@@ -166,7 +173,7 @@ impl LiveSync<'_> {
     }
 
     /// One pass over the three sources (see the module documentation).
-    pub async fn pass(&self, now_ms: i64) -> Result<LiveChanges, PortError> {
+    pub async fn pass(&self, now_ms: i64, started: Instant) -> Result<LiveChanges, PortError> {
         let mut changes = LiveChanges::default();
         let mut lag_from: Vec<i64> = Vec::new();
         let mut read: Vec<LiveEvent> = Vec::new();
@@ -177,17 +184,11 @@ impl LiveSync<'_> {
         };
 
         let runs_cursor = "live_events.runs";
+        let runs_window = self.window(runs_cursor, started).await?;
         let finished = Filter::In(vec![json!("completed"), json!("dead_lettered")]);
-        let runs = read_since(
-            self.source,
-            FLOW_RUNS,
-            "updated_ms",
-            false,
-            &[("status", finished)],
-            self.cursor(runs_cursor).await?,
-            self.batch,
-        )
-        .await?;
+        let runs =
+            read_since(self.source, FLOW_RUNS, "updated_ms", false, &[("status", finished)], runs_window, self.batch)
+                .await?;
         let events = unsettled(runs.items.iter().filter_map(run_event).collect());
         self.write(&events, &mut changes).await?;
         if !runs.caught_up {
@@ -196,13 +197,14 @@ impl LiveSync<'_> {
         self.put_cursor(runs_cursor, runs.newest).await?;
 
         let deliveries_cursor = "live_events.deliveries";
+        let deliveries_window = self.window(deliveries_cursor, started).await?;
         let deliveries = read_since(
             self.source,
             WEBPUSH_ACTIVITY,
             "updated_at",
             true,
             &[("delivered", Filter::Eq(json!(true)))],
-            self.cursor(deliveries_cursor).await?,
+            deliveries_window,
             self.batch,
         )
         .await?;
@@ -218,16 +220,9 @@ impl LiveSync<'_> {
         self.put_cursor(deliveries_cursor, deliveries.newest).await?;
 
         let interactions_cursor = "live_events.interactions";
-        let interactions = read_since(
-            self.source,
-            WEBPUSH_EVENTS,
-            "received_at",
-            true,
-            &[],
-            self.cursor(interactions_cursor).await?,
-            self.batch,
-        )
-        .await?;
+        let interactions_window = self.window(interactions_cursor, started).await?;
+        let interactions =
+            read_since(self.source, WEBPUSH_EVENTS, "received_at", true, &[], interactions_window, self.batch).await?;
         let notification_ids: Vec<String> =
             interactions.items.iter().filter_map(|e| Some(e.get("notification_id")?.as_str()?.to_owned())).collect();
         let activity = self.source.get_many(WEBPUSH_ACTIVITY, &notification_ids).await?;
@@ -249,6 +244,15 @@ impl LiveSync<'_> {
         self.count_missing_totals(&changes.tenants).await?;
         self.count_hours(&changes.hours).await?;
         self.settled.settle(read);
+        for (name, (cursor, _), read) in [
+            (runs_cursor, runs_window, runs.caught_up),
+            (deliveries_cursor, deliveries_window, deliveries.caught_up),
+            (interactions_cursor, interactions_window, interactions.caught_up),
+        ] {
+            if let (Some(cursor), true) = (cursor, read) {
+                self.overlaps.completed(name, cursor, started);
+            }
+        }
         Ok(changes)
     }
 

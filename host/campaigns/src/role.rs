@@ -56,6 +56,7 @@ impl flowhost_role::Role for CampaignsRole {
                 None => None,
             },
             settled_live_events: Settled::default(),
+            overlaps: Default::default(),
         };
         let api = Api {
             read_models: read_models.clone(),

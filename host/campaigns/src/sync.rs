@@ -1,7 +1,8 @@
 //! The slices' synchronization. Every `FLOWHOST_CAMPAIGNS_SYNC_INTERVAL_MS` one pass runs each slice:
 //!
 //! - **campaigns**: the v2 flows changed since the slice's cursor (`updated_at`, re-read with a few seconds of
-//!   overlap so a write that committed late is not missed; rewriting a row is idempotent) become campaign rows;
+//!   overlap so a write that committed late is not missed, until that window closes (see [`crate::overlap`]);
+//!   rewriting a row is idempotent) become campaign rows;
 //!   a flow whose campaign metadata is gone or moved to another tenant loses its old row; campaigns whose end
 //!   passed move to `ended`. Every [`RECONCILE_EVERY`] passes all flow rows are checked against their flows,
 //!   which also removes the rows of deleted flows (a delete leaves no change to read). With an external campaign
@@ -18,7 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use flowhost_core::collections::FLOWS;
 use flowhost_core::digest::iso_utc;
@@ -34,6 +35,7 @@ use crate::external::ExternalSource;
 use crate::live::{LiveSync, Settled};
 use crate::live_model::LIVE_EVENTS;
 use crate::model::{instant_ms, CampaignDoc, Origin, UiStatus};
+use crate::overlap::Overlaps;
 use crate::read_model::{Aggregate, ReadModels, SyncState};
 use crate::support::SupportSource;
 
@@ -43,8 +45,6 @@ pub const SUPPORT: &str = "support";
 /// The slices a pass runs, in order.
 pub const SLICES: [&str; 4] = [CAMPAIGNS, LIVE_EVENTS, OVERVIEW, SUPPORT];
 
-/// How far before its cursor the campaigns slice reads again.
-const OVERLAP_MS: i64 = 5_000;
 /// Pages of changed flows one pass reads at most (the rest waits for the next pass; the lag shows it).
 const MAX_PAGES_PER_PASS: usize = 50;
 /// The cursor of the external campaign source.
@@ -97,6 +97,8 @@ pub struct Sync {
     /// The external campaign source, when configured.
     pub external: Option<ExternalSource>,
     pub settled_live_events: Settled,
+    /// The window before each incremental read's cursor (see [`crate::overlap`]).
+    pub overlaps: Overlaps,
 }
 
 /// What the campaigns slice changed.
@@ -131,6 +133,7 @@ impl Sync {
     /// One pass over every slice; `reconcile` also checks every row against its flow.
     pub async fn pass(&self, reconcile: bool) -> PassReport {
         let now_ms = self.clock.now_ms();
+        let started = Instant::now();
         let mut report = PassReport::default();
         let mut states = match self.read_models.sync_states().await {
             Ok(states) => states.into_iter().map(|s| ((s.slice.clone(), s.tenant_id.clone()), s)).collect(),
@@ -143,7 +146,7 @@ impl Sync {
         };
         let known = self.read_models.tenants().await.unwrap_or_default();
 
-        let changes = match self.sync_campaigns(now_ms, reconcile).await {
+        let changes = match self.sync_campaigns(now_ms, started, reconcile).await {
             Ok(mut changes) => match self.sync_external(now_ms, &mut changes).await {
                 Ok(()) => Ok(changes),
                 Err(error) => {
@@ -173,9 +176,10 @@ impl Sync {
             source: self.source.as_ref(),
             batch: self.batch,
             settled: &self.settled_live_events,
+            overlaps: &self.overlaps,
         };
         let live_pass = async {
-            let changes = live.pass(now_ms).await?;
+            let changes = live.pass(now_ms, started).await?;
             live.count_missing_totals(&tenants).await?;
             Ok::<_, PortError>(changes)
         };
@@ -276,10 +280,11 @@ impl Sync {
     }
 
     /// The campaigns slice (see the module documentation).
-    async fn sync_campaigns(&self, now_ms: i64, reconcile: bool) -> Result<Changes, PortError> {
+    async fn sync_campaigns(&self, now_ms: i64, started: Instant, reconcile: bool) -> Result<Changes, PortError> {
         let mut changes = Changes::default();
         let cursor = self.read_models.cursor(CAMPAIGNS).await?;
-        let since = cursor.as_deref().and_then(instant_ms).map(|ms| iso_utc(ms - OVERLAP_MS));
+        let cursor_ms = cursor.as_deref().and_then(instant_ms);
+        let since = cursor_ms.map(|ms| iso_utc(self.overlaps.since(CAMPAIGNS, ms, started)));
         let mut newest = cursor.clone();
         let mut offset = 0u64;
         let mut caught_up = false;
@@ -331,6 +336,9 @@ impl Sync {
         }
         if reconcile {
             self.reconcile(now_ms, &mut changes).await?;
+        }
+        if let (Some(cursor_ms), true) = (cursor_ms, caught_up) {
+            self.overlaps.completed(CAMPAIGNS, cursor_ms, started);
         }
         Ok(changes)
     }
