@@ -76,7 +76,7 @@ pub const MAX_CLIENT_FRAME: usize = 64 * 1024;
 /// A connection's read buffer. Clients send small frames (`pong`, `read`, `refresh`), and a longer one (up to
 /// [`MAX_CLIENT_FRAME`]) grows the buffer for itself. tungstenite's default, 128 KiB, is zeroed before every read
 /// and held by every connection: 1.4 GB at 10,000 sockets, and a tenth of the node's CPU in the in-app benchmark.
-const READ_BUFFER: usize = 4 * 1024;
+pub const READ_BUFFER: usize = 4 * 1024;
 /// How long one write to a client may wait (a client that stops reading fills its buffers): past it the
 /// connection is closed (1013) and its slot freed.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -382,8 +382,8 @@ async fn frames_alone() -> f64 {
     let route = {
         let sockets = sockets.clone();
         axum::routing::get(move |upgrade: WebSocketUpgrade| async move {
-            // The product's read buffer (see `flowhost_push_api::inapp`).
-            upgrade.read_buffer_size(4096).on_upgrade(move |socket| async move {
+            // The product's read buffer.
+            upgrade.read_buffer_size(flowhost_push_api::inapp::READ_BUFFER).on_upgrade(move |socket| async move {
                 let (sender, mut queue) = tokio::sync::mpsc::channel::<Utf8Bytes>(256);
                 sockets.lock().unwrap().push(sender);
                 let (mut sink, mut incoming) = socket.split();
