@@ -137,6 +137,16 @@ impl DocumentStore for FaultyDocuments {
         self.fault(collection)?;
         self.inner.upsert_expiring(collection, id, doc, expires_at_ms).await
     }
+    async fn insert_expiring(
+        &self,
+        collection: &str,
+        id: &str,
+        doc: Value,
+        expires_at_ms: i64,
+    ) -> Result<(), PortError> {
+        self.fault(collection)?;
+        self.inner.insert_expiring(collection, id, doc, expires_at_ms).await
+    }
     async fn sweep_expired(&self, collection: &str, now_ms: i64) -> Result<u64, PortError> {
         self.inner.sweep_expired(collection, now_ms).await
     }

@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use flowhost_core::config::Config;
 use flowhost_tests::inapp::{connect_token, InAppSocket};
-use flowhost_tests::push::{assert_error, editor, platform, OPS_TOKEN, TENANT_A};
+use flowhost_tests::push::{assert_error, editor, platform, EDITOR_TOKEN, OPS_TOKEN, TENANT_A};
 use flowhost_tests::{on_both_backends, unique, Backends, TestHost};
 use serde_json::{json, Value};
 
 on_both_backends!(
     a_sent_message_reaches_the_socket_and_the_inbox,
     a_reconnect_resumes_after_its_cursor,
+    a_repeated_send_hands_over_the_stored_message,
     a_deactivated_channel_skips_and_bad_tokens_are_refused,
     a_kafka_event_runs_a_flow_to_a_message_on_a_websocket,
     one_client_cannot_exhaust_the_websockets,
@@ -142,6 +143,51 @@ async fn a_sent_message_reaches_the_socket_and_the_inbox(backends: Backends) {
     for tab in [socket, second, other] {
         tab.close().await;
     }
+    host.stop().await;
+}
+
+/// An editor send with an `Idempotency-Key`: the same key is the same run, so the same notification.
+async fn send_keyed(host: &TestHost, body: Value, key: &str) -> (u16, Value) {
+    let auth = format!("Bearer {EDITOR_TOKEN}");
+    let headers = [("authorization", auth.as_str()), ("idempotency-key", key)];
+    flowhost_tests::push::send(host, "POST", &host.url(SEND), &headers, Some(body).into()).await
+}
+
+/// A repeated step (here the same `Idempotency-Key`) hands the message it stored the first time over again: one
+/// inbox entry, the first rendering, also after its template changed or was deleted.
+async fn a_repeated_send_hands_over_the_stored_message(backends: Backends) {
+    let host = start(backends).await;
+    let (mut socket, _) = InAppSocket::connect(&host, TENANT_A, 9, None).await;
+    let (status, first) = send_keyed(&host, send_body(9, "10 EUR"), "repeat-1").await;
+    assert_eq!((status, first["delivered"].as_bool()), (200, Some(true)), "{first}");
+    let id = first["notification_id"].as_str().unwrap().to_owned();
+    assert_eq!(socket.next_message(WAIT).await.unwrap()["content"]["body"], "You got 10 EUR back");
+
+    let mut changed = template();
+    changed["contents"]["en"]["body"] = json!("Changed: {{amount}}");
+    let (status, replaced) = editor(&host, Some(TENANT_A), "PUT", "/api/v1/templates/in-app/1", Some(changed)).await;
+    assert_eq!(status, 200, "{replaced}");
+    for (step, other_amount) in [("after the template changed", "99 EUR"), ("after the template was deleted", "1 EUR")]
+    {
+        // A socket drops an id it has had, so a new one (no resume) shows what the repeated step hands over.
+        let (mut fresh, _) = InAppSocket::connect(&host, TENANT_A, 9, None).await;
+        let (status, again) = send_keyed(&host, send_body(9, other_amount), "repeat-1").await;
+        assert_eq!((status, again["delivered"].as_bool()), (200, Some(true)), "{step}: {again}");
+        assert_eq!(again["notification_id"], id.as_str(), "{step}");
+        let message = fresh.next_message(WAIT).await.expect(step);
+        assert_eq!(message["notification_id"], id.as_str(), "{step}");
+        assert_eq!(message["content"]["body"], "You got 10 EUR back", "{step}: the first rendering");
+        assert!(socket.next_message(Duration::from_millis(200)).await.is_none(), "{step}: the first socket had it");
+        fresh.close().await;
+        let (status, _) = editor(&host, Some(TENANT_A), "DELETE", "/api/v1/templates/in-app/1", None).await;
+        assert!(status == 204 || status == 404, "{step}: {status}");
+    }
+    let page = inbox(&host, 9, "").await;
+    assert_eq!(page["total"].as_u64(), Some(1), "one message for the repeated send: {page}");
+    // A new key is a new message, and the template is gone now.
+    let response = send_keyed(&host, send_body(9, "2 EUR"), "repeat-2").await;
+    assert_error(&response, 422, "SEND_FAILED", "a new send of a deleted template");
+    socket.close().await;
     host.stop().await;
 }
 

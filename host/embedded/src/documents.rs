@@ -297,6 +297,33 @@ impl SqliteDocuments {
         Ok(())
     }
 
+    /// Stores a new document, or `Conflict` when the id exists. The existing id is answered without a failing
+    /// statement: a failure inside a group commit costs its savepoint's rollback, and redeliveries hit it.
+    async fn insert_new(
+        &self,
+        collection: &str,
+        id: &str,
+        doc: Value,
+        expires_at_ms: Option<i64>,
+    ) -> Result<(), PortError> {
+        let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
+        let what = format!("document {id:?} exists in {collection:?}");
+        let inserted = self
+            .db
+            .write(move |c| {
+                c.prepare_cached(
+                    "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, ?4, 1)
+                     ON CONFLICT (collection, id) DO NOTHING",
+                )?
+                .execute(params![collection, id, body, expires_at_ms])
+            })
+            .await?;
+        if inserted == 0 {
+            return Err(PortError::Conflict(what));
+        }
+        Ok(())
+    }
+
     /// Runs the query; `count` says whether to compute the total (`list`/`find` do not need it, nor does a query
     /// `without_total`; counting costs a second pass over the matches).
     async fn run_query(&self, collection: &str, query: &Query, count: bool) -> Result<Page, PortError> {
@@ -387,14 +414,7 @@ impl DocumentStore for SqliteDocuments {
     }
 
     async fn insert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError> {
-        let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
-        self.db
-            .write(move |c| {
-                c.prepare_cached("INSERT INTO documents (collection, id, body, version) VALUES (?1, ?2, ?3, 1)")?
-                    .execute(params![collection, id, body])
-            })
-            .await?;
-        Ok(())
+        self.insert_new(collection, id, doc, None).await
     }
 
     async fn replace(&self, collection: &str, id: &str, doc: Value) -> Result<bool, PortError> {
@@ -558,6 +578,16 @@ impl DocumentStore for SqliteDocuments {
         expires_at_ms: i64,
     ) -> Result<(), PortError> {
         self.write(collection, id, doc, Some(expires_at_ms)).await
+    }
+
+    async fn insert_expiring(
+        &self,
+        collection: &str,
+        id: &str,
+        doc: Value,
+        expires_at_ms: i64,
+    ) -> Result<(), PortError> {
+        self.insert_new(collection, id, doc, Some(expires_at_ms)).await
     }
 
     async fn sweep_expired(&self, collection: &str, now_ms: i64) -> Result<u64, PortError> {

@@ -138,6 +138,20 @@ impl MongoDocuments {
         }))
     }
 
+    /// `doc` in stored form with its expiry, once the collection's TTL index is ensured.
+    async fn expiring(
+        &self,
+        collection: &str,
+        id: &str,
+        doc: Value,
+        expires_at_ms: i64,
+    ) -> Result<Document, PortError> {
+        let mut document = to_stored(id, doc)?;
+        document.insert(EXPIRES_AT, mongodb::bson::DateTime::from_millis(expires_at_ms));
+        self.ensure_expiry_index(&self.collection(collection)?).await;
+        Ok(document)
+    }
+
     /// Creates the TTL index on the expiry field once per collection and process. A failure is logged and
     /// retried on the next write: `sweep_expired` removes expired documents without the index.
     async fn ensure_expiry_index(&self, collection: &Collection<Document>) {
@@ -197,6 +211,19 @@ impl MongoDocuments {
             .await
             .map_err(|error| map_error(error, "reading a document version"))?;
         Ok(found.map(|document| version_of(&document)))
+    }
+
+    /// Stores `document` (already in stored form) as version 1 of a new document; `Conflict` when the id (or a
+    /// unique field) exists.
+    async fn insert_new(&self, collection: &str, id: &str, mut document: Document) -> Result<(), PortError> {
+        document.insert(VERSION, 1_i64);
+        match self.collection(collection)?.insert_one(document).await {
+            Ok(_) => Ok(()),
+            Err(error) if is_duplicate_key(&error) => {
+                Err(PortError::Conflict(format!("document {id:?} or a unique field exists in {collection:?}")))
+            }
+            Err(error) => Err(map_error(error, "inserting a document")),
+        }
     }
 
     /// Stores `document` (already in stored form) with the next version, creating it only when `create`.
@@ -430,18 +457,7 @@ impl DocumentStore for MongoDocuments {
     }
 
     async fn insert(&self, collection: &str, id: &str, doc: Value) -> Result<(), PortError> {
-        bounded("insert", async {
-            let mut document = to_stored(id, doc)?;
-            document.insert(VERSION, 1_i64);
-            match self.collection(collection)?.insert_one(document).await {
-                Ok(_) => Ok(()),
-                Err(error) if is_duplicate_key(&error) => {
-                    Err(PortError::Conflict(format!("document {id:?} or a unique field exists in {collection:?}")))
-                }
-                Err(error) => Err(map_error(error, "inserting a document")),
-            }
-        })
-        .await
+        bounded("insert", async { self.insert_new(collection, id, to_stored(id, doc)?).await }).await
     }
 
     async fn replace(&self, collection: &str, id: &str, doc: Value) -> Result<bool, PortError> {
@@ -464,11 +480,23 @@ impl DocumentStore for MongoDocuments {
         expires_at_ms: i64,
     ) -> Result<(), PortError> {
         bounded("upsert_expiring", async {
-            let mut document = to_stored(id, doc)?;
-            document.insert(EXPIRES_AT, mongodb::bson::DateTime::from_millis(expires_at_ms));
-            self.ensure_expiry_index(&self.collection(collection)?).await;
+            let document = self.expiring(collection, id, doc, expires_at_ms).await?;
             self.write_next_version(collection, id, document, true).await?;
             Ok(())
+        })
+        .await
+    }
+
+    async fn insert_expiring(
+        &self,
+        collection: &str,
+        id: &str,
+        doc: Value,
+        expires_at_ms: i64,
+    ) -> Result<(), PortError> {
+        bounded("insert_expiring", async {
+            let document = self.expiring(collection, id, doc, expires_at_ms).await?;
+            self.insert_new(collection, id, document).await
         })
         .await
     }

@@ -105,6 +105,13 @@ pub async fn message(documents: &dyn DocumentStore, id: &str) -> Result<Option<I
     documents.get(INAPP_MESSAGES, id).await?.map(|doc| stored::decode(INAPP_MESSAGES, doc)).transpose()
 }
 
+/// Stores `message` only when its notification has no message yet (one write, no read first);
+/// `PortError::Conflict` when it has one, which is left as it is.
+pub async fn store_new(documents: &dyn DocumentStore, message: &InboxMessage) -> Result<(), PortError> {
+    let doc = stored::encode(INAPP_MESSAGES, message)?;
+    documents.insert_expiring(INAPP_MESSAGES, &message.id(), doc, message.expires_at_ms).await
+}
+
 /// Stores (or rewrites) `message`, expiring at its `expires_at_ms`.
 pub async fn store(documents: &dyn DocumentStore, message: &InboxMessage) -> Result<(), PortError> {
     let doc = stored::encode(INAPP_MESSAGES, message)?;

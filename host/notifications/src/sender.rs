@@ -300,12 +300,35 @@ impl Sender {
         })
     }
 
-    /// The in-app message of `request`, rendered now and stored, or the one a previous attempt stored.
+    /// The in-app message of `request`: the one a previous attempt stored, else rendered now and stored.
+    ///
+    /// The message is rendered and inserted without reading first (a first attempt is the common case, and the
+    /// insert tells a redelivery apart): an existing message wins, and is read and handed over as it was. A
+    /// redelivery whose template no longer renders (changed or deleted since) still gets its stored message.
     async fn inbox_message(&self, request: &InAppRequest, notification_id: &str) -> Result<InboxMessage, SendFailure> {
         let documents = self.ports.documents.as_ref();
-        if let Some(stored) = inapp::message(documents, notification_id).await.map_err(unavailable)? {
-            return Ok(stored);
+        let message = match self.render_inapp(request, notification_id).await {
+            Ok(message) => message,
+            Err(failure) => {
+                return match inapp::message(documents, notification_id).await {
+                    Ok(Some(stored)) => Ok(stored),
+                    Ok(None) | Err(_) => Err(failure),
+                }
+            }
+        };
+        match inapp::store_new(documents, &message).await {
+            Ok(()) => Ok(message),
+            Err(PortError::Conflict(_)) => inapp::message(documents, notification_id)
+                .await
+                .map_err(unavailable)?
+                .ok_or_else(|| unavailable("the stored message expired while it was sent again; retry")),
+            Err(error) => Err(unavailable(error)),
         }
+    }
+
+    /// The in-app message of `request` as its template renders it now, not yet stored.
+    async fn render_inapp(&self, request: &InAppRequest, notification_id: &str) -> Result<InboxMessage, SendFailure> {
+        let documents = self.ports.documents.as_ref();
         let template = templates::load(documents, Channel::InApp, request.template_id, Some(&request.tenant_id))
             .await
             .map_err(|error| template_failure(error, Channel::InApp, request.template_id, &request.tenant_id))?;
@@ -342,7 +365,6 @@ impl Sender {
             cursor: inapp::cursor(now, notification_id),
             expires_at_ms: inapp::expires_at(now, self.settings.retention),
         };
-        inapp::store(documents, &message).await.map_err(unavailable)?;
         Ok(message)
     }
 

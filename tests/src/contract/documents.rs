@@ -246,7 +246,8 @@ const MUCH_LATER_MS: i64 = FUTURE_MS + 100 * 365 * 24 * 3600 * 1000;
 /// `upsert_expiring` stores a document that reads like any other (no expiry field shows in get, list or find);
 /// `sweep_expired(now)` removes exactly the documents of that collection whose expiry is at or before `now`
 /// and returns how many; documents written with `insert`, `upsert` or `replace` never expire, also when they
-/// overwrite an expiring one; a new `upsert_expiring` moves the expiry.
+/// overwrite an expiring one; a new `upsert_expiring` moves the expiry. `insert_expiring` stores only a new id:
+/// over an existing one it is `Conflict` and changes neither the body nor the expiry.
 pub async fn expiring_documents(store: Arc<dyn DocumentStore>) {
     let collection = fresh_collection();
     let other = fresh_collection();
@@ -284,6 +285,20 @@ pub async fn expiring_documents(store: Arc<dyn DocumentStore>) {
     assert_eq!(store.get(&other, "soon").await.expect("get"), Some(json!({ "id": "soon", "v": 9 })));
     assert_eq!(store.sweep_expired(&other, t + 5000).await.expect("sweep other"), 1);
     assert_eq!(store.sweep_expired(&fresh_collection(), MUCH_LATER_MS).await.expect("sweep empty"), 0);
+
+    // insert_expiring: once per id, the first body and expiry kept.
+    let once = fresh_collection();
+    store.insert_expiring(&once, "m", json!({ "id": "m", "v": 1 }), t).await.expect("insert_expiring");
+    let again = store.insert_expiring(&once, "m", json!({ "id": "m", "v": 2 }), t + 5000).await;
+    assert!(matches!(again, Err(PortError::Conflict(_))), "a second insert_expiring of an id: {again:?}");
+    store.insert(&once, "kept", json!({ "id": "kept" })).await.expect("insert");
+    let over = store.insert_expiring(&once, "kept", json!({ "id": "kept", "v": 2 }), t).await;
+    assert!(matches!(over, Err(PortError::Conflict(_))), "insert_expiring over an inserted id: {over:?}");
+    assert_eq!(store.get(&once, "m").await.expect("get"), Some(json!({ "id": "m", "v": 1 })), "the first body");
+    assert_eq!(store.sweep_expired(&once, t).await.expect("sweep once"), 1, "the first expiry");
+    assert_eq!(store.get(&once, "m").await.expect("get swept"), None);
+    assert_eq!(store.get(&once, "kept").await.expect("get kept"), Some(json!({ "id": "kept" })), "never expires");
+    store.insert_expiring(&once, "m", json!({ "id": "m", "v": 3 }), t).await.expect("a swept id is new again");
 }
 
 fn ids(items: &[Value]) -> Vec<String> {

@@ -366,6 +366,17 @@ pub trait DocumentStore: Send + Sync + 'static {
         expires_at_ms: i64,
     ) -> Result<(), PortError>;
 
+    /// Stores a new document (like `insert`: `PortError::Conflict` if the id exists, and nothing is written),
+    /// expiring at `expires_at_ms` as [`upsert_expiring`](DocumentStore::upsert_expiring) does: a write-once
+    /// record that a redelivery must find unchanged, stored in one round trip without reading it first.
+    async fn insert_expiring(
+        &self,
+        collection: &str,
+        id: &str,
+        doc: Value,
+        expires_at_ms: i64,
+    ) -> Result<(), PortError>;
+
     /// Removes the collection's documents whose expiry is at or before `now_ms`; returns how many.
     /// Documents without expiry are never removed.
     async fn sweep_expired(&self, collection: &str, now_ms: i64) -> Result<u64, PortError>;
