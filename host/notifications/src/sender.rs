@@ -310,10 +310,12 @@ impl Sender {
         let message = match self.render_inapp(request, notification_id).await {
             Ok(message) => message,
             Err(failure) => {
+                // Whether a stored message exists decides between the two: unknown is worth a retry.
                 return match inapp::message(documents, notification_id).await {
                     Ok(Some(stored)) => Ok(stored),
-                    Ok(None) | Err(_) => Err(failure),
-                }
+                    Ok(None) => Err(failure),
+                    Err(error) => Err(unavailable(error)),
+                };
             }
         };
         match inapp::store_new(documents, &message).await {
