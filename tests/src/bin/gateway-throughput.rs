@@ -12,6 +12,9 @@
 //!    when `FLOWHOST_TEST_KAFKA_BROKERS` names one).
 //!
 //!     cargo run --release -p flowhost-tests --bin gateway-throughput [-- SECONDS CONNECTIONS]
+//!
+//! `GATEWAY_EDGE_MAX_INFLIGHT` sets the edge's in-flight budget as it does for the product (default 256): the
+//! accepted events' latency at twice capacity follows it (Little's law: the budget over the accepted rate).
 
 use std::time::{Duration, Instant};
 
@@ -142,6 +145,11 @@ async fn main() {
     configure(&mut config, &addrs, &[ORIGIN], &backend);
     config.section_mut::<flowhost_gateway::GatewayConfig>().requests_per_minute = Default::default();
     config.section_mut::<flowhost_gateway::GatewayConfig>().validations_per_minute = Default::default();
+    let budget = std::env::var("GATEWAY_EDGE_MAX_INFLIGHT").ok().map(|v| v.parse().expect("a budget of 1 or more"));
+    if let Some(budget) = budget {
+        config.section_mut::<flowhost_gateway::GatewayConfig>().max_inflight = budget;
+    }
+    let budget = config.section::<flowhost_gateway::GatewayConfig>().max_inflight;
     let host = TestHost::start_with(config).await;
     let client = reqwest::Client::new();
     while client.get(format!("http://{}/ready", addrs.edge)).send().await.map(|r| r.status() != 200).unwrap_or(true) {
@@ -154,7 +162,7 @@ async fn main() {
     assert_eq!(warm.served.len(), PLAYERS, "every warm-up event is accepted");
 
     println!(
-        "Gateway, {} cores, embedded defaults, in-flight budget 256",
+        "Gateway, {} cores, embedded defaults, in-flight budget {budget}",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!();
