@@ -306,8 +306,7 @@ impl SqliteDocuments {
         doc: Value,
         expires_at_ms: Option<i64>,
     ) -> Result<(), PortError> {
-        let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
-        let what = format!("document {id:?} exists in {collection:?}");
+        let (owned_collection, owned_id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
         let inserted = self
             .db
             .write(move |c| {
@@ -315,11 +314,11 @@ impl SqliteDocuments {
                     "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, ?4, 1)
                      ON CONFLICT (collection, id) DO NOTHING",
                 )?
-                .execute(params![collection, id, body, expires_at_ms])
+                .execute(params![owned_collection, owned_id, body, expires_at_ms])
             })
             .await?;
         if inserted == 0 {
-            return Err(PortError::Conflict(what));
+            return Err(PortError::Conflict(format!("document {id:?} exists in {collection:?}")));
         }
         Ok(())
     }

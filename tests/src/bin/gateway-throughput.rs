@@ -145,7 +145,9 @@ async fn main() {
     configure(&mut config, &addrs, &[ORIGIN], &backend);
     config.section_mut::<flowhost_gateway::GatewayConfig>().requests_per_minute = Default::default();
     config.section_mut::<flowhost_gateway::GatewayConfig>().validations_per_minute = Default::default();
-    let budget = std::env::var("GATEWAY_EDGE_MAX_INFLIGHT").ok().map(|v| v.parse().expect("a budget of 1 or more"));
+    let budget = std::env::var("GATEWAY_EDGE_MAX_INFLIGHT")
+        .ok()
+        .map(|v| v.parse::<usize>().ok().filter(|budget| *budget >= 1).expect("GATEWAY_EDGE_MAX_INFLIGHT: 1 or more"));
     if let Some(budget) = budget {
         config.section_mut::<flowhost_gateway::GatewayConfig>().max_inflight = budget;
     }
