@@ -179,6 +179,12 @@ async fn source_per_partition_holds_back_only_the_busy_partition() {
 }
 
 #[tokio::test]
+async fn source_per_partition_reads_a_partition_again_as_its_batch_ends() {
+    let embedded = Embedded::open();
+    source::per_partition_reads_a_partition_again_as_its_batch_ends(embedded.topics()).await;
+}
+
+#[tokio::test]
 async fn source_commits_when_idle_and_follows_the_topic_set() {
     let embedded = Embedded::open();
     source::commits_when_idle_and_follows_the_topic_set(embedded.topics()).await;

@@ -124,3 +124,8 @@ async fn source_commits_when_idle_and_follows_the_topic_set() {
 async fn source_per_partition_holds_back_only_the_busy_partition() {
     source::per_partition_holds_back_only_the_busy_partition(kafka()).await;
 }
+
+#[tokio::test]
+async fn source_per_partition_reads_a_partition_again_as_its_batch_ends() {
+    source::per_partition_reads_a_partition_again_as_its_batch_ends(kafka()).await;
+}

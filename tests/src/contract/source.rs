@@ -2,7 +2,7 @@
 //! committed in poll order and only past batches whose handler answered durable (a batch that never becomes
 //! durable holds back every later one, however far they got); what is durable is committed on an idle poll
 //! and in the drain on shutdown; the consumed topics follow the watched set; per partition, a busy partition
-//! holds back only itself.
+//! holds back only itself, and a partition paused for its window is read again as soon as its batch ends.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -220,6 +220,42 @@ pub async fn per_partition_holds_back_only_the_busy_partition(topics: Arc<dyn To
     .await;
     let most = running.lock().unwrap().values().map(|(_, most)| *most).max();
     assert_eq!(most, Some(1), "never two batches of one partition at once");
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(30), consuming).await.expect("stops in time").expect("no panic");
+}
+
+/// Per partition, a partition paused because its window is full is read again as soon as a batch of it ends, not
+/// when a poll that found nothing to read gives up: with a poll timeout longer than [`PATIENCE`], a consumer that
+/// waited for it could not drain a partition of ten batches in time.
+pub async fn per_partition_reads_a_partition_again_as_its_batch_ends(topics: Arc<dyn Topics>) {
+    let (topic, group) = (unique("source-resume"), unique("source-resume-group"));
+    publish_values(&topics, &topic, 30).await;
+    let shutdown = CancellationToken::new();
+    let source = SourceConsumer::new("check", topics.clone(), group.clone())
+        .batch_size(3)
+        .window(1)
+        .per_partition()
+        .poll_timeout(PATIENCE * 2);
+    let (_keep, sources) = watch::channel(BTreeSet::from([topic.clone()]));
+    let seen: Seen = Arc::default();
+    let handle = {
+        let seen = seen.clone();
+        move |batch: Vec<flowhost_core::ports::Record>| {
+            let (first, last) = (batch[0].offset, batch[batch.len() - 1].offset);
+            seen.lock().unwrap().push((batch[0].topic.clone(), first, last));
+            async move { true }
+        }
+    };
+    let consuming = {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move { source.run(sources, handle, &shutdown).await })
+    };
+    eventually("every batch is handled and committed", PATIENCE.as_secs(), || {
+        let committed = committed(&topics, &group, &topic);
+        async move { (committed.await == Some(30)).then_some(()) }
+    })
+    .await;
+    assert_eq!(seen_offsets(&seen), (0..30).collect(), "every record handed once");
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(30), consuming).await.expect("stops in time").expect("no panic");
 }
