@@ -3,7 +3,8 @@
 //! 1. **Pushes per second**: the push client alone (RFC 8291 encryption with a fresh ephemeral key per message,
 //!    the VAPID header from the per-origin cache, the HTTPS POST over pooled connections) against a local HTTPS
 //!    push service written here in Rust (hyper + rustls, answering 201 without decrypting, so the service is not
-//!    the bottleneck; its certificate comes from `tests/scripts/push_service.py`), 256 in flight.
+//!    the bottleneck; its certificate comes from `tests/scripts/push_service.py`), 256 in flight, each push on
+//!    a task of its own as the pushes of concurrent steps run.
 //! 2. **Fan-out latency**: `send_webpush` through the host's sender (render, resolve the recipient's 5 active
 //!    subscriptions, 5 concurrent pushes, the notification record written) for players one after another and
 //!    64 at a time: p50 / p99 per notification.
@@ -39,6 +40,8 @@ const WEBSOCKETS: usize = 10_000;
 const INAPP_MESSAGES: usize = 20_000;
 /// In-app sends in flight at once.
 const INAPP_IN_FLIGHT: usize = 64;
+/// Pushes in flight at once.
+const PUSHES_IN_FLIGHT: usize = 256;
 const SUBSCRIPTIONS_PER_PLAYER: usize = 5;
 
 /// A local HTTPS push service answering every POST with 201, on the certificate `push_service.py` made.
@@ -134,8 +137,12 @@ async fn pushes_per_second(
     let endpoint = format!("{url}/push/bench");
     let started = Instant::now();
     let before = received.load(Ordering::Relaxed);
-    futures::stream::iter(0..pushes)
-        .for_each_concurrent(256, |_| async {
+    // Each push on a task of its own, as the sender's deliveries of concurrent steps run; pushes driven from one
+    // task (`for_each_concurrent`) encrypted one at a time on that task's thread and left a core idle.
+    let (client, keys) = (client.clone(), keys.clone());
+    in_flight(pushes, PUSHES_IN_FLIGHT, move |_| {
+        let (client, keys, endpoint, payload) = (client.clone(), keys.clone(), endpoint.clone(), payload.clone());
+        async move {
             let message = PushMessage {
                 endpoint: &endpoint,
                 p256dh: &keys.p256dh,
@@ -147,8 +154,9 @@ async fn pushes_per_second(
             };
             let outcome = client.send(&message).await;
             assert_eq!(outcome.as_str(), "delivered", "{outcome:?}");
-        })
-        .await;
+        }
+    })
+    .await;
     let elapsed = started.elapsed();
     assert_eq!(received.load(Ordering::Relaxed) - before, pushes as u64);
     let rate = pushes as f64 / elapsed.as_secs_f64();
@@ -284,15 +292,15 @@ impl Clients {
     }
 }
 
-/// Runs `send(n)` for every n below `count` on `INAPP_IN_FLIGHT` tasks of the runtime's workers, each taking the
-/// next n until none is left (as the engine's flow steps and the push API's handlers run).
-async fn in_flight<F, Fut>(count: usize, send: F)
+/// Runs `send(n)` for every n below `count` on `tasks` tasks of the runtime's workers, each taking the next n
+/// until none is left (as the engine's flow steps and the push API's handlers run).
+async fn in_flight<F, Fut>(count: usize, tasks: usize, send: F)
 where
     F: Fn(usize) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
     let next = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = (0..INAPP_IN_FLIGHT)
+    let tasks: Vec<_> = (0..tasks)
         .map(|_| {
             let (send, next) = (send.clone(), next.clone());
             tokio::spawn(async move {
@@ -329,7 +337,7 @@ async fn inapp_fan_out(host: &TestHost, sender: &Arc<Sender>, report: &mut Repor
     let connect_time = clients.connect_time;
     let started_ms = flowhost_core::Clock::now_ms(&SystemClock);
     let sender = sender.clone();
-    in_flight(INAPP_MESSAGES, move |n| {
+    in_flight(INAPP_MESSAGES, INAPP_IN_FLIGHT, move |n| {
         let sender = sender.clone();
         async move {
             let request = InAppRequest {
@@ -413,7 +421,7 @@ async fn frames_alone() -> f64 {
     let started_ms = flowhost_core::Clock::now_ms(&SystemClock);
     let sockets: Arc<Vec<_>> = Arc::new(std::mem::take(&mut *sockets.lock().unwrap()));
     assert_eq!(sockets.len(), WEBSOCKETS);
-    in_flight(INAPP_MESSAGES, move |n| {
+    in_flight(INAPP_MESSAGES, INAPP_IN_FLIGHT, move |n| {
         let sockets = sockets.clone();
         async move {
             // The size of the product's frame of the benchmark's message (about 400 bytes).
