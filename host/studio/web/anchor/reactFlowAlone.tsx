@@ -37,8 +37,14 @@ const initialEdges: Edge[] = Array.from({ length: count - 1 }, (_, at) => ({
 function AnchorFlow() {
   const [nodes, setNodes] = useState(initialNodes);
   const [edges, setEdges] = useState(initialEdges);
-  const onNodesChange = useCallback((changes: NodeChange[]) => setNodes((current) => applyNodeChanges(changes, current)), []);
-  const onEdgesChange = useCallback((changes: EdgeChange[]) => setEdges((current) => applyEdgeChanges(changes, current)), []);
+  const onNodesChange = useCallback(
+    (changes: NodeChange[]) => setNodes((current) => applyNodeChanges(changes, current)),
+    [],
+  );
+  const onEdgesChange = useCallback(
+    (changes: EdgeChange[]) => setEdges((current) => applyEdgeChanges(changes, current)),
+    [],
+  );
   return (
     <div style={{ width: "100vw", height: "100vh" }}>
       <ReactFlow nodes={nodes} edges={edges} onNodesChange={onNodesChange} onEdgesChange={onEdgesChange} fitView>
