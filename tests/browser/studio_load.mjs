@@ -32,11 +32,11 @@ for (let run = 0; run < 5; run++) {
   await page.evaluate(watchEdit, Number(nodes) + 1);
   const chosen = performance.now();
   await page.getByLabel("Flow", { exact: true }).selectOption(flowId);
-  await page.waitForFunction((count) => document.querySelectorAll(".react-flow__node").length === count, Number(nodes), { polling: 10, timeout: 60_000 });
+  await nodesDrawn(page, Number(nodes));
   times.flow.push(performance.now() - chosen);
   const edited = performance.now();
   await page.getByRole("button", { name: "Mapping" }).click();
-  await page.waitForFunction((count) => document.querySelectorAll(".react-flow__node").length === count, Number(nodes) + 1, { polling: 10, timeout: 60_000 });
+  await nodesDrawn(page, Number(nodes) + 1);
   times.edit.push(performance.now() - edited);
   times.inPage.push(await (await page.waitForFunction(() => window.editDrawn)).jsonValue());
   await page.close();
@@ -50,13 +50,18 @@ for (let run = 0; anchorDir && run < 5; run++) {
     await route.fulfill({ body, contentType: types[file.split(".").pop()] });
   });
   await page.goto(`${base}/react-flow-anchor/index.html?nodes=${nodes}`);
-  await page.waitForFunction((count) => document.querySelectorAll(".react-flow__node").length === count, Number(nodes), { polling: 10, timeout: 60_000 });
+  await nodesDrawn(page, Number(nodes));
   await page.evaluate(watchEdit, Number(nodes) + 1);
   await page.getByRole("button", { name: "Add element" }).click();
   times.anchor.push(await (await page.waitForFunction(() => window.editDrawn)).jsonValue());
   await page.close();
 }
 await browser.close();
+/// Waits until `count` nodes are on the page.
+function nodesDrawn(page, count) {
+  return page.waitForFunction((count) => document.querySelectorAll(".react-flow__node").length === count, count, { polling: 10, timeout: 60_000 });
+}
+
 /// In the page: on the next click, sets `window.editDrawn` to the ms from the click event until a task after
 /// the first animation frame in which `count` nodes are in the DOM (that frame is drawn before the task runs).
 function watchEdit(count) {

@@ -139,12 +139,13 @@ async fn pushes_per_second(
     let before = received.load(Ordering::Relaxed);
     // Each push on a task of its own, as the sender's deliveries of concurrent steps run; pushes driven from one
     // task (`for_each_concurrent`) encrypted one at a time on that task's thread and left a core idle.
-    let (client, keys) = (client.clone(), keys.clone());
+    let shared = Arc::new((client.clone(), keys.clone(), endpoint, payload));
     in_flight(pushes, PUSHES_IN_FLIGHT, move |_| {
-        let (client, keys, endpoint, payload) = (client.clone(), keys.clone(), endpoint.clone(), payload.clone());
+        let shared = shared.clone();
         async move {
+            let (client, keys, endpoint, payload) = &*shared;
             let message = PushMessage {
-                endpoint: &endpoint,
+                endpoint,
                 p256dh: &keys.p256dh,
                 auth: &keys.auth,
                 payload: payload.as_bytes(),

@@ -255,7 +255,7 @@ pub async fn per_partition_reads_a_partition_again_as_its_batch_ends(topics: Arc
         async move { (committed.await == Some(30)).then_some(()) }
     })
     .await;
-    assert_eq!(seen_offsets(&seen), (0..30).collect(), "every record handed once");
+    assert_eq!(seen_offsets(&seen), (0..30).collect(), "every record handed");
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(30), consuming).await.expect("stops in time").expect("no panic");
 }
