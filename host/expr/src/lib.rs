@@ -203,14 +203,33 @@ impl Activation for EventActivation<'_> {
         match self.types {
             Some(types) => {
                 let kind = types.iter().find(|(field, _)| &**field == name)?.1;
-                let json = self.fields.get(name)?;
+                let json = field(self.fields, name)?;
                 match kind {
                     Some(kind) => typed_value(json, kind),
                     None => Some(flowhost_cel::read_json(json, self.nested_loops)),
                 }
             }
-            None => Some(flowhost_cel::read_json(self.fields.get(name)?, self.nested_loops)),
+            None => Some(flowhost_cel::read_json(field(self.fields, name)?, self.nested_loops)),
         }
+    }
+}
+
+/// Events with at most this many fields are searched in order instead of through the map's hash.
+///
+/// Measured with the `cel` bench's rule (2 cores, 2026-11-30): over its 8-field event, 57-61 ns per evaluation
+/// searched against 73-77 ns hashed; over 16 fields whose other keys have the lengths of the four read and come
+/// before them, 83-86 ns against 73-77. Twelve keeps the search ahead for the events rules usually see.
+const SEARCHED_FIELDS: usize = 12;
+
+/// The value of the field `name` in an event's `fields`.
+///
+/// The product's events hash every key with SipHash (serde_json's `preserve_order`, which `bson` turns on, makes
+/// the map an `IndexMap`). Comparing a few keys, by length first, costs less than hashing one.
+fn field<'a>(fields: &'a Map<String, Json>, name: &str) -> Option<&'a Json> {
+    if fields.len() <= SEARCHED_FIELDS {
+        fields.iter().find_map(|(key, value)| (key == name).then_some(value))
+    } else {
+        fields.get(name)
     }
 }
 
@@ -243,6 +262,19 @@ mod tests {
 
     fn fields(value: Json) -> Map<String, Json> {
         value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn a_field_is_found_as_the_map_finds_it_searched_or_hashed() {
+        for size in 0..=SEARCHED_FIELDS + 4 {
+            // Keys of one length, so the search compares bytes too.
+            let fields: Map<String, Json> = (0..size).map(|i| (format!("f{i:02}"), json!(i))).collect();
+            for i in 0..size + 2 {
+                let name = format!("f{i:02}");
+                assert_eq!(field(&fields, &name), fields.get(&name), "{name} among {size}");
+            }
+            assert_eq!(field(&fields, "f0"), None, "a prefix is another key");
+        }
     }
 
     #[test]

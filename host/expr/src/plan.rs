@@ -25,7 +25,7 @@ use flowhost_cel::cel_core::{BinaryOp, Expr, UnaryOp};
 use flowhost_core::model::FieldType;
 use serde_json::{Map, Value as Json};
 
-use crate::DeclaredField;
+use crate::{field, DeclaredField};
 
 /// The plan could not answer: evaluate through cel-core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,7 +146,7 @@ impl Node {
     fn evaluate(&self, fields: &Map<String, Json>) -> Result<bool, Declined> {
         match self {
             Node::Literal(value) => Ok(*value),
-            Node::Field(name) => match read(fields.get(&**name), FieldType::Bool)? {
+            Node::Field(name) => match read(field(fields, name), FieldType::Bool)? {
                 Scalar::Bool(value) => Ok(value),
                 _ => Err(Declined),
             },
@@ -183,7 +183,7 @@ impl Operand {
     fn read<'a>(&'a self, fields: &'a Map<String, Json>) -> Result<Scalar<'a>, Declined> {
         match self {
             Operand::Literal(literal) => Ok(literal.scalar()),
-            Operand::Field(name, kind) => read(fields.get(&**name), *kind),
+            Operand::Field(name, kind) => read(field(fields, name), *kind),
         }
     }
 }
