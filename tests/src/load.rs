@@ -238,9 +238,15 @@ pub async fn open_loop(target: &HttpTarget, rate: f64, connections: usize, durat
     total
 }
 
+/// The environment variable that fixes the capacity the open loops take their rates from (requests/s), so two
+/// builds can be compared at the same arrival rates: each measures its own capacity, which varies from run to
+/// run, and an open loop at 90% of a lucky capacity is an overload.
+pub const FIXED_CAPACITY: &str = "FLOWHOST_LOAD_CAPACITY";
+
 /// A server path's latency under load, printed as table rows and recorded in `report` as `name`'s figures: its
 /// capacity from `connections` closed loops (after a one-second warm-up), then open loops over as many
-/// connections at 50% and 90% of it, p50 / p99 / p99.9 each. Returns the capacity.
+/// connections at 50% and 90% of it (of [`FIXED_CAPACITY`] when that is set), p50 / p99 / p99.9 each. Returns
+/// the capacity measured.
 pub async fn under_load(
     report: &mut Report,
     name: &str,
@@ -259,8 +265,18 @@ pub async fn under_load(
         closed.failed
     );
     report.higher(&format!("{name}: capacity, {connections} connections"), "/s", capacity);
+    let fixed = std::env::var(FIXED_CAPACITY).ok().map(|value| {
+        value
+            .parse::<f64>()
+            .ok()
+            .filter(|rate| *rate > 0.0)
+            .unwrap_or_else(|| panic!("{FIXED_CAPACITY} must be a rate in requests/s above 0, not {value:?}"))
+    });
+    if let Some(fixed) = fixed {
+        println!("| {name}: open loops from {FIXED_CAPACITY} | {fixed:.0}/s | | |");
+    }
     for share in [50u32, 90] {
-        let rate = capacity * f64::from(share) / 100.0;
+        let rate = fixed.unwrap_or(capacity) * f64::from(share) / 100.0;
         let open = open_loop(target, rate, connections, duration).await;
         println!(
             "| {name}: open loop at {share}% ({rate:.0}/s) | {:.0}/s served | p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms | {} refused, {} failed, {} not sent |",

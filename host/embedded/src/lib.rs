@@ -8,6 +8,7 @@ mod documents;
 mod error;
 mod group;
 mod queue;
+mod readers;
 mod sqlite;
 mod subjects;
 mod topics;

@@ -18,9 +18,10 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::error::backend_error;
 use crate::group::{spawn_group_writer, GroupWrite, PendingWrite, WriteHooks};
+use crate::readers::{self, spawn_readers, Reads};
 
-/// How many read-only connections serve reads. A few cover the blocking pool's concurrent readers on small
-/// machines; each costs a file handle and a page cache.
+/// How many read-only connections (and reader threads) serve reads. A few cover small machines; each costs a
+/// file handle, a page cache and a thread.
 const READERS: usize = 4;
 
 const SCHEMA: &str = "
@@ -213,6 +214,8 @@ pub(crate) struct Db {
     restart: Arc<LogRestart>,
     readers: Arc<[Mutex<Connection>]>,
     next_reader: Arc<AtomicUsize>,
+    /// The reader threads' queue (see [`Db::read`]); the threads end when the last `Db` is dropped.
+    reads: Reads,
     /// The group writer's queue (see [`Db::write`]); the thread ends when the last `Db` is dropped.
     group: std::sync::mpsc::Sender<Box<dyn GroupWrite>>,
 }
@@ -405,7 +408,9 @@ impl Db {
         let restart = Arc::new(LogRestart::default());
         spawn_checkpointer(path, Arc::downgrade(&writer), restart.clone(), checkpointing)?;
         let group = spawn_group_writer(Arc::downgrade(&writer), restart.clone())?;
-        Ok(Db { writer, restart, readers: readers.into(), next_reader: Arc::new(AtomicUsize::new(0)), group })
+        let readers: Arc<[Mutex<Connection>]> = readers.into();
+        let reads = spawn_readers(Arc::downgrade(&readers), readers.len())?;
+        Ok(Db { writer, restart, readers, next_reader: Arc::new(AtomicUsize::new(0)), reads, group })
     }
 
     /// Runs the write `f` in the next group commit and answers once that commit is durable: a write that fails
@@ -452,39 +457,23 @@ impl Db {
         result
     }
 
-    /// Runs a read on a reader connection: the first idle one, else the next in turn (waiting for it). It sees
-    /// every write committed before it starts, and never waits for the writer.
+    /// Runs a read on a reader connection, on the reader threads ([`crate::readers`]): reads wait in one queue, in
+    /// the order they came, and a connection that finishes a read takes the next. It sees every write committed
+    /// before it starts, and never waits for the writer.
     pub(crate) async fn read<T, F>(&self, f: F) -> Result<T, PortError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
-        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
-        self.read_from(start, f).await
-    }
-
-    /// [`Db::read`] looking for an idle reader from `start` on (the turn already taken).
-    async fn read_from<T, F>(&self, start: usize, f: F) -> Result<T, PortError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
-    {
-        let readers = self.readers.clone();
-        tokio::task::spawn_blocking(move || {
-            let idle = idle_reader(&readers, start);
-            let mut guard = match idle {
-                Some(guard) => guard,
-                None => readers[start % readers.len()].lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
-            };
-            f(&mut guard).map_err(backend_error)
-        })
-        .await
-        .map_err(|e| PortError::Backend(format!("embedded store task failed: {e}")))?
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let stopped = || PortError::Backend("the embedded store's reader stopped (the read panicked)".into());
+        self.reads.send(readers::read(f, reply)).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
     }
 
     /// Runs a point read (one row by its key: tens of microseconds from the page cache) on this thread when a
-    /// reader connection is idle, else as [`Db::read`] does. Why: the hand-off to the blocking pool and back (two
-    /// wake-ups and a thread switch) cost more than such a read; the in-app send makes three of them per message.
+    /// reader connection is idle, else as [`Db::read`] does. Why: the hand-off to a reader thread and back (two
+    /// wake-ups and a thread switch) cost more than such a read; the in-app send makes two of them per message.
     /// Only for reads bounded by an index lookup: a scan would hold this async worker for its whole length.
     pub(crate) async fn read_point<T, F>(&self, f: F) -> Result<T, PortError>
     where
@@ -492,17 +481,11 @@ impl Db {
         F: FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
-        if let Some(mut guard) = idle_reader(&self.readers, start) {
+        if let Some(mut guard) = readers::idle(&self.readers, start) {
             return f(&mut guard).map_err(backend_error);
         }
-        self.read_from(start, f).await
+        self.read(f).await
     }
-}
-
-/// The first reader connection not in use, looking from `start` on.
-fn idle_reader(readers: &[Mutex<Connection>], start: usize) -> Option<std::sync::MutexGuard<'_, Connection>> {
-    let count = readers.len();
-    (0..count).find_map(|i| readers[(start + i) % count].try_lock().ok())
 }
 
 #[cfg(test)]
@@ -770,6 +753,35 @@ mod tests {
         release.0.send(()).unwrap();
         holder.join().unwrap();
         assert_eq!(waiting.await.unwrap().unwrap(), 2);
+    }
+
+    /// Reads run on the reader threads, never more of them than connections, however many reads wait; a read
+    /// that panics fails alone and its thread serves the next.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_wait_for_the_reader_threads_and_a_panicking_read_fails_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("readers.db")).unwrap();
+        let reads = (0..32).map(|_| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                db.read(|_| {
+                    std::thread::sleep(Duration::from_millis(5));
+                    Ok(std::thread::current().name().map(str::to_owned))
+                })
+                .await
+            })
+        });
+        let threads: std::collections::BTreeSet<Option<String>> =
+            futures::future::join_all(reads).await.into_iter().map(|read| read.unwrap().unwrap()).collect();
+        assert!(threads.len() <= READERS, "{threads:?}");
+        assert!(threads.iter().all(|name| name.as_deref().is_some_and(|n| n.starts_with("flowhost-sqlite-reader-"))));
+
+        for _ in 0..READERS + 1 {
+            let panicked = db.read(|_| -> Result<(), rusqlite::Error> { panic!("a read that panics") }).await;
+            assert!(matches!(panicked, Err(PortError::Backend(_))), "{panicked:?}");
+        }
+        db.write(insert("a")).await.unwrap();
+        assert_eq!(stored_ids(&db).await, ["a"], "every reader thread still serves reads");
     }
 
     /// Writes queued while the writer is busy commit together, as one group: a write that fails (a duplicate
