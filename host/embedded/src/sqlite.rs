@@ -466,9 +466,11 @@ impl Db {
         F: FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let stopped = || PortError::Backend("the embedded store's reader stopped (the read panicked)".into());
-        self.reads.send(readers::read(f, reply)).map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+        self.reads
+            .send(readers::read(f, reply))
+            .map_err(|_| PortError::Backend("the embedded store's reader threads stopped".into()))?;
+        // A read drops its reply unanswered only when it panicked.
+        answer.await.map_err(|_| PortError::Backend("embedded store: the read panicked".into()))?
     }
 
     /// Runs a point read (one row by its key: tens of microseconds from the page cache) on this thread when a
