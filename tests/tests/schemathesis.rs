@@ -54,7 +54,10 @@ async fn schemathesis_finds_nothing(backends: Backends) {
                     .arg(format!("{base}/openapi.json"))
                     .arg("--checks")
                     .arg(CHECKS.join(","))
-                    .args(["--max-examples", &examples, "--seed", "29", "--workers", "2", "--no-color"])
+                    // One worker: with two, hypothesis parses source in both threads at once, and the Python
+                    // the suite installs (3.11.7) can fail such a parse ("AST constructor recursion depth
+                    // mismatch", a CPython race): a crash of the tool, not a finding.
+                    .args(["--max-examples", &examples, "--seed", "29", "--workers", "1", "--no-color"])
                     .args(["--phases", "examples,coverage,fuzzing", "--request-timeout", "10"])
                     .args(["--exclude-operation-id", "post_api_v1_components_register"])
                     .args(["--generation-database", "none", "--suppress-health-check", "all"])
