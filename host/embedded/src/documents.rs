@@ -280,19 +280,21 @@ fn field_query(field: &str, value: &Value) -> Result<Query, PortError> {
     Ok(query)
 }
 
+/// `value` as an SQL text parameter.
+fn text(value: &str) -> SqlValue {
+    SqlValue::Text(value.to_owned())
+}
+
 impl SqliteDocuments {
     /// Inserts or overwrites a document with the given expiry (`None`: permanent), counting the version up.
     async fn write(&self, collection: &str, id: &str, doc: Value, expires_at_ms: Option<i64>) -> Result<(), PortError> {
-        let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
         self.db
-            .write(move |c| {
-                c.prepare_cached(
-                    "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, ?4, 1)
-                     ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body,
-                         expires_at_ms = excluded.expires_at_ms, version = version + 1",
-                )?
-                .execute(params![collection, id, body, expires_at_ms])
-            })
+            .write_statement(
+                "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, ?4, 1)
+                 ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body,
+                     expires_at_ms = excluded.expires_at_ms, version = version + 1",
+                vec![text(collection), text(id), SqlValue::Text(doc.to_string()), expires_at_ms.into()],
+            )
             .await?;
         Ok(())
     }
@@ -306,16 +308,13 @@ impl SqliteDocuments {
         doc: Value,
         expires_at_ms: Option<i64>,
     ) -> Result<(), PortError> {
-        let (owned_collection, owned_id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
         let inserted = self
             .db
-            .write(move |c| {
-                c.prepare_cached(
-                    "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, ?4, 1)
-                     ON CONFLICT (collection, id) DO NOTHING",
-                )?
-                .execute(params![owned_collection, owned_id, body, expires_at_ms])
-            })
+            .write_statement(
+                "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, ?4, 1)
+                 ON CONFLICT (collection, id) DO NOTHING",
+                vec![text(collection), text(id), SqlValue::Text(doc.to_string()), expires_at_ms.into()],
+            )
             .await?;
         if inserted == 0 {
             return Err(PortError::Conflict(format!("document {id:?} exists in {collection:?}")));
@@ -417,16 +416,13 @@ impl DocumentStore for SqliteDocuments {
     }
 
     async fn replace(&self, collection: &str, id: &str, doc: Value) -> Result<bool, PortError> {
-        let (collection, id, body) = (collection.to_owned(), id.to_owned(), doc.to_string());
         let changed = self
             .db
-            .write(move |c| {
-                c.prepare_cached(
-                    "UPDATE documents SET body = ?3, expires_at_ms = NULL, version = version + 1
-                     WHERE collection = ?1 AND id = ?2",
-                )?
-                .execute(params![collection, id, body])
-            })
+            .write_statement(
+                "UPDATE documents SET body = ?3, expires_at_ms = NULL, version = version + 1
+                 WHERE collection = ?1 AND id = ?2",
+                vec![text(collection), text(id), SqlValue::Text(doc.to_string())],
+            )
             .await?;
         Ok(changed > 0)
     }
@@ -606,13 +602,12 @@ impl DocumentStore for SqliteDocuments {
     }
 
     async fn delete(&self, collection: &str, id: &str) -> Result<bool, PortError> {
-        let (collection, id) = (collection.to_owned(), id.to_owned());
         let deleted = self
             .db
-            .write(move |c| {
-                c.prepare_cached("DELETE FROM documents WHERE collection = ?1 AND id = ?2")?
-                    .execute(params![collection, id])
-            })
+            .write_statement(
+                "DELETE FROM documents WHERE collection = ?1 AND id = ?2",
+                vec![text(collection), text(id)],
+            )
             .await?;
         Ok(deleted > 0)
     }

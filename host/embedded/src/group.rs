@@ -40,6 +40,11 @@ pub(crate) trait GroupWrite: Send {
     fn run(&mut self, connection: &Connection, in_savepoint: bool) -> Ran;
     /// Answers the caller once the group's commit is known.
     fn answer(self: Box<Self>, committed: Result<(), PortError>);
+    /// Whether the write needs a savepoint of its own in a group: false for one statement, which SQLite itself
+    /// undoes alone when it fails.
+    fn needs_savepoint(&self) -> bool {
+        true
+    }
 }
 
 pub(crate) struct PendingWrite<T, F> {
@@ -103,6 +108,55 @@ where
     }
 }
 
+/// One SQL statement waiting for the group writer (see [`Db::write_statement`]), answered with the rows it
+/// changed. It runs without a savepoint: a statement that fails is undone by SQLite alone (its own statement
+/// journal, kept only when the statement could fail halfway), the group's transaction going on, so it costs
+/// neither the two savepoint statements nor a copy of every page it changes.
+///
+/// [`Db::write_statement`]: crate::sqlite::Db::write_statement
+pub(crate) struct PendingStatement {
+    sql: &'static str,
+    params: Vec<rusqlite::types::Value>,
+    result: Option<Result<usize, PortError>>,
+    reply: tokio::sync::oneshot::Sender<Result<usize, PortError>>,
+}
+
+impl PendingStatement {
+    pub(crate) fn new(
+        sql: &'static str,
+        params: Vec<rusqlite::types::Value>,
+        reply: tokio::sync::oneshot::Sender<Result<usize, PortError>>,
+    ) -> Self {
+        PendingStatement { sql, params, result: None, reply }
+    }
+}
+
+impl GroupWrite for PendingStatement {
+    fn run(&mut self, connection: &Connection, _in_savepoint: bool) -> Ran {
+        let params = std::mem::take(&mut self.params);
+        let result = connection
+            .prepare_cached(self.sql)
+            .and_then(|mut statement| statement.execute(rusqlite::params_from_iter(params)))
+            .map_err(backend_error);
+        let ran = if result.is_ok() { Ran::Stored } else { Ran::Failed };
+        self.result = Some(result);
+        ran
+    }
+
+    fn answer(self: Box<Self>, committed: Result<(), PortError>) {
+        let answer = match (self.result, committed) {
+            (Some(Err(error)), _) | (_, Err(error)) => Err(error),
+            (Some(Ok(changed)), Ok(())) => Ok(changed),
+            (None, Ok(())) => Err(PortError::Backend("embedded store: the write did not run".into())),
+        };
+        let _ = self.reply.send(answer);
+    }
+
+    fn needs_savepoint(&self) -> bool {
+        false
+    }
+}
+
 /// Starts the thread that commits waiting writes in groups: it takes the first write, every write queued behind
 /// it (up to [`GROUP_LIMIT`]), runs them in one `BEGIN IMMEDIATE` transaction and commits. It ends when every
 /// sender (every [`Db`]) is gone.
@@ -143,7 +197,8 @@ pub(crate) fn spawn_group_writer(
 /// Runs `group` in one transaction and commits it; a failed begin or commit is every write's answer.
 ///
 /// A write alone in its group (the common case under light load) runs without a savepoint, its failure rolling
-/// back the transaction: inside a savepoint SQLite keeps a statement journal of the pages the write changes.
+/// back the transaction: inside a savepoint SQLite keeps a statement journal of the pages the write changes. So
+/// does a single statement in a larger group ([`PendingStatement`]): SQLite undoes a failed statement alone.
 ///
 /// SQLite may roll back the whole transaction by itself when a statement fails (a full disk, an I/O error, no
 /// memory), and a savepoint statement may fail. The group stops there: every write is answered with the error and
@@ -158,7 +213,8 @@ fn commit_group(connection: &Connection, group: &mut [Box<dyn GroupWrite>]) -> R
         }
     } else {
         for write in group.iter_mut() {
-            let broken = match write.run(connection, true) {
+            let in_savepoint = write.needs_savepoint();
+            let broken = match write.run(connection, in_savepoint) {
                 Ran::Broken(error) => Some(error),
                 Ran::Stored | Ran::Failed if connection.is_autocommit() => Some(PortError::Backend(
                     "embedded store: the group's transaction was rolled back by the store".into(),
