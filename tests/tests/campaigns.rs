@@ -1071,3 +1071,86 @@ async fn embedded_a_tenant_too_large_to_hold_lists_as_a_held_one() {
 async fn mongodb_a_tenant_too_large_to_hold_lists_as_a_held_one() {
     a_tenant_too_large_to_hold_lists_as_a_held_one(Backends::Distributed).await;
 }
+
+/// A deep page of a live-event list read from a mark (where an earlier page showed time step down) is the page
+/// read by skipping every row before it: with many events sharing an instant, for every kind filter, paged
+/// forwards and backwards, and again after new events moved every offset (the totals' rewrite retires the marks).
+async fn a_live_events_page_from_a_mark_is_the_page_without_one(backends: Backends) {
+    use flowhost_campaigns::live_marks::LiveMarks;
+    use flowhost_campaigns::live_model::{LiveCounts, LiveEvent, LIVE_EVENT_TOTALS};
+    use flowhost_campaigns::read_model::ReadModels;
+    use flowhost_core::stored::Collection;
+
+    let dir = tempfile::tempdir().unwrap();
+    let ports = flowhost::connect(&TestHost::config(backends, dir.path())).await.unwrap();
+    let read_models = ReadModels { documents: ports.documents.clone() };
+    flowhost_campaigns::live::ensure_indexes(&read_models, ports.documents.as_ref()).await.unwrap();
+    let tenant = "marked";
+    let kinds = ["notification_delivered", "interaction"];
+    let event = |n: i64, at: i64| LiveEvent {
+        event_id: format!("e-{n:04}"),
+        tenant_id: tenant.into(),
+        kind: kinds[(n % 2) as usize].into(),
+        occurred_at: String::new(),
+        occurred_ms: at,
+        campaign_id: None,
+        run_id: None,
+        notification_id: None,
+        player_id: Some(n),
+        channel: None,
+        interaction_type: None,
+    };
+    // Three events per instant, so pages and marks meet ties.
+    let mut events: Vec<LiveEvent> = (0..600).map(|n| event(n, 1_000_000 - (n / 3) * 1000)).collect();
+    let events_store = Collection::<LiveEvent>::new(read_models.documents.clone());
+    let totals_store = Collection::<LiveCounts>::named(read_models.documents.clone(), LIVE_EVENT_TOTALS);
+    let totals = |events: &[LiveEvent]| {
+        let mut counts = std::collections::BTreeMap::new();
+        for event in events {
+            *counts.entry(event.kind.clone()).or_default() += 1;
+        }
+        LiveCounts { tenant_id: tenant.into(), hour_ms: None, counts }
+    };
+    events_store.upsert_many(&events).await.unwrap();
+    totals_store.upsert(&totals(&events)).await.unwrap();
+
+    let marks = LiveMarks::default();
+    /// Every page of every kind filter, forwards then backwards, from `marks` and without.
+    async fn compare(read_models: &ReadModels, marks: &LiveMarks, tenant: &str, kinds: [&str; 2], events: usize) {
+        let page_size = 20;
+        for kind in [None, Some(kinds[0]), Some(kinds[1])] {
+            let pages = (events as u64 / if kind.is_some() { 2 } else { 1 }).div_ceil(page_size) + 1;
+            for page in (1..=pages).chain((1..=pages).rev()) {
+                let ids = |events: Vec<LiveEvent>| events.into_iter().map(|e| e.event_id).collect::<Vec<_>>();
+                let (marked, marked_total) =
+                    read_models.live_events(marks, tenant, kind, None, page, page_size).await.unwrap();
+                let (whole, whole_total) =
+                    read_models.live_events(&LiveMarks::default(), tenant, kind, None, page, page_size).await.unwrap();
+                assert_eq!(marked_total, whole_total);
+                assert_eq!(ids(marked), ids(whole), "kind {kind:?}, page {page}");
+            }
+        }
+    }
+    compare(&read_models, &marks, tenant, kinds, events.len()).await;
+    let version = read_models.documents.get_versioned(LIVE_EVENT_TOTALS, tenant).await.unwrap().unwrap().version;
+    let start = marks.start(tenant, None, version, 500);
+    assert!(start.at_or_before.is_some() && start.offset < 500, "the pages left marks: {start:?}");
+
+    // New events at the top, in the middle and at an existing instant move every later offset; the sync rewrites
+    // the totals after them, and the old marks go unused.
+    let added = [event(600, 2_000_000), event(601, 850_500), event(602, 900_000), event(603, 900_000)];
+    events.extend(added.iter().cloned());
+    events_store.upsert_many(&added).await.unwrap();
+    totals_store.upsert(&totals(&events)).await.unwrap();
+    compare(&read_models, &marks, tenant, kinds, events.len()).await;
+}
+
+#[tokio::test]
+async fn embedded_a_live_events_page_from_a_mark_is_the_page_without_one() {
+    a_live_events_page_from_a_mark_is_the_page_without_one(Backends::Embedded).await;
+}
+
+#[tokio::test]
+async fn mongodb_a_live_events_page_from_a_mark_is_the_page_without_one() {
+    a_live_events_page_from_a_mark_is_the_page_without_one(Backends::Distributed).await;
+}

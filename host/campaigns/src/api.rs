@@ -26,6 +26,7 @@ use tracing::{error, Instrument};
 
 use crate::external::is_external_id;
 use crate::list_cache::{ListCache, ListPage};
+use crate::live_marks::LiveMarks;
 use crate::live_model::{LiveEvent, KINDS, LIVE_EVENTS};
 use crate::model::{Origin, UiStatus};
 use crate::read_model::{CampaignFilter, ReadModels, SortKey};
@@ -46,6 +47,8 @@ pub struct Api {
     /// Whether a support-case source is configured (else `support_cases_total` is unknown).
     pub support_configured: bool,
     pub lists: Arc<ListCache>,
+    /// Where deep pages of the live-event lists start.
+    pub live_marks: Arc<LiveMarks>,
 }
 
 /// An answer other than success.
@@ -269,7 +272,8 @@ async fn live_events(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<
     let page_size = number(&params, "page_size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
     let kind = choice(&params, "kind", |text| KINDS.into_iter().find(|kind| *kind == text), &KINDS)?;
     let campaign_id = params.get("campaign_id").map(|id| campaign_id(id)).transpose()?;
-    let (events, total) = api.read_models.live_events(&tenant, kind, campaign_id.as_deref(), page, page_size).await?;
+    let (events, total) =
+        api.read_models.live_events(&api.live_marks, &tenant, kind, campaign_id.as_deref(), page, page_size).await?;
     Ok(Json(json!({
         "items": events.iter().map(LiveEvent::item).collect::<Vec<_>>(),
         "applied_filters": { "tenant_id": tenant, "kind": kind, "campaign_id": campaign_id },

@@ -5,6 +5,7 @@
 //! - `read_model`: the read models' documents (database `campaigns`): rows, per-tenant aggregates, sync states.
 //! - `sync`: the slices' synchronization passes and their freshness bookkeeping.
 //! - `live`: the live-events slice: run completions, deliveries and interactions, and campaign engagement.
+//! - `live_marks`: where deep pages of a live-event list start (marks earlier pages showed).
 //! - `overlap`: where the slices' incremental reads start: the cursor less an overlap, until its window closes.
 //! - `api`: the routes, their query parsing and the `{ "error": string }` envelope; `X-Request-Id` on every
 //!   response.
@@ -19,6 +20,7 @@ pub mod explorer;
 pub mod external;
 pub mod list_cache;
 pub mod live;
+pub mod live_marks;
 pub mod live_model;
 pub mod metrics;
 pub mod model;

@@ -16,7 +16,8 @@ use flowhost_core::stored::{decode, encode, Collection, Document, TypedPage};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::live_model::LiveEvent;
+use crate::live_marks::{LiveMarks, Start};
+use crate::live_model::{LiveCounts, LiveEvent};
 use crate::model::{CampaignDoc, Origin, UiStatus};
 
 pub const ROWS: &str = "campaign_rows";
@@ -378,9 +379,11 @@ impl ReadModels {
     }
 
     /// One page of a tenant's live events, newest first, with the count of all that match: kept per tenant
-    /// and kind (see [`crate::live`]), counted for one campaign.
+    /// and kind (see [`crate::live`]), counted for one campaign. A deep page of a tenant's list (no campaign)
+    /// starts at the nearest of the `marks` earlier pages showed (see [`crate::live_marks`]).
     pub async fn live_events(
         &self,
+        marks: &LiveMarks,
         tenant_id: &str,
         kind: Option<&str>,
         campaign_id: Option<&str>,
@@ -391,31 +394,48 @@ impl ReadModels {
         if let Some(kind) = kind {
             query = query.eq("kind", json!(kind));
         }
-        if let Some(campaign_id) = campaign_id {
-            query = query.eq("campaign_id", json!(campaign_id));
-        }
+        let offset = (page - 1).saturating_mul(page_size);
         let counted = match campaign_id {
-            Some(_) => None,
+            Some(campaign_id) => {
+                query = query.eq("campaign_id", json!(campaign_id));
+                None
+            }
             None => self.live_counts(tenant_id).await?,
         };
-        let mut query =
-            query.sort("occurred_ms", Direction::Desc).limit(page_size).offset((page - 1).saturating_mul(page_size));
+        let start = match &counted {
+            Some((version, _)) => marks.start(tenant_id, kind, *version, offset),
+            None => Start { at_or_before: None, offset },
+        };
+        if let Some(at_or_before) = start.at_or_before {
+            query = query.filter("occurred_ms", Filter::Lte(json!(at_or_before)));
+        }
+        let mut query = query.sort("occurred_ms", Direction::Desc).limit(page_size).offset(start.offset);
         if counted.is_some() {
             query = query.without_total();
         }
         let TypedPage { items, total } = Collection::<LiveEvent>::new(self.documents.clone()).query(&query).await?;
-        Ok((items, counted.map_or(total, |counts| counts.total(kind))))
+        let Some((version, counts)) = counted else { return Ok((items, total)) };
+        let occurred: Vec<i64> = items.iter().map(|event| event.occurred_ms).collect();
+        marks.learn(tenant_id, kind, version, offset, &occurred);
+        Ok((items, counts.total(kind)))
     }
 
-    /// The tenant's kept live-event counts (`None` before the sync first counted them).
-    async fn live_counts(&self, tenant_id: &str) -> Result<Option<crate::live_model::LiveCounts>, PortError> {
-        let found = self.documents.get(crate::live_model::LIVE_EVENT_TOTALS, tenant_id).await?;
-        found.map(|value| decode(crate::live_model::LIVE_EVENT_TOTALS, value)).transpose()
+    /// The tenant's kept live-event counts with their store version (`None` before the sync first counted them).
+    async fn live_counts(&self, tenant_id: &str) -> Result<Option<(u64, LiveCounts)>, PortError> {
+        let found = self.documents.get_versioned(crate::live_model::LIVE_EVENT_TOTALS, tenant_id).await?;
+        found
+            .map(|found| {
+                Ok::<_, PortError>((
+                    found.version,
+                    decode::<LiveCounts>(crate::live_model::LIVE_EVENT_TOTALS, found.body)?,
+                ))
+            })
+            .transpose()
     }
 
     /// How many live events the tenant has.
     pub async fn live_events_total(&self, tenant_id: &str) -> Result<u64, PortError> {
-        if let Some(counts) = self.live_counts(tenant_id).await? {
+        if let Some((_, counts)) = self.live_counts(tenant_id).await? {
             return Ok(counts.total(None));
         }
         let query = Query::new().eq("tenant_id", json!(tenant_id)).limit(1);

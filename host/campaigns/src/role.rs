@@ -63,6 +63,7 @@ impl flowhost_role::Role for CampaignsRole {
             clock: context.ports.clock.clone(),
             support_configured: config.support_url.is_some(),
             lists: Arc::default(),
+            live_marks: Arc::default(),
         };
         let (api_routes, api_document) = api::router(api).split_for_parts();
         let api_routes = match &config.bearer_token {
