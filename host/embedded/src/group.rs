@@ -1,5 +1,6 @@
 //! The group writer of one SQLite file (see `Db::write`): a thread that takes every write waiting, runs each in
-//! a savepoint of one `BEGIN IMMEDIATE` transaction and commits once, answering no caller before the commit.
+//! a savepoint of one `BEGIN IMMEDIATE` transaction (a single statement, `Db::write_statement`, needs none) and
+//! commits once, answering no caller before the commit.
 
 use std::sync::{Arc, Mutex};
 
@@ -98,13 +99,7 @@ where
     }
 
     fn answer(self: Box<Self>, committed: Result<(), PortError>) {
-        let answer = match (self.result, committed) {
-            (Some(Err(error)), _) | (_, Err(error)) => Err(error),
-            (Some(Ok(value)), Ok(())) => Ok(value),
-            (None, Ok(())) => Err(PortError::Backend("embedded store: the write did not run".into())),
-        };
-        // The caller may have stopped waiting (a dropped request); its write stays committed.
-        let _ = self.reply.send(answer);
+        answer(self.reply, self.result, committed);
     }
 }
 
@@ -144,17 +139,27 @@ impl GroupWrite for PendingStatement {
     }
 
     fn answer(self: Box<Self>, committed: Result<(), PortError>) {
-        let answer = match (self.result, committed) {
-            (Some(Err(error)), _) | (_, Err(error)) => Err(error),
-            (Some(Ok(changed)), Ok(())) => Ok(changed),
-            (None, Ok(())) => Err(PortError::Backend("embedded store: the write did not run".into())),
-        };
-        let _ = self.reply.send(answer);
+        answer(self.reply, self.result, committed);
     }
 
     fn needs_savepoint(&self) -> bool {
         false
     }
+}
+
+/// Sends a write's caller its outcome: the write's own result once its group committed, else the commit's error.
+fn answer<T>(
+    reply: tokio::sync::oneshot::Sender<Result<T, PortError>>,
+    result: Option<Result<T, PortError>>,
+    committed: Result<(), PortError>,
+) {
+    let answer = match (result, committed) {
+        (Some(Err(error)), _) | (_, Err(error)) => Err(error),
+        (Some(Ok(value)), Ok(())) => Ok(value),
+        (None, Ok(())) => Err(PortError::Backend("embedded store: the write did not run".into())),
+    };
+    // The caller may have stopped waiting (a dropped request); its write stays committed.
+    let _ = reply.send(answer);
 }
 
 /// Starts the thread that commits waiting writes in groups: it takes the first write, every write queued behind

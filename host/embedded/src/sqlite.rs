@@ -427,9 +427,7 @@ impl Db {
         F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let pending = Box::new(PendingWrite::new(f, reply));
-        self.group.send(pending).map_err(|_| PortError::Backend("the embedded store's writer stopped".into()))?;
-        answer.await.map_err(|_| PortError::Backend("the embedded store's writer stopped".into()))?
+        self.commit_in_group(Box::new(PendingWrite::new(f, reply)), answer).await
     }
 
     /// Runs the one statement `sql` with `params` in the next group commit, as [`Db::write`] does, and answers
@@ -441,9 +439,18 @@ impl Db {
         params: Vec<rusqlite::types::Value>,
     ) -> Result<usize, PortError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let pending = Box::new(PendingStatement::new(sql, params, reply));
-        self.group.send(pending).map_err(|_| PortError::Backend("the embedded store's writer stopped".into()))?;
-        answer.await.map_err(|_| PortError::Backend("the embedded store's writer stopped".into()))?
+        self.commit_in_group(Box::new(PendingStatement::new(sql, params, reply)), answer).await
+    }
+
+    /// Queues `pending` for the group writer and waits for its `answer`.
+    async fn commit_in_group<T>(
+        &self,
+        pending: Box<dyn GroupWrite>,
+        answer: tokio::sync::oneshot::Receiver<Result<T, PortError>>,
+    ) -> Result<T, PortError> {
+        let stopped = || PortError::Backend("the embedded store's writer stopped".into());
+        self.group.send(pending).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
     }
 
     /// Runs `f` with the writer connection on the blocking pool.
@@ -807,7 +814,9 @@ mod tests {
     }
 
     /// Writes queued while the writer is busy commit together, as one group: a write that fails (a duplicate
-    /// key) or panics fails alone, with its own statements rolled back, and the others commit.
+    /// key) or panics fails alone, with its own statements rolled back, and the others commit. So does a single
+    /// statement, which runs without a savepoint: SQLite undoes a failed statement's own rows, also those of one
+    /// that failed halfway (at the second of its two rows).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn waiting_writes_commit_as_one_group_and_fail_alone() {
         let dir = tempfile::tempdir().unwrap();
@@ -823,6 +832,14 @@ mod tests {
             c.execute("INSERT INTO documents (collection, id, body) VALUES ('g', 'a', '{}')", [])
         });
         let panicking = spawn_write(&db, |_| -> Result<(), rusqlite::Error> { panic!("a bug") });
+        let statement = "INSERT INTO documents (collection, id, body) VALUES ('g', ?1, '{}')";
+        let duplicate_statement = spawn_statement(&db, statement, "a");
+        let half_done_statement = spawn_statement(
+            &db,
+            "INSERT INTO documents (collection, id, body) VALUES ('g', ?1, '{}'), ('g', 'a', '{}')",
+            "e",
+        );
+        let stored_statement = spawn_statement(&db, statement, "d");
         let last = spawn_write(&db, insert("c"));
         settle().await;
         release.send(()).unwrap();
@@ -832,43 +849,16 @@ mod tests {
         assert!(matches!(duplicate.await.unwrap(), Err(PortError::Conflict(_))));
         assert!(matches!(half_done.await.unwrap(), Err(PortError::Conflict(_))));
         assert!(matches!(panicking.await.unwrap(), Err(PortError::Backend(message)) if message.contains("panicked")));
+        assert!(matches!(duplicate_statement.await.unwrap(), Err(PortError::Conflict(_))));
+        assert!(matches!(half_done_statement.await.unwrap(), Err(PortError::Conflict(_))));
+        assert_eq!(stored_statement.await.unwrap(), Ok(1));
         assert_eq!(last.await.unwrap(), Ok(1));
-        assert_eq!(db.restart.writes.load(Ordering::Acquire) - groups_before, 2, "two commits for five writes");
+        assert_eq!(db.restart.writes.load(Ordering::Acquire) - groups_before, 2, "two commits for eight writes");
         assert_eq!(
             stored_ids(&db).await,
-            ["a", "c"],
-            "the failed writes left nothing, not even the half-done one's first row"
+            ["a", "c", "d"],
+            "the failed writes left nothing, not even the half-done ones' first rows"
         );
-    }
-
-    /// Single statements in a group run without savepoints, and each still fails alone: SQLite undoes a failed
-    /// statement's own rows, also those of a statement that failed halfway (the second row of two), while the
-    /// statements and writes around it commit.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn statements_in_a_group_fail_alone_without_savepoints() {
-        const INSERT: &str = "INSERT INTO documents (collection, id, body) VALUES ('g', ?1, '{}')";
-        const HALF_DONE: &str = "INSERT INTO documents (collection, id, body) VALUES ('g', ?1, '{}'), ('g', 'a', '{}')";
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(&dir.path().join("statements.db")).unwrap();
-        let groups_before = db.restart.writes.load(Ordering::Acquire);
-        let (holder, release) = hold_writer(&db).await;
-        let first = spawn_statement(&db, INSERT, "a");
-        settle().await;
-        let duplicate = spawn_statement(&db, INSERT, "a");
-        let half_done = spawn_statement(&db, HALF_DONE, "b");
-        let closure = spawn_write(&db, insert("c"));
-        let last = spawn_statement(&db, INSERT, "d");
-        settle().await;
-        release.send(()).unwrap();
-        holder.join().unwrap();
-
-        assert_eq!(first.await.unwrap(), Ok(1));
-        assert!(matches!(duplicate.await.unwrap(), Err(PortError::Conflict(_))));
-        assert!(matches!(half_done.await.unwrap(), Err(PortError::Conflict(_))));
-        assert_eq!(closure.await.unwrap(), Ok(1));
-        assert_eq!(last.await.unwrap(), Ok(1));
-        assert_eq!(db.restart.writes.load(Ordering::Acquire) - groups_before, 2, "two commits for five writes");
-        assert_eq!(stored_ids(&db).await, ["a", "c", "d"], "the half-done statement left not even its first row");
     }
 
     /// When the group's transaction ends under a write (SQLite rolls a transaction back by itself on a full disk,
