@@ -280,11 +280,6 @@ fn field_query(field: &str, value: &Value) -> Result<Query, PortError> {
     Ok(query)
 }
 
-/// `value` as an SQL text parameter.
-fn text(value: &str) -> SqlValue {
-    SqlValue::Text(value.to_owned())
-}
-
 impl SqliteDocuments {
     /// Inserts or overwrites a document with the given expiry (`None`: permanent), counting the version up.
     async fn write(&self, collection: &str, id: &str, doc: Value, expires_at_ms: Option<i64>) -> Result<(), PortError> {
@@ -293,7 +288,7 @@ impl SqliteDocuments {
                 "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, ?4, 1)
                  ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body,
                      expires_at_ms = excluded.expires_at_ms, version = version + 1",
-                vec![text(collection), text(id), SqlValue::Text(doc.to_string()), expires_at_ms.into()],
+                vec![collection.to_owned().into(), id.to_owned().into(), doc.to_string().into(), expires_at_ms.into()],
             )
             .await?;
         Ok(())
@@ -313,7 +308,7 @@ impl SqliteDocuments {
             .write_statement(
                 "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, ?4, 1)
                  ON CONFLICT (collection, id) DO NOTHING",
-                vec![text(collection), text(id), SqlValue::Text(doc.to_string()), expires_at_ms.into()],
+                vec![collection.to_owned().into(), id.to_owned().into(), doc.to_string().into(), expires_at_ms.into()],
             )
             .await?;
         if inserted == 0 {
@@ -421,7 +416,7 @@ impl DocumentStore for SqliteDocuments {
             .write_statement(
                 "UPDATE documents SET body = ?3, expires_at_ms = NULL, version = version + 1
                  WHERE collection = ?1 AND id = ?2",
-                vec![text(collection), text(id), SqlValue::Text(doc.to_string())],
+                vec![collection.to_owned().into(), id.to_owned().into(), doc.to_string().into()],
             )
             .await?;
         Ok(changed > 0)
@@ -606,7 +601,7 @@ impl DocumentStore for SqliteDocuments {
             .db
             .write_statement(
                 "DELETE FROM documents WHERE collection = ?1 AND id = ?2",
-                vec![text(collection), text(id)],
+                vec![collection.to_owned().into(), id.to_owned().into()],
             )
             .await?;
         Ok(deleted > 0)

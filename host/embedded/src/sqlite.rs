@@ -725,9 +725,13 @@ mod tests {
     }
 
     /// Starts one statement on the group writer.
-    fn spawn_statement(db: &Db, sql: &'static str, id: &str) -> tokio::task::JoinHandle<Result<usize, PortError>> {
-        let (db, id) = (db.clone(), rusqlite::types::Value::Text(id.to_owned()));
-        tokio::spawn(async move { db.write_statement(sql, vec![id]).await })
+    fn spawn_statement(
+        db: &Db,
+        sql: &'static str,
+        params: Vec<rusqlite::types::Value>,
+    ) -> tokio::task::JoinHandle<Result<usize, PortError>> {
+        let db = db.clone();
+        tokio::spawn(async move { db.write_statement(sql, params).await })
     }
 
     fn insert(id: &str) -> impl FnOnce(&Connection) -> Result<usize, rusqlite::Error> + Send + 'static {
@@ -833,13 +837,13 @@ mod tests {
         });
         let panicking = spawn_write(&db, |_| -> Result<(), rusqlite::Error> { panic!("a bug") });
         let statement = "INSERT INTO documents (collection, id, body) VALUES ('g', ?1, '{}')";
-        let duplicate_statement = spawn_statement(&db, statement, "a");
+        let duplicate_statement = spawn_statement(&db, statement, vec!["a".to_owned().into()]);
         let half_done_statement = spawn_statement(
             &db,
             "INSERT INTO documents (collection, id, body) VALUES ('g', ?1, '{}'), ('g', 'a', '{}')",
-            "e",
+            vec!["e".to_owned().into()],
         );
-        let stored_statement = spawn_statement(&db, statement, "d");
+        let stored_statement = spawn_statement(&db, statement, vec!["d".to_owned().into()]);
         let last = spawn_write(&db, insert("c"));
         settle().await;
         release.send(()).unwrap();
@@ -918,9 +922,7 @@ mod tests {
                 const INSERT: &str = "INSERT INTO documents (collection, id, body) VALUES ('g', ?1, ?2)";
                 // The first three are single statements (no savepoint), the others closures (one each).
                 let write = if n < 3 {
-                    let db = db.clone();
-                    let params = vec![id.into(), body.into()];
-                    tokio::spawn(async move { db.write_statement(INSERT, params).await })
+                    spawn_statement(&db, INSERT, vec![id.into(), body.into()])
                 } else {
                     spawn_write(&db, move |c| c.prepare_cached(INSERT)?.execute([&id, &body]))
                 };
