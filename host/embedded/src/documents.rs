@@ -280,6 +280,11 @@ fn field_query(field: &str, value: &Value) -> Result<Query, PortError> {
     Ok(query)
 }
 
+/// The parameters of a document row: `?1` collection, `?2` id, `?3` body, `?4` expiry.
+fn row(collection: &str, id: &str, doc: &Value, expires_at_ms: Option<i64>) -> Vec<SqlValue> {
+    vec![collection.to_owned().into(), id.to_owned().into(), doc.to_string().into(), expires_at_ms.into()]
+}
+
 impl SqliteDocuments {
     /// Inserts or overwrites a document with the given expiry (`None`: permanent), counting the version up.
     async fn write(&self, collection: &str, id: &str, doc: Value, expires_at_ms: Option<i64>) -> Result<(), PortError> {
@@ -288,14 +293,14 @@ impl SqliteDocuments {
                 "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, ?4, 1)
                  ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body,
                      expires_at_ms = excluded.expires_at_ms, version = version + 1",
-                vec![collection.to_owned().into(), id.to_owned().into(), doc.to_string().into(), expires_at_ms.into()],
+                row(collection, id, &doc, expires_at_ms),
             )
             .await?;
         Ok(())
     }
 
     /// Stores a new document, or `Conflict` when the id exists. The existing id is answered without a failing
-    /// statement: a failure inside a group commit costs its savepoint's rollback, and redeliveries hit it.
+    /// statement: redeliveries hit it, and a failed statement costs SQLite the undo of its changes.
     async fn insert_new(
         &self,
         collection: &str,
@@ -308,7 +313,7 @@ impl SqliteDocuments {
             .write_statement(
                 "INSERT INTO documents (collection, id, body, expires_at_ms, version) VALUES (?1, ?2, ?3, ?4, 1)
                  ON CONFLICT (collection, id) DO NOTHING",
-                vec![collection.to_owned().into(), id.to_owned().into(), doc.to_string().into(), expires_at_ms.into()],
+                row(collection, id, &doc, expires_at_ms),
             )
             .await?;
         if inserted == 0 {
