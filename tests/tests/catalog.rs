@@ -134,7 +134,8 @@ async fn malformed_manifests(backends: Backends) {
     huge["padding"] = json!("x".repeat(1024 * 1024 + 1));
     huge["components"][0]["padding"] = huge["padding"].clone();
     let response = host.http.post(host.url(REGISTER)).json(&huge).send().await.unwrap();
-    // The rest of the refused body stays unread: the server closes that connection, and says so.
+    // The refused body is read to its end (within a bound) before the refusal, and the server closes that
+    // connection, and says so.
     assert_eq!(response.headers().get("connection").and_then(|v| v.to_str().ok()), Some("close"));
     let (status, body) = flowhost_tests::host::response_parts(response).await;
     assert_eq!(status, 413, "{body}");

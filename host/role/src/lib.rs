@@ -16,6 +16,7 @@
 mod check;
 mod listeners;
 pub mod openapi;
+mod refused_body;
 
 pub use check::{Check, CheckFn, CheckResult};
 pub use listeners::{

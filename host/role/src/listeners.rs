@@ -354,8 +354,9 @@ pub async fn serve_listeners(
         if let Some(token) = metrics_token {
             router = router.layer(axum::middleware::from_fn_with_state(token, guard_metrics));
         }
-        let router =
-            router.layer(axum::middleware::from_fn(close_after_refused_body)).layer(axum::Extension(LocalAddr(addr)));
+        let router = router
+            .layer(axum::middleware::from_fn(crate::refused_body::close_after_refused_body))
+            .layer(axum::Extension(LocalAddr(addr)));
         info!(%addr, listeners = ?socket.names, "listening");
         bound.push(BoundListener { addr, names: socket.names });
         let token = shutdown.clone();
@@ -387,22 +388,6 @@ async fn guard_metrics(
 /// client had to name to reach it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalAddr(pub SocketAddr);
-
-/// A request refused before its body was read (too large, a bad query or header checked first) may leave the unread
-/// rest of that body on the connection, which the server then drops: a refusal (4xx) of a request that carries a
-/// body says `Connection: close`, so the client does not send its next request on that connection (clients
-/// reusing it saw an incomplete message or a broken pipe instead of their answer).
-async fn close_after_refused_body(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    use axum::http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
-    let headers = request.headers();
-    let has_body = headers.contains_key(TRANSFER_ENCODING)
-        || headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() != "0");
-    let mut response = next.run(request).await;
-    if has_body && response.status().is_client_error() {
-        response.headers_mut().insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
-    }
-    response
-}
 
 /// Liveness: 200 while the process's liveness checks pass, else 503 naming the failing ones.
 ///

@@ -252,3 +252,116 @@ async fn a_burst_of_connections_waits_in_the_accept_queue_not_for_a_retransmissi
     let (accepted, _) = listener.accept().await.unwrap();
     drop(accepted);
 }
+
+/// Serves `POST /small`, which takes bodies of up to 1 KiB, and `POST /refused`, which refuses every request
+/// without reading its body; answers the address and the serving tasks.
+async fn serve_small_bodies() -> (String, CancellationToken, Vec<tokio::task::JoinHandle<anyhow::Result<()>>>) {
+    let main = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let main_addr = main.local_addr().unwrap().to_string();
+    let router = Router::new()
+        .route("/small", axum::routing::post(|body: axum::body::Bytes| async move { body.len().to_string() }))
+        .layer(axum::extract::DefaultBodyLimit::max(1024))
+        .route("/refused", axum::routing::post(|| async { (axum::http::StatusCode::BAD_REQUEST, "refused") }));
+    let mut set = ListenerSet::default();
+    set.add_role(vec![Listener::new("small", main_addr.clone(), "SMALL_ADDR", router.into())], vec![], vec![], vec![]);
+    let shutdown = CancellationToken::new();
+    let (_, tasks) =
+        serve_listeners(set, main, &main_addr, prometheus::Registry::new(), shutdown.clone()).await.unwrap();
+    (main_addr, shutdown, tasks.into_iter().map(tokio::spawn).collect())
+}
+
+/// Writes `head` and then `body` on a new connection, as most clients do (the whole body before reading), and
+/// answers everything the server sent until it closed.
+async fn exchange(addr: &str, head: String, body: &[u8]) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body).await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    Ok(String::from_utf8_lossy(&answer).into_owned())
+}
+
+/// A body refused for its size is read to its end before the refusal is sent, so a client that writes its
+/// whole body first reads the 413 rather than a broken pipe or a reset (the server closing over unread data
+/// resets the connection); the refusal says `Connection: close`. Several rounds: the reset was a race.
+#[tokio::test]
+async fn a_refused_body_is_read_so_its_client_sees_the_refusal() {
+    let (addr, shutdown, handles) = serve_small_bodies().await;
+    let body = vec![b'x'; 6 * 1024 * 1024];
+    for round in 0..5 {
+        let head = format!("POST /small HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\n\r\n", body.len());
+        let answer = exchange(&addr, head, &body).await.unwrap_or_else(|error| panic!("round {round}: {error}"));
+        assert!(answer.starts_with("HTTP/1.1 413"), "round {round}: {answer}");
+        assert!(answer.to_ascii_lowercase().contains("connection: close"), "round {round}: {answer}");
+    }
+    // A chunked body is read to its end the same way.
+    let mut chunked = Vec::new();
+    for _ in 0..64 {
+        chunked.extend_from_slice(format!("{:x}\r\n", 64 * 1024).as_bytes());
+        chunked.extend_from_slice(&[b'y'; 64 * 1024]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let head = format!("POST /small HTTP/1.1\r\nhost: {addr}\r\ntransfer-encoding: chunked\r\n\r\n");
+    let answer = exchange(&addr, head, &chunked).await.expect("the refusal, not a reset");
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    // A body the route takes is unaffected.
+    let head = format!("POST /small HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 5\r\nconnection: close\r\n\r\n");
+    let answer = exchange(&addr, head, b"hello").await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("\r\n\r\n5"), "{answer}");
+
+    shutdown.cancel();
+    for handle in handles {
+        handle.await.unwrap().unwrap();
+    }
+}
+
+/// A client that asked `Expect: 100-continue` waits for the answer before sending its body: a refusal that did
+/// not read the body comes at once, without the `100 Continue` that would invite the refused body.
+#[tokio::test]
+async fn a_refusal_does_not_invite_a_body_the_client_has_held_back() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (addr, shutdown, handles) = serve_small_bodies().await;
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head =
+        format!("POST /refused HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 4096\r\nexpect: 100-continue\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(1), stream.read(&mut answer))
+        .await
+        .expect("answered without the body")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+
+    shutdown.cancel();
+    for handle in handles {
+        handle.await.unwrap().unwrap();
+    }
+}
+
+/// Past the bound of what a refusal reads, the rest stays unread and the connection closes at once: a refusal
+/// costs no more than a body the route takes.
+#[tokio::test]
+async fn a_refused_body_past_the_bound_is_left_unread() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (addr, shutdown, handles) = serve_small_bodies().await;
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    // The route refuses the body once it has read past its limit of 1 KiB.
+    let head = format!("POST /small HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\n\r\n", 64u64 << 30);
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&[b'z'; 2048]).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(1), stream.read(&mut answer))
+        .await
+        .expect("answered without waiting for 64 GiB")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+
+    shutdown.cancel();
+    for handle in handles {
+        handle.await.unwrap().unwrap();
+    }
+}
