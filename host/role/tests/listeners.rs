@@ -310,7 +310,25 @@ async fn a_refused_body_is_read_so_its_client_sees_the_refusal() {
     let head = format!("POST /small HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 5\r\nconnection: close\r\n\r\n");
     let answer = exchange(&addr, head, b"hello").await.unwrap();
     assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("\r\n\r\n5"), "{answer}");
+    stop(shutdown, handles).await;
+}
 
+/// Writes `head` and `sent` (not the whole body it declares) on a new connection and answers the first bytes the
+/// server sends within a second: an answer that did not wait for the rest of the body.
+async fn answer_without_the_body(addr: &str, head: String, sent: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(sent).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(1), stream.read(&mut answer))
+        .await
+        .expect("answered without the rest of the body")
+        .unwrap();
+    String::from_utf8_lossy(&answer[..read]).into_owned()
+}
+
+async fn stop(shutdown: CancellationToken, handles: Vec<tokio::task::JoinHandle<anyhow::Result<()>>>) {
     shutdown.cancel();
     for handle in handles {
         handle.await.unwrap().unwrap();
@@ -321,47 +339,22 @@ async fn a_refused_body_is_read_so_its_client_sees_the_refusal() {
 /// not read the body comes at once, without the `100 Continue` that would invite the refused body.
 #[tokio::test]
 async fn a_refusal_does_not_invite_a_body_the_client_has_held_back() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (addr, shutdown, handles) = serve_small_bodies().await;
-    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let head =
         format!("POST /refused HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 4096\r\nexpect: 100-continue\r\n\r\n");
-    stream.write_all(head.as_bytes()).await.unwrap();
-    let mut answer = vec![0u8; 4096];
-    let read = tokio::time::timeout(std::time::Duration::from_secs(1), stream.read(&mut answer))
-        .await
-        .expect("answered without the body")
-        .unwrap();
-    let answer = String::from_utf8_lossy(&answer[..read]);
+    let answer = answer_without_the_body(&addr, head, b"").await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
-
-    shutdown.cancel();
-    for handle in handles {
-        handle.await.unwrap().unwrap();
-    }
+    stop(shutdown, handles).await;
 }
 
 /// Past the bound of what a refusal reads, the rest stays unread and the connection closes at once: a refusal
 /// costs no more than a body the route takes.
 #[tokio::test]
 async fn a_refused_body_past_the_bound_is_left_unread() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (addr, shutdown, handles) = serve_small_bodies().await;
-    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
     // The route refuses the body once it has read past its limit of 1 KiB.
     let head = format!("POST /small HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\n\r\n", 64u64 << 30);
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(&[b'z'; 2048]).await.unwrap();
-    let mut answer = vec![0u8; 4096];
-    let read = tokio::time::timeout(std::time::Duration::from_secs(1), stream.read(&mut answer))
-        .await
-        .expect("answered without waiting for 64 GiB")
-        .unwrap();
-    let answer = String::from_utf8_lossy(&answer[..read]);
+    let answer = answer_without_the_body(&addr, head, &[b'z'; 2048]).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
-
-    shutdown.cancel();
-    for handle in handles {
-        handle.await.unwrap().unwrap();
-    }
+    stop(shutdown, handles).await;
 }
