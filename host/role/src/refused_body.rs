@@ -22,9 +22,9 @@ use axum::response::Response;
 use tokio::sync::oneshot;
 
 /// The most of a refused body read and discarded before the refusal is sent.
-pub(crate) const LINGER_BYTES: u64 = 8 * 1024 * 1024;
+const LINGER_BYTES: u64 = 8 * 1024 * 1024;
 /// The longest a refusal waits for the rest of its body.
-pub(crate) const LINGER_TIME: Duration = Duration::from_secs(2);
+const LINGER_TIME: Duration = Duration::from_secs(2);
 
 /// The middleware (on every socket): see the module's documentation.
 pub(crate) async fn close_after_refused_body(
