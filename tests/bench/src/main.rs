@@ -33,6 +33,10 @@ enum Target {
     Bin { args: &'static [&'static str] },
 }
 
+/// The features of `flowhost-tests` its benchmark binaries are built with: `anchors`, the anchors that need crates
+/// the tests do not (the `web-push` crate's send).
+const BIN_FEATURES: &str = "anchors";
+
 const BENCHES: &[Bench] = &[
     Bench {
         name: "cel",
@@ -234,7 +238,8 @@ fn failure(status: &std::process::ExitStatus) -> String {
 /// Builds every selected benchmark once, in release, so the runs time only the benchmarks.
 fn build(workspace: &Path, benches: &[&Bench]) -> anyhow::Result<()> {
     let mut cargo_benches = vec!["bench".to_owned(), "--no-run".to_owned()];
-    let mut bins = vec!["build".to_owned(), "--release".to_owned(), "-p".to_owned(), "flowhost-tests".to_owned()];
+    let mut bins =
+        ["build", "--release", "-p", "flowhost-tests", "--features", BIN_FEATURES].map(str::to_owned).to_vec();
     let (mut any_cargo_bench, mut any_bin) = (false, false);
     for bench in benches {
         match bench.target {
@@ -273,7 +278,8 @@ fn command(workspace: &Path, bench: &Bench) -> Command {
             &mut command
         }
         Target::Bin { args } => {
-            command.args(["run", "-q", "--release", "-p", "flowhost-tests", "--bin", bench.name, "--"]).args(args)
+            command.args(["run", "-q", "--release", "-p", "flowhost-tests", "--features", BIN_FEATURES]);
+            command.args(["--bin", bench.name, "--"]).args(args)
         }
     };
     command

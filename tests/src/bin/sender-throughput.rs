@@ -4,7 +4,8 @@
 //!    the VAPID header from the per-origin cache, the HTTPS POST over pooled connections) against a local HTTPS
 //!    push service written here in Rust (hyper + rustls, answering 201 without decrypting, so the service is not
 //!    the bottleneck; its certificate comes from `tests/scripts/push_service.py`), 256 in flight, each push on
-//!    a task of its own as the pushes of concurrent steps run.
+//!    a task of its own as the pushes of concurrent steps run. Its anchor, built with `--features anchors` (as
+//!    `tests/bench.sh` does): the same pushes through the `web-push` crate's own send.
 //! 2. **Fan-out latency**: `send_webpush` through the host's sender (render, resolve the recipient's 5 active
 //!    subscriptions, 5 concurrent pushes, the notification record written) for players one after another and
 //!    64 at a time: p50 / p99 per notification.
@@ -14,7 +15,7 @@
 //!    record; each must report `delivered`: an open socket took it), from the first send until the
 //!    clients received every message.
 //!
-//!     cargo run --release -p flowhost-tests --bin sender-throughput [-- PUSHES]
+//!     cargo run --release -p flowhost-tests --features anchors --bin sender-throughput [-- PUSHES]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -122,6 +123,13 @@ fn encryption_alone(keys: &PushSubscription, report: &mut Report) {
     report.lower("RFC 8291 encryption of a 600-byte payload", "µs", each.as_secs_f64() * 1e6);
 }
 
+/// The payload of every push: about the size the sender's rendered notifications have.
+fn push_payload() -> String {
+    json!({"payload_version": "v1", "delivery_id": "d", "title": "Bonus", "body": "50 free spins",
+        "interaction_token": "v1.".to_owned() + &"x".repeat(220), "data": {"notification_id": "n"}})
+    .to_string()
+}
+
 /// Records its figure in `report` when given one (not for the warm-up).
 async fn pushes_per_second(
     pushes: usize,
@@ -131,9 +139,7 @@ async fn pushes_per_second(
     keys: &PushSubscription,
     report: Option<&mut Report>,
 ) {
-    let payload = json!({"payload_version": "v1", "delivery_id": "d", "title": "Bonus", "body": "50 free spins",
-        "interaction_token": "v1.".to_owned() + &"x".repeat(220), "data": {"notification_id": "n"}})
-    .to_string();
+    let payload = push_payload();
     let endpoint = format!("{url}/push/bench");
     let started = Instant::now();
     let before = received.load(Ordering::Relaxed);
@@ -166,8 +172,72 @@ async fn pushes_per_second(
         elapsed.as_micros() as f64 * 2.0 / pushes as f64
     );
     if let Some(report) = report {
-        report.higher("web pushes/s, 256 in flight", "/s", rate).target(20_000.0);
+        report.higher(PUSHES_FIGURE, "/s", rate).target(20_000.0);
     }
+}
+
+const PUSHES_FIGURE: &str = "web pushes/s, 256 in flight";
+
+/// The anchor of the pushes/s figure: the same pushes (payload, subscription, push service, 256 in flight, a task
+/// each) through the `web-push` crate's own send, as its users call it: one VAPID key parsed once, a JWT signed
+/// and a message encrypted per push, its hyper 0.14 client (native-tls) over pooled connections. Returns the
+/// pushes per second.
+#[cfg(feature = "anchors")]
+async fn web_push_crate_alone(
+    pushes: usize,
+    url: &str,
+    received: &AtomicU64,
+    ca: &std::path::Path,
+    keys: &PushSubscription,
+) -> f64 {
+    use tokio_native_tls::native_tls;
+    use web_push::{
+        ContentEncoding, HyperWebPushClient, SubscriptionInfo, VapidSignatureBuilder, WebPushClient,
+        WebPushMessageBuilder,
+    };
+    let pem = std::fs::read(ca).expect("the push service's CA");
+    let tls = native_tls::TlsConnector::builder()
+        .add_root_certificate(native_tls::Certificate::from_pem(&pem).expect("a PEM certificate"))
+        .build()
+        .expect("a TLS connector");
+    let mut http = hyper014::client::HttpConnector::new();
+    http.enforce_http(false);
+    let https = hyper_tls::HttpsConnector::from((http, tokio_native_tls::TlsConnector::from(tls)));
+    let client = HyperWebPushClient::from(hyper014::Client::builder().build(https));
+    let (_, private) = generate().unwrap();
+    let signer = VapidSignatureBuilder::from_base64_no_sub(&private).expect("a VAPID key");
+    let subscription = SubscriptionInfo::new(format!("{url}/push/bench"), keys.p256dh.clone(), keys.auth.clone());
+    let payload = push_payload();
+    let shared = Arc::new((client, signer, subscription, payload));
+    let push = move |count: usize| {
+        let shared = shared.clone();
+        in_flight(count, PUSHES_IN_FLIGHT, move |_| {
+            let shared = shared.clone();
+            async move {
+                let (client, signer, subscription, payload) = &*shared;
+                let mut signature = signer.clone().add_sub_info(subscription);
+                signature.add_claim("sub", "mailto:bench@casino.example");
+                let mut message = WebPushMessageBuilder::new(subscription);
+                message.set_payload(ContentEncoding::Aes128Gcm, payload.as_bytes());
+                message.set_vapid_signature(signature.build().expect("a VAPID signature"));
+                message.set_ttl(3600);
+                client.send(message.build().expect("a message")).await.expect("delivered");
+            }
+        })
+    };
+    // Warm its connection pool as the sender's was.
+    push(2_000).await;
+    let started = Instant::now();
+    let before = received.load(Ordering::Relaxed);
+    push(pushes).await;
+    let elapsed = started.elapsed();
+    assert_eq!(received.load(Ordering::Relaxed) - before, pushes as u64);
+    let rate = pushes as f64 / elapsed.as_secs_f64();
+    println!(
+        "| anchor: the `web-push` crate's send (encrypt + VAPID JWT per push + HTTPS POST, 256 in flight) | {pushes} | {rate:.0}/s | {:.1} µs CPU-time share per push |",
+        elapsed.as_micros() as f64 * 2.0 / pushes as f64
+    );
+    rate
 }
 
 async fn fan_out(host: &TestHost, sender: &Sender, url: &str, keys: &PushSubscription, report: &mut Report) {
@@ -467,6 +537,13 @@ async fn main() {
     // Warm the connection pool and the VAPID cache.
     pushes_per_second(2_000, &url, &received, &client, &keys, None).await;
     pushes_per_second(pushes, &url, &received, &client, &keys, Some(&mut report)).await;
+    #[cfg(feature = "anchors")]
+    {
+        let anchor = web_push_crate_alone(pushes, &url, &received, &certificates.ca_path, &keys).await;
+        report.anchor(PUSHES_FIGURE, "web-push crate", anchor);
+    }
+    #[cfg(not(feature = "anchors"))]
+    println!("| anchor: the `web-push` crate's send | | not built | run with `--features anchors` |");
 
     let dir = tempfile::tempdir().unwrap();
     let mut config = TestHost::config(Backends::Embedded, dir.path());
