@@ -141,12 +141,10 @@ async fn pushes_per_second(
 ) {
     let payload = push_payload();
     let endpoint = format!("{url}/push/bench");
-    let started = Instant::now();
-    let before = received.load(Ordering::Relaxed);
     // Each push on a task of its own, as the sender's deliveries of concurrent steps run; pushes driven from one
     // task (`for_each_concurrent`) encrypted one at a time on that task's thread and left a core idle.
     let shared = Arc::new((client.clone(), keys.clone(), endpoint, payload));
-    in_flight(pushes, PUSHES_IN_FLIGHT, move |_| {
+    let pushing = in_flight(pushes, PUSHES_IN_FLIGHT, move |_| {
         let shared = shared.clone();
         async move {
             let (client, keys, endpoint, payload) = &*shared;
@@ -162,15 +160,9 @@ async fn pushes_per_second(
             let outcome = client.send(&message).await;
             assert_eq!(outcome.as_str(), "delivered", "{outcome:?}");
         }
-    })
-    .await;
-    let elapsed = started.elapsed();
-    assert_eq!(received.load(Ordering::Relaxed) - before, pushes as u64);
-    let rate = pushes as f64 / elapsed.as_secs_f64();
-    println!(
-        "| pushes (encrypt + cached VAPID + HTTPS POST, 256 in flight) | {pushes} | {rate:.0}/s | {:.1} µs CPU-time share per push |",
-        elapsed.as_micros() as f64 * 2.0 / pushes as f64
-    );
+    });
+    let rate =
+        timed_pushes("pushes (encrypt + cached VAPID + HTTPS POST, 256 in flight)", pushes, received, pushing).await;
     if let Some(report) = report {
         report.higher(PUSHES_FIGURE, "/s", rate).target(20_000.0);
     }
@@ -227,14 +219,26 @@ async fn web_push_crate_alone(
     };
     // Warm its connection pool as the sender's was.
     push(2_000).await;
+    let what = "anchor: the `web-push` crate's send (encrypt + VAPID JWT per push + HTTPS POST, 256 in flight)";
+    timed_pushes(what, pushes, received, push(pushes)).await
+}
+
+/// Runs `pushing` (`pushes` pushes), checks that the push service received every one, prints the table row
+/// `what` and returns the pushes per second.
+async fn timed_pushes(
+    what: &str,
+    pushes: usize,
+    received: &AtomicU64,
+    pushing: impl std::future::Future<Output = ()>,
+) -> f64 {
     let started = Instant::now();
     let before = received.load(Ordering::Relaxed);
-    push(pushes).await;
+    pushing.await;
     let elapsed = started.elapsed();
     assert_eq!(received.load(Ordering::Relaxed) - before, pushes as u64);
     let rate = pushes as f64 / elapsed.as_secs_f64();
     println!(
-        "| anchor: the `web-push` crate's send (encrypt + VAPID JWT per push + HTTPS POST, 256 in flight) | {pushes} | {rate:.0}/s | {:.1} µs CPU-time share per push |",
+        "| {what} | {pushes} | {rate:.0}/s | {:.1} µs CPU-time share per push |",
         elapsed.as_micros() as f64 * 2.0 / pushes as f64
     );
     rate
