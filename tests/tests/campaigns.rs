@@ -467,12 +467,16 @@ async fn live_events_and_engagement(backends: Backends) {
     };
     assert_eq!(detail["players_engaged"], 2, "{detail}");
 
-    // The totals are kept per tenant and kind, counted at the end of the pass that wrote the events.
+    // The totals are kept per tenant and kind, counted at the end of the pass that wrote the events. The slice's
+    // state is written at a pass's end too, and is fresh for 2 s here: a pass that took longer on a loaded machine
+    // leaves it stale until the next one, so wait for the totals and the fresh state together.
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
     let live = loop {
         let (status, live) = c.get(&format!("/api/v1/live-events?tenant_id={t}&page_size=100")).await;
         assert_eq!(status, 200, "{live}");
-        if live["total_items"].as_u64() == live["items"].as_array().map(|items| items.len() as u64) {
+        if live["total_items"].as_u64() == live["items"].as_array().map(|items| items.len() as u64)
+            && live["freshness"]["live_events"]["state"] == "fresh"
+        {
             break live;
         }
         assert!(tokio::time::Instant::now() < until, "{live}");
