@@ -391,14 +391,11 @@ async fn the_seeds_topology_as_separate_processes() {
     // shares two cores) is sent again, as the route tells its clients to.
     let send = json!({"tenant_id": TENANT_A, "player_id": 42, "template_id": 1, "language_enabled_id": "en",
         "placeholders": {"first_name": "Ada", "game": "roulette"}});
-    let until = tokio::time::Instant::now() + Duration::from_secs(60);
-    let (status, sent) = loop {
+    let (status, sent) = eventually("an editor send that is not retryable", 60, || async {
         let (status, sent) = topology.editor("/api/v1/webpush/send", send.clone()).await;
-        if status != 503 || sent["error"]["code"] != "SEND_RETRYABLE" || tokio::time::Instant::now() > until {
-            break (status, sent);
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    };
+        (status != 503 || sent["error"]["code"] != "SEND_RETRYABLE").then_some((status, sent))
+    })
+    .await;
     assert_eq!((status, sent["delivered"].as_bool()), (200, Some(true)), "{sent}");
     let received = pushes(&service, &browser, 2 + DEPOSITS).await;
     assert!(received.iter().any(|push| push["payload"]["title"] == "Hi Ada"), "{received:?}");
