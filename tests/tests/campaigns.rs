@@ -111,6 +111,19 @@ impl Campaigns {
         }
     }
 
+    /// Waits until `path` answers a body that satisfies `done` (every answer a 200); answers that body. A slice's
+    /// state is written at a pass's end and is fresh for 2 s on this host, so a pass that took longer on a loaded
+    /// machine leaves it stale until the next one: a state is waited for, never sampled once.
+    async fn wait_answer(&self, path: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let done = &done;
+        eventually(what, 60, || async move {
+            let (status, body) = self.get(path).await;
+            assert_eq!(status, 200, "{path}: {body}");
+            done(&body).then_some(body)
+        })
+        .await
+    }
+
     async fn metrics(&self) -> String {
         self.host.http.get(format!("http://{}/metrics", self.addr)).send().await.unwrap().text().await.unwrap()
     }
@@ -151,12 +164,8 @@ async fn buckets_filters_pages_and_details(backends: Backends) {
     c.flow("c-other", Some(campaign("other-tenant")), false).await;
 
     c.wait_total(&t, 5).await;
-    // The slice's state is written at a pass's end and is fresh for 2 s here: waited for, never sampled once.
-    let list = eventually("the list fresh", 60, || async {
-        let (status, list) = c.get(&format!("/api/v1/campaigns?tenant_id={t}")).await;
-        (status == 200 && list["freshness"]["campaigns"]["state"] == "fresh").then_some(list)
-    })
-    .await;
+    let fresh = |slice: &'static str| move |body: &Value| body["freshness"][slice]["state"] == "fresh";
+    let list = c.wait_answer(&format!("/api/v1/campaigns?tenant_id={t}"), "the list fresh", fresh("campaigns")).await;
     assert_eq!(list["total_items"], 5, "{list}");
     assert_eq!(list["status_counts"], json!({"suggestions": 1, "running": 1, "paused": 1, "ended": 2}));
     assert_eq!(list["summary"]["campaigns_total"], 5);
@@ -257,12 +266,8 @@ async fn buckets_filters_pages_and_details(backends: Backends) {
     assert_eq!(c.get("/api/v1/unknown").await, (404, json!({"error": "not found"})));
 
     // The overview: counters, buckets, and no support source (unknown, never a silent 0).
-    let overview = eventually("the overview fresh", 60, || async {
-        let (status, overview) = c.get(&format!("/api/v1/overview?tenant_id={t}")).await;
-        assert_eq!(status, 200, "{overview}");
-        (overview["freshness"]["overview"]["state"] == "fresh").then_some(overview)
-    })
-    .await;
+    let overview =
+        c.wait_answer(&format!("/api/v1/overview?tenant_id={t}"), "the overview fresh", fresh("overview")).await;
     assert_eq!(overview["campaigns_total"], 5);
     assert_eq!(overview["status_counts"]["ended"], 2);
     assert_eq!(overview["support_cases_total"], Value::Null);
@@ -476,21 +481,14 @@ async fn live_events_and_engagement(backends: Backends) {
     };
     assert_eq!(detail["players_engaged"], 2, "{detail}");
 
-    // The totals are kept per tenant and kind, counted at the end of the pass that wrote the events. The slice's
-    // state is written at a pass's end too, and is fresh for 2 s here: a pass that took longer on a loaded machine
-    // leaves it stale until the next one, so wait for the totals and the fresh state together.
-    let until = tokio::time::Instant::now() + Duration::from_secs(30);
-    let live = loop {
-        let (status, live) = c.get(&format!("/api/v1/live-events?tenant_id={t}&page_size=100")).await;
-        assert_eq!(status, 200, "{live}");
-        if live["total_items"].as_u64() == live["items"].as_array().map(|items| items.len() as u64)
-            && live["freshness"]["live_events"]["state"] == "fresh"
-        {
-            break live;
-        }
-        assert!(tokio::time::Instant::now() < until, "{live}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    // The totals are kept per tenant and kind, counted at the end of the pass that wrote the events, as the
+    // slice's state is: the two are waited for together.
+    let live = c
+        .wait_answer(&format!("/api/v1/live-events?tenant_id={t}&page_size=100"), "the totals fresh", |live| {
+            live["total_items"].as_u64() == live["items"].as_array().map(|items| items.len() as u64)
+                && live["freshness"]["live_events"]["state"] == "fresh"
+        })
+        .await;
     let items = live["items"].as_array().unwrap();
     let count = |kind: &str| items.iter().filter(|item| item["kind"] == kind).count();
     assert!(count("run_completed") >= 3, "{live}");
