@@ -24,7 +24,7 @@ import time
 
 # Test binaries by their usual duration, longest first (the rest follow in the order cargo built them).
 LONGEST_FIRST = [
-    "schemathesis", "secrets_kept", "scale_out", "presence", "contract_kafka", "engine", "topology",
+    "scaffold", "schemathesis", "secrets_kept", "scale_out", "presence", "contract_kafka", "engine", "topology",
     "runs", "plugins", "sender", "studio", "services", "inapp", "faults", "fail_soft",
 ]
 # Binaries that keep a core busy for their whole run: one of them at a time.

@@ -41,6 +41,10 @@ pub enum Backends {
     Distributed,
 }
 
+/// The plugin-call deadline of a test host (the product's default is 1 s): generous, so a loaded machine never
+/// turns a slow service call into a dead-lettered action.
+pub const TEST_PLUGIN_TIMEOUT_MS: u64 = 10_000;
+
 pub struct TestHost {
     pub base_url: String,
     pub ports: Ports,
@@ -63,6 +67,10 @@ impl TestHost {
         // (and without compiling three components per host).
         config.plugins.bundled = false;
         config.plugins.sync_interval_ms = 200;
+        // The deadline of one plugin call counts the time its guest waits on the host's services (a push sent
+        // across NATS, say), and two test binaries beside a compiling one stretched such a call past the 1 s
+        // default. The suites that test the deadline set their own.
+        config.plugins.timeout_ms = TEST_PLUGIN_TIMEOUT_MS;
         // Hosts share one compile cache when `tests/run.sh` names one: compiling the same components again for
         // every host was most of the suite's CPU.
         config.plugins.compile_cache_dir =
@@ -105,8 +113,10 @@ impl TestHost {
     /// The environment that makes a `flowhost` process started by a test a node of `config`'s deployment:
     /// the servers it names, its database, consumer group and namespaces (nothing for the embedded backends).
     pub fn deployment_env(config: &Config) -> Vec<(&'static str, String)> {
-        let mut env =
-            vec![("FLOWHOST_ENGINE_GROUP_ID", config.section::<flowhost_runs::EngineConfig>().group_id.clone())];
+        let mut env = vec![
+            ("FLOWHOST_ENGINE_GROUP_ID", config.section::<flowhost_runs::EngineConfig>().group_id.clone()),
+            ("FLOWHOST_PLUGINS_TIMEOUT_MS", config.plugins.timeout_ms.to_string()),
+        ];
         let settings = [
             ("FLOWHOST_MONGODB_URI", config.mongodb.uri.clone()),
             ("FLOWHOST_MONGODB_DATABASE", config.mongodb.uri.as_ref().map(|_| config.mongodb.database.clone())),
