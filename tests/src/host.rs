@@ -67,9 +67,8 @@ impl TestHost {
         // (and without compiling three components per host).
         config.plugins.bundled = false;
         config.plugins.sync_interval_ms = 200;
-        // The deadline of one plugin call counts the time its guest waits on the host's services (a push sent
-        // across NATS, say), and two test binaries beside a compiling one stretched such a call past the 1 s
-        // default. The suites that test the deadline set their own.
+        // The deadline counts the time a guest waits on the host's services (a push sent across NATS, say); the
+        // suites that test the deadline set their own.
         config.plugins.timeout_ms = TEST_PLUGIN_TIMEOUT_MS;
         // Hosts share one compile cache when `tests/run.sh` names one: compiling the same components again for
         // every host was most of the suite's CPU.
@@ -111,7 +110,8 @@ impl TestHost {
     }
 
     /// The environment that makes a `flowhost` process started by a test a node of `config`'s deployment:
-    /// the servers it names, its database, consumer group and namespaces (nothing for the embedded backends).
+    /// its consumer group and plugin deadline, and the servers it names, its database and namespaces (none of
+    /// these for the embedded backends).
     pub fn deployment_env(config: &Config) -> Vec<(&'static str, String)> {
         let mut env = vec![
             ("FLOWHOST_ENGINE_GROUP_ID", config.section::<flowhost_runs::EngineConfig>().group_id.clone()),
